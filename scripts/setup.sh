@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs xpubench with PyTorch and JAX into the current Python (3.10+).
+#   bash scripts/setup.sh        -> what `xpubench run` needs
+#   bash scripts/setup.sh test   -> plus pytest and Debian's chromium (the report screenshot test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+# torch first, pinned: a bare "torch" requirement would pull a multi-GB CUDA build on a CPU machine.
+# On a GPU machine install the CUDA wheel of your choice first (and "jax[cuda12]"); this then keeps it.
+$PY -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "as the 'root' user" || true
+if [ "${1:-}" = "test" ]; then
+  $PY -m pip install -q --disable-pip-version-check -e ".[all,test]" 2>&1 | grep -v "as the 'root' user" || true
+  if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+        || echo "setup: chromium not installed: the report screenshot test will be skipped" >&2
+    else
+      echo "setup: install Debian's chromium package for the report screenshot test" >&2
+    fi
+  fi
+else
+  $PY -m pip install -q --disable-pip-version-check -e ".[all]" 2>&1 | grep -v "as the 'root' user" || true
+fi
+$PY -c "import xpubench, torch, jax, flax, optax" || { echo "setup: install failed" >&2; exit 1; }

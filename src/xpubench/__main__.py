@@ -1,0 +1,3 @@
+from xpubench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""PyTorch training on one device: eager (channels_last for convolutions) or torch.compile.
+
+compile="auto" compiles on CUDA only: on CPU, torch.compile was measured slower than eager for these
+models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from xpubench.backends.torch_.device import (
+    peak_memory_bytes, placement, reset_peak_memory, set_precision_mode, sync, torch_device,
+)
+from xpubench.harness.casedata import batch_order, case_data
+from xpubench.harness.training import run_training
+from xpubench.workloads import get_workload
+
+
+def loss_fn(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = out.float()
+    if spec.loss == "softmax_ce":
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1).long())
+    if spec.loss == "sigmoid_bce":
+        return F.binary_cross_entropy_with_logits(out.reshape(y.shape), y.float())
+    return F.mse_loss(out, y)
+
+
+def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Sum over the batch of the per-sample metric (accuracy or mean squared error)."""
+    out = out.float()
+    if spec.metric == "mse":
+        return ((out - y) ** 2).reshape(y.shape[0], -1).mean(dim=1).sum()
+    if spec.loss == "sigmoid_bce":
+        return ((out.reshape(y.shape) > 0).float() == y).float().sum()
+    correct = (out.argmax(-1) == y.long()).float()
+    return correct.reshape(y.shape[0], -1).mean(dim=1).sum()
+
+
+def make_optimizer(spec, params, device: torch.device, lr: float):
+    fused = device.type == "cuda"
+    if spec.optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, eps=1e-8, fused=fused or None)
+    if spec.optimizer == "rmsprop":
+        # alpha/eps match optax.rmsprop(decay=0.9, eps=1e-7, eps_in_sqrt=False) in the jax backend
+        return torch.optim.RMSprop(params, lr=lr, alpha=0.9, eps=1e-7)
+    raise ValueError(f"unknown optimizer {spec.optimizer}")
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    if precision == "fp16":
+        return torch.autocast(device_type=device.type, dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def build_model(spec, case, device: torch.device) -> torch.nn.Module:
+    mod = get_workload(case.workload)
+    model = mod.build_torch(spec).to(device)
+    if spec.input_kind == "image":
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def should_compile(case, device: torch.device) -> bool:
+    return case.compile == "on" or (case.compile == "auto" and device.type == "cuda")
+
+
+class TorchTrainer:
+    def __init__(self, case, world_size: int = 1, rank: int = 0, wrap=None):
+        mod = get_workload(case.workload)
+        self.case, self.device = case, torch_device(case.device)
+        set_precision_mode(case.precision)
+        torch.manual_seed(case.seed)
+        ds, self.spec = case_data(case, mod.SPEC)
+        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
+        self.batch = case.batch_size or self.spec.batch_sizes[0]
+        self.global_batch = self.batch * world_size
+        self.model = build_model(self.spec, case, self.device)
+        self.net = wrap(self.model) if wrap else self.model
+        if should_compile(case, self.device):
+            self.net = torch.compile(self.net)
+        lr = self.spec.learning_rate * (world_size if case.options.get("lr_scaling") else 1)
+        self.opt = make_optimizer(self.spec, self.model.parameters(), self.device, lr)
+        # each rank trains on its own shard of every global batch
+        n = (len(ds.x_train) // self.global_batch) * self.global_batch
+        self.x = torch.from_numpy(np.ascontiguousarray(ds.x_train[:n])).to(self.device)
+        self.y = torch.from_numpy(np.ascontiguousarray(ds.y_train[:n])).to(self.device)
+        self.x_eval = torch.from_numpy(np.ascontiguousarray(ds.x_test)).to(self.device)
+        self.y_eval = torch.from_numpy(np.ascontiguousarray(ds.y_test)).to(self.device)
+        self.steps_per_epoch = n // self.global_batch
+        self.rank = rank
+        self.order = np.arange(self.steps_per_epoch)
+        sync(self.device)
+        reset_peak_memory(self.device)
+
+    def compile(self):
+        return None  # eager; torch.compile happens inside the first step (first_step_s)
+
+    def start_epoch(self, epoch: int) -> None:
+        self.order = batch_order(self.steps_per_epoch, epoch, self.case.seed)
+        self.model.train()
+
+    def batch_slice(self, i: int) -> slice:
+        start = int(self.order[i]) * self.global_batch + self.rank * self.batch
+        return slice(start, start + self.batch)
+
+    def step(self, i: int):
+        sl = self.batch_slice(i)
+        x, y = self.x[sl], self.y[sl]
+        self.opt.zero_grad(set_to_none=True)
+        with autocast(self.device, self.case.precision):
+            out = self.net(x)
+        loss = loss_fn(self.spec, out, y)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def sync(self, handle) -> None:
+        sync(self.device)
+
+    def loss_value(self, handle) -> float:
+        return float(handle)
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        self.model.eval()
+        total_loss, total_metric, n = 0.0, 0.0, len(self.x_eval)
+        for start in range(0, n, self.batch):
+            x, y = self.x_eval[start:start + self.batch], self.y_eval[start:start + self.batch]
+            with autocast(self.device, self.case.precision):
+                out = self.model(x)
+            total_loss += float(loss_fn(self.spec, out, y)) * len(x)
+            total_metric += float(metric_sum(self.spec, out, y))
+        self.model.train()
+        return total_loss / n, total_metric / n
+
+    def placement(self) -> str:
+        return placement(next(self.model.parameters()))
+
+    def peak_memory(self):
+        return peak_memory_bytes(self.device)
+
+
+def run(case):
+    trainer = TorchTrainer(case)
+    outcome = run_training(trainer, case, trainer.flops_per_sample)
+    outcome.metrics["compiled"] = should_compile(case, trainer.device)
+    return outcome

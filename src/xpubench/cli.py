@@ -1,0 +1,157 @@
+"""Command line: xpubench env | list | run | report | compare. Thin: parse, call, print.
+
+Every error a user can cause ends in one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from xpubench import __version__
+from xpubench.errors import UserError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too by default)
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def _csv(kind, name: str):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"empty {name} list")
+        try:
+            return [kind(t) for t in items]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list of numbers: {text!r}")
+    return parse
+
+
+def _size_bytes(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    t = text.strip().lower().rstrip("b")
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (try 4G or 512M)")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"memory size must be positive: {text!r}")
+    return int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="xpubench", description="Deep-learning speed on this hardware, per framework and device.")
+    p.add_argument("--version", action="version", version=f"xpubench {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    env = sub.add_parser("env", help="what hardware and frameworks are here")
+    env.add_argument("--json", action="store_true", help="print the same as JSON")
+
+    sub.add_parser("list", help="workloads, backends and devices")
+
+    run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
+    run.add_argument("-w", "--workload", type=_csv(str, "workload"), help="comma list (default: all)")
+    run.add_argument("-b", "--backend", type=_csv(str, "backend"), help="numpy, torch, jax (default: installed)")
+    run.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    run.add_argument("-p", "--precision", "--dtype", type=_csv(str, "precision"), help="fp32,tf32,bf16,fp16,int8")
+    run.add_argument("--batch-size", type=_csv(int, "batch size"), help="per-device batch sizes")
+    run.add_argument("--size", type=_csv(int, "matrix size"), help="matmul N (default 1024,2048,4096)")
+    run.add_argument("--mode", type=_csv(str, "mode"), help="train, infer (default train)")
+    run.add_argument("--devices", help="data-parallel device count N, or 'all'")
+    run.add_argument("--scaling", action="store_true", help="sweep N = 1, 2, 4, ... devices")
+    run.add_argument("--lr-scaling", action="store_true", help="scale the learning rate linearly with N")
+    run.add_argument("--epochs", type=int)
+    run.add_argument("--steps", type=int, help="cap on steps per epoch")
+    run.add_argument("--train-samples", type=int)
+    run.add_argument("--eval-samples", type=int)
+    run.add_argument("--time-budget", type=float, help="seconds of measurement per case")
+    run.add_argument("--data", choices=["synthetic", "real"], default=None)
+    run.add_argument("--data-dir")
+    run.add_argument("--compile", choices=["auto", "on", "off"], default=None)
+    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--quick", action="store_true", help="a few steps per case (the default with no -w)")
+    run.add_argument("--config", help="TOML file with the same options")
+    run.add_argument("-o", "--output", help="results file (JSON Lines)")
+    run.add_argument("--resume", help="finish the cases of an interrupted results file")
+    run.add_argument("--timeout", type=float, help="seconds per case before it is killed")
+    run.add_argument("--memory-limit", type=_size_bytes, help="address-space cap per worker, e.g. 8G")
+    run.add_argument("--no-progress", action="store_true")
+
+    rep = sub.add_parser("report", help="HTML or Markdown report from results files")
+    rep.add_argument("files", nargs="+")
+    rep.add_argument("-o", "--output", default="xpubench-report.html")
+    rep.add_argument("--format", choices=["html", "md"], default=None)
+
+    cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
+    cmp_.add_argument("files", nargs="+")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table")
+    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    console, err = Console(), Console(stderr=True)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_USAGE
+        return COMMANDS[args.command](args, console)
+    except UserError as exc:
+        err.print(f"xpubench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.print("xpubench: interrupted; finished cases are in the results file (use --resume)")
+        return 130
+
+
+def cmd_env(args, console) -> int:
+    from xpubench.devices.detect import environment
+    from xpubench.devices.render import render_environment
+
+    env = environment()
+    if args.json:
+        print(json.dumps(env, indent=2))
+    else:
+        render_environment(env, console)
+    return 0
+
+
+def cmd_list(args, console) -> int:
+    from xpubench.cli_list import print_listing
+
+    print_listing(console)
+    return 0
+
+
+def cmd_run(args, console) -> int:
+    from xpubench.cli_run import execute_run
+
+    return execute_run(args, console)
+
+
+def cmd_report(args, console) -> int:
+    from xpubench.api import report
+
+    path = report(args.files, args.output, fmt=args.format)
+    console.print(f"report written to {path}")
+    return 0
+
+
+def cmd_compare(args, console) -> int:
+    from xpubench.report.compare import run_compare_command
+
+    return run_compare_command(args.files, fmt=args.format, output=args.output, console=console)
+
+
+COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""The sweep: validated cases from CLI flags, a TOML file or a Python call.
+
+A *case* is one workload x backend x device x mode x precision x batch size (or matrix size) x device
+count. Everything the worker needs is in the Case; nothing is read from globals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xpubench.errors import UserError
+from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
+
+BACKENDS = ("numpy", "torch", "jax")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
+MODES = ("train", "infer")
+MATMUL_SIZES = (1024, 2048, 4096)
+MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
+MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+QUICK = {"epochs": 3, "steps": 4, "eval_batches": 2}
+
+
+@dataclass(frozen=True)
+class Case:
+    workload: str
+    backend: str
+    device: str                      # resolved device id: "cpu", "gpu:0", "tpu:0", "mps"
+    mode: str                        # "matmul" | "train" | "infer"
+    precision: str = "fp32"
+    batch_size: int | None = None    # per device
+    size: int | None = None          # matmul N
+    devices: int = 1                 # data-parallel device count
+    epochs: int | None = None
+    steps: int | None = None         # cap on steps per epoch
+    train_samples: int | None = None
+    eval_samples: int | None = None
+    time_budget_s: float | None = None
+    data: str = "synthetic"          # "synthetic" | "real"
+    data_dir: str | None = None
+    compile: str = "auto"            # "auto" | "on" | "off"
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # backend/workload specific extras
+
+    @property
+    def key(self) -> str:
+        """Identity of what is measured (not how long): used to match cases across runs and files."""
+        parts = [self.workload, self.backend, self.device, self.mode, self.precision,
+                 f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
+                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else ""]
+        return "/".join(p for p in parts if p)
+
+    @property
+    def run_id(self) -> str:
+        """Identity of the whole case, run-length knobs included: used by --resume."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["key"] = self.key
+        d["run_id"] = self.run_id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Case:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class PlanRequest:
+    """What the user asked for; None means "the default for this workload / machine"."""
+
+    workloads: list[str] | None = None
+    backends: list[str] | None = None
+    devices: list[str] | None = None          # device spellings, resolved against the environment
+    precisions: list[str] | None = None
+    batch_sizes: list[int] | None = None
+    sizes: list[int] | None = None
+    modes: list[str] | None = None
+    device_counts: list[int] | None = None    # data-parallel N per case
+    epochs: int | None = None
+    steps: int | None = None
+    train_samples: int | None = None
+    eval_samples: int | None = None
+    time_budget_s: float | None = None
+    data: str = "synthetic"
+    data_dir: str | None = None
+    compile: str = "auto"
+    seed: int = 0
+    quick: bool = False
+    scaling: bool = False                     # sweep N = 1, 2, 4, ... devices
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_choice(kind: str, values: list[str] | None, allowed) -> None:
+    for v in values or []:
+        if v not in allowed:
+            raise UserError(f"unknown {kind} {v!r}; choose from: {', '.join(allowed)}")
+
+
+def _check_positive(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise UserError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def validate(req: PlanRequest) -> None:
+    _check_choice("workload", req.workloads, list(REGISTRY) + ["selftest"])
+    _check_choice("backend", req.backends, BACKENDS)
+    _check_choice("precision", req.precisions, PRECISIONS)
+    _check_choice("mode", req.modes, MODES)
+    _check_choice("data source", [req.data], ("synthetic", "real"))
+    _check_choice("compile setting", [req.compile], ("auto", "on", "off"))
+    for name in ("batch_sizes", "sizes"):
+        for v in getattr(req, name) or []:
+            _check_positive(name.replace("_", " ")[:-1], v)
+    for v in req.device_counts or []:
+        if not isinstance(v, int) or v < 0:
+            raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
+    if req.scaling and req.device_counts:
+        raise UserError("--scaling sweeps the device count itself: drop --devices")
+    for name in ("epochs", "steps", "train_samples", "eval_samples"):
+        _check_positive(name.replace("_", " "), getattr(req, name))
+    if req.time_budget_s is not None and not req.time_budget_s > 0:
+        raise UserError(f"time budget must be > 0 seconds, got {req.time_budget_s!r}")
+    for name in ("workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes"):
+        if getattr(req, name) == []:
+            raise UserError(f"empty {name.replace('_', ' ')} list: nothing to run")
+    if req.data == "real" and req.data_dir is not None and not Path(req.data_dir).is_dir():
+        raise UserError(f"data directory {req.data_dir} does not exist")
+
+
+def _backend_installed(env: dict, backend: str) -> bool:
+    return bool(env.get("backends", {}).get(backend, {}).get("installed"))
+
+
+def default_devices(env: dict, backend: str) -> list[str]:
+    """Every kind of device the backend sees, first device of each kind (multi-device is --devices N)."""
+    seen: dict[str, str] = {}
+    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+        seen.setdefault(dev["kind"], dev["id"])
+    return list(seen.values())
+
+
+def _device_record(env: dict, backend: str, device: str) -> dict:
+    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+        if dev["id"] == device:
+            return dev
+    return {}
+
+
+def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
+    if backend == "numpy":
+        return ["fp32"]
+    dtypes = list(MATMUL_DTYPES)
+    cc = _device_record(env, backend, device).get("compute_capability")
+    if device.startswith("gpu") and cc and float(cc) >= 8.0:
+        dtypes.insert(1, "tf32")
+    return dtypes
+
+
+def build_cases(req: PlanRequest, env: dict) -> list[Case]:
+    """Expand a request into cases, validating every name against what is installed and present."""
+    from xpubench.devices.detect import resolve_device
+
+    validate(req)
+    workloads = req.workloads or ["matmul", *MODEL_WORKLOADS]
+    backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
+    cases: list[Case] = []
+    for backend in backends:
+        if not _backend_installed(env, backend):
+            raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
+        if req.devices:
+            devices = [resolve_device(env, backend, d) for d in req.devices]
+        else:
+            devices = default_devices(env, backend)
+        for device in devices:
+            for workload in workloads:
+                cases += _cases_for(req, env, workload, backend, device)
+    if not cases:
+        raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only)")
+    return cases
+
+
+def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str) -> list[Case]:
+    common = dict(workload=workload, backend=backend, device=device, seed=req.seed, compile=req.compile,
+                  time_budget_s=req.time_budget_s, options=dict(req.options))
+    if workload == "selftest":
+        return [Case(mode="train", **common)]
+    if workload == "matmul":
+        accel = not device.startswith("cpu")
+        sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
+        precisions = req.precisions or _matmul_dtypes(env, backend, device)
+        precisions = [p for p in precisions if p != "int8"]
+        return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
+    if backend == "numpy":
+        return []  # numpy has no training stack: it is the matmul reference only
+    spec = get_workload(workload).SPEC
+    batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else list(spec.batch_sizes))
+    precisions = req.precisions or ["fp32"]
+    modes = req.modes or ["train"]
+    counts = device_counts(req, env, backend, device)
+    epochs, steps = req.epochs, req.steps
+    train_samples, eval_samples = req.train_samples, req.eval_samples
+    if req.quick:
+        epochs = epochs or QUICK["epochs"]
+        steps = steps or QUICK["steps"]
+    cases = []
+    for precision in precisions:
+        for mode in (["infer"] if precision == "int8" else modes):
+            for n in counts:
+                for bs in batch_sizes:
+                    cases.append(Case(
+                        mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
+                        steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
+                        eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
+                        data=req.data, data_dir=req.data_dir, **common))
+    return cases
+
+
+def available_count(env: dict, backend: str, device: str) -> int:
+    """How many devices of this kind data parallelism can use (torch on CPU: one process per core)."""
+    import os
+
+    kind = device.split(":")[0]
+    if backend == "torch" and kind == "cpu":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    devs = env.get("backends", {}).get(backend, {}).get("devices", [])
+    return max(1, sum(1 for d in devs if d["kind"] == kind))
+
+
+def device_counts(req: PlanRequest, env: dict, backend: str, device: str) -> list[int]:
+    have = available_count(env, backend, device)
+    if req.scaling:
+        counts, n = [], 1
+        while n <= have:
+            counts.append(n)
+            n *= 2
+        return counts + ([have] if counts[-1] != have else [])
+    counts = [have if n == 0 else n for n in (req.device_counts or [1])]
+    for n in counts:
+        if n > have:
+            raise UserError(f"--devices {n}: {backend} sees only {have} {device.split(':')[0]} device(s)")
+    return counts

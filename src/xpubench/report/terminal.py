@@ -1,0 +1,65 @@
+"""What `xpubench run` shows in the terminal: a progress bar while cases run, tables at the end."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from xpubench.report.tables import matmul_table, status_table, training_table
+
+STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
+                "error": "red"}
+
+
+class RunProgress:
+    """A rich progress bar fed by api.RunHooks; prints one line per finished case."""
+
+    def __init__(self, console: Console, enabled: bool = True):
+        self.console = console
+        self.enabled = enabled
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=True, disable=not enabled)
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def plan(self, cases, todo) -> None:
+        if len(todo) < len(cases):
+            self.console.print(f"resuming: {len(cases) - len(todo)} of {len(cases)} cases already done")
+        self.task = self.progress.add_task("starting", total=len(todo))
+
+    def start(self, case) -> None:
+        self.progress.update(self.task, description=case.key)
+
+    def result(self, result) -> None:
+        style = STATUS_STYLE.get(result.status, "")
+        detail = headline(result) if result.status == "ok" else result.message
+        self.console.print(f"[{style}]{result.status:>7}[/] {result.key}  {detail}", highlight=False)
+        self.progress.advance(self.task)
+
+
+def headline(result) -> str:
+    m = result.metrics
+    if result.case.get("mode") == "matmul":
+        return f"warm {m['warm_flops_per_s'] / 1e9:,.1f} GFLOP/s, cold {m['cold_flops_per_s'] / 1e9:,.1f}"
+    if "samples_per_s" in m:
+        return f"{m['samples_per_s']:,.0f} samples/s"
+    return ""
+
+
+def print_run_tables(results, console: Console) -> None:
+    ok = [r for r in results if r.status == "ok"]
+    mm = [r for r in ok if r.case.get("mode") == "matmul"]
+    train = [r for r in ok if r.case.get("mode") in ("train", "infer") and r.case.get("workload") != "selftest"]
+    if mm:
+        console.print(matmul_table(mm))
+    if train:
+        console.print(training_table(train))
+    bad = [r for r in results if r.status != "ok"]
+    if bad:
+        console.print(status_table(bad))

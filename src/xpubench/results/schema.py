@@ -1,0 +1,81 @@
+"""The versioned result record: one per case, one JSON object per line of a results file.
+
+Version history (a loader reads every version up to SCHEMA_VERSION and refuses newer ones):
+  1  first version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from xpubench.errors import UserError
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "oom", "timeout", "crash", "error", "skipped")
+FINAL_STATUSES = STATUSES  # every status is final: resume re-runs only cases with no record at all
+
+
+@dataclass
+class Result:
+    """What one case measured (or why it could not)."""
+
+    case: dict[str, Any]                                      # the Case that ran (plan.Case.as_dict())
+    status: str                                               # one of STATUSES
+    message: str = ""                                         # error text, skip reason, warnings
+    metrics: dict[str, Any] = field(default_factory=dict)     # flat scalars: medians, rates, MFU...
+    samples: dict[str, list[float]] = field(default_factory=dict)  # raw samples, seconds
+    series: dict[str, list[float]] = field(default_factory=dict)   # per-epoch curves (loss, accuracy)
+    placement: str | None = None                              # the device that actually ran the work
+    fingerprint: dict[str, Any] = field(default_factory=dict)  # where and with what it ran
+    started_at: str = ""                                      # ISO-8601 UTC
+    duration_s: float | None = None                           # wall time of the whole case
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, allow_nan=False, default=_jsonable)
+
+    @property
+    def key(self) -> str:
+        return self.case.get("key", "")
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _migrate(record: dict[str, Any], version: int) -> dict[str, Any]:
+    """Bring an older record up to SCHEMA_VERSION (nothing to do yet: version 1 is the first)."""
+    return record
+
+
+def result_from_dict(record: Any, *, where: str) -> Result:
+    """Validate and migrate one decoded JSON record; ``where`` names it in the error line."""
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: not a result record (expected a JSON object)")
+    version = record.get("schema_version")
+    if not isinstance(version, int):
+        raise UserError(f"{where}: no schema_version: not an xpubench result file")
+    if version > SCHEMA_VERSION:
+        raise UserError(
+            f"{where}: schema version {version} is newer than this xpubench reads ({SCHEMA_VERSION}); "
+            "upgrade xpubench"
+        )
+    if version < 1:
+        raise UserError(f"{where}: unknown schema version {version}")
+    record = _migrate(dict(record), version)
+    record["schema_version"] = SCHEMA_VERSION
+    known = set(Result.__dataclass_fields__)
+    try:
+        return Result(**{k: v for k, v in record.items() if k in known})
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{where}: malformed result record ({exc})") from None

@@ -1,0 +1,28 @@
+"""Workload registry: adding a workload is one module plus one line here."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from xpubench.errors import UserError
+
+# name -> module path. "matmul" is special: it has no model, only N x N products.
+REGISTRY: dict[str, str] = {
+    "matmul": "xpubench.workloads.matmul",
+    "mnist_cnn": "xpubench.workloads.mnist_cnn",
+    "fashion_cnn": "xpubench.workloads.fashion_cnn",
+    "cifar10_resnet": "xpubench.workloads.cifar10_resnet",
+    "imdb_lstm": "xpubench.workloads.imdb_lstm",
+    "shakespeare_lstm": "xpubench.workloads.shakespeare_lstm",
+    "weather_gru": "xpubench.workloads.weather_gru",
+}
+
+MODEL_WORKLOADS = [name for name in REGISTRY if name != "matmul"]
+
+
+def get_workload(name: str) -> ModuleType:
+    """Return the workload's module (with SPEC, build_torch, build_jax, forward_flops)."""
+    if name not in REGISTRY:
+        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(REGISTRY)}")
+    return importlib.import_module(REGISTRY[name])
