@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -28,22 +30,59 @@ def default_output() -> Path:
     return Path(f"xpubench-{socket.gethostname()}-{stamp}.jsonl")
 
 
+PLAN_VERSION = 1
+MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
+
+
 def plan_path(output: Path) -> Path:
     return output.with_name(output.name + ".plan.json")
 
 
-def _write_plan(output: Path, cases: list[Case]) -> None:
-    plan_path(output).write_text(json.dumps([c.as_dict() for c in cases], indent=1))
+def _write_plan(output: Path, cases: list[Case], settings: dict) -> None:
+    """The sidecar --resume reads: every case of the run, and the run's timeout and memory limit."""
+    path = plan_path(output)
+    tmp = path.with_name(path.name + ".tmp")
+    blob = {"plan_version": PLAN_VERSION, "settings": settings, "cases": [c.as_dict() for c in cases]}
+    try:
+        tmp.write_text(json.dumps(blob, indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write the plan {path}: {exc.strerror or exc}; choose another --output") from None
 
 
-def _read_plan(output: Path) -> list[Case]:
+def _read_plan(output: Path) -> tuple[list[Case], dict]:
     path = plan_path(output)
     if not path.exists():
         raise UserError(f"cannot resume {output}: its plan {path.name} is missing (it is written by `run`)")
     try:
-        return [Case.from_dict(d) for d in json.loads(path.read_text())]
-    except (json.JSONDecodeError, TypeError) as exc:
+        blob = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(blob, list):  # the first sidecars were a bare list of cases
+            blob = {"plan_version": 1, "cases": blob}
+        version = blob.get("plan_version")
+        if not isinstance(version, int) or version > PLAN_VERSION:
+            raise UserError(f"cannot resume {output}: {path.name} has plan version {version!r}, newer than "
+                            "this xpubench reads; upgrade xpubench")
+        cases = [Case.from_dict(d) for d in blob["cases"]]
+        settings = blob.get("settings") or {}
+        stored = [d.get("run_id") for d in blob["cases"]]
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError, OSError) as exc:
         raise UserError(f"cannot resume {output}: {path.name} is unreadable ({exc})") from None
+    if stored != [c.run_id for c in cases]:  # the case identity changed: matching results would be unsafe
+        raise UserError(f"cannot resume {output}: its plan was written by another xpubench version; "
+                        "start a new run")
+    return cases, settings
+
+
+def check_run_settings(timeout_s, memory_limit_bytes) -> None:
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                  or not 0 < timeout_s < float("inf")):
+        raise UserError(f"--timeout must be a number of seconds above 0, got {timeout_s!r}")
+    if memory_limit_bytes is not None and (isinstance(memory_limit_bytes, bool)
+                                           or not isinstance(memory_limit_bytes, int)
+                                           or memory_limit_bytes < MIN_MEMORY_LIMIT):
+        raise UserError(f"--memory-limit {memory_limit_bytes!r} bytes is too small: a worker needs at least "
+                        "256M of address space (torch about 1G, jax about 2G)")
 
 
 @dataclasses.dataclass
@@ -69,40 +108,91 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
 
     hooks = hooks or RunHooks()
-    env = environment or detect_environment()
+    check_run_settings(timeout_s, memory_limit_bytes)
     previous: list[Result] = []
-    if resume is not None:
-        if request is not None or request_fields:
-            raise UserError("--resume takes the plan from the results file: give no other plan options")
-        out = Path(resume)
-        if not out.exists():
-            raise UserError(f"cannot resume {out}: no such file")
-        warning = store.drop_torn_tail(out)
-        if warning and hooks.on_warning:
-            hooks.on_warning(warning)
-        cases = _read_plan(out)
-        previous = store.load_file(out).results if out.stat().st_size else []
-        done = {r.case.get("run_id") for r in previous}
-        todo = [c for c in cases if c.run_id not in done]
-    else:
-        request = request or PlanRequest()
-        if request_fields:
-            request = dataclasses.replace(request, **request_fields)
-        cases = build_cases(request, env)
-        out = Path(output) if output else default_output()
-        store.check_writable(out)
-        if out.exists() and out.stat().st_size:
-            raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
-        _write_plan(out, cases)
-        todo = cases
-    if hooks.on_plan:
-        hooks.on_plan(cases, todo)
-    quick_default = 600.0 if all(c.steps for c in todo if c.mode != "matmul") else DEFAULT_TIMEOUT_S
-    results = run_cases(
-        todo, out, fingerprint=fingerprint(env), timeout_s=timeout_s or quick_default,
-        memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
-    )
+    with contextlib.ExitStack() as stack:
+        if resume is not None:
+            if output is not None and Path(output) != Path(resume):
+                raise UserError("--resume appends to the file it resumes: give no other output")
+            out = Path(resume)
+            cases, todo, previous, settings = _resume_state(out, request, request_fields, hooks, stack)
+            timeout_s = timeout_s or settings.get("timeout_s")
+            memory_limit_bytes = memory_limit_bytes or settings.get("memory_limit_bytes")
+            env = environment or (_detect() if todo else {})
+        else:
+            request = _request(request, request_fields)
+            out = Path(output) if output else default_output()
+            store.check_writable(out)
+            if out.exists() and out.stat().st_size:
+                raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
+            env = environment or _detect()
+            cases = todo = build_cases(request, env)
+            out.touch()
+            _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes})
+            stack.enter_context(store.exclusive(plan_path(out)))
+        if hooks.on_plan:
+            hooks.on_plan(cases, todo)
+        quick_default = 600.0 if all(c.steps for c in todo if c.mode != "matmul") else DEFAULT_TIMEOUT_S
+        results = run_cases(
+            todo, out, fingerprint=fingerprint(env), timeout_s=timeout_s or quick_default,
+            memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
+            earlier=previous,
+        )
     return previous + results
+
+
+def _detect() -> dict:
+    """The environment (in a child process); a broken detection is one line, not a traceback."""
+    import subprocess
+
+    try:
+        return detect_environment()
+    except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as exc:
+        raise UserError(f"{' '.join(str(exc).split())}; check the framework installs with `xpubench env`") from None
+
+
+def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
+    from xpubench.plan import validate
+
+    request = request or PlanRequest()
+    if fields:
+        known = {f.name for f in dataclasses.fields(PlanRequest)}
+        lists = {"workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes", "device_counts"}
+        plural = {name[:-1]: name for name in lists}  # workload="matmul" means workloads=["matmul"]
+        fields = {plural.get(k, k): v for k, v in fields.items()}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise UserError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        fields = {k: [v] if k in lists and isinstance(v, (str, int)) else v for k, v in fields.items()}
+        request = dataclasses.replace(request, **fields)
+    validate(request)  # bad input fails fast, before device detection
+    return request
+
+
+def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: contextlib.ExitStack):
+    """(all cases, cases still to run, results already in ``out``, the run's settings) for --resume.
+
+    The file is locked first, then read; a torn last line is cut off only once the rest has loaded."""
+    if request is not None or request_fields:
+        raise UserError("--resume takes the plan from the results file: give no other plan options")
+    if not out.is_file():
+        raise UserError(f"cannot resume {out}: no such file")
+    cases, settings = _read_plan(out)
+    stack.enter_context(store.exclusive(plan_path(out)))
+    previous: list[Result] = []
+    if out.stat().st_size:
+        loaded = store.load_file(out)  # refuses a file that is not results before anything changes
+        previous = loaded.results
+    warning = store.drop_torn_tail(out)
+    if warning and hooks.on_warning:
+        hooks.on_warning(warning)
+    store.check_writable(out)
+    planned = {c.run_id for c in cases}
+    stray = [r for r in previous if r.case.get("run_id") not in planned]
+    if stray and hooks.on_warning:
+        hooks.on_warning(f"{out}: {len(stray)} result(s) are not in its plan {plan_path(out).name}; kept as they are")
+    done = {r.case.get("run_id") for r in previous}
+    return cases, [c for c in cases if c.run_id not in done], previous, settings
 
 
 def load(paths) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from xpubench import __version__
@@ -24,24 +25,61 @@ def _csv(kind, name: str):
     def parse(text: str):
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
-            raise argparse.ArgumentTypeError(f"empty {name} list")
+            raise argparse.ArgumentTypeError(f"empty {name} list: nothing to run")
         try:
-            return [kind(t) for t in items]
+            values = [kind(t) for t in items]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a comma-separated list of numbers: {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a comma-separated list of numbers: {text!r}") from None
+        if kind is int and any(v <= 0 for v in values):
+            raise argparse.ArgumentTypeError(f"{name} must be above 0: {text!r}")
+        return values
     return parse
 
 
-def _size_bytes(text: str) -> int:
+def parse_size(text: str) -> int:
+    """'8G', '512M', '1.5g', '4096' (bytes) -> bytes; at least api.MIN_MEMORY_LIMIT."""
+    from xpubench.api import MIN_MEMORY_LIMIT
+
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().rstrip("b")
+    t = text.strip().lower().removesuffix("ib").rstrip("b")
     try:
         value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (try 4G or 512M)")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"memory size must be positive: {text!r}")
+        raise UserError(f"--memory-limit: not a memory size: {text!r} (try 4G or 512M)") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"--memory-limit must be a positive size like 8G, got {text!r}")
+    if value < MIN_MEMORY_LIMIT:
+        raise UserError(f"--memory-limit {text} is too small: a worker needs at least 256M of address space "
+                        "(torch about 1G, jax about 2G)")
     return int(value)
+
+
+def _size_bytes(text: str) -> int:
+    try:
+        return parse_size(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--memory-limit").lstrip(": ")) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,11 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--devices", help="data-parallel device count N, or 'all'")
     run.add_argument("--scaling", action="store_true", help="sweep N = 1, 2, 4, ... devices")
     run.add_argument("--lr-scaling", action="store_true", help="scale the learning rate linearly with N")
-    run.add_argument("--epochs", type=int)
-    run.add_argument("--steps", type=int, help="cap on steps per epoch")
-    run.add_argument("--train-samples", type=int)
-    run.add_argument("--eval-samples", type=int)
-    run.add_argument("--time-budget", type=float, help="seconds of measurement per case")
+    run.add_argument("--epochs", type=_positive)
+    run.add_argument("--steps", type=_positive, help="cap on steps per epoch")
+    run.add_argument("--train-samples", type=_positive)
+    run.add_argument("--eval-samples", type=_positive)
+    run.add_argument("--time-budget", type=_seconds, help="seconds of measurement per case")
     run.add_argument("--data", choices=["synthetic", "real"], default=None)
     run.add_argument("--data-dir")
     run.add_argument("--compile", choices=["auto", "on", "off"], default=None)
@@ -78,8 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="TOML file with the same options")
     run.add_argument("-o", "--output", help="results file (JSON Lines)")
     run.add_argument("--resume", help="finish the cases of an interrupted results file")
-    run.add_argument("--timeout", type=float, help="seconds per case before it is killed")
+    run.add_argument("--timeout", type=_seconds, help="seconds per case before it is killed")
     run.add_argument("--memory-limit", type=_size_bytes, help="address-space cap per worker, e.g. 8G")
+    run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
+                     help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
     run.add_argument("--no-progress", action="store_true")
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
@@ -94,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
@@ -103,13 +147,35 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             build_parser().print_help()
             return EXIT_USAGE
+        if args.command == "run":
+            _exit_on_sigterm()
         return COMMANDS[args.command](args, console)
     except UserError as exc:
-        err.print(f"xpubench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"xpubench: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `xpubench compare a b | head`
+        return 0
+    except OSError as exc:  # the file system said no (permission, disk full, ...): one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        err.print(f"xpubench: error: {exc.strerror or _one_line(exc)}{where}", markup=False, highlight=False,
+                  soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         err.print("xpubench: interrupted; finished cases are in the results file (use --resume)")
         return 130
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (kill, a batch scheduler) unwinds like Ctrl-C: the running worker's process group is
+    killed and every finished case stays in the results file."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def cmd_env(args, console) -> int:
@@ -137,7 +203,19 @@ def cmd_run(args, console) -> int:
     return execute_run(args, console)
 
 
+def _check_inputs(files: list[str], output: str | None) -> None:
+    """Refuse unreadable results files and an unwritable output before any work (one line, exit 2)."""
+    from pathlib import Path
+
+    from xpubench.results import store
+
+    store.load_results(files)
+    if output:
+        store.check_writable(Path(output), what="the output")
+
+
 def cmd_report(args, console) -> int:
+    _check_inputs(args.files, args.output)
     from xpubench.api import report
 
     path = report(args.files, args.output, fmt=args.format)
@@ -146,6 +224,7 @@ def cmd_report(args, console) -> int:
 
 
 def cmd_compare(args, console) -> int:
+    _check_inputs(args.files, args.output)
     from xpubench.report.compare import run_compare_command
 
     return run_compare_command(args.files, fmt=args.format, output=args.output, console=console)

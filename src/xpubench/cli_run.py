@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -17,15 +18,23 @@ CONFIG_KEYS = {
     "time_budget": ("time_budget_s", False), "data": ("data", False), "data_dir": ("data_dir", False),
     "compile": ("compile", False), "seed": ("seed", False), "quick": ("quick", False),
 }
-RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling"}
+RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling", "selftest", "options"}
+# flags that shape the plan: with --resume the plan comes from the results file instead
+PLAN_FLAGS = ("workload", "backend", "device", "precision", "batch_size", "size", "mode", "devices", "epochs",
+              "steps", "train_samples", "eval_samples", "time_budget", "data", "data_dir", "compile", "seed",
+              "config", "output", "selftest")
+PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick")
 
 
 def _count(text) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise UserError(f"--devices must be a whole number or 'all', got {text!r}") from None
-
+    value = None
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif isinstance(text, str) and text.strip().isdigit():
+        value = int(text)
+    if value is None or value < 1:
+        raise UserError(f"--devices must be a whole number of at least 1, or 'all'; got {text!r}")
+    return value
 
 
 def read_config(path: str) -> dict:
@@ -35,19 +44,44 @@ def read_config(path: str) -> dict:
         import tomli as tomllib
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"config file {path} does not exist")
+        raise UserError(f"config file {path} does not exist (or is not a file)")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, OSError) as exc:
-        raise UserError(f"config file {path} is unreadable: {exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"config file {path} is not a text (UTF-8) file: give a TOML file") from None
+    except OSError as exc:
+        raise UserError(f"config file {path} is unreadable: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"config file {path} is not valid TOML: {exc}") from None
     section = data.get("run", data)
-    unknown = sorted(set(section) - set(CONFIG_KEYS) - RUN_KEYS)
+    if not isinstance(section, dict):
+        raise UserError(f"config file {path}: [run] must be a table of options")
+    unknown = sorted(set(section) - set(CONFIG_KEYS) - RUN_KEYS - {"run"})
     if unknown:
         raise UserError(f"config file {path}: unknown option(s) {', '.join(unknown)}; "
                         f"known: {', '.join(sorted(set(CONFIG_KEYS) | RUN_KEYS))}")
     return section
+
+
+def _run_options(config: dict, args) -> dict:
+    """output / timeout / memory_limit from the file, then the flags; each checked."""
+    from xpubench.cli import parse_size
+
+    opts = {}
+    for key in ("output", "timeout", "memory_limit"):
+        value = getattr(args, key, None)
+        opts[key] = value if value is not None else config.get(key)
+    if opts["output"] is not None and not isinstance(opts["output"], str):
+        raise UserError(f"output must be a file name, got {opts['output']!r}")
+    t = opts["timeout"]
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+        raise UserError(f"timeout must be a number of seconds above 0, got {t!r}")
+    m = opts["memory_limit"]
+    if isinstance(m, (str, int)) and not isinstance(m, bool):
+        opts["memory_limit"] = parse_size(str(m))
+    elif m is not None:
+        raise UserError(f"memory_limit must be a size like \"8G\", got {m!r}")
+    return opts
 
 
 def request_from(args) -> tuple[PlanRequest, dict]:
@@ -70,44 +104,93 @@ def request_from(args) -> tuple[PlanRequest, dict]:
     fields.update({k: v for k, v in flag_values.items() if v is not None})
     if args.quick or config.get("quick") or not fields.get("workloads"):
         fields["quick"] = True
-    run_opts = {k: config.get(k) for k in RUN_KEYS if k in config}
-    for key in ("output", "timeout", "memory_limit", "devices"):
-        if getattr(args, key, None) is not None:
-            run_opts[key] = getattr(args, key)
-    devices = run_opts.pop("devices", None)
+    run_opts = _run_options(config, args)
+    devices = args.devices if args.devices is not None else config.get("devices")
     if devices is not None:
         fields["device_counts"] = [0] if str(devices) == "all" else [_count(devices)]
     fields["scaling"] = args.scaling or bool(config.get("scaling"))
+    options = config.get("options", {})
+    if not isinstance(options, dict):
+        raise UserError(f"options must be a table of name = value, got {options!r}")
+    options = dict(options)
     if args.lr_scaling or config.get("lr_scaling"):
-        fields["options"] = {"lr_scaling": True}
+        options["lr_scaling"] = True
+    behaviours = args.selftest or config.get("selftest")
+    if behaviours is not None:
+        options["behaviours"] = behaviours if isinstance(behaviours, list) else [behaviours]
+        fields.setdefault("workloads", ["selftest"])
+    if options:
+        fields["options"] = options
     if fields.get("data") == "real" and fields.get("data_dir") is None:
-        raise UserError("--data real needs --data-dir (a folder with the dataset's files)")
+        fields["data_dir"] = _default_data_dir()
     return PlanRequest(**fields), run_opts
+
+
+def _default_data_dir() -> str:
+    """Where --data real looks without --data-dir ($XPUBENCH_DATA_DIR or the cache folder)."""
+    try:
+        from xpubench.data import default_data_dir
+    except ImportError:
+        raise UserError("--data real needs --data-dir (a folder with the dataset's files)") from None
+    return str(default_data_dir())
+
+
+def _check_resume_flags(args) -> None:
+    given = [f for f in PLAN_FLAGS if getattr(args, f, None) is not None]
+    given += [f for f in PLAN_BOOL_FLAGS if getattr(args, f, False)]
+    if given:
+        flags = ", ".join("--" + f.replace("_", "-") for f in given)
+        raise UserError(f"--resume takes the plan from the results file: drop {flags} "
+                        "(only --timeout and --memory-limit go with --resume)")
 
 
 def execute_run(args, console) -> int:
     from xpubench import api
     from xpubench.report.terminal import RunProgress, print_run_tables
 
-    if args.resume and (args.workload or args.backend or args.config or args.output):
-        raise UserError("--resume takes the plan from the results file: drop --workload/--backend/--config/--output")
-    progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
-    hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
-                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}"))
     if args.resume:
-        with progress:
-            results = api.run(resume=args.resume, timeout_s=args.timeout,
-                              memory_limit_bytes=args.memory_limit, hooks=hooks)
-        out = Path(args.resume)
+        _check_resume_flags(args)
+        timeout, memory_limit = _run_options({}, args)["timeout"], args.memory_limit
     else:
         request, opts = request_from(args)
+        timeout, memory_limit = opts["timeout"], opts["memory_limit"]
+    api.check_run_settings(timeout, memory_limit)
+    progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
+    fresh = []  # the results of this call (with --resume, api.run also returns the earlier ones)
+
+    def on_result(result):
+        fresh.append(result)
+        progress.result(result)
+
+    hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=on_result,
+                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
+    if args.resume:
+        out = Path(args.resume)
+        with progress:
+            results = api.run(resume=out, timeout_s=timeout, memory_limit_bytes=memory_limit, hooks=hooks)
+    else:
         out = Path(opts["output"]) if opts.get("output") else api.default_output()
         with progress:
-            results = api.run(request, output=out, timeout_s=opts.get("timeout"),
-                              memory_limit_bytes=opts.get("memory_limit"), hooks=hooks)
+            results = api.run(request, output=out, timeout_s=timeout, memory_limit_bytes=memory_limit,
+                              hooks=hooks)
     print_run_tables(results, console)
-    console.print(f"results: {out}")
+    console.print(f"results: {out}", highlight=False)
+    return summarize_failures(fresh)
+
+
+def summarize_failures(results) -> int:
+    """One stderr line about cases that did not end ok. Exit 2 when a case failed on bad input found
+    inside its worker (a corrupt data file: the user must act); OOMs, crashes and timeouts are
+    measurements of this machine and leave the exit code 0."""
+    from xpubench.harness.worker import USER_ERRORS
+
     failed = [r for r in results if r.status not in ("ok", "skipped")]
+    user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]
+    if user:
+        first = user[0]
+        more = f" (and {len(user) - 1} more case(s) like it)" if len(user) > 1 else ""
+        print(f"xpubench: error: {first.key}: {first.message}{more}", file=sys.stderr)
+        return 2
     if failed:
         print(f"{len(failed)} case(s) did not finish ok (see the status column)", file=sys.stderr)
     return 0

@@ -51,7 +51,8 @@ class Case:
         """Identity of what is measured (not how long): used to match cases across runs and files."""
         parts = [self.workload, self.backend, self.device, self.mode, self.precision,
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
-                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else ""]
+                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
+                 str(self.options.get("behaviour", "")) if self.workload == "selftest" else ""]
         return "/".join(p for p in parts if p)
 
     @property
@@ -109,30 +110,76 @@ def _check_positive(name: str, value) -> None:
         raise UserError(f"{name} must be a positive whole number, got {value!r}")
 
 
+def _check_list(name: str, value) -> None:
+    if value is not None and not isinstance(value, (list, tuple)):
+        raise UserError(f"{name} must be a list, got {value!r}")
+    if value is not None and len(value) == 0:
+        raise UserError(f"empty {name} list: nothing to run")
+
+
 def validate(req: PlanRequest) -> None:
+    """Everything about the request that can be checked without looking at the machine."""
+    for name in ("workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes",
+                 "device_counts"):
+        _check_list(name.replace("_", " "), getattr(req, name))
     _check_choice("workload", req.workloads, list(REGISTRY) + ["selftest"])
     _check_choice("backend", req.backends, BACKENDS)
     _check_choice("precision", req.precisions, PRECISIONS)
     _check_choice("mode", req.modes, MODES)
     _check_choice("data source", [req.data], ("synthetic", "real"))
     _check_choice("compile setting", [req.compile], ("auto", "on", "off"))
+    for v in req.devices or []:
+        if not isinstance(v, str) or not v.strip():
+            raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
     for name in ("batch_sizes", "sizes"):
         for v in getattr(req, name) or []:
             _check_positive(name.replace("_", " ")[:-1], v)
     for v in req.device_counts or []:
-        if not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
     if req.scaling and req.device_counts:
         raise UserError("--scaling sweeps the device count itself: drop --devices")
     for name in ("epochs", "steps", "train_samples", "eval_samples"):
         _check_positive(name.replace("_", " "), getattr(req, name))
-    if req.time_budget_s is not None and not req.time_budget_s > 0:
-        raise UserError(f"time budget must be > 0 seconds, got {req.time_budget_s!r}")
-    for name in ("workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes"):
-        if getattr(req, name) == []:
-            raise UserError(f"empty {name.replace('_', ' ')} list: nothing to run")
-    if req.data == "real" and req.data_dir is not None and not Path(req.data_dir).is_dir():
-        raise UserError(f"data directory {req.data_dir} does not exist")
+    tb = req.time_budget_s
+    if tb is not None and (isinstance(tb, bool) or not isinstance(tb, (int, float)) or not tb > 0):
+        raise UserError(f"time budget must be > 0 seconds, got {tb!r}")
+    if isinstance(req.seed, bool) or not isinstance(req.seed, int):
+        raise UserError(f"seed must be a whole number, got {req.seed!r}")
+    if not isinstance(req.options, dict):
+        raise UserError(f"options must be a table of name = value, got {req.options!r}")
+    if req.data_dir is not None and not isinstance(req.data_dir, str):
+        raise UserError(f"data directory must be a path, got {req.data_dir!r}")
+    if req.data == "real" and req.data_dir is not None and not Path(req.data_dir).expanduser().exists():
+        raise UserError(f"data directory {req.data_dir} does not exist; pass the folder that holds the "
+                        "dataset's files as --data-dir")
+    _selftest_behaviours(req.options)
+
+
+def _unique(values):
+    """Drop repeats, keep the order: a case listed twice would run twice under one run_id."""
+    return list(dict.fromkeys(values)) if values else values
+
+
+def _selftest_behaviours(options: dict) -> list[dict]:
+    """options["behaviours"] (names or tables like {behaviour = "sleep", seconds = 0.5}) -> one
+    options dict per selftest case; without it, one case with the options as given."""
+    from xpubench.harness.selftest import BEHAVIOURS
+
+    wanted = options.get("behaviours")
+    base = {k: v for k, v in options.items() if k != "behaviours"}
+    if wanted is None:
+        return [base]
+    if not isinstance(wanted, list) or not wanted:
+        raise UserError(f"selftest behaviours must be a non-empty list, got {wanted!r}")
+    out = []
+    for item in wanted:
+        item = {"behaviour": item} if isinstance(item, str) else item
+        if not isinstance(item, dict) or item.get("behaviour") not in BEHAVIOURS:
+            name = item.get("behaviour") if isinstance(item, dict) else item
+            raise UserError(f"unknown selftest behaviour {name!r}; choose from: {', '.join(BEHAVIOURS)}")
+        out.append({**base, **item})
+    return out
 
 
 def _backend_installed(env: dict, backend: str) -> bool:
@@ -166,9 +213,13 @@ def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
 
 def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     """Expand a request into cases, validating every name against what is installed and present."""
-    from xpubench.devices.detect import resolve_device
-
     validate(req)
+    req = dataclasses.replace(
+        req, workloads=_unique(req.workloads), backends=_unique(req.backends), devices=_unique(req.devices),
+        precisions=_unique(req.precisions), modes=_unique(req.modes),
+        batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
+        sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
+        device_counts=_unique(req.device_counts))
     workloads = req.workloads or ["matmul", *MODEL_WORKLOADS]
     backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
     cases: list[Case] = []
@@ -176,22 +227,33 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         if not _backend_installed(env, backend):
             raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
         if req.devices:
-            devices = [resolve_device(env, backend, d) for d in req.devices]
+            from xpubench.devices.detect import resolve_device
+
+            devices = _unique([resolve_device(env, backend, d) for d in req.devices])
         else:
             devices = default_devices(env, backend)
         for device in devices:
+            if req.device_counts:
+                device_counts(req, env, backend, device)  # more devices than exist: refused up front
             for workload in workloads:
                 cases += _cases_for(req, env, workload, backend, device)
     if not cases:
-        raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only)")
-    return cases
+        raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
+                        "add -b torch or -b jax, or choose -w matmul")
+    unique: dict[str, Case] = {}
+    for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
+        unique.setdefault(case.run_id, case)
+    return list(unique.values())
 
 
 def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str) -> list[Case]:
-    common = dict(workload=workload, backend=backend, device=device, seed=req.seed, compile=req.compile,
-                  time_budget_s=req.time_budget_s, options=dict(req.options))
     if workload == "selftest":
-        return [Case(mode="train", **common)]
+        return [Case(workload=workload, backend=backend, device=device, mode="train", seed=req.seed,
+                     batch_size=bs, options=opts)
+                for opts in _selftest_behaviours(req.options) for bs in (req.batch_sizes or [None])]
+    options = {k: v for k, v in req.options.items() if k != "behaviours"}
+    common = {"workload": workload, "backend": backend, "device": device, "seed": req.seed,
+              "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options}
     if workload == "matmul":
         accel = not device.startswith("cpu")
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
@@ -201,7 +263,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     if backend == "numpy":
         return []  # numpy has no training stack: it is the matmul reference only
     spec = get_workload(workload).SPEC
-    batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else list(spec.batch_sizes))
+    batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or ["fp32"]
     modes = req.modes or ["train"]
     counts = device_counts(req, env, backend, device)
@@ -245,5 +307,6 @@ def device_counts(req: PlanRequest, env: dict, backend: str, device: str) -> lis
     counts = [have if n == 0 else n for n in (req.device_counts or [1])]
     for n in counts:
         if n > have:
-            raise UserError(f"--devices {n}: {backend} sees only {have} {device.split(':')[0]} device(s)")
+            raise UserError(f"--devices {n}: {backend} sees only {have} {device.split(':')[0]} device(s) here; "
+                            f"use --devices {have} or --devices all")
     return counts

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -19,20 +18,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xpubench.harness.metrics import add_peak_metrics
+from xpubench.harness.worker import MEMORY_LIMIT_ENV
 from xpubench.plan import Case
 from xpubench.results import store
 from xpubench.results.fingerprint import utc_now
-from xpubench.results.schema import Result
+from xpubench.results.schema import STATUSES, Result, finite
 
 DEFAULT_TIMEOUT_S = 3600.0
-
-
-def _limit_memory(limit_bytes: int | None) -> Callable[[], None]:
-    def preexec() -> None:
-        os.setsid()  # own process group: a timeout kills the worker and everything it started
-        if limit_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-    return preexec
+DEVICE_ALIASES = {"cuda": "gpu", "rocm": "gpu", "hip": "gpu"}
 
 
 def _signal_name(code: int) -> str:
@@ -43,27 +36,48 @@ def _signal_name(code: int) -> str:
 
 
 def _stderr_tail(path: Path, lines: int = 3) -> str:
+    """The telling part of a dead worker's stderr: the first line naming a memory failure or an error
+    (stack dumps of native aborts come after it), else the last few lines."""
     try:
-        text = path.read_text(errors="replace").strip().splitlines()
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - (256 << 10)))
+            text = [t.strip() for t in fh.read().decode(errors="replace").splitlines() if t.strip()]
     except OSError:
         return ""
+    for markers in (HOST_OOM_MARKERS, ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
+        telling = [t for t in text if any(m in t for m in markers)]
+        if telling:
+            return telling[0][:600]
     return " | ".join(text[-lines:])[-600:]
+
+
+# a native abort under a memory limit: the allocator, the loader or a thread stack found no address space
+HOST_OOM_MARKERS = ("MemoryError", "bad_alloc", "failed to map segment", "Memory allocation",
+                    "Cannot allocate memory", "cannot allocate memory", "Resource temporarily unavailable",
+                    "pthread_create", "out of memory")
 
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
             workdir: Path | None = None) -> tuple[dict, float]:
-    """Run one case in a fresh worker process; returns (outcome dict, wall seconds)."""
+    """Run one case in a fresh worker process; returns (outcome dict, wall seconds).
+
+    The worker only writes its own RESULT file in a private temporary folder; only this (parent)
+    process appends to the results file, so a worker orphaned by a killed parent can never add a
+    record (and it kills itself when it notices, see worker.watch_parent)."""
     with tempfile.TemporaryDirectory(prefix="xpubench-", dir=workdir) as tmp:
         tmpdir = Path(tmp)
         case_path, result_path, err_path = tmpdir / "case.json", tmpdir / "result.json", tmpdir / "stderr.txt"
         case_path.write_text(json.dumps(case.as_dict()))
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", XPUBENCH_PARENT_PID=str(os.getpid()))
+        env.pop(MEMORY_LIMIT_ENV, None)
+        if memory_limit_bytes:
+            env[MEMORY_LIMIT_ENV] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
         start = time.perf_counter()
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "xpubench.harness.worker", str(case_path), str(result_path)],
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
-                preexec_fn=_limit_memory(memory_limit_bytes),
+                start_new_session=True,  # own process group: a timeout kills the worker and its children
             )
             try:
                 code = proc.wait(timeout=timeout_s)
@@ -76,19 +90,31 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
                 raise
         wall = time.perf_counter() - start
         _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
-        if result_path.exists():
-            return json.loads(result_path.read_text()), wall
-        tail = _stderr_tail(err_path)
-        if code in (-signal.SIGKILL, 137):
-            msg = "killed by SIGKILL: the host likely ran out of memory"
-            return {"status": "oom", "message": msg + (f" ({tail})" if tail else "")}, wall
-        if code < 0:
-            return {"status": "crash", "message": f"worker died from {_signal_name(-code)}"
-                    + (f": {tail}" if tail else "")}, wall
-        if "MemoryError" in tail:
-            return {"status": "oom", "message": f"host memory exhausted: {tail}"}, wall
-        return {"status": "crash", "message": f"worker exited with code {code} and no result"
-                + (f": {tail}" if tail else "")}, wall
+        return _outcome(code, result_path, _stderr_tail(err_path), memory_limit_bytes), wall
+
+
+def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None) -> dict:
+    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story."""
+    detail = f": {tail}" if tail else ""
+    if result_path.exists():
+        try:
+            outcome = json.loads(result_path.read_text())
+            if not isinstance(outcome, dict) or outcome.get("status") not in STATUSES:
+                raise ValueError(f"unknown status {outcome.get('status')!r}" if isinstance(outcome, dict)
+                                 else "not an object")
+            return outcome
+        except (OSError, ValueError) as exc:
+            return {"status": "error", "message": f"the worker's result is unreadable ({exc})"}
+    limit = f" (--memory-limit {memory_limit_bytes / (1 << 20):g} MiB)" if memory_limit_bytes else ""
+    if code in (-signal.SIGKILL, 137):
+        return {"status": "oom", "message": "host out of memory: the worker was killed by SIGKILL "
+                f"(the kernel's OOM killer, most likely){limit}{detail}"}
+    if any(marker in tail for marker in HOST_OOM_MARKERS):
+        device = any(word in tail.lower() for word in ("cuda", "hip", "gpu", "tpu", "device"))
+        return {"status": "oom", "message": f"{'device' if device else 'host'} out of memory{limit}{detail}"}
+    if code < 0:
+        return {"status": "crash", "message": f"worker died from {_signal_name(-code)}{detail}"}
+    return {"status": "crash", "message": f"worker exited with code {code} and no result{detail}"}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -100,6 +126,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _kind(device: str) -> str:
+    kind = device.split(":")[0].split()[0].lower() if device.strip() else ""
+    return DEVICE_ALIASES.get(kind, kind)
+
+
+def placement_problem(case: Case, placement: str | None) -> str | None:
+    """A message when the work ran on another kind of device than the one asked for, else None."""
+    if not placement or _kind(placement) == _kind(case.device):
+        return None
+    return f"ran on {placement}, not on the requested {case.device}"
 
 
 def _oom_group(case: Case) -> tuple:
@@ -115,10 +153,17 @@ def run_cases(
     memory_limit_bytes: int | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_result: Callable[[Result], None] | None = None,
+    earlier: Iterable[Result] = (),
 ) -> list[Result]:
-    """Run every case; each result is appended to ``out_path`` (if given) the moment it is known."""
+    """Run every case; each result is appended to ``out_path`` (if given) the moment it is known.
+
+    ``earlier`` are results already in the file (``--resume``): their OOMs still skip larger batches.
+    If appending fails (disk full), the results of this call not yet in the file are saved next to it
+    (or in the temp folder) and AppendError says where; nothing that ran is lost."""
     results: list[Result] = []
     oom_at: dict[tuple, int] = {}
+    for r in earlier:
+        _note_oom(oom_at, Case.from_dict(r.case), r.status)
     for case in cases:
         if on_start:
             on_start(case)
@@ -129,19 +174,41 @@ def run_cases(
                 f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
         else:
             outcome, wall = run_one(case, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
-        if outcome["status"] == "oom" and case.batch_size:
-            oom_at[group] = min(case.batch_size, oom_at.get(group, case.batch_size))
+        _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
-            add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
+            problem = placement_problem(case, outcome.get("placement"))
+            if problem:  # never a silent fallback: the numbers are kept, the status says what happened
+                outcome.update(status="error", message=problem)
+            else:
+                add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
         result = Result(
-            case=case.as_dict(), status=outcome["status"], message=outcome.get("message", ""),
-            metrics=outcome.get("metrics", {}), samples=outcome.get("samples", {}),
-            series=outcome.get("series", {}), placement=outcome.get("placement"),
+            case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
+            metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
+            series=finite(outcome.get("series") or {}), placement=outcome.get("placement"),
             fingerprint=fingerprint, started_at=started, duration_s=round(wall, 3),
         )
         results.append(result)
         if out_path is not None:
-            store.append(out_path, result)
+            _append_or_save(out_path, result)
         if on_result:
             on_result(result)
     return results
+
+
+def _note_oom(oom_at: dict[tuple, int], case: Case, status: str) -> None:
+    if status == "oom" and case.batch_size:
+        group = _oom_group(case)
+        oom_at[group] = min(case.batch_size, oom_at.get(group, case.batch_size))
+
+
+def _append_or_save(out_path: Path, result: Result) -> None:
+    """Append; on failure save this result elsewhere and stop the sweep with one line saying where.
+    (Every earlier result of the sweep is already in the file.)"""
+    try:
+        store.append(out_path, result)
+    except store.AppendError as exc:
+        saved_to = store.save_fallback(out_path, [result])
+        where = (f"the result of {result.key} is in {saved_to} (append it: cat {saved_to} >> {out_path})"
+                 if saved_to else f"the result of {result.key} could not be saved anywhere")
+        raise store.AppendError(f"{exc}; earlier results are intact; {where}; "
+                                f"free space, then finish with --resume {out_path}") from None

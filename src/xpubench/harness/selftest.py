@@ -1,7 +1,18 @@
-"""Deliberate faults, to check that isolation works on a machine: `xpubench run --workload selftest`.
+"""Deliberate faults, to check that isolation works on a machine: `xpubench run --workload selftest
+--selftest ok,raise,segfault,hang,oom`.
 
-``case.options["behaviour"]`` picks one: ok, raise, segfault, hang, oom (allocates until the memory
-limit stops it), exit (exits with a code), sleep (sleeps ``seconds`` then succeeds).
+``case.options["behaviour"]`` picks one:
+  ok        succeeds at once
+  sleep     sleeps ``seconds`` (default 0.1), then succeeds
+  raise     raises an exception                       -> error
+  baddata   raises UserError, as a corrupt data file does -> error with that one line
+  segfault  reads address 0                           -> crash (SIGSEGV)
+  abort     calls abort()                             -> crash (SIGABRT)
+  hang      sleeps forever                            -> timeout
+  oom       allocates until the memory limit stops it -> oom (host); 1 GiB without a limit
+  exit      exits with ``code`` (default 3), no result -> crash
+  nan       succeeds with a NaN metric (written as null)
+``case.options["placement"]`` overrides the reported placement (to exercise the placement check).
 """
 
 from __future__ import annotations
@@ -12,19 +23,34 @@ import time
 
 from xpubench.harness.outcome import Outcome
 
+BEHAVIOURS = ("ok", "sleep", "raise", "baddata", "segfault", "abort", "hang", "oom", "exit", "nan")
+
 
 def run(case) -> Outcome:
     behaviour = case.options.get("behaviour", "ok")
+    if behaviour not in BEHAVIOURS:
+        raise ValueError(f"unknown selftest behaviour {behaviour!r}; choose from: {', '.join(BEHAVIOURS)}")
     if behaviour == "raise":
         raise RuntimeError("selftest: deliberate exception")
+    if behaviour == "baddata":
+        from xpubench.errors import UserError
+
+        raise UserError("selftest: data file is corrupt (deliberate); fix or delete it")
     if behaviour == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
+    if behaviour == "abort":
+        os.abort()
     if behaviour == "hang":
         while True:
             time.sleep(1)
     if behaviour == "oom":
+        from xpubench.harness.worker import MEMORY_LIMIT_ENV
+
+        cap = None if os.environ.get(MEMORY_LIMIT_ENV) else 1 << 30  # no limit: stop at 1 GiB, not the host's
         hog = []
         while True:
+            if cap is not None and len(hog) * (256 << 20) >= cap:
+                raise MemoryError("selftest: 1 GiB allocated with no --memory-limit (simulated OOM)")
             hog.append(bytearray(256 << 20))
             for i in range(0, len(hog[-1]), 4096):  # touch every page so the memory is really used
                 hog[-1][i] = 1
@@ -32,4 +58,5 @@ def run(case) -> Outcome:
         os._exit(int(case.options.get("code", 3)))
     if behaviour == "sleep":
         time.sleep(float(case.options.get("seconds", 0.1)))
-    return Outcome(metrics={"behaviour": behaviour}, placement="cpu")
+    metrics = {"behaviour": behaviour, "value": float("nan") if behaviour == "nan" else 1.0}
+    return Outcome(metrics=metrics, placement=case.options.get("placement", case.device))

@@ -2,8 +2,9 @@
 
     python -m xpubench.harness.worker CASE.json RESULT.json
 
-An exception becomes status "error" (or "oom" when it is an out-of-memory error) with its message. A
-crash or a hang leaves no RESULT file: the parent (runner.py) then records the signal or the timeout.
+An exception becomes status "error" (or "oom" when it is an out-of-memory error, host or device) with
+its message. A crash or a hang leaves no RESULT file: the parent (runner.py) then records the signal or
+the timeout. The worker never touches the results file: only the parent appends to it.
 """
 
 from __future__ import annotations
@@ -11,14 +12,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 
 from xpubench.harness.outcome import Outcome
 
+MEMORY_LIMIT_ENV = "XPUBENCH_MEMORY_LIMIT"   # bytes of address space (RLIMIT_AS), set by the runner
+PARENT_ENV = "XPUBENCH_PARENT_PID"           # the runner: when it dies, the worker kills itself
+
+HOST_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "defaultcpuallocator", "bad_alloc",
+                    "failed to map segment")
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resource exhausted", "oom when allocating",
-               "failed to allocate", "cannot allocate memory", "hip out of memory")
+               "failed to allocate", "hip out of memory", "alloc_failed", *HOST_OOM_MARKERS)
+USER_ERRORS = ("UserError", "DataUnavailable")  # bad input found inside the worker (e.g. a corrupt file)
 
 
 def classify_exception(exc: BaseException) -> str:
@@ -26,6 +36,31 @@ def classify_exception(exc: BaseException) -> str:
         return "oom"
     text = f"{type(exc).__name__}: {exc}".lower()
     return "oom" if any(marker in text for marker in OOM_MARKERS) else "error"
+
+
+def oom_kind(exc: BaseException, device: str) -> str:
+    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory exception."""
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or device.startswith("cpu") or any(m in text for m in HOST_OOM_MARKERS):
+        return "host"
+    return "device"
+
+
+def outcome_of_exception(exc: BaseException, device: str) -> Outcome:
+    first_line = (str(exc).strip().splitlines() or [""])[0][:500]
+    name = type(exc).__name__
+    status = classify_exception(exc)
+    said = f"{name}: {first_line}" if first_line else name
+    if name in USER_ERRORS:
+        message = first_line or name  # already a complete sentence for the user
+    elif status == "oom":
+        message = f"{oom_kind(exc, device)} out of memory: {said}"
+    else:
+        message = said
+    outcome = Outcome(status=status, message=message)
+    outcome.metrics["error_type"] = name
+    outcome.metrics["traceback"] = traceback.format_exc()[-4000:]
+    return outcome
 
 
 def execute(case) -> Outcome:
@@ -38,19 +73,48 @@ def execute(case) -> Outcome:
     return run_case(case)
 
 
+def apply_memory_limit() -> None:
+    """Cap the address space (RLIMIT_AS) before any framework is imported."""
+    value = os.environ.get(MEMORY_LIMIT_ENV)
+    if value:
+        import resource
+
+        limit = int(value)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def watch_parent(interval_s: float = 0.5) -> None:
+    """If the runner dies (SIGKILL, closed terminal), end this worker and its children at once, so an
+    orphan never competes with a resumed run for the device."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not parent.isdigit():
+        return
+    parent_pid = int(parent)
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent_pid:
+                if os.getpgrp() == os.getpid():  # our own process group (the runner starts a session)
+                    os.killpg(os.getpid(), signal.SIGKILL)
+                os._exit(137)
+
+    threading.Thread(target=loop, name="xpubench-watch-parent", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     from xpubench.plan import Case
 
+    watch_parent()
+    apply_memory_limit()
     case_path, result_path = Path(argv[0]), Path(argv[1])
     case = Case.from_dict(json.loads(case_path.read_text()))
     try:
         outcome = execute(case)
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes this case's result
+    except BaseException as exc:  # every failure becomes this case's result
         if isinstance(exc, KeyboardInterrupt):
             raise
-        first_line = (str(exc).strip().splitlines() or [""])[0][:500]
-        outcome = Outcome(status=classify_exception(exc), message=f"{type(exc).__name__}: {first_line}")
-        outcome.metrics["traceback"] = traceback.format_exc()[-4000:]
+        outcome = outcome_of_exception(exc, case.device)
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(dataclasses.asdict(outcome), default=_jsonable))
     os.replace(tmp, result_path)

@@ -7,6 +7,7 @@ Version history (a loader reads every version up to SCHEMA_VERSION and refuses n
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,7 +39,8 @@ class Result:
             raise ValueError(f"unknown status {self.status!r}")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, allow_nan=False, default=_jsonable)
+        """One line of strict JSON; NaN and infinities (a diverged loss) are written as null."""
+        return json.dumps(finite(asdict(self)), sort_keys=True, allow_nan=False, default=_jsonable)
 
     @property
     def key(self) -> str:
@@ -46,11 +48,22 @@ class Result:
 
 
 def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalar
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+    if hasattr(value, "tolist"):  # numpy array or scalar
+        return finite(value.tolist())
+    if hasattr(value, "item"):
+        return finite(value.item())
+    return str(value)  # never lose a whole record over one odd value
+
+
+def finite(value: Any) -> Any:
+    """Replace NaN/inf floats (not valid JSON) with None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def _migrate(record: dict[str, Any], version: int) -> dict[str, Any]:
@@ -63,7 +76,7 @@ def result_from_dict(record: Any, *, where: str) -> Result:
     if not isinstance(record, dict):
         raise UserError(f"{where}: not a result record (expected a JSON object)")
     version = record.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise UserError(f"{where}: no schema_version: not an xpubench result file")
     if version > SCHEMA_VERSION:
         raise UserError(
@@ -71,7 +84,13 @@ def result_from_dict(record: Any, *, where: str) -> Result:
             "upgrade xpubench"
         )
     if version < 1:
-        raise UserError(f"{where}: unknown schema version {version}")
+        raise UserError(f"{where}: unknown schema version {version} (this xpubench reads 1 to "
+                        f"{SCHEMA_VERSION}): not an xpubench results file")
+    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict)):
+        if name in record and not isinstance(record[name], kind):
+            raise UserError(f"{where}: malformed result record ({name} is not a JSON object)")
+    if not isinstance(record.get("case"), dict):
+        raise UserError(f"{where}: malformed result record (no case)")
     record = _migrate(dict(record), version)
     record["schema_version"] = SCHEMA_VERSION
     known = set(Result.__dataclass_fields__)

@@ -1,0 +1,325 @@
+"""Every input a user can get wrong ends in one line on stderr, exit code 2, no traceback, nothing lost.
+
+Most cases run `cli.main(argv)` in-process (fast); a few run `python -m xpubench` to prove the real
+process exits 2 without a traceback. `python tests/test_bad_input.py` prints docs/bad-input.md's table
+from the real messages.
+"""
+
+import errno
+import functools
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xpubench import cli
+from xpubench.results import store
+from xpubench.results.schema import SCHEMA_VERSION
+
+RESULT = {"schema_version": SCHEMA_VERSION, "status": "ok", "case": {"run_id": "r1", "key": "matmul/numpy/cpu"}}
+FILES = {
+    "malformed.toml": 'workload = ["matmul"\n',
+    "binary.toml": b"\xff\xfe\x00\x01\x89PNG",
+    "unknown.toml": 'workload = "matmul"\nbatchsize = 64\n',
+    "badvalue.toml": 'workload = "selftest"\nbatch_size = ["big"]\n',
+    "badtimeout.toml": 'workload = "selftest"\ntimeout = "soon"\n',
+    "empty.jsonl": "",
+    "notjson.jsonl": "time,value\n1,2\n",
+    "noschema.jsonl": '{"status": "ok"}\n',
+    "v0.jsonl": '{"schema_version": 0}\n',
+    "future.jsonl": json.dumps({**RESULT, "schema_version": SCHEMA_VERSION + 1}) + "\n",
+    "results.jsonl": json.dumps(RESULT) + "\n",
+    "resumable.jsonl": "<html>not results</html>\n",
+    "resumable.jsonl.plan.json": '{"plan_version": 1, "cases": []}',
+    "noplan.jsonl": json.dumps(RESULT) + "\n",
+    "futureplan.jsonl": "",
+    "futureplan.jsonl.plan.json": '{"plan_version": 99, "cases": []}',
+}
+
+# (id, argv with {tmp} for the folder holding FILES, what the line must say)
+CASES = [
+    ("unknown workload", "run -w resnet9000", "unknown workload 'resnet9000'; choose from: matmul"),
+    ("unknown backend", "run -b tensorflow", "unknown backend 'tensorflow'; choose from: numpy, torch, jax"),
+    ("unknown dtype", "run -w matmul -b numpy --dtype fp64", "unknown precision 'fp64'"),
+    ("unknown mode", "run -w mnist_cnn --mode dream", "unknown mode 'dream'"),
+    ("batch size 0", "run -w mnist_cnn --batch-size 0", "batch size must be above 0"),
+    ("batch size negative", "run -w mnist_cnn --batch-size=-32", "batch size must be above 0"),
+    ("batch size not a number", "run -w mnist_cnn --batch-size 32,big", "comma-separated list of numbers"),
+    ("matrix size 0", "run -w matmul --size 0", "matrix size must be above 0"),
+    ("empty list", "run -w matmul -d ,", "empty device list"),
+    ("epochs 0", "run -w mnist_cnn --epochs 0", "--epochs: must be a whole number above 0"),
+    ("config missing", "run --config {tmp}/nope.toml", "does not exist"),
+    ("config malformed", "run --config {tmp}/malformed.toml", "is not valid TOML"),
+    ("config binary", "run --config {tmp}/binary.toml", "is not a text (UTF-8) file"),
+    ("config unknown key", "run --config {tmp}/unknown.toml", "unknown option(s) batchsize; known:"),
+    ("config bad value", "run --config {tmp}/badvalue.toml", "batch size must be a positive whole number"),
+    ("config bad timeout", "run --config {tmp}/badtimeout.toml", "timeout must be a number of seconds"),
+    ("data dir missing", "run -w mnist_cnn -b torch --data real --data-dir {tmp}/nope",
+     "data directory {tmp}/nope does not exist"),
+    ("results file empty", "report {tmp}/empty.jsonl", "empty.jsonl is empty"),
+    ("results file not JSON", "compare {tmp}/notjson.jsonl {tmp}/results.jsonl", "not an xpubench results file"),
+    ("results file missing", "report {tmp}/nope.jsonl", "does not exist"),
+    ("results without schema", "report {tmp}/noschema.jsonl", "no schema_version"),
+    ("results of unknown schema", "compare {tmp}/v0.jsonl {tmp}/results.jsonl", "unknown schema version 0"),
+    ("results from the future", "report {tmp}/future.jsonl", "is newer than this xpubench reads (1); upgrade"),
+    ("resume: not results", "run --resume {tmp}/resumable.jsonl", "not an xpubench results file"),
+    ("resume: no such file", "run --resume {tmp}/nope.jsonl", "cannot resume"),
+    ("resume: plan missing", "run --resume {tmp}/noplan.jsonl", "its plan noplan.jsonl.plan.json is missing"),
+    ("resume: future plan", "run --resume {tmp}/futureplan.jsonl", "plan version 99"),
+    ("output folder missing", "run -w matmul -b numpy -o {tmp}/nope/r.jsonl", "folder {tmp}/nope does not exist"),
+    ("output is a folder", "run -w matmul -b numpy -o {tmp}", "it is a folder"),
+    ("output holds results", "run -w matmul -b numpy -o {tmp}/results.jsonl", "already holds results"),
+    ("report output folder missing", "report {tmp}/results.jsonl -o {tmp}/nope/r.html", "does not exist"),
+    ("--resume with --workload", "run --resume {tmp}/results.jsonl -w matmul", "drop --workload"),
+    ("--scaling with --devices", "run -w mnist_cnn -b torch --scaling --devices 2", "drop --devices"),
+    ("--devices 0", "run -w mnist_cnn --devices 0", "--devices must be a whole number of at least 1"),
+    ("--devices not a number", "run -w mnist_cnn --devices many", "--devices must be a whole number"),
+    ("--memory-limit not a size", "run -w selftest --memory-limit lots", "not a memory size: 'lots'"),
+    ("--memory-limit too small", "run -w selftest --memory-limit 1M", "too small"),
+    ("--timeout 0", "run -w selftest --timeout 0", "--timeout: must be a number of seconds above 0"),
+    ("--timeout negative", "run -w selftest --timeout=-5", "--timeout: must be a number of seconds above 0"),
+    ("--timeout not a number", "run -w selftest --timeout soon", "not a number of seconds"),
+    ("unknown selftest", "run --selftest explode", "unknown selftest behaviour 'explode'"),
+    ("unknown flag", "run --fast", "unrecognized arguments: --fast"),
+    ("unknown command", "bench", "invalid choice: 'bench'"),
+]
+# these need the machine's environment (device detection)
+ENV_CASES = [
+    ("absent device", "run -w matmul -b torch -d cuda", ""),
+    ("absent device (jax tpu)", "run -w matmul -b jax -d tpu", ""),
+    ("unknown device name", "run -w matmul -b numpy -d quantum", ""),
+    ("empty sweep", "run -w mnist_cnn -b numpy", "the sweep is empty"),
+    ("--devices more than exist", "run -w matmul -b torch --devices 64", "torch sees only"),
+    ("bad data inside a case", "run --selftest baddata -b numpy --no-progress -o {tmp}/data.jsonl",
+     "selftest: data file is corrupt (deliberate); fix or delete it"),
+]
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    for name, content in FILES.items():
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return tmp_path
+
+
+@functools.cache
+def _environment():
+    from xpubench.results.fingerprint import detect_environment
+
+    return detect_environment()
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """Detect the machine once per session (detection runs a child process that imports frameworks)."""
+    env = _environment()
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda: env)
+    return env
+
+
+def run_cli(argv: str, tmp: Path, capsys) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = cli.main(shlex.split(argv.format(tmp=tmp)))
+    return code, [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def check_one_line(code: int, lines: list[str], says: str) -> None:
+    assert code == 2, lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("xpubench: error: "), lines
+    assert says in lines[0], lines
+    assert "Traceback" not in lines[0]
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+@pytest.mark.parametrize("argv,says", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(argv, says, tmp, capsys):
+    before = snapshot(tmp)
+    code, lines = run_cli(argv, tmp, capsys)
+    check_one_line(code, lines, says.format(tmp=tmp))
+    assert snapshot(tmp) == before  # nothing already written is touched
+
+
+@pytest.mark.parametrize("argv,says", [c[1:] for c in ENV_CASES], ids=[c[0] for c in ENV_CASES])
+def test_bad_input_needing_the_machine(argv, says, tmp, capsys, machine):
+    code, lines = run_cli(argv, tmp, capsys)
+    check_one_line(code, lines, says)
+
+
+def test_unreadable_config(tmp, capsys, monkeypatch):
+    real = Path.read_text
+
+    def denied(self, *a, **kw):
+        if self.name == "locked.toml":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self, *a, **kw)
+
+    (tmp / "locked.toml").write_text('workload = "matmul"\n')
+    monkeypatch.setattr(Path, "read_text", denied)
+    check_one_line(*run_cli("run --config {tmp}/locked.toml", tmp, capsys), "is unreadable: Permission denied")
+
+
+def test_default_data_dir_missing(tmp, capsys, monkeypatch):
+    monkeypatch.setenv("XPUBENCH_DATA_DIR", str(tmp / "absent"))
+    check_one_line(*run_cli("run -w mnist_cnn -b torch --data real", tmp, capsys),
+                   f"data directory {tmp}/absent does not exist")
+
+
+def test_output_without_permission(tmp, capsys, monkeypatch):
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if "locked" in str(p) else real(p, mode, **kw))
+    (tmp / "locked").mkdir()
+    check_one_line(*run_cli("run -w matmul -b numpy -o {tmp}/locked/r.jsonl", tmp, capsys), "permission denied")
+
+
+def test_disk_full_while_appending_loses_nothing(tmp, capsys, monkeypatch, machine):
+    out = tmp / "full.jsonl"
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd):
+        if os.path.realpath(f"/proc/self/fd/{fd}") == str(out.resolve()):
+            calls.append(fd)
+            if len(calls) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, lines = run_cli(f"run --selftest ok,nan,sleep -b numpy --no-progress -o {out}", tmp, capsys)
+    check_one_line(code, lines, f"cannot append to {out}: disk full; earlier results are intact")
+    assert f"--resume {out}" in lines[0]
+    saved = store.load_file(out)
+    assert [r.case["options"]["behaviour"] for r in saved.results] == ["ok"] and not saved.warnings
+    fallback = next(tmp.glob("full.jsonl.unsaved-*.jsonl"))
+    assert str(fallback) in lines[0]
+    assert [r.case["options"]["behaviour"] for r in store.load_file(fallback).results] == ["nan"]
+    monkeypatch.setattr(os, "fsync", real_fsync)  # space freed: resume finishes the plan
+    assert cli.main(["run", "--resume", str(out), "--no-progress"]) == 0
+    assert [r.case["options"]["behaviour"] for r in store.load_file(out).results] == ["ok", "nan", "sleep"]
+
+
+def idx(magic: int, dims: tuple, body: int | None = None) -> bytes:
+    import struct
+
+    n = 1
+    for d in dims:
+        n *= d
+    return struct.pack(f">I{len(dims)}I", magic, *dims) + bytes(n if body is None else body)
+
+
+# bad dataset files: (workload, {file: content}, what the one line says); read inside the worker
+DATA_CASES = {
+    "IDX bad magic": ("mnist_cnn", {"train-images-idx3-ubyte": idx(1234, (10, 28, 28)),
+                                    "train-labels-idx1-ubyte": idx(2049, (10,))}, "is not an IDX images file"),
+    "IDX truncated": ("mnist_cnn", {"train-images-idx3-ubyte": idx(2051, (10, 28, 28), body=100),
+                                    "train-labels-idx1-ubyte": idx(2049, (10,))}, "truncated"),
+    "IDX without partner": ("mnist_cnn", {"train-images-idx3-ubyte": idx(2051, (10, 28, 28))}, "no partner"),
+    "CIFAR wrong size": ("cifar10_resnet", {"data_batch_1.bin": bytes(3000)}, "CIFAR-10 records"),
+    "CSV missing columns": ("weather_gru", {"weather.csv": "Date Time\n01.01.2009 00:00:00\n"}, "column"),
+    "CSV missing values": ("weather_gru", {"weather.csv": "Date Time,p,T\n01.01.2009 00:00:00,1,\n"},
+                           "missing value"),
+}
+
+
+DATASET_OF = {"mnist_cnn": "mnist", "cifar10_resnet": "cifar10", "weather_gru": "weather"}
+
+
+def _spec(workload: str):
+    """The workload's spec, its dataset key pinned to the loader these files are for."""
+    import dataclasses
+
+    from xpubench.workloads import get_workload
+
+    try:
+        spec = get_workload(workload).SPEC
+    except ImportError:
+        pytest.skip(f"workload {workload} is not written yet")
+    return dataclasses.replace(spec, dataset=DATASET_OF[workload])
+
+
+@pytest.mark.parametrize("name", DATA_CASES)
+def test_bad_data_file_is_one_line(name, tmp_path):
+    from xpubench import data
+    from xpubench.errors import UserError
+
+    workload, files, says = DATA_CASES[name]
+    for file, content in files.items():
+        (tmp_path / file).write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(UserError) as err:
+        data.load_real(_spec(workload), tmp_path, train_samples=8, eval_samples=2)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_bad_data_file_through_the_cli_is_the_case_result_and_exit_2(tmp, capsys, machine):
+    _spec("mnist_cnn")
+    folder = tmp / "mnist"
+    folder.mkdir()
+    for file, content in DATA_CASES["IDX bad magic"][1].items():
+        (folder / file).write_bytes(content)
+    out = tmp / "data-run.jsonl"
+    code, lines = run_cli(f"run -w mnist_cnn -b torch --data real --data-dir {tmp} --epochs 1 --steps 1 "
+                          f"--batch-size 4 --train-samples 8 --eval-samples 2 --no-progress -o {out}", tmp, capsys)
+    check_one_line(code, lines, "train-images-idx3-ubyte is not an IDX images file")
+    (result,) = store.load_file(out).results  # the failure is also the case's recorded result
+    assert result.status == "error" and "is not an IDX images file" in result.message
+
+
+SUBPROCESS = ["unknown workload", "config malformed", "results file not JSON", "data dir missing",
+              "--timeout 0"]
+
+
+@pytest.mark.parametrize("name", SUBPROCESS)
+def test_real_process_exits_2_without_traceback(name, tmp):
+    argv, says = next(c[1:] for c in CASES if c[0] == name)
+    proc = subprocess.run([sys.executable, "-m", "xpubench", *shlex.split(argv.format(tmp=tmp))],
+                          capture_output=True, text=True, timeout=60, check=False)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    check_one_line(proc.returncode, lines, says.format(tmp=tmp))
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def markdown_table() -> str:
+    """The table of docs/bad-input.md, from the real messages."""
+    import contextlib
+    import io
+    import tempfile
+
+    rows = ["| input | command | message (stderr) | exit code |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        for name, content in FILES.items():
+            (tmp / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        for name, argv, _ in CASES + ENV_CASES:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(shlex.split(argv.format(tmp=tmp)))
+            line = err.getvalue().strip().splitlines()[-1].replace(str(tmp), "DIR").replace("|", "\\|")
+            rows.append(f"| {name} | `xpubench {argv.format(tmp='DIR')}` | {line} | {code} |")
+        note = ("Bad dataset files are found inside the case's worker: the message becomes the case's "
+                "`error` result and `xpubench run` ends with `xpubench: error: CASE: message` and exit code 2.")
+        rows += ["", note, "", "| input | workload | message | exit code |", "|---|---|---|---|"]
+        from xpubench import data
+        from xpubench.errors import UserError
+
+        for name, (workload, files, _) in DATA_CASES.items():
+            folder = tmp / name.replace(" ", "_")
+            folder.mkdir()
+            for file, content in files.items():
+                (folder / file).write_bytes(content if isinstance(content, bytes) else content.encode())
+            try:
+                data.load_real(_spec(workload), folder, train_samples=8, eval_samples=2)
+                line = "(no error)"
+            except UserError as exc:
+                line = str(exc).replace(str(folder), "DIR").replace("|", "\\|")
+            rows.append(f"| {name} | {workload} | {line} | 2 |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
