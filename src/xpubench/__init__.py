@@ -9,7 +9,7 @@ Notebook API (imports are lazy so `import xpubench` stays cheap)::
 """
 
 __version__ = "0.1.0"
-__all__ = ["run", "load", "compare", "report", "__version__"]
+__all__ = ["__version__", "compare", "load", "report", "run"]
 
 
 def __getattr__(name):

@@ -14,7 +14,8 @@ _EXPORTS = {
     "lookup": "specs", "peak_flops": "specs", "memory_bandwidth": "specs", "ChipSpec": "specs",
     "cpu_info": "cpu", "cpu_peak_estimate": "cpu", "render_environment": "render",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["ChipSpec", "available_devices", "cpu_info", "cpu_peak_estimate", "environment", "lookup",
+           "memory_bandwidth", "peak_flops", "render_environment", "resolve_device"]
 
 
 def __getattr__(name: str) -> Any:

@@ -132,7 +132,7 @@ def _max_mhz() -> float | None:
 
 def _memory_bytes() -> int | None:
     text = _read("/proc/meminfo") or ""
-    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.M)
+    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.MULTILINE)
     if m:
         return int(m.group(1)) * 1024
     try:

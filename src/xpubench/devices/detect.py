@@ -64,13 +64,13 @@ def nvidia_driver() -> str | None:
             finally:
                 pynvml.nvmlShutdown()
             return version.decode() if isinstance(version, bytes) else str(version)
-        except Exception:  # noqa: BLE001 - any NVML failure falls through to nvidia-smi
+        except Exception:  # noqa: BLE001, S110 - any NVML failure falls through to nvidia-smi
             pass
     exe = shutil.which("nvidia-smi")
     if exe:
         try:
             out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=5)
+                                 capture_output=True, text=True, timeout=5, check=False)
             lines = out.stdout.strip().splitlines()
             if out.returncode == 0 and lines:
                 return lines[0].strip()

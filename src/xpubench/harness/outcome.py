@@ -11,6 +11,7 @@ class Outcome:
     metrics: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     series: dict[str, list[float]] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)  # small extras: misclassified images
     placement: str | None = None
     status: str = "ok"
     message: str = ""

@@ -184,7 +184,8 @@ def run_cases(
         result = Result(
             case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
             metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
-            series=finite(outcome.get("series") or {}), placement=outcome.get("placement"),
+            series=finite(outcome.get("series") or {}),
+            artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
             fingerprint=fingerprint, started_at=started, duration_s=round(wall, 3),
         )
         results.append(result)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+import numpy as np
+
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
 
@@ -33,6 +35,7 @@ class Trainer(Protocol):
     def evaluate(self) -> tuple[float, float]: ...     # (validation loss, validation metric)
     def placement(self) -> str: ...
     def peak_memory(self) -> int | None: ...
+    def predict_eval(self) -> tuple[Any, Any, Any]: ...  # (x_eval, y_eval, class probabilities), numpy
 
 
 def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.perf_counter) -> Outcome:
@@ -73,7 +76,27 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
                  "first_epoch_step_s": step_times[0], "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},
         placement=trainer.placement(),
+        artifacts=_gallery(trainer, case),
     )
+
+
+def _gallery(trainer: Trainer, case, wrong: int = 24, right: int = 8) -> dict:
+    """For image classifiers on real data: the misclassified test images (most confident mistakes
+    first), then a few correct ones, as uint8 pixels, for the report's gallery. Not timed."""
+    spec = getattr(trainer, "spec", None)
+    if case.data != "real" or spec is None or spec.input_kind != "image" or spec.target_kind != "class":
+        return {}
+    x, y, probs = trainer.predict_eval()
+    pred, conf = probs.argmax(-1), probs.max(-1)
+    idx = np.arange(len(y))
+    bad = idx[pred != y][np.argsort(-conf[pred != y], kind="stable")][:wrong]
+    good = idx[pred == y][:right]
+    pixels = np.clip(np.asarray(x) * 255 + 0.5, 0, 255).astype(np.uint8)
+    return {"gallery": [
+        {"index": int(i), "label": int(y[i]), "pred": int(pred[i]), "confidence": round(float(conf[i]), 4),
+         "correct": bool(pred[i] == y[i]), "image": pixels[i].squeeze(-1).tolist() if pixels.shape[-1] == 1
+         else pixels[i].tolist()}
+        for i in [*bad, *good]]}
 
 
 def _steady(step_times: list[list[float]]) -> list[list[float]]:

@@ -36,12 +36,12 @@ def git_revision() -> str | None:
     """The xpubench source tree's commit (with '+dirty' for local changes), or None outside a checkout."""
     here = Path(__file__).resolve().parent
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False)
         if rev.returncode != 0:
             return None
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True,
-            text=True, timeout=5,
+            text=True, timeout=5, check=False,
         )
         return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -53,7 +53,7 @@ def detect_environment(timeout_s: float = 120.0) -> dict[str, Any]:
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench.devices.detect"], capture_output=True, text=True,
-        timeout=timeout_s, env=env,
+        timeout=timeout_s, env=env, check=False,
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]

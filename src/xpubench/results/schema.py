@@ -28,6 +28,7 @@ class Result:
     metrics: dict[str, Any] = field(default_factory=dict)     # flat scalars: medians, rates, MFU...
     samples: dict[str, list[float]] = field(default_factory=dict)  # raw samples, seconds
     series: dict[str, list[float]] = field(default_factory=dict)   # per-epoch curves (loss, accuracy)
+    artifacts: dict[str, Any] = field(default_factory=dict)   # small extras (misclassified test images)
     placement: str | None = None                              # the device that actually ran the work
     fingerprint: dict[str, Any] = field(default_factory=dict)  # where and with what it ran
     started_at: str = ""                                      # ISO-8601 UTC
@@ -86,7 +87,7 @@ def result_from_dict(record: Any, *, where: str) -> Result:
     if version < 1:
         raise UserError(f"{where}: unknown schema version {version} (this xpubench reads 1 to "
                         f"{SCHEMA_VERSION}): not an xpubench results file")
-    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict)):
+    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict), ("artifacts", dict)):
         if name in record and not isinstance(record[name], kind):
             raise UserError(f"{where}: malformed result record ({name} is not a JSON object)")
     if not isinstance(record.get("case"), dict):

@@ -140,6 +140,7 @@ class JaxTrainer:
         self.key = jax.random.key(case.seed + 1)
         self._train = jax.jit(make_train_step(self.spec, self.apply, tx, self.batch), donate_argnums=0)
         self._eval = jax.jit(make_eval_step(self.spec, self.apply))
+        self._logits = jax.jit(lambda p, e, x: self.apply(p, e, x, False, None)[0])
         self.order = np.arange(self.steps_per_epoch)
         self.counter = 0
 
@@ -175,6 +176,15 @@ class JaxTrainer:
             total_loss += float(lsum)
             total_metric += float(msum)
         return total_loss / n, total_metric / n
+
+    def predict_eval(self):
+        params, _, extra = self.state
+        n = len(self.x_eval)
+        logits = [np.asarray(self._logits(params, extra, jax.device_put(
+                      pad_to(self.x_eval[i:i + self.batch], self.batch), self.device)))[:n - i]
+                  for i in range(0, n, self.batch)]
+        probs = jax.nn.softmax(np.concatenate(logits).astype(np.float32), -1)
+        return self.x_eval, self.y_eval, np.asarray(probs)
 
     def placement(self) -> str:
         return placement(jax.tree.leaves(self.state[0])[0])

@@ -13,7 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from xpubench.backends.torch_.device import (
-    peak_memory_bytes, placement, reset_peak_memory, set_precision_mode, sync, torch_device,
+    peak_memory_bytes,
+    placement,
+    reset_peak_memory,
+    set_precision_mode,
+    sync,
+    torch_device,
 )
 from xpubench.harness.casedata import batch_order, case_data
 from xpubench.harness.training import run_training
@@ -138,6 +143,14 @@ class TorchTrainer:
             total_metric += float(metric_sum(self.spec, out, y))
         self.model.train()
         return total_loss / n, total_metric / n
+
+    @torch.no_grad()
+    def predict_eval(self):
+        self.model.eval()
+        probs = [torch.softmax(self.model(self.x_eval[i:i + self.batch]).float(), -1).cpu()
+                 for i in range(0, len(self.x_eval), self.batch)]
+        self.model.train()
+        return self.x_eval.cpu().numpy(), self.y_eval.cpu().numpy(), torch.cat(probs).numpy()
 
     def placement(self) -> str:
         return placement(next(self.model.parameters()))
