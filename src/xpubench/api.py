@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.errors import UserError
-from xpubench.plan import Case, PlanRequest, build_cases
+from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
 from xpubench.results.fingerprint import detect_environment, fingerprint
 from xpubench.results.schema import Result
@@ -127,6 +127,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
                 raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
             env = environment or _detect()
             cases = todo = build_cases(request, env)
+            for note in plan_notes(request, env, cases):
+                if hooks.on_warning:
+                    hooks.on_warning(note)
             out.touch()
             _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes})
             stack.enter_context(store.exclusive(plan_path(out)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 from xpubench import __version__
@@ -108,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--train-samples", type=_positive)
     run.add_argument("--eval-samples", type=_positive)
     run.add_argument("--time-budget", type=_seconds, help="seconds of measurement per case")
+    run.add_argument("--save-weights", metavar="DIR",
+                     help="inference cases keep the weights they train in DIR (.npz; default: a temp cache)")
     run.add_argument("--data", choices=["synthetic", "real"], default=None)
     run.add_argument("--data-dir")
     run.add_argument("--compile", choices=["auto", "on", "off"], default=None)
@@ -141,7 +144,9 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
-    console, err = Console(), Console(stderr=True)
+    # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    console, err = Console(width=wide), Console(stderr=True)
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:

@@ -22,7 +22,9 @@ MODES = ("train", "infer")
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
-QUICK = {"epochs": 3, "steps": 4, "eval_batches": 2}
+# the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
+QUICK = {"epochs": 3, "steps": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
+         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
 
 
 @dataclass(frozen=True)
@@ -201,10 +203,24 @@ def _device_record(env: dict, backend: str, device: str) -> dict:
     return {}
 
 
+# CPU instructions that make a half-precision matmul native; without them torch's CPU kernels for that
+# dtype run at ~1 GFLOP/s (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2),
+# so one 4096 product takes minutes. XLA converts to fp32 internally and stays fast.
+NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
+
+
+def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
+    """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
+    if backend != "torch" or not device.startswith("cpu"):
+        return []
+    flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
+    return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
+
+
 def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
     if backend == "numpy":
         return ["fp32"]
-    dtypes = list(MATMUL_DTYPES)
+    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
     cc = _device_record(env, backend, device).get("compute_capability")
     if device.startswith("gpu") and cc and float(cc) >= 8.0:
         dtypes.insert(1, "tf32")
@@ -257,6 +273,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     if workload == "matmul":
         accel = not device.startswith("cpu")
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
+        if req.quick:
+            sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
+            common["time_budget_s"] = req.time_budget_s or QUICK["matmul_budget_s"]
         precisions = req.precisions or _matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
@@ -265,7 +284,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     spec = get_workload(workload).SPEC
     batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or ["fp32"]
-    modes = req.modes or ["train"]
+    # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
+    modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
     counts = device_counts(req, env, backend, device)
     epochs, steps = req.epochs, req.steps
     train_samples, eval_samples = req.train_samples, req.eval_samples
@@ -310,3 +330,17 @@ def device_counts(req: PlanRequest, env: dict, backend: str, device: str) -> lis
             raise UserError(f"--devices {n}: {backend} sees only {have} {device.split(':')[0]} device(s) here; "
                             f"use --devices {have} or --devices all")
     return counts
+
+
+def plan_notes(req: PlanRequest, env: dict, cases: list[Case]) -> list[str]:
+    """What the default sweep left out on purpose, said once before the run."""
+    if req.precisions:
+        return []
+    notes = []
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
+        slow = slow_cpu_dtypes(env, backend, device)
+        if slow:
+            notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
+                         f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
+                         f"ask for it with --precision {slow[0]}")
+    return notes

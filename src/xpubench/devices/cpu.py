@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "avx512_fp16",
-              "amx_bf16", "amx_int8", "amx_fp16", "amx_tile", "neon", "asimd", "sve", "sve2")
+              "amx_bf16", "amx_int8", "amx_fp16", "amx_tile", "neon", "asimd", "sve", "sve2", "bf16", "fphp")
 _SYS_CPU = Path("/sys/devices/system/cpu")
 
 

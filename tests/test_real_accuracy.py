@@ -1,0 +1,40 @@
+"""Real-data accuracy: mnist_cnn trained on 8,000 of the shared MNIST test images reaches >= 95% on the
+other 2,000 (the loader cuts a lone t10k split 80/20), in both frameworks, through the whole tool
+(plan -> worker -> trainer -> result file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import xpubench
+from xpubench.results.store import load_file
+
+MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+
+pytestmark = pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists(),
+                                reason="../shared/datasets/mnist is not beside the checkout")
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend):
+    out = tmp_path / "real.jsonl"
+    (result,) = xpubench.run(workloads=["mnist_cnn"], backends=[backend], data="real", data_dir=str(MNIST),
+                             batch_sizes=[128], epochs=4, output=out)
+    assert result.status == "ok", result.message
+    m = result.metrics
+    assert m["steps_per_epoch"] == 8_000 // 128          # trained on the 8,000 train images only
+    accuracy = result.series["val_metric"]
+    assert len(accuracy) == 4
+    assert accuracy[-1] >= 0.95, f"{backend}: validation accuracy per epoch {accuracy}"
+    assert result.series["train_loss"][-1] < result.series["train_loss"][0]
+
+    gallery = result.artifacts["gallery"]                  # the report's misclassified-digit gallery
+    wrong = [g for g in gallery if not g["correct"]]
+    assert wrong and all(g["pred"] != g["label"] for g in wrong)
+    assert gallery[:len(wrong)] == wrong                   # mistakes first, most confident first
+    assert [g["confidence"] for g in wrong] == sorted((g["confidence"] for g in wrong), reverse=True)
+    assert len(gallery[0]["image"]) == 28 and len(gallery[0]["image"][0]) == 28
+    (back,) = load_file(out).results                            # the file reads back, gallery included
+    assert back.artifacts == result.artifacts
