@@ -206,11 +206,13 @@ def load(paths) -> Any:
     return results_frame(loaded)
 
 
-def compare(a, b, **kwargs) -> Any:
-    """Match the cases of two results files and return the comparison rows."""
+def compare(a, b, *more, **kwargs) -> Any:
+    """Match the cases of B (and more files) with those of A; one report.compare.Comparison per later
+    file: rows (medians, ratio B/A, 95% bootstrap interval, verdict) and what differs between the files.
+    ``min_change`` (default 0.05): the smallest change called significant."""
     from xpubench.report.compare import compare_files
 
-    return compare_files(a, b, **kwargs)
+    return compare_files(a, b, *more, **kwargs)
 
 
 def report(paths, output: str | Path, *, fmt: str | None = None) -> Path:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from xpubench.report.tables import matmul_table, status_table, training_table
+from xpubench.report.tables import (
+    inference_table,
+    matmul_table,
+    scaling_rows,
+    scaling_table,
+    status_table,
+    training_table,
+)
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -47,6 +54,11 @@ def headline(result) -> str:
     m = result.metrics
     if result.case.get("mode") == "matmul":
         return f"warm {m['warm_flops_per_s'] / 1e9:,.1f} GFLOP/s, cold {m['cold_flops_per_s'] / 1e9:,.1f}"
+    if result.case.get("mode") == "infer" and m.get("latency_s") is not None:
+        name = m.get("metric_name") or "metric"
+        value = m.get(name)
+        shown = "" if value is None else f", {name} {value:.4f}"
+        return f"{m['samples_per_s']:,.0f} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
     if "samples_per_s" in m:
         return f"{m['samples_per_s']:,.0f} samples/s"
     return ""
@@ -55,11 +67,17 @@ def headline(result) -> str:
 def print_run_tables(results, console: Console) -> None:
     ok = [r for r in results if r.status == "ok"]
     mm = [r for r in ok if r.case.get("mode") == "matmul"]
-    train = [r for r in ok if r.case.get("mode") in ("train", "infer") and r.case.get("workload") != "selftest"]
+    train = [r for r in ok if r.case.get("mode") == "train" and r.case.get("workload") != "selftest"]
+    infer = [r for r in ok if r.case.get("mode") == "infer"]
     if mm:
         console.print(matmul_table(mm))
     if train:
         console.print(training_table(train))
+    if infer:
+        console.print(inference_table(infer))
+    parallel = scaling_rows(train + infer)
+    if parallel:
+        console.print(scaling_table(parallel))
     bad = [r for r in results if r.status != "ok"]
     if bad:
         console.print(status_table(bad))

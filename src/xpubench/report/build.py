@@ -1,0 +1,144 @@
+"""`xpubench report`: results files -> one report (content.Report) -> a self-contained HTML page or
+Markdown with PNG charts beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from xpubench import __version__
+from xpubench.errors import UserError
+from xpubench.report import advice, charts, charts_training, sections
+from xpubench.report.content import Report, Section, TableBlock
+from xpubench.report.environment import differences, file_fingerprints, summarize_fingerprint
+from xpubench.report.frame import ResultSet, ok_rows
+from xpubench.results import store
+from xpubench.results.fingerprint import utc_now
+
+
+def _tables(*blocks: tuple[str, pd.DataFrame, str]) -> list[TableBlock]:
+    return [TableBlock(title, frame, note) for title, frame, note in blocks if not frame.empty]
+
+
+def _charts(*made) -> list:
+    return [c for c in made if c is not None]
+
+
+def _peak_note(frame: pd.DataFrame) -> str:
+    if "peak_warning" not in frame or frame["peak_warning"].dropna().empty:
+        return ""
+    warning = str(frame["peak_warning"].dropna().iloc[0])
+    return f"{warning[:1].upper()}{warning[1:]}."
+
+
+def environment_table(data: ResultSet) -> pd.DataFrame:
+    """Rows = facts (host, CPU, framework versions, devices, drivers...), one column per file."""
+    columns = {}
+    for source, fps in file_fingerprints(data.items).items():
+        for i, fp in enumerate(fps or [{}]):
+            columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
+    table = pd.DataFrame(columns).fillna("not installed")
+    return table.reset_index(names="")
+
+
+def environment_warnings(data: ResultSet) -> list[str]:
+    fps = file_fingerprints(data.items)
+    names = list(fps)
+    if len(names) < 2:
+        return []
+    lines = []
+    for other in names[1:]:
+        diff = differences((fps[names[0]] or [{}])[0], (fps[other] or [{}])[0], (names[0], other))
+        if diff:
+            lines.append(f"{other} ran in another environment than {names[0]}: " + "; ".join(diff))
+    return lines
+
+
+def build_report(loaded) -> Report:
+    """The report's content from store.load_results output (or a list of Result)."""
+    data = ResultSet.load(loaded)
+    frame = data.frame
+    if frame.empty:
+        raise UserError("no results in these files: nothing to report")
+    secs: list[Section] = []
+    bullets = advice.advice(data)
+    secs.append(Section("Which device for what", "advice", intro=(
+        "Written from the measurements below. A difference is called only when the 95% bootstrap interval "
+        "of the ratio (over the raw samples) excludes 1 and the change is at least 5%." if bullets else
+        "No case finished ok: nothing to advise."), bullets=bullets))
+    if not ok_rows(frame, "train").empty:
+        secs.append(Section("Training", "training", intro=(
+            "Compile and the first epoch are apart from the steady state: epoch = median over epochs 2+, "
+            "step = median steady step (IQR beside it)."),
+            tables=_tables(("Every training case", sections.training_table(frame), ""),
+                           ("Epoch time and step/sample time by batch size x device", sections.batch_pivot(frame),
+                            "")),
+            charts=_charts(charts.throughput_chart(frame), charts.batch_chart(frame),
+                           charts_training.curves_chart(frame, data.items))))
+    if not ok_rows(frame, "matmul").empty:
+        secs.append(Section("Matrix multiply", "matmul", intro=(
+            "Cold = the first product (compile, library and thread-pool start included); warm = median of "
+            "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate)."),
+            tables=_tables(("FLOP/s per device, dtype and N", sections.matmul_table(frame), _peak_note(frame))),
+            charts=_charts(charts.matmul_chart(frame), charts.roofline_chart(frame))))
+    speedups = sections.speedup_table(frame)
+    secs.append(Section("Speedup over the CPU", "speedup", intro=(
+        "Each accelerator case over the same case on the CPU (same file when it has one). Matmul: FLOP/s "
+        "ratios; training: cold = first-epoch time ratio, warm = steady samples/s ratio." if not speedups.empty
+        else "No accelerator case with a matching CPU case in these files: no speedup to show."),
+        tables=_tables(("", speedups, ""))))
+    fw = sections.framework_table(data)
+    if not fw.empty:
+        secs.append(Section("PyTorch against JAX", "frameworks", intro=(
+            "The same case in both frameworks on the same device: ratio of median times as a speed ratio "
+            "(> 1: JAX faster), 95% bootstrap interval over the raw samples."), tables=_tables(("", fw, ""))))
+    if not ok_rows(frame, "infer").empty:
+        secs.append(Section("Inference and precision", "inference", intro=(
+            "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
+            "of the converted model and its change against fp32 on the same samples."),
+            tables=_tables(("", sections.inference_table(frame), "")), charts=_charts(charts.inference_chart(frame))))
+    scaling = sections.scaling_table(frame)
+    if not scaling.empty:
+        secs.append(Section("Data-parallel scaling", "scaling", tables=_tables(("", scaling, "")),
+                            charts=_charts(charts.scaling_chart(frame))))
+    gallery = charts_training.gallery_charts(frame, data.items)
+    if gallery:
+        secs.append(Section("Misclassified test images", "gallery", intro=(
+            "Image classifiers trained on real data: the test images the model got wrong, most confident "
+            "mistakes first."), charts=gallery))
+    secs.append(Section("Spread of every figure", "spread", intro=(
+        "The raw samples behind each headline figure. ! marks a figure the harness flagged (CV >= 10%, "
+        "fewer than 3 samples, or a cut time budget)."), tables=_tables(("", sections.spread_table(data), ""))))
+    failed = sections.status_table(frame)
+    if not failed.empty:
+        secs.append(Section("Cases that did not finish ok", "failed", tables=_tables(("", failed, ""))))
+    secs.append(Section("Environments", "environments", intro="Where and with what each file was measured.",
+                        tables=_tables(("", environment_table(data), ""))))
+    warnings = [w for f in (loaded if isinstance(loaded, list) else []) for w in getattr(f, "warnings", [])]
+    warnings += environment_warnings(data)
+    sources = ", ".join(dict.fromkeys(str(e.path.name) for e in data.items))
+    subtitle = (f"{len(frame)} cases ({int((frame['status'] == 'ok').sum())} ok) from {sources}; "
+                f"written {utc_now()} by xpubench {__version__}")
+    return Report("xpubench report", subtitle, secs, warnings)
+
+
+def output_format(output: Path, fmt: str | None) -> str:
+    if fmt is None:
+        return "md" if output.suffix.lower() in (".md", ".markdown") else "html"
+    if fmt not in ("html", "md"):
+        raise UserError(f"unknown report format {fmt!r}; choose html or md")
+    return fmt
+
+
+def write_report(paths, output: Path, *, fmt: str | None = None) -> Path:
+    """Load the files, build the report, write it; returns the path written."""
+    from xpubench.report import html, markdown
+
+    output = Path(output)
+    fmt = output_format(output, fmt)
+    store.check_writable(output, what="the report")
+    report = build_report(store.load_results(paths))
+    text = markdown.render(report, output) if fmt == "md" else html.render(report)
+    output.write_text(text, encoding="utf-8")
+    return output

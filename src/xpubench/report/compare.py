@@ -1,0 +1,233 @@
+"""`xpubench compare A B [C ...]`: every case of B (and C ...) that matches a case of A by its key, side by
+side, with the time ratio and a 95% confidence interval.
+
+The statistic (docs/reports.md): each case's headline raw samples (matmul ``warm_s``, training
+``step_s``, inference ``latency_s``) are resampled with replacement, independently in each file
+(seeded percentile bootstrap, 5,000 resamples); the interval is the 2.5th-97.5th percentile of
+median(B*) / median(A*). A difference is called only when the interval excludes 1 **and** the ratio
+is at least ``min_change`` (default 5%) away from 1: the samples of one run do not see run-to-run
+drift (another process, a clock change), so tiny but "significant" changes are not reported as real.
+Otherwise the verdict is "not significant". Fewer than 3 samples on either side: "not significant"
+(spread unknown).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from xpubench.errors import UserError
+from xpubench.report.environment import differences, file_fingerprints
+from xpubench.report.frame import Entry, entries, timing_name, timing_samples
+from xpubench.results import store
+from xpubench.results.schema import finite
+
+RESAMPLES = 5000
+LEVEL = 0.95
+MIN_SAMPLES = 3
+MIN_CHANGE = 0.05
+CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "devices", "precision": "precisions",
+               "batch_size": "batch sizes", "size": "matrix sizes", "devices": "device counts", "data": "data"}
+RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "training samples",
+              "eval_samples": "evaluation samples", "time_budget_s": "time budget (s)", "compile": "compile setting",
+              "seed": "seed"}
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    ratio: float            # median(b) / median(a)
+    low: float              # bootstrap interval of the ratio
+    high: float
+    significant: bool
+    verdict: str            # "1.52x slower", "1.10x faster", "not significant"
+    note: str = ""          # why it is not significant, when not obvious
+
+
+def ratio_estimate(a, b, *, min_change: float = MIN_CHANGE, seed: int = 0) -> RatioEstimate | None:
+    """Ratio of medians of two sets of times (b over a) with its bootstrap interval; None without data."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0 or b.size == 0 or np.median(a) <= 0:
+        return None
+    ratio = float(np.median(b) / np.median(a))
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(a[rng.integers(0, a.size, (RESAMPLES, a.size))], axis=1)
+    boot_b = np.median(b[rng.integers(0, b.size, (RESAMPLES, b.size))], axis=1)
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = (float(v) for v in np.percentile(boot_b / boot_a, [tail, 100 - tail]))
+    if min(a.size, b.size) < MIN_SAMPLES:
+        return RatioEstimate(ratio, low, high, False, "not significant",
+                             f"fewer than {MIN_SAMPLES} samples: spread unknown")
+    if low <= 1.0 <= high:
+        return RatioEstimate(ratio, low, high, False, "not significant", "the 95% interval contains 1")
+    if abs(ratio - 1.0) < min_change:
+        return RatioEstimate(ratio, low, high, False, "not significant",
+                             f"a change below {min_change:.0%} (run-to-run drift)")
+    verdict = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
+    return RatioEstimate(ratio, low, high, True, verdict)
+
+
+@dataclass
+class CompareRow:
+    key: str
+    figure: str | None          # the raw samples compared, e.g. "step_s"
+    median_a_s: float | None
+    median_b_s: float | None
+    n_a: int
+    n_b: int
+    ratio: float | None         # time of B / time of A (> 1: B is slower)
+    ci_low: float | None
+    ci_high: float | None
+    significant: bool
+    verdict: str
+    note: str = ""
+
+
+@dataclass
+class Comparison:
+    """B (``other``) against A (``baseline``)."""
+
+    baseline: str
+    other: str
+    rows: list[CompareRow]
+    environment: list[str] = field(default_factory=list)   # fingerprint differences
+    cases: list[str] = field(default_factory=list)         # case-level differences (dtype, batch, steps...)
+    min_change: float = MIN_CHANGE
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.environment + self.cases
+
+    def as_dict(self) -> dict:
+        return {"baseline": self.baseline, "other": self.other, "rows": [asdict(r) for r in self.rows],
+                "environment_differences": self.environment, "case_differences": self.cases,
+                "min_change": self.min_change}
+
+
+def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> CompareRow:
+    ra, rb = a.result, b.result
+    sa, sb = timing_samples(ra), timing_samples(rb)
+    figure = timing_name(ra) if timing_name(ra) == timing_name(rb) else None
+    base = {"key": ra.key, "figure": figure, "n_a": int(sa.size), "n_b": int(sb.size),
+            "median_a_s": float(np.median(sa)) if sa.size else None,
+            "median_b_s": float(np.median(sb)) if sb.size else None}
+    bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]
+    if bad:
+        return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
+                          verdict="n/a: " + ", ".join(bad))
+    est = ratio_estimate(sa, sb, min_change=min_change) if figure else None
+    if est is None:
+        return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
+                          verdict="n/a: no timing samples")
+    return CompareRow(**base, ratio=est.ratio, ci_low=est.low, ci_high=est.high, significant=est.significant,
+                      verdict=est.verdict, note=est.note)
+
+
+def _values(items: list[Entry], name: str) -> str:
+    vals = sorted({str(e.result.case.get(name)) for e in items if e.result.case.get(name) is not None})
+    return ", ".join(vals) or "none"
+
+
+def case_differences(a: list[Entry], b: list[Entry], matched: list[tuple[Entry, Entry]]) -> list[str]:
+    """What differs in the cases themselves: the sets of dtypes, batch sizes... and the run-length knobs
+    (epochs, steps, time budget, compile setting) of cases that matched."""
+    lines = []
+    for name, label in CASE_FIELDS.items():
+        va, vb = _values(a, name), _values(b, name)
+        if va != vb:
+            lines.append(f"{label}: {va} (A) vs {vb} (B)")
+    for name, label in RUN_FIELDS.items():
+        differing = [(x, y) for x, y in matched if x.result.case.get(name) != y.result.case.get(name)]
+        if differing:
+            x, y = differing[0]
+            lines.append(f"{label}: {x.result.case.get(name)} (A) vs {y.result.case.get(name)} (B) in "
+                         f"{len(differing)} of {len(matched)} matched cases")
+    only_a = len({e.result.key for e in a} - {e.result.key for e in b})
+    only_b = len({e.result.key for e in b} - {e.result.key for e in a})
+    if only_a or only_b:
+        lines.append(f"unmatched cases: {only_a} only in A, {only_b} only in B (left out)")
+    return lines
+
+
+def _by_key(items: list[Entry]) -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    for e in items:
+        out.setdefault(e.result.key, e)  # a key twice in one file (should not happen): the first one
+    return out
+
+
+def compare_loaded(loaded, *, min_change: float = MIN_CHANGE) -> list[Comparison]:
+    """Every file after the first against the first. Refuses (UserError, one line) when no case matches."""
+    if len(loaded) < 2:
+        raise UserError("compare needs at least two results files")
+    items = entries(loaded)
+    sources = list(dict.fromkeys(e.source for e in items))
+    groups = {s: [e for e in items if e.source == s] for s in sources}
+    fps = file_fingerprints(items)
+    base = sources[0]
+    comparisons = []
+    for other in sources[1:]:
+        a, b = _by_key(groups[base]), _by_key(groups[other])
+        matched = [(a[k], b[k]) for k in a if k in b]
+        if not matched:
+            continue
+        rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
+        env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
+        comparisons.append(Comparison(base, other, rows, env, case_differences(groups[base], groups[other], matched),
+                                      min_change))
+    if not comparisons:
+        first = sorted({e.result.key for e in groups[base]})[:2]
+        second = sorted({e.result.key for e in groups[sources[1]]})[:2]
+        raise UserError(f"nothing to compare: no case of {', '.join(sources[1:])} matches a case of {base} "
+                        f"(e.g. {', '.join(first) or 'none'} vs {', '.join(second) or 'none'})")
+    return comparisons
+
+
+def compare_files(*paths, min_change: float = MIN_CHANGE) -> list[Comparison]:
+    """Compare results files: the second (and later) against the first. One Comparison per later file."""
+    if len(paths) == 1 and not isinstance(paths[0], (str, Path)):
+        paths = tuple(paths[0])
+    if len(paths) < 2:
+        raise UserError("compare needs at least two results files")
+    return compare_loaded(store.load_results(list(paths)), min_change=min_change)
+
+
+def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> str | None:
+    """Text of the comparison in ``fmt`` (md, html, json); "table" prints to ``console`` and returns None."""
+    from xpubench.report import compare_render
+
+    if fmt == "json":
+        return json.dumps(finite([c.as_dict() for c in comparisons]), indent=1, allow_nan=False)
+    if fmt == "md":
+        return compare_render.markdown(comparisons)
+    if fmt == "html":
+        return compare_render.html_page(comparisons)
+    if fmt == "table":
+        compare_render.print_tables(comparisons, console)
+        return None
+    raise UserError(f"unknown compare format {fmt!r}; choose from table, md, html, json")
+
+
+def run_compare_command(files, *, fmt: str = "table", output: str | None = None, console=None,
+                        min_change: float = MIN_CHANGE) -> int:
+    """What `xpubench compare` does: compare, then print or write; returns the exit code."""
+    from rich.console import Console
+
+    comparisons = compare_files(*files, min_change=min_change)
+    if fmt == "table" and output:
+        with open(output, "w", encoding="utf-8") as fh:
+            render(comparisons, "table", Console(file=fh, width=200, color_system=None))
+    elif fmt == "table":
+        render(comparisons, "table", console or Console())
+    else:
+        text = render(comparisons, fmt)
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+        else:
+            print(text)
+    if output and console is not None:
+        console.print(f"comparison written to {output}")
+    return 0

@@ -1,0 +1,82 @@
+"""`xpubench compare` output: a rich terminal table, Markdown, or a self-contained HTML page."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.table import Table
+
+from xpubench.report import html as html_out
+from xpubench.report.markdown import md_bullets, md_escape, md_table
+from xpubench.report.tables import fmt_seconds
+
+
+def explain(comparisons) -> str:
+    change = comparisons[0].min_change if comparisons else 0.05
+    return ("time = median of each case's raw samples (matmul warm_s, training step_s, inference latency_s); "
+            "B/A > 1 means B is slower; 95% CI from a seeded bootstrap over the raw samples of both files; "
+            f"a difference is called only when the CI excludes 1 and the change is at least {change:.0%}.")
+
+
+def rows_frame(comparison) -> pd.DataFrame:
+    """One comparison's rows as strings, in display order."""
+    out = []
+    for r in comparison.rows:
+        out.append({
+            "case": r.key, "timing": r.figure or "n/a",
+            f"A: {comparison.baseline}": fmt_seconds(r.median_a_s) + (f" (n={r.n_a})" if r.n_a else ""),
+            f"B: {comparison.other}": fmt_seconds(r.median_b_s) + (f" (n={r.n_b})" if r.n_b else ""),
+            "B/A": "n/a" if r.ratio is None else f"{r.ratio:.3f}",
+            "95% CI": "n/a" if r.ci_low is None else f"{r.ci_low:.3f} - {r.ci_high:.3f}",
+            "verdict": r.verdict + (f" ({r.note})" if r.note and r.note != "the 95% interval contains 1" else ""),
+        })
+    return pd.DataFrame(out)
+
+
+def _title(c) -> str:
+    return f"{c.other} (B) against {c.baseline} (A)"
+
+
+def print_tables(comparisons, console) -> None:
+    for c in comparisons:
+        if c.environment:
+            console.print("[yellow]warning: the environments differ:[/]", highlight=False)
+            for line in c.environment:
+                console.print(f"  - {line}", markup=False, highlight=False)
+        if c.cases:
+            console.print("[yellow]warning: the cases differ:[/]", highlight=False)
+            for line in c.cases:
+                console.print(f"  - {line}", markup=False, highlight=False)
+        frame = rows_frame(c)
+        table = Table(title=_title(c), title_justify="left")
+        for i, col in enumerate(frame.columns):
+            table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right")
+        for row in frame.itertuples(index=False):
+            style = "" if "not significant" in row[-1] or row[-1].startswith("n/a") else (
+                "red" if "slower" in row[-1] else "green")
+            table.add_row(*[str(v) for v in row], style=style)
+        console.print(table)
+    console.print(explain(comparisons), style="dim", highlight=False)
+
+
+def markdown(comparisons) -> str:
+    parts = ["# xpubench compare", ""]
+    for c in comparisons:
+        parts += [f"## {md_escape(_title(c))}", ""]
+        if c.environment:
+            parts += ["**Warning: the environments differ:**", "", md_bullets(c.environment), ""]
+        if c.cases:
+            parts += ["**Warning: the cases differ:**", "", md_bullets(c.cases), ""]
+        parts += [md_table(rows_frame(c)), ""]
+    parts += [f"_{md_escape(explain(comparisons))}_", ""]
+    return "\n".join(parts)
+
+
+def html_page(comparisons) -> str:
+    body = []
+    for c in comparisons:
+        body.append(f"<h2>{html_out.esc(_title(c))}</h2>")
+        body.append(html_out.warnings_html(c.environment, "Warning: the environments differ"))
+        body.append(html_out.warnings_html(c.cases, "Warning: the cases differ"))
+        body.append(html_out.table_html(rows_frame(c), text_columns=2))
+    body.append(f'<p class="note">{html_out.esc(explain(comparisons))}</p>')
+    return html_out.page("xpubench compare", "".join(body))

@@ -1,0 +1,80 @@
+"""A results file's fingerprint as readable label -> value pairs, and what differs between two of them."""
+
+from __future__ import annotations
+
+from xpubench.units import fmt_bytes
+
+ENV_VARS = ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
+NOT_COMPARED = ("recorded at",)   # differs between any two runs: shown, never warned about
+
+
+def _device_text(dev: dict) -> str:
+    name = dev.get("name") or "unknown chip"
+    extras = [f"driver {dev['driver']}" if dev.get("driver") else "",
+              f"compute capability {dev['compute_capability']}" if dev.get("compute_capability") else "",
+              fmt_bytes(dev["memory_bytes"]) if dev.get("memory_bytes") else ""]
+    extras = [e for e in extras if e]
+    return f"{dev.get('id', '?')}: {name}" + (f" ({', '.join(extras)})" if extras else "")
+
+
+def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
+    """The facts a reader needs to trust or question a comparison, in a fixed order; unknown -> "n/a"."""
+    fp = fp or {}
+    host = fp.get("host") or {}
+    cpu = host.get("cpu") or {}
+    cores = cpu.get("usable_cores") or cpu.get("logical_cores")
+    out: dict[str, str] = {
+        "host": str(fp.get("hostname") or host.get("hostname") or "n/a"),
+        "CPU": f"{cpu.get('model') or 'n/a'}" + (f", {cores} usable cores" if cores else ""),
+        "memory": fmt_bytes(host.get("memory_bytes") or cpu.get("memory_bytes")),
+        "OS": str(fp.get("platform") or host.get("os") or "n/a"),
+        "python": str(fp.get("python") or host.get("python") or "n/a"),
+        "xpubench": f"{fp.get('xpubench') or 'n/a'} (git {fp.get('git') or 'n/a'})",
+    }
+    for name, version in sorted((fp.get("packages") or {}).items()):
+        if version:
+            out[name] = str(version)
+    for backend, info in sorted((fp.get("backends") or {}).items()):
+        if not isinstance(info, dict) or not info.get("installed"):
+            continue
+        for field, label in (("blas", "BLAS"), ("cuda_version", "CUDA"), ("cudnn_version", "cuDNN"),
+                             ("hip_version", "HIP"), ("platform", "platform"), ("error", "error")):
+            if info.get(field):
+                out[f"{backend} {label}"] = str(info[field])
+        devices = [_device_text(d) for d in info.get("devices") or [] if isinstance(d, dict)]
+        out[f"{backend} devices"] = "; ".join(devices) or "none"
+    env = fp.get("env") or {}
+    for var in ENV_VARS:
+        out[var] = str(env.get(var, "unset"))
+    out["recorded at"] = str(fp.get("time") or "n/a")
+    return out
+
+
+def file_fingerprints(entries) -> dict[str, list[dict]]:
+    """source label -> the distinct fingerprints its results carry (usually one per file)."""
+    seen: dict[str, list[dict]] = {}
+    for e in entries:
+        fps = seen.setdefault(e.source, [])
+        fp = e.result.fingerprint or {}
+        if fp and not any(_same(fp, other) for other in fps):
+            fps.append(fp)
+    return seen
+
+
+def _same(a: dict, b: dict) -> bool:
+    strip = dict.fromkeys(NOT_COMPARED)
+    sa, sb = summarize_fingerprint(a), summarize_fingerprint(b)
+    return {k: v for k, v in sa.items() if k not in strip} == {k: v for k, v in sb.items() if k not in strip}
+
+
+def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """One line per fact that differs between two fingerprints: "torch: 2.13.0+cpu (A) vs 2.4.0 (B)"."""
+    sa, sb = summarize_fingerprint(a), summarize_fingerprint(b)
+    lines = []
+    for label in dict.fromkeys([*sa, *sb]):
+        if label in NOT_COMPARED:
+            continue
+        va, vb = sa.get(label, "not installed"), sb.get(label, "not installed")
+        if va != vb:
+            lines.append(f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})")
+    return lines

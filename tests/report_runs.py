@@ -1,0 +1,129 @@
+"""Results files for the report and compare tests, made by real (small) runs once per test session.
+
+- ``base_file()``: one `xpubench run` on this machine: matmul N=384 (numpy, torch, jax) and the MNIST CNN
+  (torch and jax, batch 32 and 64, 2 epochs of 3 steps; real MNIST test images when the shared data
+  set is there, so the report has a misclassified-image gallery).
+- ``slow_file()``: the numpy matmul case again, made slower on purpose by a real handicap: its worker
+  process is stopped for 30 ms of every 35 ms (about a seventh of the CPU time it would have had).
+Both are cached for the whole session (functools.cache), shared by every test module that imports this one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+MATMUL_N = 384
+SLOW_CASE = f"matmul/numpy/cpu/matmul/fp32/n{MATMUL_N}"
+
+
+@functools.cache
+def folder() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="xpubench-report-tests-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def real_data() -> bool:
+    return (MNIST / "t10k-images-idx3-ubyte.gz").exists()
+
+
+def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
+    """`xpubench run ... -o out`, single-threaded BLAS (a loaded 2-core machine makes two BLAS threads
+    erratic: both files are measured the same way, so only the deliberate handicap differs)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "xpubench", "run", *args, "-o", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(run: subprocess.Popen, out: Path) -> Path:
+    _, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    bad = [line for line in out.read_text().splitlines() if '"status": "ok"' not in line]
+    assert not bad, bad
+    return out
+
+
+@functools.cache
+def base_file() -> Path:
+    out = folder() / "base.jsonl"
+    data = ["--data", "real", "--data-dir", str(MNIST)] if real_data() else []
+    run = xpubench_run(out, "-w", "matmul,mnist_cnn", "-b", "numpy,torch,jax", "-p", "fp32", "--size", str(MATMUL_N),
+                       "--batch-size", "32,64", "--epochs", "2", "--steps", "3", "--train-samples", "384",
+                       "--eval-samples", "256", "--time-budget", "1", *data)
+    return _finish(run, out)
+
+
+def _workers_of(parent: int) -> list[int]:
+    """Worker processes of the `xpubench run` process ``parent`` (they carry its pid in their environment)."""
+    mark = f"XPUBENCH_PARENT_PID={parent}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def _signal(pids: list[int], sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+@functools.cache
+def slow_file() -> Path:
+    """The numpy matmul case of base_file(), measured while its worker is stopped (SIGSTOP) for 30 ms of
+    every 35 ms, as cpulimit does: it gets about a seventh of the CPU time it would have had (less
+    slowdown when the machine is loaded and the throttle wakes late; still several times slower)."""
+    out = folder() / "slow.jsonl"
+    run = xpubench_run(out, "-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")
+    workers: list[int] = []
+    try:
+        cycle = 0
+        while run.poll() is None:
+            if cycle % 5 == 0:
+                workers = _workers_of(run.pid)
+            _signal(workers, signal.SIGSTOP)
+            time.sleep(0.030)
+            _signal(workers, signal.SIGCONT)
+            time.sleep(0.005)
+            cycle += 1
+    finally:
+        _signal(workers, signal.SIGCONT)
+        if run.poll() is None:
+            run.kill()
+    return _finish(run, out)
+
+
+def copy_of(path: Path, name: str) -> Path:
+    """A byte-for-byte copy: the same measurements under another file name."""
+    target = folder() / name
+    shutil.copyfile(path, target)
+    return target
+
+
+def rewritten(path: Path, name: str, change) -> Path:
+    """A copy whose every record went through ``change(record) -> record | None`` (None drops it)."""
+    lines = []
+    for line in Path(path).read_text().splitlines():
+        record = change(json.loads(line))
+        if record is not None:
+            lines.append(json.dumps(record))
+    target = folder() / name
+    target.write_text("\n".join(lines) + "\n")
+    return target

@@ -1,0 +1,111 @@
+"""`xpubench compare`: the ratio statistic, "not significant" for an unchanged case, a real ratio for a
+run made slower on purpose, environment warnings, every format, and the one-line refusal."""
+
+import json
+
+import numpy as np
+import pytest
+import report_runs as runs
+
+from xpubench.cli import main
+from xpubench.report.compare import compare_files, ratio_estimate
+
+
+def cli(capsys, *args):
+    code = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_same_distribution_is_not_significant_and_a_real_shift_is():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(1.0, 0.05, 20), rng.normal(1.0, 0.05, 20)
+    assert ratio_estimate(a, b).verdict == "not significant"
+    slower = ratio_estimate(a, b * 1.5)
+    assert slower.significant and slower.verdict.endswith("x slower") and slower.low > 1.3
+    faster = ratio_estimate(a, b / 2)
+    assert faster.significant and faster.verdict == f"{1 / faster.ratio:.2f}x faster"
+
+
+def test_small_changes_and_few_samples_are_not_called():
+    a = np.linspace(1.0, 1.001, 50)
+    tiny = ratio_estimate(a, a * 1.02)  # clearly outside the interval, but only 2%: run-to-run drift
+    assert tiny.low > 1 and not tiny.significant and "below 5%" in tiny.note
+    few = ratio_estimate([1.0, 1.0], [3.0, 3.0])
+    assert not few.significant and "fewer than 3" in few.note
+    assert ratio_estimate([], [1.0]) is None
+
+
+def test_unchanged_case_is_not_significant(capsys):
+    base = runs.base_file()
+    same = runs.copy_of(base, "base-again.jsonl")
+    code, out, err = cli(capsys, base, same)
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if "/cpu/" in line]
+    assert len(rows) == 7, out  # 3 matmul + 4 training cases, every one matched
+    assert all("not significant" in line for line in rows), out
+    assert "warning" not in out  # same environment, same cases
+    code, out, _ = cli(capsys, base, base)  # one file given twice: "base" against "base #2"
+    assert code == 0 and "base #2 (B) against base (A)" in out
+    assert sum("not significant" in line for line in out.splitlines() if "/cpu/" in line) == 7, out
+
+
+def test_run_made_slower_on_purpose_shows_a_real_ratio(capsys):
+    base, slow = runs.base_file(), runs.slow_file()
+    [comparison] = compare_files(base, slow)
+    [row] = comparison.rows  # only the numpy matmul case is in both files
+    assert row.key == runs.SLOW_CASE
+    assert row.significant and row.ratio > 1.5 and row.ci_low > 1.2, row
+    assert row.verdict == f"{row.ratio:.2f}x slower"
+    assert any("unmatched cases: 6 only in A, 0 only in B" in line for line in comparison.cases)
+    code, out, _ = cli(capsys, base, slow)
+    assert code == 0 and "slower" in out and "warning: the cases differ" in out
+
+
+def test_environment_differences_are_listed(capsys):
+    base = runs.base_file()
+
+    def older_torch(record):
+        record["fingerprint"]["packages"]["torch"] = "2.4.0"
+        record["fingerprint"]["env"]["OMP_NUM_THREADS"] = "2"
+        return record
+
+    other = runs.rewritten(base, "older-torch.jsonl", older_torch)
+    [comparison] = compare_files(base, other)
+    text = "\n".join(comparison.environment)
+    assert "torch: 2.13" in text and "2.4.0 (B)" in text
+    assert "OMP_NUM_THREADS: 1 (A) vs 2 (B)" in text
+    code, out, _ = cli(capsys, base, other)
+    assert code == 0 and "warning: the environments differ" in out and "2.4.0" in out
+
+
+def test_formats(capsys, tmp_path):
+    base = runs.base_file()
+    same = runs.copy_of(base, "base-copy2.jsonl")
+    code, out, _ = cli(capsys, base, same, "--format", "json")
+    blob = json.loads(out)
+    assert code == 0 and blob[0]["rows"] and all(r["verdict"] == "not significant" for r in blob[0]["rows"])
+    code, out, _ = cli(capsys, base, same, "--format", "md")
+    assert code == 0 and "| case |" in out and "not significant" in out
+    html_out = tmp_path / "c.html"
+    code, out, _ = cli(capsys, base, same, "--format", "html", "-o", html_out)
+    page = html_out.read_text()
+    assert code == 0 and "<table>" in page and "not significant" in page and "http" not in page
+    table_out = tmp_path / "c.txt"
+    assert cli(capsys, base, same, "-o", table_out)[0] == 0
+    assert "not significant" in table_out.read_text()
+
+
+def test_refuses_with_one_line_when_nothing_matches(capsys):
+    base = runs.base_file()
+    matmul = runs.rewritten(base, "only-matmul.jsonl", lambda r: r if r["case"]["workload"] == "matmul" else None)
+    cnn = runs.rewritten(base, "only-cnn.jsonl", lambda r: r if r["case"]["workload"] != "matmul" else None)
+    code, out, err = cli(capsys, matmul, cnn)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "nothing to compare" in err
+
+
+@pytest.mark.parametrize("args", [["one.jsonl"], ["missing-a.jsonl", "missing-b.jsonl"]])
+def test_bad_arguments_are_one_line(capsys, tmp_path, args):
+    code, _, err = cli(capsys, *[tmp_path / a for a in args])
+    assert code == 2 and err.count("\n") == 1
