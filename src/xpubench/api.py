@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import socket
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
-from xpubench.results.fingerprint import detect_environment, fingerprint
+from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.results.schema import Result
 
 
@@ -128,20 +129,31 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             env = environment or _detect()
             cases = todo = build_cases(request, env)
             for note in plan_notes(request, env, cases):
-                if hooks.on_warning:
-                    hooks.on_warning(note)
+                _warn(hooks, note)
             out.touch()
             _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes})
             stack.enter_context(store.exclusive(plan_path(out)))
         if hooks.on_plan:
             hooks.on_plan(cases, todo)
         quick_default = 600.0 if all(c.steps for c in todo if c.mode != "matmul") else DEFAULT_TIMEOUT_S
+        fp = fingerprint(env)
+        busy = busy_note(fp.get("cpu_busy_at_start")) if todo else None
+        if busy:
+            _warn(hooks, busy)
         results = run_cases(
-            todo, out, fingerprint=fingerprint(env), timeout_s=timeout_s or quick_default,
+            todo, out, fingerprint=fp, timeout_s=timeout_s or quick_default,
             memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
             earlier=previous,
         )
     return previous + results
+
+
+def _warn(hooks: RunHooks, message: str) -> None:
+    """To the CLI's hook, or as a Python warning in a notebook."""
+    if hooks.on_warning:
+        hooks.on_warning(message)
+    else:
+        warnings.warn(message, stacklevel=3)
 
 
 def _detect() -> dict:

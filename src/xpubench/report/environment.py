@@ -5,7 +5,7 @@ from __future__ import annotations
 from xpubench.units import fmt_bytes
 
 ENV_VARS = ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
-NOT_COMPARED = ("recorded at",)   # differs between any two runs: shown, never warned about
+NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two runs: shown, never warned about
 
 
 def _device_text(dev: dict) -> str:
@@ -46,6 +46,8 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
     env = fp.get("env") or {}
     for var in ENV_VARS:
         out[var] = str(env.get(var, "unset"))
+    busy = fp.get("cpu_busy_at_start")
+    out["CPU busy at start"] = "n/a" if busy is None else f"{busy:.0%} (other processes, before any case ran)"
     out["recorded at"] = str(fp.get("time") or "n/a")
     return out
 

@@ -10,6 +10,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,5 +74,33 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "packages": package_versions(),
         "host": environment.get("host", {}),
         "backends": environment.get("backends", {}),
+        "cpu_busy_at_start": cpu_busy_fraction(),
         "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES") if k in os.environ},
     }
+
+
+
+def cpu_busy_fraction(interval_s: float = 0.3) -> float | None:
+    """Share of all CPU time spent busy over ``interval_s`` (Linux /proc/stat), measured before any case
+    runs: work by other processes that will compete with the benchmark. None where unknown."""
+    def sample():
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+        return sum(fields[:8]), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(interval_s)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(1 - (idle1 - idle0) / (total1 - total0), 3) if total1 > total0 else None
+
+
+def busy_note(busy: float | None) -> str | None:
+    """A warning line when other processes kept a quarter or more of the CPU busy, else None."""
+    if busy is None or busy < 0.25:
+        return None
+    return (f"other processes kept {busy:.0%} of the CPU busy when the run started: they compete with the "
+            "benchmark, so the figures will be slower and noisier than this machine can do")
