@@ -76,6 +76,8 @@ CASES = [
     ("report output folder missing", "report {tmp}/results.jsonl -o {tmp}/nope/r.html", "does not exist"),
     ("--resume with --workload", "run --resume {tmp}/results.jsonl -w matmul", "drop --workload"),
     ("--scaling with --devices", "run -w mnist_cnn -b torch --scaling --devices 2", "drop --devices"),
+    ("--save-weights is a file", "run -w imdb_lstm --mode infer --save-weights {tmp}/results.jsonl",
+     "that is a file, not a folder"),
     ("--devices 0", "run -w mnist_cnn --devices 0", "--devices must be a whole number of at least 1"),
     ("--devices not a number", "run -w mnist_cnn --devices many", "--devices must be a whole number"),
     ("--memory-limit not a size", "run -w selftest --memory-limit lots", "not a memory size: 'lots'"),
@@ -84,6 +86,8 @@ CASES = [
     ("--timeout negative", "run -w selftest --timeout=-5", "--timeout: must be a number of seconds above 0"),
     ("--timeout not a number", "run -w selftest --timeout soon", "not a number of seconds"),
     ("unknown selftest", "run --selftest explode", "unknown selftest behaviour 'explode'"),
+    ("--process-id out of range", "run -w mnist_cnn --num-processes 2 --process-id 2", "out of range"),
+    ("--coordinator not HOST:PORT", "run -w mnist_cnn --num-processes 2 --coordinator host0", "HOST:PORT"),
     ("unknown flag", "run --fast", "unrecognized arguments: --fast"),
     ("unknown command", "bench", "invalid choice: 'bench'"),
 ]
@@ -94,6 +98,8 @@ ENV_CASES = [
     ("unknown device name", "run -w matmul -b numpy -d quantum", ""),
     ("empty sweep", "run -w mnist_cnn -b numpy", "the sweep is empty"),
     ("--devices more than exist", "run -w matmul -b torch --devices 64", "torch sees only"),
+    ("torch across hosts, no coordinator", "run -w mnist_cnn -b torch --num-processes 2", "needs --coordinator"),
+    ("matmul across hosts", "run -w matmul -b jax --num-processes 2", "matmul runs on one device"),
     ("bad data inside a case", "run --selftest baddata -b numpy --no-progress -o {tmp}/data.jsonl",
      "selftest: data file is corrupt (deliberate); fix or delete it"),
 ]

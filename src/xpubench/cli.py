@@ -73,6 +73,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -104,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--devices", help="data-parallel device count N, or 'all'")
     run.add_argument("--scaling", action="store_true", help="sweep N = 1, 2, 4, ... devices")
     run.add_argument("--lr-scaling", action="store_true", help="scale the learning rate linearly with N")
+    run.add_argument("--coordinator", metavar="HOST:PORT",
+                     help="several hosts: process 0's address (docs/distributed.md)")
+    run.add_argument("--num-processes", metavar="P", help="several hosts: how many processes (one per host)")
+    run.add_argument("--process-id", metavar="I", help="several hosts: this process's id, 0..P-1")
     run.add_argument("--epochs", type=_positive)
     run.add_argument("--steps", type=_positive, help="cap on steps per epoch")
     run.add_argument("--train-samples", type=_positive)
@@ -134,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("files", nargs="+")
     cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table")
     cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
+    cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
+                      help="smallest change (in %%) called significant (default 5)")
     return p
 
 
@@ -232,7 +248,8 @@ def cmd_compare(args, console) -> int:
     _check_inputs(args.files, args.output)
     from xpubench.report.compare import run_compare_command
 
-    return run_compare_command(args.files, fmt=args.format, output=args.output, console=console)
+    return run_compare_command(args.files, fmt=args.format, output=args.output, console=console,
+                               min_change=args.min_change / 100)
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare}

@@ -18,11 +18,12 @@ CONFIG_KEYS = {
     "time_budget": ("time_budget_s", False), "data": ("data", False), "data_dir": ("data_dir", False),
     "compile": ("compile", False), "seed": ("seed", False), "quick": ("quick", False),
 }
-RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling", "selftest", "options"}
+RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling", "selftest", "options",
+            "save_weights"}
 # flags that shape the plan: with --resume the plan comes from the results file instead
 PLAN_FLAGS = ("workload", "backend", "device", "precision", "batch_size", "size", "mode", "devices", "epochs",
               "steps", "train_samples", "eval_samples", "time_budget", "data", "data_dir", "compile", "seed",
-              "config", "output", "selftest")
+              "config", "output", "selftest", "save_weights")
 PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick")
 
 
@@ -115,6 +116,9 @@ def request_from(args) -> tuple[PlanRequest, dict]:
     options = dict(options)
     if args.lr_scaling or config.get("lr_scaling"):
         options["lr_scaling"] = True
+    save = getattr(args, "save_weights", None) or config.get("save_weights")
+    if save is not None:
+        options["weights_dir"] = _weights_dir(save)
     behaviours = args.selftest or config.get("selftest")
     if behaviours is not None:
         options["behaviours"] = behaviours if isinstance(behaviours, list) else [behaviours]
@@ -124,6 +128,15 @@ def request_from(args) -> tuple[PlanRequest, dict]:
     if fields.get("data") == "real" and fields.get("data_dir") is None:
         fields["data_dir"] = _default_data_dir()
     return PlanRequest(**fields), run_opts
+
+
+def _weights_dir(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"--save-weights needs a folder name, got {value!r}")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--save-weights {value}: that is a file, not a folder")
+    return str(path.resolve())
 
 
 def _default_data_dir() -> str:
@@ -145,6 +158,11 @@ def _check_resume_flags(args) -> None:
 
 
 def execute_run(args, console) -> int:
+    with _cluster_settings(args):
+        return _execute_run(args, console)
+
+
+def _execute_run(args, console) -> int:
     from xpubench import api
     from xpubench.report.terminal import RunProgress, print_run_tables
 
@@ -176,6 +194,24 @@ def execute_run(args, console) -> int:
     print_run_tables(results, console)
     console.print(f"results: {out}", highlight=False)
     return summarize_failures(fresh)
+
+
+def _cluster_settings(args):
+    """--coordinator / --num-processes / --process-id: checked, then exported for the plan and the
+    workers during the run (harness/cluster.py). Without them, XPUBENCH_* variables already set are used."""
+    import contextlib
+    import os
+
+    from xpubench.harness import cluster
+
+    if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_RANK"):
+        raise UserError("xpubench starts its own ranks (torchrun's engine) for each case: run it once per "
+                        "host, not under torchrun, with --coordinator/--num-processes/--process-id "
+                        "(docs/distributed.md)")
+    given = [getattr(args, k, None) for k in ("coordinator", "num_processes", "process_id")]
+    if any(v is not None for v in given):
+        return cluster.exported(cluster.parse(*given))
+    return contextlib.nullcontext()
 
 
 def summarize_failures(results) -> int:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from xpubench.harness import scaling
 from xpubench.harness.metrics import add_peak_metrics
 from xpubench.harness.worker import MEMORY_LIMIT_ENV
 from xpubench.plan import Case
@@ -162,6 +163,7 @@ def run_cases(
     (or in the temp folder) and AppendError says where; nothing that ran is lost."""
     results: list[Result] = []
     oom_at: dict[tuple, int] = {}
+    earlier = list(earlier)
     for r in earlier:
         _note_oom(oom_at, Case.from_dict(r.case), r.status)
     for case in cases:
@@ -181,6 +183,7 @@ def run_cases(
                 outcome.update(status="error", message=problem)
             else:
                 add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
+                scaling.annotate(outcome["metrics"], case.as_dict(), [*earlier, *results])
         result = Result(
             case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
             metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),

@@ -1,4 +1,5 @@
-"""JAX backend: matmul, training and inference cases (CPU, GPU and TPU through PJRT)."""
+"""JAX backend: matmul, training and inference cases (CPU, GPU and TPU through PJRT); data parallel over
+N devices (and processes) when ``case.devices`` > 1 (``parallel.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from xpubench.harness.outcome import Outcome
 def run_case(case) -> Outcome:
     if case.mode == "matmul":
         from xpubench.backends.jax_.matmul import run
+    elif case.devices > 1:
+        from xpubench.backends.jax_ import parallel
+
+        run = parallel.run if case.mode == "train" else parallel.run_infer
     elif case.mode == "train":
         from xpubench.backends.jax_.train import run
     else:

@@ -88,11 +88,16 @@ def init_variables(model, spec, x_sample, seed: int):
     return params, extra
 
 
-def make_train_step(spec, apply, tx, batch: int):
+def take_rows(a, index, batch: int):
+    """Batch ``index`` of a flat (samples, ...) array: rows index*batch .. +batch."""
+    return jax.lax.dynamic_slice_in_dim(a, index * batch, batch)
+
+
+def make_train_step(spec, apply, tx, batch: int, take=take_rows):
+    """(state, xs, ys, index, key) -> (state, loss); ``take(a, index, batch)`` picks the batch."""
     def train_step(state, xs, ys, index, key):
         params, opt_state, extra = state
-        x = jax.lax.dynamic_slice_in_dim(xs, index * batch, batch)
-        y = jax.lax.dynamic_slice_in_dim(ys, index * batch, batch)
+        x, y = take(xs, index, batch), take(ys, index, batch)
 
         def objective(p):
             out, new_extra = apply(p, extra, x, True, key)

@@ -1,8 +1,12 @@
-"""PyTorch backend: matmul, training and inference cases."""
+"""PyTorch backend: matmul, training and inference cases; DistributedDataParallel training over N
+processes when ``case.devices`` > 1 (``ddp.py``)."""
 
 from __future__ import annotations
 
 from xpubench.harness.outcome import Outcome
+
+NO_DDP_INFERENCE = ("data-parallel inference is not implemented for torch (DistributedDataParallel is a "
+                    "training wrapper): run torch inference with --devices 1, or jax with --devices N")
 
 
 def run_case(case) -> Outcome:
@@ -12,6 +16,8 @@ def run_case(case) -> Outcome:
         from xpubench.backends.torch_.ddp import run
     elif case.mode == "train":
         from xpubench.backends.torch_.train import run
+    elif case.devices > 1:
+        return Outcome(status="skipped", message=NO_DDP_INFERENCE)
     else:
         from xpubench.backends.torch_.infer import run
     return run(case)

@@ -1,0 +1,61 @@
+"""JAX across processes (hosts): ``jax.distributed`` and the devices a data-parallel mesh spans.
+
+One process per host runs the same case (JAX's multi-controller model); each worker calls
+``jax.distributed.initialize`` before its first computation, so ``jax.devices()`` lists the devices of
+every process and one jit-compiled program runs over all of them. The settings come from
+``harness/cluster.py`` (``--coordinator``, ``--num-processes``, ``--process-id``); where the coordinator
+or the id are not given, ``jax.distributed.initialize`` detects them itself (Cloud TPU pods, SLURM,
+Open MPI, Kubernetes). On CPUs the cross-process collectives are gloo's.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from xpubench.backends.jax_.device import jax_devices, kind_of
+from xpubench.errors import UserError
+from xpubench.harness.cluster import Cluster, from_env
+
+JOIN_TIMEOUT_S = 300   # how long a process waits for the others to join (jax's default)
+
+
+def initialize(cluster: Cluster | None = None) -> Cluster:
+    """Join the cluster described by the environment (a no-op for one process); returns it."""
+    cluster = cluster or from_env()
+    if not cluster.multi or jax.distributed.is_initialized():
+        return cluster
+    if "jax_cpu_collectives_implementation" in jax.config.values and \
+            jax.config.jax_cpu_collectives_implementation in (None, "none"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # older jax: no CPU collectives
+    jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.num_processes,
+                               process_id=cluster.process_id, initialization_timeout=JOIN_TIMEOUT_S)
+    if jax.process_count() != cluster.num_processes:
+        raise RuntimeError(f"jax.distributed joined {jax.process_count()} processes, expected "
+                           f"{cluster.num_processes}")
+    return cluster
+
+
+def shutdown() -> None:
+    if jax.distributed.is_initialized():
+        jax.distributed.shutdown()
+
+
+def mesh_devices(device_id: str, count: int, cluster: Cluster | None = None) -> list:
+    """``count`` devices of the kind named by ``device_id``: the first ``count`` of this process, or
+    with P processes the first count / P local devices of every process, process by process."""
+    cluster = cluster or from_env()
+    if not cluster.multi:
+        return jax_devices(device_id, count)
+    kind = device_id.partition(":")[0]
+    if count % cluster.num_processes:
+        raise UserError(f"--devices {count} does not split over {cluster.num_processes} processes")
+    per_process = count // cluster.num_processes
+    chosen = []
+    for process in range(jax.process_count()):
+        mine = sorted((d for d in jax.devices() if d.process_index == process and kind_of(d) == kind),
+                      key=lambda d: d.id)
+        if len(mine) < per_process:
+            raise UserError(f"process {process} has {len(mine)} {kind} device(s) for jax, "
+                            f"{per_process} needed (--devices {count} over {cluster.num_processes} processes)")
+        chosen += mine[:per_process]
+    return chosen

@@ -1,0 +1,275 @@
+"""JAX data parallelism over N devices: one jit-compiled program on a device mesh (``jax.sharding``).
+
+The mesh has one axis, "data". Parameters, optimizer state and batch-norm statistics are replicated
+(``PartitionSpec()``); every batch is split along its first axis (``PartitionSpec("data")``): each
+device holds ``batch_size`` rows of a global batch of N x batch_size. The train step is the
+single-device step (``train.make_train_step``) compiled with these shardings: XLA's SPMD partitioner
+runs the forward and backward pass on each shard and inserts the all-reduce that sums the gradients
+(the loss is the mean over the global batch, so the update is the one of one device on the global
+batch). Consequences, both deliberate:
+- dropout draws its mask for the global batch from the same key (``jax_threefry_partitionable``), so
+  a step on N devices equals a step on one device with the same global batch, to float tolerance;
+- batch-norm statistics are over the global batch (synchronised batch norm), not per device.
+
+The training set is laid out as (steps, global batch, ...) with the batch axis sharded, so the step
+picks its batch with a dynamic index on the unsharded first axis: no data moves between devices.
+Predictions pad the sample count up to whole global batches (``inference.pad_rows``), split them over
+the devices and drop the pad rows. With several processes (``distributed.py``) the same code runs in
+each; ``jax.make_array_from_callback`` gives each process's devices their shards.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from xpubench.backends.jax_ import distributed
+from xpubench.backends.jax_.device import peak_memory_bytes, placement
+from xpubench.backends.jax_.infer import JaxSession
+from xpubench.backends.jax_.train import (
+    JaxTrainer,
+    init_variables,
+    make_apply,
+    make_eval_step,
+    make_optimizer,
+    make_train_step,
+)
+from xpubench.harness import inference
+from xpubench.harness.casedata import case_data
+from xpubench.harness.inference import batch_count, pad_rows, predict_all
+from xpubench.harness.training import run_training
+from xpubench.workloads import get_workload
+
+AXIS = "data"
+
+
+def make_mesh(devices) -> Mesh:
+    return Mesh(np.array(devices), (AXIS,))
+
+
+def global_array(a, sharding: NamedSharding) -> jax.Array:
+    """A host array (the same in every process) as a global array with this sharding. Each device
+    gets its own copy of its shard, so a donated replica never shares memory with another."""
+    a = np.asarray(a)
+    return jax.make_array_from_callback(a.shape, sharding, lambda idx: np.array(a[idx], copy=True))
+
+
+def replicate(tree, mesh: Mesh):
+    """Every leaf on every device of the mesh."""
+    repl = NamedSharding(mesh, P())
+    return jax.tree.map(lambda a: global_array(np.asarray(a), repl), tree)
+
+
+def take_batch(a, index, batch: int):
+    """Batch ``index`` of a (batches, global batch, ...) array: a dynamic index on the unsharded axis."""
+    return jax.lax.dynamic_index_in_dim(a, index, axis=0, keepdims=False)
+
+
+def in_batches(a: np.ndarray, batch: int) -> np.ndarray:
+    """(n, ...) -> (ceil(n / batch), batch, ...), the last batch padded with zero rows."""
+    nb = batch_count(len(a), batch)
+    return pad_rows(np.asarray(a), nb * batch).reshape(nb, batch, *a.shape[1:])
+
+
+def peak_memory(mesh: Mesh) -> int | None:
+    """The highest peak of this process's devices (the process's peak RSS on the CPU)."""
+    peaks = [peak_memory_bytes(d) for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    peaks = [p for p in peaks if p is not None]
+    return max(peaks) if peaks else None
+
+
+def to_host(a) -> np.ndarray:
+    if a.is_fully_addressable:
+        return np.asarray(a)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+
+
+class ShardedJaxTrainer(JaxTrainer):
+    """The JaxTrainer contract (harness/training.py) on N devices; ``batch`` is per device."""
+
+    def __init__(self, case):
+        distributed.initialize()
+        mod = get_workload(case.workload)
+        self.case, self.counter = case, 0
+        self.mesh = make_mesh(distributed.mesh_devices(case.device, case.devices))
+        self.device = next(d for d in self.mesh.devices.flat if d.process_index == jax.process_index())
+        ds, self.spec = case_data(case, mod.SPEC)
+        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
+        self.batch = case.batch_size or self.spec.batch_sizes[0]
+        self.global_batch = gb = self.batch * self.mesh.size
+        self.steps_per_epoch = len(ds.x_train) // gb
+        n = self.steps_per_epoch * gb
+        self.host_xs, self.host_ys = ds.x_train[:n], ds.y_train[:n]
+        self.data, self.repl = NamedSharding(self.mesh, P(None, AXIS)), NamedSharding(self.mesh, P())
+        split = NamedSharding(self.mesh, P(AXIS))
+        self.xs = global_array(self.host_xs.reshape(-1, gb, *self.host_xs.shape[1:]), self.data)
+        self.ys = global_array(self.host_ys.reshape(-1, gb, *self.host_ys.shape[1:]), self.data)
+        self.x_eval, self.y_eval = ds.x_test, ds.y_test
+        self.eval_x = global_array(in_batches(ds.x_test, gb), self.data)
+        self.eval_y = global_array(in_batches(ds.y_test, gb), self.data)
+        model = mod.build_jax(self.spec)
+        self.apply = make_apply(model, case.precision)
+        params, extra = init_variables(model, self.spec, ds.x_train[:1], case.seed)
+        scale = self.mesh.size if case.options.get("lr_scaling") else 1   # linear learning-rate scaling
+        tx = make_optimizer(self.spec, self.spec.learning_rate * scale)
+        self.state = replicate((params, tx.init(params), extra), self.mesh)
+        # the single-device trainer's key (seed + 1, folded with the step counter): the same dropout masks
+        self.key_data = replicate(jax.random.key_data(jax.random.key(case.seed + 1)), self.mesh)
+        step = make_train_step(self.spec, self.apply, tx, gb, take=take_batch)
+
+        def dp_step(state, xs, ys, index, counter, key_data):
+            return step(state, xs, ys, index, jax.random.fold_in(jax.random.wrap_key_data(key_data), counter))
+
+        repl, data = self.repl, self.data
+        self._train = jax.jit(dp_step, in_shardings=(repl, data, data, repl, repl, repl),
+                              out_shardings=(repl, repl), donate_argnums=0)
+        eval_step = make_eval_step(self.spec, self.apply)
+        self._eval = jax.jit(lambda p, e, xs, ys, i, valid: eval_step(
+            p, e, take_batch(xs, i, gb), take_batch(ys, i, gb), valid), out_shardings=repl)
+        self._logits = jax.jit(lambda p, e, xs, i: self.apply(p, e, take_batch(xs, i, gb), False, None)[0],
+                               out_shardings=split)
+        self.order = np.arange(self.steps_per_epoch)
+
+    def compile(self) -> float:
+        start = time.perf_counter()
+        self._train = self._train.lower(self.state, self.xs, self.ys, np.int32(0), np.int32(0),
+                                        self.key_data).compile()
+        return time.perf_counter() - start
+
+    def step(self, i: int):
+        self.counter += 1
+        self.state, loss = self._train(self.state, self.xs, self.ys, np.int32(self.order[i]),
+                                       np.int32(self.counter), self.key_data)
+        return loss
+
+    def evaluate(self) -> tuple[float, float]:
+        params, _, extra = self.state
+        n, gb = len(self.x_eval), self.global_batch
+        total_loss = total_metric = 0.0
+        for i in range(self.eval_x.shape[0]):
+            lsum, msum = self._eval(params, extra, self.eval_x, self.eval_y, np.int32(i),
+                                    np.int32(min(gb, n - i * gb)))
+            total_loss += float(lsum)
+            total_metric += float(msum)
+        return total_loss / n, total_metric / n
+
+    def predict_eval(self):
+        params, _, extra = self.state
+        logits = [to_host(self._logits(params, extra, self.eval_x, np.int32(i)))
+                  for i in range(self.eval_x.shape[0])]
+        logits = np.concatenate(logits)[:len(self.x_eval)].astype(np.float32)
+        return self.x_eval, self.y_eval, np.asarray(jax.nn.softmax(logits, -1))
+
+    def placement(self) -> str:
+        return placement(jax.tree.leaves(self.state[0])[0])
+
+    def peak_memory(self):
+        return peak_memory(self.mesh)
+
+
+class ShardedPredictor:
+    """The inference Predictor (harness/inference.py) over a mesh: ``batch`` = N x per-device batch,
+    each padded batch split over the devices before any clock; outputs stay split on the devices."""
+
+    def __init__(self, fn, params, extra, x: np.ndarray, per_device_batch: int, mesh: Mesh):
+        self.mesh, self.n = mesh, len(x)
+        self.batch = per_device_batch * mesh.size
+        split = NamedSharding(mesh, P(AXIS))
+        self.batches = [global_array(b, split) for b in in_batches(np.asarray(x), self.batch)]
+        self.params, self.extra = replicate((params, extra), mesh)
+        repl = NamedSharding(mesh, P())
+        self._fn = jax.jit(fn, in_shardings=(repl, repl, split), out_shardings=split)
+        jax.block_until_ready((self.batches, self.params, self.extra))
+
+    def compile(self) -> float:
+        start = time.perf_counter()
+        self._fn = self._fn.lower(self.params, self.extra, self.batches[0]).compile()
+        return time.perf_counter() - start
+
+    def predict(self, i: int):
+        return self._fn(self.params, self.extra, self.batches[i])
+
+    def sync(self, handle) -> None:
+        handle.block_until_ready()
+
+    def host(self, handle) -> np.ndarray:
+        return to_host(handle).astype(np.float32)
+
+    def model_bytes(self) -> int:
+        return int(sum(a.nbytes for a in jax.tree.leaves((self.params, self.extra))))
+
+    def placement(self) -> str:
+        return placement(self.batches[0])
+
+    def peak_memory(self):
+        return peak_memory(self.mesh)
+
+
+def predict_sharded(fn, params, extra, x: np.ndarray, mesh: Mesh, per_device_batch: int) -> np.ndarray:
+    """``fn(params, extra, x_batch)`` over all of ``x`` on the mesh: exactly len(x) outputs, in order
+    (the sample count is padded up to whole global batches and the pad rows dropped)."""
+    return predict_all(ShardedPredictor(fn, params, extra, x, per_device_batch, mesh))
+
+
+class ShardedSession(JaxSession):
+    """The inference session (backends/jax_/infer.py) with a sharded trainer and predictor."""
+
+    data_parallel = True
+
+    def __init__(self, case):
+        import dataclasses
+
+        self.case = case
+        self.trainer = ShardedJaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
+        mod = get_workload(case.workload)
+        self.spec = self.trainer.spec
+        self.model = mod.build_jax(self.spec)
+        self.forward_flops = mod.forward_flops(self.spec)
+        self.y_eval = np.asarray(self.trainer.y_eval)
+
+    def key_extra(self) -> dict:
+        import sys
+
+        from xpubench.backends.jax_ import train
+        from xpubench.harness import casedata, weights
+
+        t = self.trainer
+        code = weights.code_digest(get_workload(self.case.workload), train, casedata, inference, sys.modules[__name__])
+        return {"framework": f"jax {jax.__version__}", "code": code, "spec": repr(self.spec),
+                "data": weights.data_digest(t.host_xs, t.host_ys), "devices": int(t.mesh.size)}
+
+    def make_predictor(self, fn, params, extra):
+        t = self.trainer
+        return ShardedPredictor(fn, params, extra, t.x_eval, t.batch, t.mesh)
+
+
+def run(case):
+    """A data-parallel training case (``case.devices`` > 1)."""
+    trainer = ShardedJaxTrainer(case)
+    outcome = run_training(trainer, case, trainer.flops_per_sample)
+    outcome.metrics.update(data_parallel_metrics(trainer.mesh, trainer.batch))
+    distributed.shutdown()
+    return outcome
+
+
+def run_infer(case):
+    """A data-parallel inference case: ``harness/inference.py`` with the sharded session."""
+    session = ShardedSession(case)
+    outcome = inference.run_inference(case, session)
+    if outcome.status == "ok":
+        outcome.metrics.update(data_parallel_metrics(session.trainer.mesh, session.trainer.batch))
+    distributed.shutdown()
+    return outcome
+
+
+def data_parallel_metrics(mesh: Mesh, per_device_batch: int) -> dict:
+    return {"devices": int(mesh.size), "per_device_batch": per_device_batch,
+            "global_batch": per_device_batch * int(mesh.size), "processes": jax.process_count(),
+            "hosts": jax.process_count(),
+            "parallelism": "jax.jit over a Mesh('data'): replicated parameters, batch split over devices"}

@@ -1,0 +1,194 @@
+"""PyTorch data parallel: DistributedDataParallel over N processes, one per device.
+
+The worker of a case (itself a fresh process) starts the ranks with torchrun's own engine,
+``torch.distributed.launcher.elastic_launch`` (what the ``torchrun`` command runs): N spawned
+processes, a c10d rendezvous, error files naming the rank that failed first. Each rank joins the
+process group (gloo on CPU, nccl on CUDA), wraps the model in ``DistributedDataParallel`` and trains
+on its own slice of every global batch (``TorchTrainer(world_size, rank)``); DDP averages the
+gradients over the ranks inside ``backward()``, so every rank finishes a step only when all have
+contributed to it. The shared timing loop (``harness/training.py``) runs on every rank; rank 0's
+figures are the case's. A barrier (untimed) starts every epoch on all ranks together, and every rank
+runs the (untimed) validation pass, so no rank's step waits for another's evaluation.
+
+CPU: one process per core; each rank is pinned to its own cores and runs cores / N threads (as
+torchrun's OMP_NUM_THREADS=1 for one core each) -- N processes with the default thread count would
+fight over the same cores. With several hosts (``--num-processes P``, ``harness/cluster.py``) each
+host's worker is one node of P (``N / P`` ranks each), rendezvousing at the coordinator; the
+rendezvous id is the case's run id, so every case forms a fresh group.
+
+The ranks are children of the worker in its process group: the runner's timeout kills them with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from xpubench.backends.torch_.device import torch_device
+from xpubench.backends.torch_.train import TorchTrainer, should_compile
+from xpubench.errors import UserError
+from xpubench.harness.cluster import Cluster, from_env
+from xpubench.harness.training import run_training
+
+LAUNCHER = "torch.distributed elastic_launch (torchrun's engine), c10d rendezvous"
+JOIN_TIMEOUT_S = 300
+
+
+class DDPTrainer(TorchTrainer):
+    """TorchTrainer whose epochs start together on every rank (an untimed barrier)."""
+
+    def start_epoch(self, epoch: int) -> None:
+        super().start_epoch(epoch)
+        dist.barrier()
+
+
+def rank_layout(local_rank: int, local_world: int, cores: list[int]) -> tuple[list[int] | None, int]:
+    """(cores this rank is pinned to or None, its thread count): the usable cores split evenly."""
+    if len(cores) < local_world:
+        return None, 1
+    per = len(cores) // local_world
+    return cores[local_rank * per:(local_rank + 1) * per], per
+
+
+def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
+    """Runs in every rank: bind the device (CPU cores or one GPU), join the group, run ``entry``."""
+    from xpubench.plan import Case
+
+    case = Case.from_dict(case_dict)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    info = {"rank": rank, "world_size": world}
+    kind, _, index = case.device.partition(":")
+    if kind == "gpu":
+        gpu = int(index or 0) + local_rank
+        torch.cuda.set_device(gpu)
+        case = case.__class__.from_dict({**case.as_dict(), "device": f"gpu:{gpu}"})
+        dist.init_process_group("nccl", device_id=torch.device("cuda", gpu))
+        info["ddp_backend"] = "nccl"
+    else:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        pinned, threads = rank_layout(local_rank, local_world, cores)
+        if pinned:
+            os.sched_setaffinity(0, pinned)
+        torch.set_num_threads(threads)
+        dist.init_process_group("gloo")
+        info.update(ddp_backend="gloo", threads_per_process=threads,
+                    pinned_cores=",".join(map(str, pinned)) if pinned else None)
+    try:
+        result = entry(case, rank, world, *args)
+        dist.barrier()
+    except BaseException as exc:
+        _note_first_error(first_error, rank, exc)   # before this rank's connections close
+        raise
+    finally:
+        dist.destroy_process_group()
+    return rank, info, result
+
+
+def launch(case, entry, *args, cluster: Cluster | None = None) -> dict[int, tuple]:
+    """``entry(case, rank, world_size, *args)`` on every rank of a fresh group of ``case.devices``
+    processes (over all hosts); returns {rank: (rank, info, entry's value)} for this host's ranks."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    cluster = cluster or from_env()
+    nodes = cluster.num_processes
+    if case.devices % nodes:
+        raise UserError(f"--devices {case.devices} does not split over {nodes} processes")
+    rdzv = {"join_timeout": JOIN_TIMEOUT_S}
+    if cluster.multi:
+        if not cluster.coordinator:
+            raise UserError("torch across processes needs --coordinator HOST:PORT (the rendezvous endpoint)")
+        if cluster.process_id is not None:
+            rdzv["is_host"] = cluster.process_id == 0  # process 0 hosts the rendezvous store
+    config = LaunchConfig(
+        min_nodes=nodes, max_nodes=nodes, nproc_per_node=case.devices // nodes, run_id=case.run_id,
+        rdzv_backend="c10d", rdzv_endpoint=cluster.coordinator if cluster.multi else "127.0.0.1:0",
+        rdzv_configs=rdzv, max_restarts=0, monitor_interval=0.1, start_method="spawn")
+    with tempfile.TemporaryDirectory(prefix="xpubench-ddp-") as tmp:
+        first_error = Path(tmp) / "first_error.txt"
+        try:
+            returned = elastic_launch(config, _rank_main)(case.as_dict(), str(first_error), entry, args)
+        except ChildFailedError as exc:
+            raise_failure(exc, first_error)
+    return {value[0]: value for value in returned.values()}
+
+
+def raise_failure(exc, first_error: Path):
+    """Raise one line naming the rank that failed first and why. Once a rank fails its peers fail too
+    (their collectives lose the connection) and torchelastic may report one of those; so the first
+    rank to raise writes its error to ``first_error`` before its connections close. A user error (a
+    corrupt data file) stays one (exit 2); an out-of-memory stays one (status oom)."""
+    from xpubench.harness.worker import USER_ERRORS, classify_exception
+
+    rank, failure = exc.get_first_failure()
+    if failure.exitcode == -9:
+        raise MemoryError(f"rank {rank} was killed by SIGKILL (the kernel's OOM killer, most likely)") from None
+    if first_error.exists():
+        first = json.loads(first_error.read_text())
+        said = f"{first['type']}: {first['message']}" if first["message"] else first["type"]
+        if first["type"] in USER_ERRORS:
+            raise UserError(first["message"]) from None
+        if first["oom"]:
+            raise MemoryError(f"rank {first['rank']} ran out of memory: {said}") from None
+        raise RuntimeError(f"rank {first['rank']} failed: {said}") from None
+    message = failure.message.get("message", "") if isinstance(failure.message, dict) else failure.message
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    error = RuntimeError(f"rank {rank} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}")
+    raise (MemoryError(str(error)) if classify_exception(error) == "oom" else error) from None
+
+
+def _note_first_error(first_error: str, rank: int, exc: BaseException) -> None:
+    from xpubench.harness.worker import classify_exception
+
+    try:
+        fd = os.open(first_error, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except OSError:
+        return  # another rank was first
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"rank": rank, "type": type(exc).__name__, "oom": classify_exception(exc) == "oom",
+                   "message": (str(exc).strip().splitlines() or [""])[0][:500]}, fh)
+
+
+def _train_rank(case, rank: int, world: int):
+    device = torch_device(case.device)
+    ids = [device.index] if device.type == "cuda" else None
+    trainer = DDPTrainer(case, world_size=world, rank=rank,
+                         wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
+    outcome = run_training(trainer, case, trainer.flops_per_sample)
+    outcome.metrics["compiled"] = should_compile(case, trainer.device)
+    return outcome
+
+
+def check_devices(case, cluster: Cluster) -> None:
+    """Refuse what DDP cannot run here before any process starts (one line)."""
+    kind = case.device.partition(":")[0]
+    local = case.devices // max(1, cluster.num_processes)
+    if kind == "gpu":
+        start = int(case.device.partition(":")[2] or 0)
+        torch_device(case.device)
+        if torch.cuda.device_count() < start + local:
+            raise UserError(f"--devices {case.devices}: this host has {torch.cuda.device_count()} CUDA "
+                            f"device(s) from gpu:{start}, {local} needed")
+    elif kind != "cpu":
+        raise UserError(f"DistributedDataParallel runs on cpu (gloo) and CUDA GPUs (nccl), not on {case.device}")
+
+
+def run(case):
+    """A data-parallel training case (``case.devices`` > 1)."""
+    cluster = from_env()
+    check_devices(case, cluster)
+    ranks = launch(case, _train_rank, cluster=cluster)
+    _, info, outcome = ranks[min(ranks)]   # rank 0 (or this host's first rank)
+    outcome.metrics.update(info)
+    outcome.metrics.update({
+        "devices": case.devices, "per_device_batch": case.batch_size,
+        "processes": info["world_size"], "hosts": cluster.num_processes,
+        "parallelism": f"DistributedDataParallel; {LAUNCHER}"})
+    return outcome

@@ -1,0 +1,56 @@
+"""Data-parallel figures of a result: device count, per-device and global batch, and the scaling
+efficiency against the same case on fewer devices.
+
+    scaling_speedup    = samples/s at N / samples/s at N0
+    scaling_efficiency = scaling_speedup / (N / N0)     (1.0 = perfectly linear)
+
+N0 is the smallest device count of the same workload, backend, device kind, mode, precision,
+per-device batch, data and compile setting among the results already known (normally N0 = 1;
+with P processes the smallest run has P devices). Where the N devices share one set of cores (CPU
+"devices": torch processes, JAX's simulated host devices) the hardware does not grow with N: the
+efficiency there measures the parallel engine's overhead, not how the hardware scales, and
+``scaling_note`` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MATCH = ("workload", "backend", "device", "mode", "precision", "batch_size", "data", "compile", "seed")
+CPU_NOTE = ("the N CPU devices share the same cores: efficiency measures the engine's overhead, "
+            "not hardware scaling")
+
+
+def _baseline(case: dict, earlier: Iterable) -> tuple[int, float] | None:
+    """(N0, samples/s) of the matching ok result with the fewest devices below this one's, or None."""
+    best = None
+    for r in earlier:
+        c = r.case
+        n0 = c.get("devices", 1) or 1
+        thr = (r.metrics or {}).get("samples_per_s")
+        if r.status != "ok" or not thr or n0 >= case.get("devices", 1):
+            continue
+        if all(c.get(k) == case.get(k) for k in MATCH) and (best is None or n0 < best[0]):
+            best = (n0, float(thr))
+    return best
+
+
+def annotate(metrics: dict, case: dict, earlier: Iterable) -> None:
+    """Adds devices / per_device_batch / global_batch to a model case's metrics, and the scaling
+    figures when a matching result on fewer devices is in ``earlier`` (results before this one)."""
+    if case.get("mode") not in ("train", "infer") or not case.get("batch_size"):
+        return
+    n = case.get("devices", 1) or 1
+    metrics.setdefault("devices", n)
+    metrics.setdefault("per_device_batch", case["batch_size"])
+    metrics.setdefault("global_batch", case["batch_size"] * n)
+    thr = metrics.get("samples_per_s")
+    base = _baseline(case, earlier) if n > 1 and thr else None
+    if base is None:
+        return
+    n0, thr0 = base
+    metrics["scaling_base_devices"] = n0
+    metrics["scaling_speedup"] = thr / thr0
+    metrics["scaling_efficiency"] = (thr / thr0) / (n / n0)
+    if str(case.get("device", "")).startswith("cpu"):
+        metrics["scaling_note"] = CPU_NOTE

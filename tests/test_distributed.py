@@ -1,0 +1,112 @@
+"""Several processes (hosts) on loopback: two `xpubench run` processes form one data-parallel group,
+with torchrun's engine (c10d rendezvous) for PyTorch and jax.distributed for JAX; and the checks of
+the multi-process settings."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from xpubench.errors import UserError
+from xpubench.harness import cluster
+from xpubench.plan import PlanRequest, build_cases
+from xpubench.results.store import load_file
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> list:
+    port = _free_port()
+    procs, outs = [], []
+    for pid in (0, 1):
+        out = tmp_path / f"{backend}-{pid}.jsonl"
+        outs.append(out)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "xpubench", "run", "-w", "mnist_cnn", "-b", backend, "--devices", "2",
+             "--batch-size", "16", "--steps", "2", "--epochs", "2", "--eval-samples", "48", "--timeout", "300",
+             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(pid),
+             "-o", str(out), "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, **(extra_env or {})}))
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=400)
+            assert p.returncode == 0, err[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    results = [load_file(out).results for out in outs]
+    assert [len(r) for r in results] == [1, 1]
+    return [r[0] for r in results]
+
+
+def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
+    pytest.importorskip("torch")
+    results = _two_processes(tmp_path, "torch")
+    for r in results:
+        assert r.status == "ok", r.message
+        m = r.metrics
+        assert (m["hosts"], m["processes"], m["global_batch"], m["ddp_backend"]) == (2, 2, 32, "gloo")
+    # one group: the replicas saw the same global batches and ended with the same validation loss
+    assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
+
+
+def test_jax_distributed_across_two_processes_on_loopback(tmp_path):
+    pytest.importorskip("jax")
+    results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": ""})
+    for r in results:
+        assert r.status == "ok", r.message
+        m = r.metrics
+        assert (m["processes"], m["devices"], m["global_batch"]) == (2, 2, 32)
+        assert r.placement.endswith("(2 devices)")
+    assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
+
+
+def test_cluster_settings_are_checked_in_one_line():
+    assert cluster.parse() == cluster.Cluster()
+    assert cluster.parse("h:1234", "2", "1") == cluster.Cluster("h:1234", 2, 1)
+    for args, text in [(("h", "2", "0"), "HOST:PORT"), (("h:99999", "2"), "HOST:PORT"),
+                       ((None, "0"), "at least 1"), (("h:1", "2", "2"), "out of range"),
+                       (("h:1",), "need --num-processes"), ((None, "two"), "whole number")]:
+        with pytest.raises(UserError, match=text):
+            cluster.parse(*args)
+    env: dict = {}
+    cluster.export(cluster.Cluster("h:1", 2, 0), env)
+    assert cluster.from_env(env) == cluster.Cluster("h:1", 2, 0)
+    assert cluster.from_env({"JAX_COORDINATOR_ADDRESS": "h:1"}) == cluster.Cluster()   # alone: one process
+
+
+def _env_with(backend: str, devices: int) -> dict:
+    return {"host": {"cpu": {}}, "backends": {backend: {"installed": True, "devices": [
+        {"id": "cpu" if i == 0 else f"cpu:{i}", "kind": "cpu"} for i in range(devices)]}}}
+
+
+def test_multi_process_plans(monkeypatch):
+    monkeypatch.setenv("XPUBENCH_NUM_PROCESSES", "2")
+    monkeypatch.setenv("XPUBENCH_COORDINATOR", "127.0.0.1:1234")
+    env = _env_with("jax", 4)
+    cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16]), env)
+    assert [c.devices for c in cases] == [8]                      # default: every device of both processes
+    cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16], scaling=True), env)
+    assert [c.devices for c in cases] == [2, 4, 8]
+    with pytest.raises(UserError, match="does not split evenly"):
+        build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], device_counts=[3]), env)
+    with pytest.raises(UserError, match="matmul runs on one device"):
+        build_cases(PlanRequest(workloads=["matmul"], backends=["jax"]), env)
+    monkeypatch.delenv("XPUBENCH_COORDINATOR")
+    with pytest.raises(UserError, match="needs --coordinator"):
+        build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["torch"]), _env_with("torch", 1))
+
+
+def test_too_many_jax_cpu_devices_names_the_xla_flag():
+    with pytest.raises(UserError, match="xla_force_host_platform_device_count"):
+        build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], device_counts=[8]), _env_with("jax", 1))

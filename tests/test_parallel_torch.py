@@ -1,0 +1,122 @@
+"""PyTorch DistributedDataParallel on the CPU (gloo), launched by torchrun's engine; scaling figures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from xpubench.harness import scaling
+from xpubench.plan import Case
+from xpubench.results.store import load_file
+
+torch = pytest.importorskip("torch")
+
+CASE = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=32, devices=2,
+            epochs=1, steps=1, train_samples=256, eval_samples=64)
+
+
+def _without_dropout(model) -> None:
+    """Each rank draws its own dropout masks: no single-process step can match them, so the
+    equivalence check turns dropout off (p = 0) in both."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+
+
+def _one_step(case, rank=0, world=1):
+    """One optimizer step of the production trainer; DDP-wrapped when world > 1."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from xpubench.backends.torch_.train import TorchTrainer
+
+    trainer = TorchTrainer(case, world_size=world, rank=rank, wrap=DistributedDataParallel if world > 1 else None)
+    _without_dropout(trainer.model)
+    trainer.start_epoch(0)
+    loss = float(trainer.step(0))
+    params = {k: v.detach().clone().numpy() for k, v in trainer.model.named_parameters()}
+    first_moment = [trainer.opt.state[p]["exp_avg"].clone().numpy() for p in trainer.model.parameters()]
+    return loss, params, first_moment
+
+
+def _boom(case, rank, world):
+    if rank == 1:
+        raise ValueError("boom in rank 1")
+    torch.distributed.barrier()
+
+
+def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch():
+    import dataclasses
+
+    from xpubench.backends.torch_ import ddp
+
+    ranks = ddp.launch(CASE, _one_step)
+    assert sorted(ranks) == [0, 1]
+    (_, info0, (loss0, p0, m0)), (_, _, (loss1, p1, _)) = ranks[0], ranks[1]
+    assert info0["ddp_backend"] == "gloo" and info0["world_size"] == 2 and info0["threads_per_process"] >= 1
+    loss_ref, p_ref, m_ref = _one_step(dataclasses.replace(CASE, devices=1, batch_size=64))
+    assert (loss0 + loss1) / 2 == pytest.approx(loss_ref, rel=1e-5)   # each rank's loss is on its half
+    for name in p_ref:
+        np.testing.assert_array_equal(p0[name], p1[name])                # replicas stay identical
+        np.testing.assert_allclose(p0[name], p_ref[name], rtol=0, atol=1e-5, err_msg=name)
+    for a, b in zip(m0, m_ref):   # Adam's first moment = 0.1 x the averaged gradient
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-9)
+
+
+def test_an_exception_in_one_rank_is_the_case_error():
+    from xpubench.backends.torch_ import ddp
+
+    with pytest.raises(RuntimeError, match=r"rank 1 failed: ValueError: boom in rank 1"):
+        ddp.launch(CASE, _boom)
+
+
+def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
+    out = tmp_path / "scaling.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "xpubench", "run", "-w", "mnist_cnn", "-b", "torch", "--scaling",
+         "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
+         "--no-progress"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = sorted(load_file(out).results, key=lambda r: r.case["devices"])
+    assert [r.case["devices"] for r in results] == [1, 2]
+    one, two = results
+    for r in results:
+        assert r.status == "ok", r.message
+    assert (two.metrics["devices"], two.metrics["per_device_batch"], two.metrics["global_batch"]) == (2, 32, 64)
+    assert two.metrics["processes"] == 2 and two.metrics["ddp_backend"] == "gloo"
+    assert two.metrics["scaling_efficiency"] == pytest.approx(
+        two.metrics["samples_per_s"] / (2 * one.metrics["samples_per_s"]))
+    assert two.metrics["scaling_base_devices"] == 1 and "scaling_efficiency" not in one.metrics
+    assert "Data parallel" in proc.stdout and "vs N=1" in proc.stdout
+
+
+def test_torch_data_parallel_inference_is_skipped_with_a_reason():
+    from xpubench.backends.torch_ import run_case
+
+    outcome = run_case(Case(workload="mnist_cnn", backend="torch", device="cpu", mode="infer", batch_size=8,
+                            devices=2))
+    assert outcome.status == "skipped" and "--devices 1" in outcome.message
+
+
+def _result(devices, thr, status="ok", **case):
+    c = {"workload": "mnist_cnn", "backend": "jax", "device": "cpu", "mode": "train", "precision": "fp32",
+         "batch_size": 16, "data": "synthetic", "compile": "auto", "seed": 0, "devices": devices, **case}
+    return SimpleNamespace(case=c, status=status, metrics={"samples_per_s": thr})
+
+
+def test_scaling_efficiency_uses_the_fewest_matching_devices():
+    earlier = [_result(2, 150.0), _result(1, 100.0), _result(1, 999.0, batch_size=32),
+               _result(1, 999.0, status="error")]
+    this = _result(4, 300.0)
+    scaling.annotate(this.metrics, this.case, earlier)
+    m = this.metrics
+    assert (m["devices"], m["per_device_batch"], m["global_batch"]) == (4, 16, 64)
+    assert m["scaling_base_devices"] == 1 and m["scaling_speedup"] == pytest.approx(3.0)
+    assert m["scaling_efficiency"] == pytest.approx(0.75) and "share the same cores" in m["scaling_note"]
+    alone = _result(8, 10.0, device="gpu:0")
+    scaling.annotate(alone.metrics, alone.case, earlier)
+    assert "scaling_efficiency" not in alone.metrics and alone.metrics["global_batch"] == 128
