@@ -23,7 +23,7 @@ MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
-QUICK = {"epochs": 3, "steps": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
+QUICK = {"epochs": 3, "steps": 2, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
 
 
