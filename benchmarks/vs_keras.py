@@ -60,9 +60,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backends", default="torch,jax")
     args = ap.parse_args()
-    try:
-        import keras  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("keras") is None:  # not imported here: keras picks its backend at import
         raise SystemExit("this benchmark needs Keras 3: pip install keras")
     env = detect_environment()
     rows = []
