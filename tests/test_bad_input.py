@@ -93,9 +93,11 @@ CASES = [
 ]
 # these need the machine's environment (device detection)
 ENV_CASES = [
-    ("absent device", "run -w matmul -b torch -d cuda", ""),
-    ("absent device (jax tpu)", "run -w matmul -b jax -d tpu", ""),
-    ("unknown device name", "run -w matmul -b numpy -d quantum", ""),
+    ("absent device", "run -w matmul -b torch -d cuda", "device 'cuda' is not available to torch on this machine"),
+    ("absent device (jax tpu)", "run -w matmul -b jax -d tpu",
+     "device 'tpu' is not available to jax on this machine"),
+    ("unknown device name", "run -w matmul -b numpy -d quantum",
+     "unknown device 'quantum' (expected cpu, gpu, gpu:N, cuda:N, tpu, tpu:N or mps)"),
     ("empty sweep", "run -w mnist_cnn -b numpy", "the sweep is empty"),
     ("--devices more than exist", "run -w matmul -b torch --devices 64", "torch sees only"),
     ("torch across hosts, no coordinator", "run -w mnist_cnn -b torch --num-processes 2", "needs --coordinator"),
@@ -153,10 +155,35 @@ def test_bad_input_is_one_line_and_exit_2(argv, says, tmp, capsys):
     assert snapshot(tmp) == before  # nothing already written is touched
 
 
-@pytest.mark.parametrize("argv,says", [c[1:] for c in ENV_CASES], ids=[c[0] for c in ENV_CASES])
-def test_bad_input_needing_the_machine(argv, says, tmp, capsys, machine):
+# the ENV_CASES that ask for a device this machine must not have: (backend, device id)
+ABSENT = {"absent device": ("torch", "gpu:0"), "absent device (jax tpu)": ("jax", "tpu:0")}
+
+
+def skip_if_present(name: str, env: dict) -> None:
+    from xpubench.devices.detect import available_devices
+
+    if name in ABSENT and ABSENT[name][1] in available_devices(env, ABSENT[name][0]):
+        pytest.skip(f"{ABSENT[name][1]} is present here")
+
+
+@pytest.mark.parametrize("name,argv,says", ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_bad_input_needing_the_machine(name, argv, says, tmp, capsys, machine):
+    skip_if_present(name, machine)
+    before = snapshot(tmp)
     code, lines = run_cli(argv, tmp, capsys)
-    check_one_line(code, lines, says)
+    check_one_line(code, lines, says.format(tmp=tmp))
+    after = snapshot(tmp)
+    assert {name: after.get(name) for name in before} == before  # files already written are untouched
+
+
+def test_absent_device_writes_nothing(tmp, capsys, machine):
+    skip_if_present("absent device", machine)
+    before = snapshot(tmp)
+    out = tmp / "absent.jsonl"
+    code, lines = run_cli(f"run -w matmul -b torch -d cuda --no-progress -o {out}", tmp, capsys)
+    check_one_line(code, lines, "device 'cuda' is not available to torch on this machine")
+    assert not out.exists() and not Path(f"{out}.plan.json").exists()  # neither results nor a plan
+    assert snapshot(tmp) == before
 
 
 def test_unreadable_config(tmp, capsys, monkeypatch):
@@ -262,18 +289,36 @@ def test_bad_data_file_is_one_line(name, tmp_path):
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
-def test_bad_data_file_through_the_cli_is_the_case_result_and_exit_2(tmp, capsys, machine):
-    _spec("mnist_cnn")
-    folder = tmp / "mnist"
-    folder.mkdir()
-    for file, content in DATA_CASES["IDX bad magic"][1].items():
-        (folder / file).write_bytes(content)
-    out = tmp / "data-run.jsonl"
-    code, lines = run_cli(f"run -w mnist_cnn -b torch --data real --data-dir {tmp} --epochs 1 --steps 1 "
-                          f"--batch-size 4 --train-samples 8 --eval-samples 2 --no-progress -o {out}", tmp, capsys)
-    check_one_line(code, lines, "train-images-idx3-ubyte is not an IDX images file")
-    (result,) = store.load_file(out).results  # the failure is also the case's recorded result
-    assert result.status == "error" and "is not an IDX images file" in result.message
+def data_run_argv(name: str, root: Path) -> str:
+    """Writes DATA_CASES[name]'s files where ``--data-dir root`` looks for its dataset (root/mnist,
+    root/cifar10, root/weather) and returns the `xpubench run` arguments that read them."""
+    workload, files, _ = DATA_CASES[name]
+    folder = root / DATASET_OF[workload]
+    folder.mkdir(parents=True)
+    for file, content in files.items():
+        (folder / file).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return (f"run -w {workload} -b torch --data real --data-dir {root} --epochs 1 --steps 1 --batch-size 4 "
+            f"--train-samples 8 --eval-samples 2 --no-progress -o {root}/data-run.jsonl")
+
+
+CLI_DATA_CASES = {"IDX bad magic": "train-images-idx3-ubyte is not an IDX images file",
+                  "CIFAR wrong size": "data_batch_1.bin has 3000 bytes, not a whole number of 3073-byte "
+                                      "CIFAR-10 records",
+                  "CSV missing columns": "weather.csv has 1 column(s): expected a date-time column"}
+
+
+@pytest.mark.parametrize("name", CLI_DATA_CASES)
+def test_bad_data_file_through_the_cli_is_the_case_result_and_exit_2(name, tmp_path, capsys, machine):
+    workload = DATA_CASES[name][0]
+    _spec(workload)
+    argv = data_run_argv(name, tmp_path)
+    code, lines = run_cli(argv, tmp_path, capsys)
+    says = CLI_DATA_CASES[name]
+    check_one_line(code, lines, says)
+    assert lines[0].startswith(f"xpubench: error: {workload}/torch/cpu/")  # names the case
+    (result,) = store.load_file(tmp_path / "data-run.jsonl").results  # the failure is also the case's result
+    assert result.status == "error" and says in result.message
+    assert result.metrics["error_type"] == "UserError"
 
 
 SUBPROCESS = ["unknown workload", "config malformed", "results file not JSON", "data dir missing",
@@ -309,21 +354,15 @@ def markdown_table() -> str:
             rows.append(f"| {name} | `xpubench {argv.format(tmp='DIR')}` | {line} | {code} |")
         note = ("Bad dataset files are found inside the case's worker: the message becomes the case's "
                 "`error` result and `xpubench run` ends with `xpubench: error: CASE: message` and exit code 2.")
-        rows += ["", note, "", "| input | workload | message | exit code |", "|---|---|---|---|"]
-        from xpubench import data
-        from xpubench.errors import UserError
-
-        for name, (workload, files, _) in DATA_CASES.items():
-            folder = tmp / name.replace(" ", "_")
-            folder.mkdir()
-            for file, content in files.items():
-                (folder / file).write_bytes(content if isinstance(content, bytes) else content.encode())
-            try:
-                data.load_real(_spec(workload), folder, train_samples=8, eval_samples=2)
-                line = "(no error)"
-            except UserError as exc:
-                line = str(exc).replace(str(folder), "DIR").replace("|", "\\|")
-            rows.append(f"| {name} | {workload} | {line} | 2 |")
+        rows += ["", note, "", "| input | command | message (stderr) | exit code |", "|---|---|---|---|"]
+        for name in DATA_CASES:
+            root = tmp / name.replace(" ", "_")
+            argv = data_run_argv(name, root)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(shlex.split(argv))
+            line = err.getvalue().strip().splitlines()[-1].replace(str(root), "DIR").replace("|", "\\|")
+            rows.append(f"| {name} | `xpubench {argv.replace(str(root), 'DIR')}` | {line} | {code} |")
     return "\n".join(rows)
 
 

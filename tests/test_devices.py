@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from xpubench.devices import cpu, specs
-from xpubench.devices.detect import environment, resolve_device
+from xpubench.devices.detect import available_devices, environment, resolve_device
 from xpubench.errors import UserError
 
 ZEN4_CPUINFO = "\n\n".join(
@@ -61,12 +61,26 @@ def test_cpu_peak_is_cores_x_clock_x_widest_fma_and_says_it_is_an_estimate():
     assert cpu.cpu_peak_estimate(info, "int8")["value"] is None   # no VNNI: no int8 figure at all
 
 
+def _absent(env: dict, backend: str, spelling: str) -> str:
+    """``spelling`` (cuda, gpu, tpu, mps) made to name a device this machine really lacks: index 0
+    where the backend sees none of the kind, else the index just past the last one."""
+    kind = {"cuda": "gpu"}.get(spelling, spelling)
+    have = [d for d in available_devices(env, backend) if d.split(":")[0] == kind]
+    if have and kind == "mps":
+        pytest.skip(f"{backend} has an mps device here")
+    return f"{spelling}:{len(have)}" if have else spelling
+
+
 def test_resolve_device_never_falls_back_to_the_cpu():
     env = environment()
     assert resolve_device(env, "torch", "cpu") == "cpu"
-    for backend, spelling in (("torch", "cuda"), ("jax", "tpu"), ("torch", "gpu:3"), ("jax", "mps")):
+    for backend, spelling in (("torch", "cuda"), ("jax", "tpu"), ("torch", "gpu"), ("jax", "gpu"),
+                              ("jax", "mps")):
+        absent = _absent(env, backend, spelling)
         with pytest.raises(UserError, match="not available"):
-            resolve_device(env, backend, spelling)
+            resolve_device(env, backend, absent)
+    with pytest.raises(UserError, match="not available"):
+        resolve_device(env, "torch", f"gpu:{len(available_devices(env, 'torch')) + 3}")
     with pytest.raises(UserError, match="unknown device"):
         resolve_device(env, "torch", "quantum")
 
@@ -82,3 +96,22 @@ def test_env_command_prints_every_installed_backend_and_valid_json():
     text = subprocess.run([sys.executable, "-m", "xpubench", "env"], capture_output=True, text=True,
                           timeout=120, check=True).stdout
     assert "CPU peak (estimate)" in text and "jax" in text and "torch" in text
+
+
+def test_env_table_shows_tpu_cores_known_tf32_fp16_peaks_and_labels_an_allocator_limit():
+    from rich.console import Console
+
+    from xpubench.devices.render import render_environment
+
+    tpu = {"id": "tpu:0", "kind": "tpu", "name": "TPU v3", "memory_bytes": 16 << 30, "cores_per_chip": 2,
+           "devices_per_chip": 2, "peak_flops": {"fp32": None, "bf16": 61.5e12}, "peak_is_estimate": False}
+    gpu = {"id": "gpu:0", "kind": "gpu", "name": "NVIDIA A100-SXM4-40GB", "memory_bytes": 30 << 30,
+           "memory_is_limit": True, "compute_capability": "8.0",
+           "peak_flops": {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12}}
+    env = {"host": {}, "backends": {"jax": {"installed": True, "version": "0", "devices": [tpu, gpu]}}}
+    console = Console(record=True, width=250)
+    render_environment(env, console)
+    text = console.export_text()
+    assert "2 devices" in text and "TPU cores" in text and "2 cores/chip, 2 devices/chip" in text
+    assert "peak tf32" in text and "156.0 TFLOP/s" in text and "peak fp16" in text
+    assert "30.0 GiB*" in text and "allocator limit" in text and "16.0 GiB*" not in text

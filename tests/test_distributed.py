@@ -5,9 +5,12 @@ the multi-process settings."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -110,3 +113,107 @@ def test_multi_process_plans(monkeypatch):
 def test_too_many_jax_cpu_devices_names_the_xla_flag():
     with pytest.raises(UserError, match="xla_force_host_platform_device_count"):
         build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], device_counts=[8]), _env_with("jax", 1))
+
+
+# ---- no rank outlives its case: the worker's ranks are in its process group ----
+
+def _process_table() -> dict[int, tuple[int, str, bytes]]:
+    """pid -> (parent pid, state, command line) of every process, from /proc."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        table[int(entry.name)] = (int(fields[1]), fields[0], cmdline)
+    return table
+
+
+def _descendants(pid: int) -> dict[int, bytes]:
+    table, found, todo = _process_table(), {}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, _, cmdline) in table.items():
+            if ppid == parent and child not in found:
+                found[child] = cmdline
+                todo.append(child)
+    return found
+
+
+def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60) -> dict[int, bytes]:
+    """The processes under ``pid`` once the worker and ``ranks`` rank processes exist."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        below = _descendants(pid)
+        workers = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        spawned = [p for p, cmd in below.items() if b"spawn_main" in cmd]
+        if workers and len(spawned) >= ranks:
+            time.sleep(1)  # let the ranks get going (rendezvous)
+            return _descendants(pid)
+        time.sleep(0.1)
+    raise AssertionError(f"no worker with {ranks} ranks under {pid} after {limit_s:g} s: {_descendants(pid)}")
+
+
+def _still_running(pids, limit_s: float = 10) -> list[int]:
+    """The pids still alive (not gone, not a zombie) after up to ``limit_s`` seconds."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        table = _process_table()
+        alive = [p for p in pids if p in table and table[p][1] != "Z"]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+DDP_CASE = ["-w", "mnist_cnn", "-b", "torch", "--devices", "2", "--batch-size", "8", "--steps", "100000",
+            "--epochs", "1000", "--train-samples", "64", "--eval-samples", "16", "--compile", "off"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
+def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
+    pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
+    run = subprocess.Popen([sys.executable, "-m", "xpubench", "run", *DDP_CASE, "--timeout", "300",
+                            "-o", str(tmp_path / "killed.jsonl"), "--no-progress"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        below = _wait_for_ranks(run.pid)
+        run.kill()  # SIGKILL: no cleanup in xpubench run itself
+        run.wait(timeout=10)
+        assert _still_running(below) == [], {p: below[p] for p in _still_running(below, 0)}
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert not (tmp_path / "killed.jsonl").exists() or (tmp_path / "killed.jsonl").read_text() == ""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
+def test_killed_worker_leaves_no_rank_behind(tmp_path):
+    pytest.importorskip("torch")
+    from xpubench.harness.runner import run_one
+    from xpubench.plan import Case
+
+    case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8, devices=2,
+                steps=100000, epochs=1000, train_samples=64, eval_samples=16, compile="off")
+    done: dict = {}
+    runner = threading.Thread(target=lambda: done.update(outcome=run_one(case, timeout_s=120)[0]))
+    runner.start()
+    below: dict = {}
+    try:
+        below = _wait_for_ranks(os.getpid())
+        (worker,) = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        os.kill(worker, signal.SIGKILL)
+        runner.join(timeout=30)
+        assert not runner.is_alive(), "run_one did not return after its worker was killed"
+        assert done["outcome"]["status"] == "oom", done  # SIGKILL reads as the kernel's OOM killer
+        assert _still_running(below, limit_s=5) == [], {p: below[p] for p in _still_running(below, 0)}
+    finally:
+        for pid in _still_running(below, 0):  # only after a failure: never leave them running
+            os.kill(pid, signal.SIGKILL)
+        runner.join(timeout=30)

@@ -3,6 +3,7 @@ writes a result file the loader reads back."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -26,7 +27,8 @@ def _env() -> dict:
 
 def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
     out = tmp_path / "mm.jsonl"
-    proc = xpubench_cli("run", "-w", "matmul", "--size", "128,256", "--time-budget", "0.3", "-o", str(out))
+    proc = xpubench_cli("run", "-w", "matmul", "-d", "cpu", "--size", "128,256", "--time-budget", "0.3",
+                        "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
     backends = {r.case["backend"] for r in results}
@@ -46,14 +48,15 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
 
 def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    proc = xpubench_cli("run", "-w", "mnist_cnn", "-b", "torch", "--batch-size", "64,32", "--epochs", "3",
-                        "--steps", "3", "--eval-samples", "64", "-o", str(out))
+    proc = xpubench_cli("run", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu", "--batch-size", "64,32",
+                        "--epochs", "3", "--steps", "3", "--eval-samples", "64", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
     assert [r.case["batch_size"] for r in results] == [32, 64]          # ascending
     for r in results:
         m = r.metrics
         assert r.status == "ok" and m["epochs_run"] == 3 and m["steps_per_epoch"] == 3
+        assert m["sync"] == "step" and m["matmul_precision"] == "highest"     # the CPU default; true fp32
         assert m["first_epoch_s"] > 0 and m["epoch_s"] > 0 and m["step_p90_s"] >= m["step_s"] > 0
         assert len(r.samples["step_s"]) == 6 and len(r.samples["first_epoch_step_s"]) == 3  # first apart
         assert len(r.series["val_metric"]) == 3
@@ -61,11 +64,63 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
 
 
 def test_every_workload_trains_in_both_frameworks(tmp_path):
-    results = xpubench.run(workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], quick=True, epochs=2,
-                           steps=2, output=tmp_path / "all.jsonl")
+    # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer
+    results = xpubench.run(workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
+                           quick=True, epochs=2, steps=2, options={"sync": "epoch"}, output=tmp_path / "all.jsonl")
     assert {(r.case["workload"], r.case["backend"]) for r in results} == {
         (w, b) for w in MODEL_WORKLOADS for b in ("torch", "jax")}
     for r in results:
         assert r.status == "ok", (r.key, r.message)
         assert r.metrics["samples_per_s"] > 0 and r.metrics["achieved_flops_per_s"] > 0, r.key
         assert r.metrics["final_loss"] is not None, r.key
+        assert r.metrics["sync"] == "epoch" and r.metrics["epochs_run"] == 2, r.key
+        # one step sample per steady epoch: its time / its steps
+        assert r.samples["step_s"] == pytest.approx([r.metrics["epoch_s"] / 2]), r.key
+
+
+def test_sync_and_download_flags_reach_the_cases(tmp_path):
+    from xpubench.cli import build_parser
+    from xpubench.cli_run import request_from
+    from xpubench.errors import UserError
+
+    def request(*flags):
+        return request_from(build_parser().parse_args(["run", "-w", "mnist_cnn", *flags]))[0]
+
+    assert request("--sync", "epoch").options == {"sync": "epoch"}
+    assert "sync" not in request().options            # the device's default, decided in the worker
+    data = tmp_path / "data" / "new"
+    req = request("--data", "real", "--data-dir", str(data), "--download")
+    assert req.options == {"download": True} and data.is_dir()   # created, for the download to fill
+    with pytest.raises(UserError, match="--data real"):
+        request("--download")
+    with pytest.raises(UserError, match="invalid choice"):
+        request("--sync", "never")
+
+
+def test_torch_compile_time_is_timed_apart_and_its_warm_up_step_undone(monkeypatch):
+    """compile="on": compile_s is one warm-up step of the compiled model, whose update is undone (the
+    first timed step then equals eager's). Dynamo's "eager" backend keeps it cheap; inductor is the same
+    code path with a longer compile."""
+    torch = pytest.importorskip("torch")
+    from xpubench.backends.torch_.train import TorchTrainer
+    from xpubench.plan import Case
+
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model: compile_(model, backend="eager"))
+    case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8,
+                train_samples=32, eval_samples=8, epochs=1, steps=2)
+    eager, compiled = TorchTrainer(case), TorchTrainer(dataclasses.replace(case, compile="on"))
+    assert eager.compile() is None
+    before, rng = {k: v.clone() for k, v in compiled.model.state_dict().items()}, torch.random.get_rng_state()
+    compile_s = compiled.compile()
+    assert compile_s is not None and compile_s > 0
+    for k, v in compiled.model.state_dict().items():
+        assert torch.equal(v, before[k]), k            # the warm-up update is undone
+    assert not compiled.opt.state                      # and Adam's moments with it
+    assert torch.equal(torch.random.get_rng_state(), rng)   # and the dropout masks it drew
+    losses = []
+    for t in (eager, compiled):
+        t.start_epoch(0)
+        torch.manual_seed(1)                           # the two trainers share the global RNG
+        losses.append([float(t.step(i)) for i in range(2)])
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)

@@ -158,15 +158,6 @@ def test_score_matches_trainer_evaluate() -> None:
     assert acc == pytest.approx(acc_eval) and loss == pytest.approx(session.trainer.evaluate()[0], rel=1e-5)
 
 
-def test_int8_skipped_where_convolutions_dominate() -> None:
-    pytest.importorskip("torch")
-    from xpubench.backends import run_case
-
-    out = run_case(_case("torch", "int8", workload="cifar10_resnet"))
-    assert out.status == "skipped" and "convolutions are not quantized" in out.message
-    assert "0.2%" in out.message  # the 650-parameter dense head of 269,722
-
-
 def test_data_parallel_is_not_this_path() -> None:
     with pytest.raises(ValueError, match="one device"):
         inference.run_inference(_case("torch", devices=2), session=_NoSession())

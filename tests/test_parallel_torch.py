@@ -120,3 +120,23 @@ def test_scaling_efficiency_uses_the_fewest_matching_devices():
     alone = _result(8, 10.0, device="gpu:0")
     scaling.annotate(alone.metrics, alone.case, earlier)
     assert "scaling_efficiency" not in alone.metrics and alone.metrics["global_batch"] == 128
+
+
+@pytest.mark.parametrize(("lr_scaling", "world", "factor"), [(False, 2, 1), (True, 2, 2), (True, 1, 1)])
+def test_lr_scaling_multiplies_the_step_size_by_the_device_count(lr_scaling, world, factor):
+    """Adam's first update moves every parameter with a gradient by lr x g / |g| = +-lr, so the largest
+    change after one step is the learning rate actually used. (One rank of ``world`` without a process
+    group: the step is that rank's own; the rate is what --lr-scaling chose.)"""
+    import dataclasses
+
+    from xpubench.backends.torch_.train import TorchTrainer
+
+    case = dataclasses.replace(CASE, options={"lr_scaling": True} if lr_scaling else {})
+    trainer = TorchTrainer(case, world_size=world, rank=0)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.start_epoch(0)
+    trainer.step(0)
+    moved = max(float((p.detach() - b).abs().max()) for p, b in zip(trainer.model.parameters(), before))
+    lr = trainer.spec.learning_rate * factor
+    assert trainer.opt.param_groups[0]["lr"] == pytest.approx(lr)
+    assert moved == pytest.approx(lr, rel=1e-3)

@@ -1,4 +1,4 @@
-"""Statistics and timed windows on a fake clock: no real time is measured here."""
+"""Statistics, timed windows and the training loop on a fake clock: no real time is measured here."""
 
 import math
 
@@ -6,6 +6,8 @@ import pytest
 
 from xpubench.harness.stats import summarize
 from xpubench.harness.timing import time_windows, timed
+from xpubench.harness.training import run_training, sync_mode
+from xpubench.plan import Case
 
 
 class FakeClock:
@@ -85,3 +87,135 @@ def test_window_budget_truncates_but_keeps_minimum():
     assert w.reps == 1
     assert len(w.samples) == 3 and w.truncated
     assert all(s == pytest.approx(2.0) for s in w.samples)
+
+
+# --- the training loop (harness/training.py) on a fake trainer and a fake clock ---------------------
+
+
+class FakeDevice:
+    """An asynchronous device on a fake clock: a launch costs the host ``host_s``; the device then needs
+    ``device_s`` per step, one step after another; a sync waits until the device has caught up."""
+
+    def __init__(self, clock, host_s, device_s, steps_per_epoch=5):
+        self.clock, self.host_s, self.device_s = clock, host_s, device_s
+        self.steps_per_epoch, self.global_batch = steps_per_epoch, 10
+        self.free_at = clock.now
+        self.syncs, self.steps_run = [], 0
+
+    def compile(self):
+        return None
+
+    def start_epoch(self, epoch):
+        self.epoch = epoch
+
+    def step(self, i):
+        self.clock.now += self.host_s
+        self.free_at = max(self.free_at, self.clock.now) + self.device_s
+        self.steps_run += 1
+        return self.steps_run
+
+    def sync(self, handle):
+        self.syncs.append((self.epoch, handle))
+        self.clock.now = max(self.clock.now, self.free_at)
+
+    def loss_value(self, handle):
+        return 1.0 / handle
+
+    def evaluate(self):
+        self.clock.now += 1.0   # slow evaluation: must never be inside an epoch time
+        return 0.5, 0.9
+
+    def placement(self):
+        return "cpu"
+
+    def peak_memory(self):
+        return None
+
+
+def train_case(**kw):
+    return Case(workload="mnist_cnn", backend="jax", mode="train", **{"device": "cpu", "epochs": 3, **kw})
+
+
+def test_sync_mode_defaults_to_step_on_cpus_and_epoch_on_accelerators():
+    assert sync_mode(train_case()) == "step"
+    assert sync_mode(train_case(device="gpu:0")) == sync_mode(train_case(device="tpu:0")) == "epoch"
+    assert sync_mode(train_case(device="gpu:0", options={"sync": "step"})) == "step"
+    with pytest.raises(ValueError):
+        sync_mode(train_case(options={"sync": "never"}))
+
+
+def test_step_sync_times_every_step_and_sums_them_into_the_epoch():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=0.001, device_s=0.004)
+    out = run_training(dev, train_case(options={"sync": "step"}), 100.0, clock=clock)
+    m = out.metrics
+    assert m["sync"] == "step" and len(dev.syncs) == 15             # one sync per step
+    assert m["step_s"] == pytest.approx(0.005)                      # launch + device, no overlap
+    assert m["epoch_s"] == pytest.approx(5 * 0.005) and m["first_epoch_s"] == pytest.approx(0.025)
+    assert len(out.samples["step_s"]) == 10 and m["epochs_run"] == 3 and not m["budget_hit"]
+    assert m["samples_per_s"] == pytest.approx(10 / 0.005)
+    assert m["epoch_samples_per_s"] == pytest.approx(50 / 0.025)
+
+
+def test_epoch_sync_pipelines_steady_epochs_with_one_sync_each():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=0.001, device_s=0.004)
+    out = run_training(dev, train_case(options={"sync": "epoch"}), 100.0, clock=clock)
+    m = out.metrics
+    # the first epoch is synchronised step by step; each later epoch once, on its last step's handle
+    assert [e for e, _ in dev.syncs] == [0] * 5 + [1, 2]
+    assert dev.syncs[5:] == [(1, 10), (2, 15)]
+    assert m["sync"] == "epoch" and m["first_epoch_s"] == pytest.approx(0.025)
+    assert m["first_step_s"] == pytest.approx(0.005)
+    # back to back: the host's launches hide behind the device (one launch + 5 device steps)
+    assert m["epoch_s"] == pytest.approx(0.001 + 5 * 0.004)
+    assert out.samples["step_s"] == pytest.approx([0.021 / 5, 0.021 / 5])   # one sample per epoch
+    assert m["step_s"] == pytest.approx(0.0042)
+    assert len(out.samples["first_epoch_step_s"]) == 5
+
+
+def test_budget_cuts_a_long_epoch_after_a_few_steady_steps_and_does_not_count_it():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=0.0, device_s=1.0, steps_per_epoch=10)
+    # epoch 1: 10 s (+1 s evaluation); the budget runs out 3 steps into epoch 2
+    out = run_training(dev, train_case(epochs=5, time_budget_s=12.5, options={"sync": "step"}), 1.0,
+                       clock=clock)
+    m = out.metrics
+    assert dev.steps_run == 13 and m["budget_hit"] and m["budget_cut_steps"] == 3
+    assert m["epochs_run"] == 1 and m["epoch_s"] is None and m["epoch_samples_per_s"] is None
+    assert out.samples["epoch_s"] == [pytest.approx(10.0)]          # the cut epoch is not an epoch
+    assert out.samples["step_s"] == pytest.approx([1.0, 1.0, 1.0])  # but its steps are step samples
+    assert "after 3 steps" in m["warning"] and len(out.series["val_loss"]) == 2
+
+
+def test_budget_can_cut_the_first_epoch_once_steps_besides_the_first_are_measured():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=0.0, device_s=1.0, steps_per_epoch=100)
+    out = run_training(dev, train_case(time_budget_s=0.5, options={"sync": "epoch"}), 1.0, clock=clock)
+    m = out.metrics
+    assert dev.steps_run == 4 and m["budget_cut_steps"] == 4     # the first step + 3
+    assert m["epochs_run"] == 0 and m["first_epoch_s"] is None
+    assert m["first_step_s"] == pytest.approx(1.0) and out.samples["step_s"] == pytest.approx([1.0] * 3)
+
+
+def test_pipelined_epoch_cut_by_the_budget_is_one_step_sample():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=1.0, device_s=1.0, steps_per_epoch=20)
+    out = run_training(dev, train_case(time_budget_s=44.5, options={"sync": "epoch"}), 1.0, clock=clock)
+    m = out.metrics
+    # epoch 1: 20 synchronised steps of 2 s, + 1 s evaluation; epoch 2 pipelined: the host passes the
+    # budget after its 4th launch
+    assert m["budget_cut_steps"] == 4 and m["epochs_run"] == 1
+    assert out.samples["step_s"] == pytest.approx([5.0 / 4])   # 4 launches + the last step's device time
+
+
+def test_without_in_step_budget_processes_decide_at_epoch_ends_together():
+    clock = FakeClock()
+    dev = FakeDevice(clock, host_s=0.0, device_s=1.0, steps_per_epoch=10)
+    asked = []
+    dev.in_step_budget = False
+    dev.agree_stop = lambda stop: asked.append(stop) or stop
+    out = run_training(dev, train_case(epochs=5, time_budget_s=12.5, options={"sync": "step"}), 1.0,
+                       clock=clock)
+    assert dev.steps_run == 20 and asked == [True] and out.metrics["epochs_run"] == 2
+    assert out.metrics["budget_hit"] and out.metrics["budget_cut_steps"] is None

@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="inference cases keep the weights they train in DIR (.npz; default: a temp cache)")
     run.add_argument("--data", choices=["synthetic", "real"], default=None)
     run.add_argument("--data-dir")
+    run.add_argument("--download", action="store_true",
+                     help="with --data real: fetch missing dataset files (checksum-verified) into the data dir")
+    run.add_argument("--sync", choices=["step", "epoch"], default=None,
+                     help="training: synchronise every step (per-step times; default on CPUs) or once per "
+                          "steady epoch (pipelined; default on accelerators)")
     run.add_argument("--compile", choices=["auto", "on", "off"], default=None)
     run.add_argument("--seed", type=int, default=None)
     run.add_argument("--quick", action="store_true", help="a few steps per case (the default with no -w)")

@@ -19,12 +19,12 @@ CONFIG_KEYS = {
     "compile": ("compile", False), "seed": ("seed", False), "quick": ("quick", False),
 }
 RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling", "selftest", "options",
-            "save_weights"}
+            "save_weights", "download", "sync"}
 # flags that shape the plan: with --resume the plan comes from the results file instead
 PLAN_FLAGS = ("workload", "backend", "device", "precision", "batch_size", "size", "mode", "devices", "epochs",
               "steps", "train_samples", "eval_samples", "time_budget", "data", "data_dir", "compile", "seed",
-              "config", "output", "selftest", "save_weights")
-PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick")
+              "config", "output", "selftest", "save_weights", "sync")
+PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick", "download")
 
 
 def _count(text) -> int:
@@ -116,6 +116,11 @@ def request_from(args) -> tuple[PlanRequest, dict]:
     options = dict(options)
     if args.lr_scaling or config.get("lr_scaling"):
         options["lr_scaling"] = True
+    sync = getattr(args, "sync", None) or config.get("sync")
+    if sync is not None:
+        options["sync"] = sync          # checked with the plan (plan.validate)
+    if getattr(args, "download", False) or config.get("download"):
+        options["download"] = True
     save = getattr(args, "save_weights", None) or config.get("save_weights")
     if save is not None:
         options["weights_dir"] = _weights_dir(save)
@@ -125,9 +130,23 @@ def request_from(args) -> tuple[PlanRequest, dict]:
         fields.setdefault("workloads", ["selftest"])
     if options:
         fields["options"] = options
+    if options.get("download") and fields.get("data") != "real":
+        raise UserError("--download fetches real datasets: use it with --data real")
     if fields.get("data") == "real" and fields.get("data_dir") is None:
         fields["data_dir"] = _default_data_dir()
+    if options.get("download"):
+        _make_data_dir(fields["data_dir"])
     return PlanRequest(**fields), run_opts
+
+
+def _make_data_dir(path) -> None:
+    """--download fills the data folder: create it (the default cache folder or --data-dir) if need be."""
+    if not isinstance(path, str):
+        return  # plan.validate says what is wrong with it
+    try:
+        Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create data directory {path}: {exc.strerror or exc}") from None
 
 
 def _weights_dir(value) -> str:

@@ -155,6 +155,11 @@ def validate(req: PlanRequest) -> None:
     if req.data == "real" and req.data_dir is not None and not Path(req.data_dir).expanduser().exists():
         raise UserError(f"data directory {req.data_dir} does not exist; pass the folder that holds the "
                         "dataset's files as --data-dir")
+    sync = req.options.get("sync")
+    if sync is not None and sync not in ("step", "epoch"):
+        raise UserError(f"sync must be step or epoch, got {sync!r}")
+    if req.options.get("download") and req.data != "real":
+        raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
     _selftest_behaviours(req.options)
 
 

@@ -69,7 +69,7 @@ def resolve_root(data_dir: str | os.PathLike[str] | None, *, download: bool, all
         if not root.exists():
             if not download:
                 raise UserError(f"data directory {root} does not exist: pass --data-dir DIR "
-                                f"(or set {DATA_DIR_ENV}), or allow downloading")
+                                f"(or set {DATA_DIR_ENV}), or add --download when online")
             try:
                 root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -252,4 +252,4 @@ def missing(dataset: str, names: list[str], folder: Path, *, download: bool) -> 
     if download:
         return DataUnavailable(f"{dataset}: {', '.join(names)} still missing in {folder} after download")
     return DataUnavailable(f"{dataset} data not found: put {', '.join(names)} in {folder} "
-                           f"or pass --data-dir, or allow downloading")
+                           f"or pass --data-dir, or add --download when online")

@@ -55,7 +55,7 @@ def load_text(spec: WorkloadSpec, root: Path, *, download: bool, train_samples: 
     if not files:
         if not download:
             raise UserError(f"no text corpus in {root}: put a .txt file (e.g. tinyshakespeare {CORPUS}) "
-                            f"there or pass the file as --data-dir, or allow downloading")
+                            f"there or pass the file as --data-dir, or add --download when online")
         files = dl.download_published("text", [CORPUS], root / "text")
     notes = []
     parts = []

@@ -139,7 +139,7 @@ def load_weather(spec: WorkloadSpec, root: Path, *, download: bool, train_sample
     if path is None:
         if not download:
             raise UserError(f"no weather CSV in {root}: put {JENA_CSV} (or its .zip, or another CSV) there "
-                            f"or pass the file as --data-dir, or allow downloading")
+                            f"or pass the file as --data-dir, or add --download when online")
         path = dl.download_published("weather", [JENA_ZIP], root / "weather")[0]
     status = dl.verify(path, "weather")
     df = read_table(path)

@@ -151,6 +151,9 @@ def _torch(host_cpu: dict[str, Any]) -> dict[str, Any]:
 
 
 def _jax_memory(device: Any) -> int | None:
+    """XLA's allocator limit (``memory_stats()["bytes_limit"]``): on a GPU a share of the memory free when
+    JAX started (``XLA_PYTHON_CLIENT_MEM_FRACTION``, 75% by default), not the card's total; the device
+    record says so (``memory_is_limit``) and ``xpubench env`` labels it."""
     try:
         stats = device.memory_stats()
     except Exception:  # noqa: BLE001 - not every platform has memory_stats
@@ -200,6 +203,7 @@ def _jax(host_cpu: dict[str, Any]) -> dict[str, Any]:
             cc = getattr(d, "compute_capability", None)
             dev = _accelerator(f"gpu:{n}", "gpu", name, "amd" if amd else "nvidia", _jax_memory(d),
                                None if amd or cc is None else str(cc), None if amd else driver)
+            dev["memory_is_limit"] = dev["memory_bytes"] is not None
         out["devices"].append(dev)
     return out
 

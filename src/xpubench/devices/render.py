@@ -43,21 +43,42 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
         return f"[bold]{name}[/bold]: not installed (pip install 'xpubench[{name}]')"
     extras = [f"{k.replace('_version', '')} {v}" for k, v in info.items()
               if k.endswith("_version") and v] + ([f"BLAS {info['blas']}"] if info.get("blas") else [])
+    devices = info.get("devices", [])
     title = f"{name} {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
+    title += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
     if info.get("error"):
         title += f" - failed to initialise: {info['error']}"
-    table = Table(title=title, title_justify="left")
-    for col in ("device", "name", "memory", "CC", "driver", "peak fp32", "peak bf16", "mem BW"):
+    # peak columns: fp32 and bf16 always; tf32 and fp16 where a chip here has a published figure (not
+    # for the CPU's estimate alone: a CPU has no TF32, and its fp16 estimate is its fp32 one)
+    dtypes = [d for d in ("fp32", "tf32", "bf16", "fp16")
+              if d in ("fp32", "bf16") or any((dev.get("peak_flops") or {}).get(d) and not dev.get("peak_is_estimate")
+                                              for dev in devices)]
+    tpu = any(dev.get("kind") == "tpu" for dev in devices)
+    limit = any(dev.get("memory_is_limit") for dev in devices)
+    caption = ("memory*: XLA's allocator limit (75% of the GPU's memory by default), not the "
+               "card's total" if limit else None)
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    for col in ("device", "name", "memory", *(["TPU cores"] if tpu else []), "CC", "driver",
+                *(f"peak {d}" for d in dtypes), "mem BW"):
         table.add_column(col, overflow="fold")
-    for dev in info.get("devices", []):
+    for dev in devices:
         peak = dev.get("peak_flops") or {}
         mark = " (est.)" if dev.get("peak_is_estimate") else ""
-        table.add_row(dev["id"], _na(dev.get("name")), fmt_bytes(dev.get("memory_bytes")),
+        memory = fmt_bytes(dev.get("memory_bytes")) + ("*" if dev.get("memory_is_limit") else "")
+        table.add_row(dev["id"], _na(dev.get("name")), memory, *([_tpu_cores(dev)] if tpu else []),
                       _na(dev.get("compute_capability")), _na(dev.get("driver")),
-                      fmt_flops(peak.get("fp32")) + (mark if peak.get("fp32") else ""),
-                      fmt_flops(peak.get("bf16")) + (mark if peak.get("bf16") else ""),
+                      *(fmt_flops(peak.get(d)) + (mark if peak.get(d) else "") for d in dtypes),
                       _bandwidth(dev.get("memory_bandwidth")))
     return table
+
+
+def _tpu_cores(dev: dict[str, Any]) -> str:
+    """'2 cores/chip, 2 devices/chip' for a TPU (figures from devices/specs.py and the chip's coords)."""
+    if dev.get("kind") != "tpu":
+        return ""
+    parts = [f"{dev[k]} {label}/chip" for k, label in (("cores_per_chip", "cores"), ("devices_per_chip", "devices"))
+             if dev.get(k)]
+    return ", ".join(parts) or "n/a"
 
 
 def _bandwidth(value: float | None) -> str:

@@ -196,8 +196,7 @@ def check_int8_share(report: dict, workload: str) -> None:
     if share < MIN_INT8_SHARE:
         raise NotApplicable(
             f"int8 covers only {share:.1%} of {workload}'s parameters (layers {', '.join(report['int8']) or 'none'}); "
-            f"its {', '.join(report['fp32'][:3])}{'...' if len(report['fp32']) > 3 else ''} stay fp32 "
-            "(convolutions are not quantized)")
+            f"its {', '.join(report['fp32'][:3])}{'...' if len(report['fp32']) > 3 else ''} stay fp32")
 
 
 class Session(Protocol):

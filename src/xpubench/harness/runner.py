@@ -19,7 +19,7 @@ from pathlib import Path
 
 from xpubench.harness import scaling
 from xpubench.harness.metrics import add_peak_metrics
-from xpubench.harness.worker import MEMORY_LIMIT_ENV
+from xpubench.harness.worker import DEVICE_OOM_MARKERS, MEMORY_LIMIT_ENV, is_accelerator
 from xpubench.plan import Case
 from xpubench.results import store
 from xpubench.results.fingerprint import utc_now
@@ -37,25 +37,31 @@ def _signal_name(code: int) -> str:
 
 
 def _stderr_tail(path: Path, lines: int = 3) -> str:
-    """The telling part of a dead worker's stderr: the first line naming a memory failure or an error
-    (stack dumps of native aborts come after it), else the last few lines."""
+    """The telling part of a dead worker's stderr: the first line naming a memory failure, else a
+    thread that could not be created, else an error (stack dumps of native aborts come after it), else
+    the last few lines."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(0, path.stat().st_size - (256 << 10)))
             text = [t.strip() for t in fh.read().decode(errors="replace").splitlines() if t.strip()]
     except OSError:
         return ""
-    for markers in (HOST_OOM_MARKERS, ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
+    for markers in (OOM_LINE_MARKERS, THREAD_OOM_MARKERS, ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
         telling = [t for t in text if any(m in t for m in markers)]
         if telling:
             return telling[0][:600]
     return " | ".join(text[-lines:])[-600:]
 
 
-# a native abort under a memory limit: the allocator, the loader or a thread stack found no address space
+# a native abort that names an allocation failure (the allocator or the loader found no memory)
 HOST_OOM_MARKERS = ("MemoryError", "bad_alloc", "failed to map segment", "Memory allocation",
-                    "Cannot allocate memory", "cannot allocate memory", "Resource temporarily unavailable",
-                    "pthread_create", "out of memory")
+                    "Cannot allocate memory", "cannot allocate memory", "out of memory")
+# a thread that could not be created: no address space for its stack under --memory-limit, but also a
+# process or thread limit (ulimit -u, cgroup pids.max); counted as memory only under a memory limit
+THREAD_OOM_MARKERS = ("pthread_create", "Resource temporarily unavailable")
+# the lines that name a memory failure, picked before a thread-creation failure or any other error line
+OOM_LINE_MARKERS = (*HOST_OOM_MARKERS, "RESOURCE_EXHAUSTED", "hipErrorOutOfMemory", "cudaErrorMemoryAllocation",
+                    "ALLOC_FAILED")
 
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
@@ -91,11 +97,18 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
                 raise
         wall = time.perf_counter() - start
         _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
-        return _outcome(code, result_path, _stderr_tail(err_path), memory_limit_bytes), wall
+        return _outcome(code, result_path, _stderr_tail(err_path), memory_limit_bytes, case.device), wall
 
 
-def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None) -> dict:
-    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story."""
+def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,
+             device: str = "cpu") -> dict:
+    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story.
+
+    With no RESULT, out-of-memory is only what the evidence says: SIGKILL / exit 137 (the kernel's OOM
+    killer) is host memory; an allocator's device phrase ("CUDA out of memory", "RESOURCE_EXHAUSTED",
+    "hipErrorOutOfMemory", ...) or "out of memory" in a case on an accelerator is device memory; the
+    host allocator's text is host memory; a thread that could not be created is host memory only
+    under --memory-limit. Everything else is a crash."""
     detail = f": {tail}" if tail else ""
     if result_path.exists():
         try:
@@ -110,12 +123,28 @@ def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | 
     if code in (-signal.SIGKILL, 137):
         return {"status": "oom", "message": "host out of memory: the worker was killed by SIGKILL "
                 f"(the kernel's OOM killer, most likely){limit}{detail}"}
-    if any(marker in tail for marker in HOST_OOM_MARKERS):
-        device = any(word in tail.lower() for word in ("cuda", "hip", "gpu", "tpu", "device"))
-        return {"status": "oom", "message": f"{'device' if device else 'host'} out of memory{limit}{detail}"}
+    kind = _oom_kind_of_tail(tail, device, memory_limit_bytes)
+    if kind == "device":
+        return {"status": "oom", "message": f"device out of memory{detail}"}
+    if kind == "host":
+        return {"status": "oom", "message": f"host out of memory{limit}{detail}"}
     if code < 0:
         return {"status": "crash", "message": f"worker died from {_signal_name(-code)}{detail}"}
     return {"status": "crash", "message": f"worker exited with code {code} and no result{detail}"}
+
+
+def _oom_kind_of_tail(tail: str, device: str, memory_limit_bytes: int | None) -> str | None:
+    """'device', 'host' or None (not an out-of-memory) for the telling line of a dead worker's stderr."""
+    lower = tail.lower()
+    if any(m in lower for m in DEVICE_OOM_MARKERS):
+        return "device" if is_accelerator(device) else "host"
+    if "out of memory" in lower and is_accelerator(device):
+        return "device"
+    if any(m in tail for m in HOST_OOM_MARKERS):
+        return "host"
+    if memory_limit_bytes and any(m in tail for m in THREAD_OOM_MARKERS):
+        return "host"
+    return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,26 +1,41 @@
 """The training measurement, the same for every framework.
 
 Timed regions (see docs/methodology.md):
-- ``compile_s``: ahead-of-time compilation of the train step, where the framework has one (jax.jit
-  lower+compile). torch.compile compiles inside the first step instead, so there it is in first_step_s.
+- ``compile_s``: ahead-of-time compilation of the train step (jax.jit lower+compile; with torch.compile,
+  one warm-up call of the compiled step whose update is then undone).
 - ``step``: one optimizer step on a batch already on the device, from the call until the device has
   finished it (the trainer's sync). The loss value is read after the clock stops.
-- ``epoch``: all steps of one epoch back to back (each synchronised), nothing else: no evaluation, no
-  data loading (the data set sits on the device before the clock starts).
+- ``epoch``: all steps of one epoch, nothing else: no evaluation, no data loading (the data set sits
+  on the device before the clock starts).
 - ``eval``: the validation pass after each epoch, timed apart and never part of epoch time.
-The first epoch (compile, allocator and cache warm-up) is reported apart; steady figures are medians
-over the later epochs.
+The first epoch (compile, allocator and cache warm-up) is always timed step by step and reported apart;
+steady figures come from the later epochs, in one of two synchronisation modes (``case.options["sync"]``,
+``--sync``):
+- ``step`` (the default on CPUs): every step is synchronised and timed; the epoch is the sum of its
+  synchronised steps. Gives the per-step distribution (median, p90), but the host cannot queue step
+  k+1 while the device runs step k.
+- ``epoch`` (the default on accelerators): steady epochs run their steps back to back with one sync at
+  the end, as a training loop does (the host dispatches ahead; launch overhead hides behind device
+  work). A step sample is then one epoch's time / its step count.
+The time budget (``case.time_budget_s``) is checked after every step as well as at epoch ends: once
+the budget is spent and at least ``MIN_CUT_STEPS`` steps (besides the very first) are measured, the
+epoch is cut short. Its steps are step samples, but it is not an epoch (no epoch time, not in
+``epochs_run``); ``budget_cut_steps`` says how many of its steps ran.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
+
+SYNC_MODES = ("step", "epoch")
+MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 
 
 class Trainer(Protocol):
@@ -30,12 +45,35 @@ class Trainer(Protocol):
     def compile(self) -> float | None: ...            # seconds of AOT compile, or None
     def start_epoch(self, epoch: int) -> None: ...     # e.g. a new batch order; not timed
     def step(self, i: int) -> Any: ...                 # one optimizer step on batch i
-    def sync(self, handle: Any) -> None: ...           # wait until the step's device work is done
+    def sync(self, handle: Any) -> None: ...           # wait until the step's (and earlier steps') work is done
     def loss_value(self, handle: Any) -> float: ...
     def evaluate(self) -> tuple[float, float]: ...     # (validation loss, validation metric)
     def placement(self) -> str: ...
     def peak_memory(self) -> int | None: ...
     def predict_eval(self) -> tuple[Any, Any, Any]: ...  # (x_eval, y_eval, class probabilities), numpy
+    # optional:
+    #   matmul_precision: str        what the matmuls ran as ("highest", "tensorfloat32", "default"), recorded
+    #   in_step_budget: bool         False where processes keep their own clocks (multi-process): the
+    #                                budget is then checked at epoch ends only, where they agree
+    #   agree_stop(stop) -> bool     one decision for all processes (untimed, at epoch ends)
+
+
+def sync_mode(case) -> str:
+    """``case.options["sync"]``, or the default: ``step`` on a CPU, ``epoch`` on an accelerator."""
+    mode = case.options.get("sync")
+    if mode is None:
+        return "step" if case.device.split(":")[0] == "cpu" else "epoch"
+    if mode not in SYNC_MODES:
+        raise ValueError(f"sync mode must be one of {', '.join(SYNC_MODES)}, got {mode!r}")
+    return mode
+
+
+@dataclass
+class EpochRecord:
+    steps_run: int
+    time_s: float                                          # the epoch region, ended by a sync
+    step_times: list[float] = field(default_factory=list)  # synchronised steps; empty when pipelined
+    complete: bool = True
 
 
 def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.perf_counter) -> Outcome:
@@ -43,37 +81,56 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     steps = min(case.steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
     if steps < 1:
         raise ValueError(f"the training set holds less than one global batch ({trainer.global_batch})")
+    mode = sync_mode(case)
+    budget = case.time_budget_s
+    check_in_steps = bool(budget) and getattr(trainer, "in_step_budget", True)
+    agree = getattr(trainer, "agree_stop", None) or (lambda stop: stop)
     compile_s = trainer.compile()
-    epoch_times, step_times, eval_times = [], [], []
-    train_loss, val_loss, val_metric = [], [], []
+    records: list[EpochRecord] = []
+    eval_times, train_loss, val_loss, val_metric = [], [], [], []
     budget_hit = False
     begin = clock()
     for epoch in range(epochs):
         trainer.start_epoch(epoch)
-        losses, this_epoch = [], []
+        pipelined = mode == "epoch" and epoch > 0
+        handles, times = [], []
         epoch_start = clock()
         for i in range(steps):
-            t0 = clock()
-            handle = trainer.step(i)
-            trainer.sync(handle)
-            this_epoch.append(clock() - t0)
-            losses.append(handle)
-        epoch_times.append(clock() - epoch_start)
-        step_times.append(this_epoch)
-        train_loss.append(sum(trainer.loss_value(h) for h in losses) / len(losses))
+            if pipelined:
+                handles.append(trainer.step(i))
+                now = clock() if check_in_steps else 0.0   # host time: the device may lag behind it
+            else:
+                t0 = clock()
+                handle = trainer.step(i)
+                trainer.sync(handle)
+                now = clock()
+                times.append(now - t0)
+                handles.append(handle)
+            done = i + 1
+            if (check_in_steps and done < steps and done - (epoch == 0) >= MIN_CUT_STEPS
+                    and now - begin > budget):
+                break
+        if pipelined:
+            trainer.sync(handles[-1])
+        records.append(EpochRecord(len(handles), clock() - epoch_start, times, complete=len(handles) == steps))
+        train_loss.append(sum(trainer.loss_value(h) for h in handles) / len(handles))
         t0 = clock()
         vl, vm = trainer.evaluate()
         eval_times.append(clock() - t0)
         val_loss.append(vl)
         val_metric.append(vm)
-        if case.time_budget_s and clock() - begin > case.time_budget_s and epoch >= 1 and epoch < epochs - 1:
+        if not records[-1].complete:
             budget_hit = True
             break
+        if budget and 1 <= epoch < epochs - 1 and agree(clock() - begin > budget):
+            budget_hit = True
+            break
+    epoch_times = [r.time_s for r in records if r.complete]
     return Outcome(
-        metrics=_metrics(case, trainer, compile_s, epoch_times, step_times, eval_times, train_loss,
-                         val_loss, val_metric, flops_per_sample, budget_hit),
-        samples={"step_s": [t for e in _steady(step_times) for t in e], "epoch_s": epoch_times,
-                 "first_epoch_step_s": step_times[0], "eval_s": eval_times},
+        metrics=_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
+                         val_metric, flops_per_sample, budget_hit),
+        samples={"step_s": _steady_steps(records), "epoch_s": epoch_times,
+                 "first_epoch_step_s": records[0].step_times, "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},
         placement=trainer.placement(),
         artifacts=_gallery(trainer, case),
@@ -99,33 +156,49 @@ def _gallery(trainer: Trainer, case, wrong: int = 24, right: int = 8) -> dict:
         for i in [*bad, *good]]}
 
 
-def _steady(step_times: list[list[float]]) -> list[list[float]]:
-    """Steps after the first epoch; with a single epoch, its steps after the first one."""
-    if len(step_times) > 1:
-        return step_times[1:]
-    return [step_times[0][1:]] if len(step_times[0]) > 1 else [step_times[0]]
+def _steady_steps(records: list[EpochRecord]) -> list[float]:
+    """Step samples of the epochs after the first (a cut epoch included): synchronised step times, or,
+    for a pipelined epoch, its time / its steps. With a single epoch, its steps after the first one."""
+    later = records[1:]
+    if later:
+        return [t for r in later for t in (r.step_times or [r.time_s / r.steps_run])]
+    first = records[0].step_times
+    return first[1:] if len(first) > 1 else first
 
 
-def _metrics(case, trainer, compile_s, epoch_times, step_times, eval_times, train_loss, val_loss,
-             val_metric, flops_per_sample, budget_hit) -> dict:
-    steady_steps = [t for e in _steady(step_times) for t in e]
+def _metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss, val_metric,
+             flops_per_sample, budget_hit) -> dict:
+    steady_steps = _steady_steps(records)
     s = summarize(steady_steps)
     per_step = s.median
     batch = trainer.global_batch
-    steady_epochs = epoch_times[1:]
-    warning = s.warning
+    complete = [r for r in records if r.complete]
+    steady_epochs = [r.time_s for r in complete[1:]] if records[0].complete else []
+    cut = next((r for r in records if not r.complete), None)
+    epoch_s = summarize(steady_epochs).median if steady_epochs else None
+    notes = []
+    if budget_hit and cut is not None:
+        notes.append(f"time budget reached in epoch {len(records)} after {cut.steps_run} steps "
+                     "(not counted as an epoch)")
+    elif budget_hit:
+        notes.append(f"time budget reached after {len(records)} epochs")
     if not steady_epochs:
-        warning = "one epoch only: no steady epoch time" + (f"; {warning}" if warning else "")
-    if budget_hit:
-        warning = f"time budget reached after {len(epoch_times)} epochs" + (f"; {warning}" if warning else "")
+        notes.append("one epoch only: no steady epoch time" if len(records) == 1 and not budget_hit
+                     else "no complete steady epoch: no steady epoch time")
+    if s.warning:
+        notes.append(s.warning)
     samples_per_s = batch / per_step
     return {
+        "sync": mode,
+        "matmul_precision": getattr(trainer, "matmul_precision", None),
         "compile_s": compile_s,
-        "first_step_s": step_times[0][0],
-        "first_epoch_s": epoch_times[0],
-        "epoch_s": summarize(steady_epochs).median if steady_epochs else None,
-        "epochs_run": len(epoch_times),
-        "steps_per_epoch": len(step_times[0]),
+        "first_step_s": records[0].step_times[0],
+        "first_epoch_s": records[0].time_s if records[0].complete else None,
+        "epoch_s": epoch_s,
+        "epochs_run": len(complete),
+        "steps_per_epoch": steps,
+        "budget_hit": budget_hit,
+        "budget_cut_steps": cut.steps_run if cut is not None else None,
         "global_batch": batch,
         "step_s": per_step,
         "step_p90_s": s.p90,
@@ -135,8 +208,7 @@ def _metrics(case, trainer, compile_s, epoch_times, step_times, eval_times, trai
         "step_ci95_high_s": s.ci95_high,
         "us_per_sample": per_step / batch * 1e6,
         "samples_per_s": samples_per_s,
-        "epoch_samples_per_s": (batch * len(step_times[0]) / summarize(steady_epochs).median
-                                if steady_epochs else None),
+        "epoch_samples_per_s": batch * steps / epoch_s if epoch_s else None,
         "eval_s": summarize(eval_times).median,
         "flops_per_sample": flops_per_sample,
         "achieved_flops_per_s": flops_per_sample * samples_per_s,
@@ -144,5 +216,5 @@ def _metrics(case, trainer, compile_s, epoch_times, step_times, eval_times, trai
         "final_loss": train_loss[-1],
         "final_val_loss": val_loss[-1],
         "final_metric": val_metric[-1],
-        "warning": warning,
+        "warning": "; ".join(notes) or None,
     }

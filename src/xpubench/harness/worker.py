@@ -26,9 +26,29 @@ PARENT_ENV = "XPUBENCH_PARENT_PID"           # the runner: when it dies, the wor
 
 HOST_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "defaultcpuallocator", "bad_alloc",
                     "failed to map segment")
+# phrases only an accelerator's allocator writes (CUDA, ROCm/HIP, XLA, MPS); "resource_exhausted" is XLA's
+# status for any allocator, so on a cpu case it is host memory
+DEVICE_OOM_MARKERS = ("cuda out of memory", "cuda error: out of memory", "cudaerrormemoryallocation",
+                      "hip out of memory", "hiperroroutofmemory", "mps backend out of memory",
+                      "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "resource_exhausted",
+                      "oom when allocating")
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resource exhausted", "oom when allocating",
-               "failed to allocate", "hip out of memory", "alloc_failed", *HOST_OOM_MARKERS)
+               "failed to allocate", "alloc_failed", *DEVICE_OOM_MARKERS, *HOST_OOM_MARKERS)
 USER_ERRORS = ("UserError", "DataUnavailable")  # bad input found inside the worker (e.g. a corrupt file)
+
+
+class OutOfMemory(MemoryError):
+    """An out-of-memory error reported for another process (a DDP rank), whose kind ('host' or
+    'device') was decided where the failure's own type and message were known."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def is_accelerator(device: str) -> bool:
+    """Whether a device spelling ('cpu', 'gpu:0', 'cuda:0', 'tpu', 'mps') names an accelerator."""
+    return (device.split(":")[0].strip().lower() or "cpu") != "cpu"
 
 
 def classify_exception(exc: BaseException) -> str:
@@ -38,19 +58,33 @@ def classify_exception(exc: BaseException) -> str:
     return "oom" if any(marker in text for marker in OOM_MARKERS) else "error"
 
 
-def oom_kind(exc: BaseException, device: str) -> str:
-    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory exception."""
-    text = str(exc).lower()
-    if isinstance(exc, MemoryError) or device.startswith("cpu") or any(m in text for m in HOST_OOM_MARKERS):
+def oom_kind_of(type_name: str, message: str, device: str) -> str:
+    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory error known by its type name
+    and message, raised in a case on ``device``. A cpu case is always host memory; on an accelerator
+    an allocator's device phrase means device memory, a MemoryError or the CPU allocator's text host
+    memory, and any other out-of-memory error (the framework's) device memory."""
+    text = message.lower()
+    if not is_accelerator(device):
+        return "host"
+    if any(m in text for m in DEVICE_OOM_MARKERS):
+        return "device"
+    if type_name == "MemoryError" or any(m in text for m in HOST_OOM_MARKERS):
         return "host"
     return "device"
+
+
+def oom_kind(exc: BaseException, device: str) -> str:
+    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory exception."""
+    if isinstance(exc, OutOfMemory) and exc.kind in ("host", "device"):
+        return exc.kind
+    return oom_kind_of("MemoryError" if isinstance(exc, MemoryError) else type(exc).__name__, str(exc), device)
 
 
 def outcome_of_exception(exc: BaseException, device: str) -> Outcome:
     first_line = (str(exc).strip().splitlines() or [""])[0][:500]
     name = type(exc).__name__
     status = classify_exception(exc)
-    said = f"{name}: {first_line}" if first_line else name
+    said = f"{name}: {first_line}" if first_line and not isinstance(exc, OutOfMemory) else first_line or name
     if name in USER_ERRORS:
         message = first_line or name  # already a complete sentence for the user
     elif status == "oom":

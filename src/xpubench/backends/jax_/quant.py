@@ -7,16 +7,20 @@ What is quantized (``quantize_params``):
   LSTM/GRU gate matmuls (``jax_layers`` builds each step from two Dense layers).
 - every ``nn.Embed`` table (rows, features): symmetric int8, one fp32 scale per row (weight-only: a
   lookup has no matmul).
-- convolutions and batch norm stay fp32, as in the PyTorch path (int8 convolutions are not
-  implemented); the report says which layers are int8 and which share of the parameters that is.
+- every ``nn.Conv`` kernel (H, W, in, out): symmetric int8, one fp32 scale per output channel
+  (``max|w| / 127`` over the other three axes); biases stay fp32.
+- batch norm stays fp32 (it is applied to the convolution's fp32 output; not folded); the report says
+  which layers are int8 and which share of the parameters that is.
 
 How a quantized Dense runs (``mode``):
 - ``"dynamic"`` (default; the same scheme as PyTorch's dynamic quantization): the activations are
   quantized on the fly, symmetric int8 with one scale per row (per sample, per time step), then an int8 x
   int8 -> int32 ``lax.dot_general(..., preferred_element_type=int32)``, then rescaled to fp32 by
-  ``row scale x channel scale``.
+  ``row scale x channel scale``. A quantized Conv does the same with one activation scale per sample
+  (``max|x|`` over its height, width and channels: a per-tensor scale that does not depend on the
+  other samples of the batch) and an int8 x int8 -> int32 ``lax.conv_general_dilated``.
 - ``"weight_only"``: the int8 kernel is dequantized to fp32 inside the compiled function (XLA hoists it
-  out of the recurrent loop) and the matmul runs in fp32: int8 storage, fp32 arithmetic.
+  out of the recurrent loop) and the matmul or convolution runs in fp32: int8 storage, fp32 arithmetic.
 
 The scales sit next to the kernels in the ``params`` collection (``kernel_scale``, ``embedding_scale``),
 because flax's lifted ``scan`` (``nn.RNN``) only passes the ``params`` collection into the loop body.
@@ -29,26 +33,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
+from flax.linen import linear
 
 from xpubench.errors import UserError
 
 MODES = ("dynamic", "weight_only")
 METHOD = {
-    "dynamic": "int8 Dense kernels (per-channel scales) x dynamic int8 activations (per-row scales), "
-               "lax.dot_general int8 -> int32; Embed int8 per-row weight-only",
-    "weight_only": "int8 Dense kernels (per-channel scales) dequantized to fp32 in the compiled function, "
-                   "fp32 matmuls; Embed int8 per-row weight-only",
+    "dynamic": "int8 Dense/Conv kernels (per-channel scales) x dynamic int8 activations (per-row / "
+               "per-sample scales), lax.dot_general / conv_general_dilated int8 -> int32; "
+               "Embed int8 per-row weight-only",
+    "weight_only": "int8 Dense/Conv kernels (per-channel scales) dequantized to fp32 in the compiled "
+                   "function, fp32 matmuls and convolutions; Embed int8 per-row weight-only",
 }
 QMAX = 127.0
 
 
-def quantize_rows(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 along ``axis`` (the reduced axis): (int8 values, fp32 scales of the other axis)."""
+def quantize_rows(w: np.ndarray, axis: int | tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8, reducing over ``axis``: (int8 values, fp32 scales over the remaining axes)."""
     w = np.asarray(w, dtype=np.float32)
-    amax = np.abs(w).max(axis=axis)
+    amax = np.abs(w).max(axis=axis, keepdims=True)
     scale = np.where(amax > 0, amax / QMAX, 1.0).astype(np.float32)
-    q = np.clip(np.rint(w / np.expand_dims(scale, axis)), -QMAX, QMAX).astype(np.int8)
-    return q, scale
+    q = np.clip(np.rint(w / scale), -QMAX, QMAX).astype(np.int8)
+    return q, scale.squeeze(axis)
 
 
 def quantize_params(params) -> tuple[dict, dict]:
@@ -63,8 +69,8 @@ def quantize_params(params) -> tuple[dict, dict]:
         value = np.asarray(value)
         total += value.size
         name, layer = path[-1], "/".join(path[:-1])
-        if name == "kernel" and value.ndim == 2:
-            out[path], out[(*path[:-1], "kernel_scale")] = quantize_rows(value, axis=0)
+        if name == "kernel" and value.ndim >= 2:   # Dense (in, out), Conv (*window, in, out)
+            out[path], out[(*path[:-1], "kernel_scale")] = quantize_rows(value, axis=tuple(range(value.ndim - 1)))
         elif name == "embedding" and value.ndim == 2:
             out[path], out[(*path[:-1], "embedding_scale")] = quantize_rows(value, axis=1)
         else:
@@ -103,17 +109,59 @@ def _embed(module: nn.Embed, ids):
     return table[ids].astype(jnp.float32) * scale[ids][..., None]
 
 
+def _conv(module: nn.Conv, x, mode: str):
+    """``nn.Conv.__call__`` for the plain case (shared weights, no mask, zero or no padding), int8."""
+    if (type(module) is not nn.Conv or module.mask is not None or module.feature_group_count != 1
+            or x.ndim != len(module.kernel_size) + 2):
+        raise NotImplementedError(f"int8 {type(module).__name__} {module.name}: only plain nn.Conv layers "
+                                  "(one batch axis, no mask, no feature groups) are quantized")
+    padding = linear.canonicalize_padding(module.padding, len(module.kernel_size))
+    if padding in ("CIRCULAR", "REFLECT", "CAUSAL"):
+        raise NotImplementedError(f"int8 Conv {module.name}: padding {padding} is not supported")
+
+    rank = len(module.kernel_size)
+
+    def per_axis(v) -> tuple[int, ...]:    # flax's maybe_broadcast: None -> 1, int -> one per axis
+        v = 1 if v is None else v
+        return (v,) * rank if isinstance(v, int) else tuple(v)
+
+    wq = module.get_variable("params", "kernel")
+    ws = module.get_variable("params", "kernel_scale")
+    x = x.astype(jnp.float32)
+    conv = {"window_strides": per_axis(module.strides), "padding": padding,
+            "lhs_dilation": per_axis(module.input_dilation), "rhs_dilation": per_axis(module.kernel_dilation),
+            "dimension_numbers": linear._conv_dimension_numbers(x.shape)}
+    if mode == "weight_only":
+        y = jax.lax.conv_general_dilated(x, wq.astype(jnp.float32) * ws, **conv)
+    else:
+        axes = tuple(range(1, x.ndim))
+        xs = jnp.max(jnp.abs(x), axis=axes, keepdims=True) / QMAX      # one scale per sample
+        xs = jnp.where(xs > 0, xs, 1.0)
+        xq = jnp.clip(jnp.round(x / xs), -QMAX, QMAX).astype(jnp.int8)
+        acc = jax.lax.conv_general_dilated(xq, wq, preferred_element_type=jnp.int32, **conv)
+        y = acc.astype(jnp.float32) * xs * ws
+    if module.use_bias:
+        y = y + module.get_variable("params", "bias")
+    return y
+
+
 def interceptor(mode: str):
-    """A ``flax.linen.intercept_methods`` hook running int8 Dense/Embed layers; others pass through."""
+    """A ``flax.linen.intercept_methods`` hook running int8 Dense/Conv/Embed layers; others pass through."""
     if mode not in MODES:
         raise UserError(f"unknown int8_mode {mode!r}; choose from {', '.join(MODES)}")
 
     def hook(next_fun, args, kwargs, context):
         module = context.module
-        if context.method_name == "__call__" and isinstance(module, (nn.Dense, nn.Embed)):
-            name = "kernel" if isinstance(module, nn.Dense) else "embedding"
-            if module.has_variable("params", f"{name}_scale"):
-                return _dense(module, args[0], mode) if name == "kernel" else _embed(module, args[0])
+        if context.method_name == "__call__" and (module.has_variable("params", "kernel_scale")
+                                                  or module.has_variable("params", "embedding_scale")):
+            if isinstance(module, nn.Dense):
+                return _dense(module, args[0], mode)
+            if isinstance(module, nn.Conv):
+                return _conv(module, args[0], mode)
+            if isinstance(module, nn.Embed):
+                return _embed(module, args[0])
+            # its fp32 code would read the int8 kernel as if it were fp32: refuse
+            raise NotImplementedError(f"int8 {type(module).__name__} {module.name}: no int8 version")
         return next_fun(*args, **kwargs)
     return hook
 

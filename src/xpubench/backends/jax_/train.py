@@ -9,6 +9,7 @@ on bf16 casts of parameters and float inputs, the loss is computed in fp32.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -64,17 +65,31 @@ def cast_floats(tree, dtype):
     return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
 
 
+def matmul_precision(precision: str) -> str:
+    """The ``jax.default_matmul_precision`` a case traces its model under: fp32 matmuls and
+    convolutions are true fp32 ("highest": without it XLA runs them as TF32 on Ampere+ GPUs and as
+    bf16 passes on TPUs), ``tf32`` asks for "tensorfloat32"; bf16/fp16 cases keep XLA's default (their
+    operands are 16-bit already). The same as PyTorch, where TF32 is off unless asked for."""
+    return {"tf32": "tensorfloat32", "bf16": "default", "fp16": "default"}.get(precision, "highest")
+
+
 def make_apply(model, precision: str):
-    """apply(params, extra, x, train, rng) -> (out, new_extra) in the case's compute precision."""
+    """apply(params, extra, x, train, rng) -> (out, new_extra) in the case's compute precision.
+
+    The model is traced under ``jax.default_matmul_precision(matmul_precision(precision))``: every
+    dot and convolution of the forward pass carries that precision, and so do their transposes in the
+    backward pass (a jitted step's lowered StableHLO shows ``precision = [HIGHEST, HIGHEST]``)."""
     compute = DTYPES.get(precision, jnp.float32)
+    mm_precision = matmul_precision(precision)
 
     def apply(params, extra, x, train, rng):
         if compute != jnp.float32:
             params, x = cast_floats(params, compute), cast_floats(x, compute)
         variables = {"params": params, **extra}
         mutable = list(extra) if (train and extra) else False
-        result = model.apply(variables, x, train=train, rngs={"dropout": rng} if train else None,
-                             mutable=mutable)
+        with jax.default_matmul_precision(mm_precision) if mm_precision != "default" else nullcontext():
+            result = model.apply(variables, x, train=train, rngs={"dropout": rng} if train else None,
+                                 mutable=mutable)
         out, new_extra = result if mutable else (result, extra)
         return out, cast_floats(new_extra, jnp.float32)
     return apply
@@ -148,6 +163,23 @@ class JaxTrainer:
         self._logits = jax.jit(lambda p, e, x: self.apply(p, e, x, False, None)[0])
         self.order = np.arange(self.steps_per_epoch)
         self.counter = 0
+
+    @property
+    def matmul_precision(self) -> str:
+        return matmul_precision(self.case.precision)
+
+    @property
+    def in_step_budget(self) -> bool:
+        """Each process has its own clock: with several, the budget is decided at epoch ends only."""
+        return jax.process_count() == 1
+
+    def agree_stop(self, stop: bool) -> bool:
+        """Stop when any process says so (every process calls this at the same epoch end)."""
+        if jax.process_count() == 1:
+            return stop
+        from jax.experimental import multihost_utils
+
+        return bool(np.any(multihost_utils.process_allgather(np.array([stop]))))
 
     def compile(self) -> float:
         start = time.perf_counter()

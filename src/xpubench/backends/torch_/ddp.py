@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -116,32 +117,39 @@ def launch(case, entry, *args, cluster: Cluster | None = None) -> dict[int, tupl
         try:
             returned = elastic_launch(config, _rank_main)(case.as_dict(), str(first_error), entry, args)
         except ChildFailedError as exc:
-            raise_failure(exc, first_error)
+            raise_failure(exc, first_error, case.device)
     return {value[0]: value for value in returned.values()}
 
 
-def raise_failure(exc, first_error: Path):
+def raise_failure(exc, first_error: Path, device: str = "cpu"):
     """Raise one line naming the rank that failed first and why. Once a rank fails its peers fail too
     (their collectives lose the connection) and torchelastic may report one of those; so the first
     rank to raise writes its error to ``first_error`` before its connections close. A user error (a
-    corrupt data file) stays one (exit 2); an out-of-memory stays one (status oom)."""
-    from xpubench.harness.worker import USER_ERRORS, classify_exception
+    corrupt data file) stays one (exit 2); an out-of-memory stays one (status oom) of the right kind:
+    a rank killed by SIGKILL is host memory, a rank's "CUDA out of memory" on ``device`` device memory
+    (``worker.OutOfMemory`` carries the kind decided from the rank's own error type and message)."""
+    from xpubench.harness.worker import USER_ERRORS, OutOfMemory, classify_exception, oom_kind_of
 
     rank, failure = exc.get_first_failure()
     if failure.exitcode == -9:
-        raise MemoryError(f"rank {rank} was killed by SIGKILL (the kernel's OOM killer, most likely)") from None
+        raise OutOfMemory(f"rank {rank} was killed by SIGKILL (the kernel's OOM killer, most likely)",
+                          kind="host") from None
     if first_error.exists():
         first = json.loads(first_error.read_text())
         said = f"{first['type']}: {first['message']}" if first["message"] else first["type"]
         if first["type"] in USER_ERRORS:
             raise UserError(first["message"]) from None
         if first["oom"]:
-            raise MemoryError(f"rank {first['rank']} ran out of memory: {said}") from None
+            raise OutOfMemory(f"rank {first['rank']} ran out of memory: {said}",
+                              kind=oom_kind_of(first["type"], first["message"], device)) from None
         raise RuntimeError(f"rank {first['rank']} failed: {said}") from None
     message = failure.message.get("message", "") if isinstance(failure.message, dict) else failure.message
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]
     error = RuntimeError(f"rank {rank} failed: {lines[-1] if lines else f'exit code {failure.exitcode}'}")
-    raise (MemoryError(str(error)) if classify_exception(error) == "oom" else error) from None
+    if classify_exception(error) == "oom":
+        said_type = "MemoryError" if re.search(r"\bMemoryError\b", str(error)) else "RuntimeError"
+        raise OutOfMemory(str(error), kind=oom_kind_of(said_type, str(error), device)) from None
+    raise error from None
 
 
 def _note_first_error(first_error: str, rank: int, exc: BaseException) -> None:

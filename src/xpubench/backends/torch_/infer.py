@@ -2,7 +2,8 @@
 
 Precisions: ``fp32`` the trained model; ``bf16`` a bfloat16 copy (weights, activations and float
 inputs in bf16, outputs cast to fp32 for scoring); ``fp16`` likewise in float16; ``tf32`` the fp32 model
-with TF32 matmuls allowed; ``int8`` dynamic quantization (``quant.py``, CPU only).
+with TF32 matmuls allowed; ``int8`` (``quant.py``, CPU only): static int8 for models with convolutions
+(calibrated on the first training inputs), dynamic int8 for the others.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ class TorchSession:
     def precheck(self, precision: str) -> None:
         if precision == "int8":
             if self.trainer.device.type != "cpu":
-                raise NotApplicable(f"PyTorch's dynamic int8 kernels (fbgemm/x86) run on the CPU only, "
+                raise NotApplicable(f"PyTorch's int8 kernels (fbgemm/x86) run on the CPU only, "
                                     f"not on {self.trainer.device}")
+            quant.check_engine(self.trainer.model)
             int8, fp32, share = quant.quantizable(self.trainer.model)
             check_int8_share({"int8": int8, "fp32": fp32, "int8_param_fraction": share}, self.case.workload)
         elif precision not in DTYPES:
@@ -117,7 +119,7 @@ class TorchSession:
         model = t.model.eval()
         set_precision_mode(precision)
         if precision == "int8":
-            qmodel, report = quant.quantize(model, t.device)
+            qmodel, report = quant.quantize(model, t.device, calibration=t.x, batch=t.batch)
             return TorchPredictor(qmodel, t.x_eval, t.batch, t.device), report
         if precision in ("bf16", "fp16"):
             dtype = DTYPES[precision]

@@ -1,4 +1,5 @@
-"""PyTorch training on one device: eager (channels_last for convolutions) or torch.compile.
+"""PyTorch training on one device: eager (channels_last for convolutions) or torch.compile (its
+compilation is timed apart, as compile_s, on a warm-up step that is then undone: ``compile``).
 
 compile="auto" compiles on CUDA only: on CPU, torch.compile was measured slower than eager for these
 models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation.
@@ -7,6 +8,8 @@ models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation.
 from __future__ import annotations
 
 import contextlib
+import copy
+import time
 
 import numpy as np
 import torch
@@ -87,7 +90,8 @@ class TorchTrainer:
         self.global_batch = self.batch * world_size
         self.model = build_model(self.spec, case, self.device)
         self.net = wrap(self.model) if wrap else self.model
-        if should_compile(case, self.device):
+        self.compiled = should_compile(case, self.device)
+        if self.compiled:
             self.net = torch.compile(self.net)
         lr = self.spec.learning_rate * (world_size if case.options.get("lr_scaling") else 1)
         self.opt = make_optimizer(self.spec, self.model.parameters(), self.device, lr)
@@ -98,13 +102,63 @@ class TorchTrainer:
         self.x_eval = torch.from_numpy(np.ascontiguousarray(ds.x_test)).to(self.device)
         self.y_eval = torch.from_numpy(np.ascontiguousarray(ds.y_test)).to(self.device)
         self.steps_per_epoch = n // self.global_batch
-        self.rank = rank
+        self.rank, self.world_size = rank, world_size
         self.order = np.arange(self.steps_per_epoch)
         sync(self.device)
         reset_peak_memory(self.device)
 
-    def compile(self):
-        return None  # eager; torch.compile happens inside the first step (first_step_s)
+    @property
+    def matmul_precision(self) -> str:
+        """What the model's matmuls and convolutions run as: fp32 with TF32 off ("highest"), TF32 for
+        tf32 (set_precision_mode), 16-bit operands under autocast ("default", as in the JAX backend)."""
+        if self.case.precision in ("bf16", "fp16"):
+            return "default"
+        return "tensorfloat32" if torch.backends.cuda.matmul.allow_tf32 else "highest"
+
+    @property
+    def in_step_budget(self) -> bool:
+        """Each rank has its own clock: with several, the budget is decided at epoch ends only."""
+        return self.world_size == 1
+
+    def agree_stop(self, stop: bool) -> bool:
+        """Stop when any rank says so (every rank calls this at the same epoch end, untimed)."""
+        if self.world_size == 1:
+            return stop
+        import torch.distributed as dist
+
+        flag = torch.tensor([int(stop)], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def compile(self) -> float | None:
+        """Eager: None. torch.compile compiles lazily, on the first call: time one warm-up step of the
+        compiled model on the first batch (forward, backward, update; Dynamo/Inductor compile both
+        graphs here) until the device is done, then undo it (weights, buffers, optimizer and RNG state
+        restored in place, so no recompilation and the timed steps start where eager ones do)."""
+        if not self.compiled:
+            return None
+        model_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        opt_state = copy.deepcopy(self.opt.state_dict())
+        rng = torch.random.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        order, training = self.order, self.model.training
+        self.order = np.arange(self.steps_per_epoch)
+        self.model.train()
+        sync(self.device)
+        start = time.perf_counter()
+        self.sync(self.step(0))
+        elapsed = time.perf_counter() - start
+        with torch.no_grad():
+            self.model.load_state_dict(model_state)
+        self.opt.load_state_dict(opt_state)
+        torch.random.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng, self.device)
+        self.order = order
+        self.model.train(training)
+        sync(self.device)
+        reset_peak_memory(self.device)
+        return elapsed
 
     def start_epoch(self, epoch: int) -> None:
         self.order = batch_order(self.steps_per_epoch, epoch, self.case.seed)
