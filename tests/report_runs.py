@@ -3,9 +3,11 @@
 - ``base_file()``: one `xpubench run` on this machine: matmul N=384 (numpy, torch, jax) and the MNIST CNN
   (torch and jax, batch 32 and 64, 2 epochs of 3 steps; real MNIST test images when the shared data
   set is there, so the report has a misclassified-image gallery).
+- ``rerun_pair()``: the numpy matmul case of base_file(), same settings, measured by two independent
+  `xpubench run`s one right after the other: two fresh measurements of an unchanged case.
 - ``slow_file()``: the numpy matmul case again, made slower on purpose by a real handicap: its worker
   process is stopped for 30 ms of every 35 ms (about a seventh of the CPU time it would have had).
-Both are cached for the whole session (functools.cache), shared by every test module that imports this one.
+All are cached for the whole session (functools.cache), shared by every test module that imports this one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
 MATMUL_N = 384
 SLOW_CASE = f"matmul/numpy/cpu/matmul/fp32/n{MATMUL_N}"
+MATMUL_NUMPY = ("-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")
 
 
 @functools.cache
@@ -86,12 +89,29 @@ def _signal(pids: list[int], sig) -> None:
 
 
 @functools.cache
+def rerun_pair() -> tuple[Path, Path]:
+    """The numpy matmul case of base_file() (the same command as slow_file() without the handicap), run
+    twice, back to back: each run is its own process and measurement.
+
+    Why this case, and why a pair rather than base_file() against one rerun (measured on the shared
+    2-core VM, other jobs running, load average up to 5): back-to-back reruns of this case came within
+    0.99-1.11x of each other, each sample being a 50 ms window of single-threaded BLAS; the same case
+    rerun minutes after base_file() (other tests, other jobs in between) was 0.73x; the JAX matmul and
+    the 3-step training cases of base_file() swung by up to 1.8x between reruns."""
+    pair = []
+    for name in ("first.jsonl", "second.jsonl"):
+        out = folder() / name
+        pair.append(_finish(xpubench_run(out, *MATMUL_NUMPY), out))
+    return pair[0], pair[1]
+
+
+@functools.cache
 def slow_file() -> Path:
     """The numpy matmul case of base_file(), measured while its worker is stopped (SIGSTOP) for 30 ms of
     every 35 ms, as cpulimit does: it gets about a seventh of the CPU time it would have had (less
     slowdown when the machine is loaded and the throttle wakes late; still several times slower)."""
     out = folder() / "slow.jsonl"
-    run = xpubench_run(out, "-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")
+    run = xpubench_run(out, *MATMUL_NUMPY)
     workers: list[int] = []
     try:
         cycle = 0
@@ -108,13 +128,6 @@ def slow_file() -> Path:
         if run.poll() is None:
             run.kill()
     return _finish(run, out)
-
-
-def copy_of(path: Path, name: str) -> Path:
-    """A byte-for-byte copy: the same measurements under another file name."""
-    target = folder() / name
-    shutil.copyfile(path, target)
-    return target
 
 
 def rewritten(path: Path, name: str, change) -> Path:

@@ -1,7 +1,8 @@
 """No code path unpickles downloaded or user data.
 
 Pickle (and the loaders built on it) run arbitrary code from a crafted file. xpubench reads datasets
-in their plain formats (IDX, CIFAR binary, text, CSV), results as JSON and configs as TOML. Related
+in their plain formats (IDX, CIFAR binary, text, CSV; the Keras imdb.npz through a restricted opcode
+reader that never unpickles), results as JSON and configs as TOML. Related
 checks live with their modules: archive extraction refusing paths that escape the target folder and
 checksum-verified downloads (tests of xpubench.data), HTML escaping of every text (tests of
 xpubench.report).

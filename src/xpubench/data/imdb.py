@@ -1,11 +1,18 @@
-"""Movie-review sentiment (binary): the aclImdb text folders, a pickle-free imdb.npz, or sentence polarity.
+"""Movie-review sentiment (binary): aclImdb folders, imdb.npz (Keras format without unpickling), rt-polarity.
 
 Which format is read, first found wins, looking in ``DIR/imdb/`` then ``DIR``:
 1. ``aclImdb/{train,test}/{pos,neg}/*.txt`` (or DIR is the aclImdb folder itself);
 2. ``aclImdb_v1.tar.gz``: extracted safely (train/test pos/neg reviews only), then read as 1.;
-3. ``imdb.npz`` with plain integer arrays x_train (N, L), y_train (N,), x_test, y_test. The Keras
-   ``imdb.npz`` stores its reviews as pickled Python lists: xpubench never unpickles (loading a
-   pickle can run arbitrary code), so that file is refused with a message pointing to aclImdb;
+3. ``imdb.npz`` with x_train, y_train, x_test, y_test, either
+   a. the standard Keras file (keras.datasets.imdb): each review a Python list of word ranks (1 = the
+      most frequent word), stored as numpy object arrays, i.e. pickles. They are read WITHOUT unpickling:
+      a small reader of its own (``read_object_array``) interprets only the pickle opcodes numpy writes
+      for a 1-D object array of lists of ints, admits exactly numpy's array/dtype reconstruction globals
+      (as names: it never calls them) and refuses anything else (another global such as os.system, any
+      other opcode) with one line, before anything is built. Then as ``keras.datasets.imdb.load_data``:
+      each split shuffled (RandomState(113), train then test), ids + 3 after a start id 1, ids >= the
+      vocabulary -> 2; or
+   b. plain integer arrays x_train (N, L), already in the ids below;
 4. ``rt-polarity.pos`` / ``rt-polarity.neg`` (also in ``DIR/rt-polarity/``): the sentence polarity
    dataset v1.0, one sentence a line; shuffled with a fixed seed and split 80/20 into train/test.
 With download allowed and none found, aclImdb_v1.tar.gz is downloaded into ``DIR/imdb/``.
@@ -18,7 +25,9 @@ the front and cut to its last T ids (Keras pad_sequences defaults), T = spec.inp
 from __future__ import annotations
 
 import re
+import struct
 import zipfile
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +48,9 @@ DEFAULT_VOCAB = 15000
 SHUFFLE_SEED = 0
 POLARITY_TEST_FRACTION = 0.2
 ACL_ARCHIVE = "aclImdb_v1.tar.gz"
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+KERAS_SEED, KERAS_INDEX_FROM = 113, 3      # keras.datasets.imdb.load_data defaults
+MAX_MEMBER_BYTES = 1 << 30                 # an object array's pickle bigger than this is refused
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 
 
@@ -121,33 +133,349 @@ def load_acl(top: Path, spec: WorkloadSpec, train_samples: int | None, eval_samp
                                          f"{len(test)} test (shuffled, seed {SHUFFLE_SEED})", train_samples)
 
 
+class _Refused(Exception):
+    """Why an object array's pickle is not read (one line, no path)."""
+
+
+# The only globals a numpy object array's pickle needs (numpy 1.x and 2.x module names; _codecs.encode
+# is how protocol 2 spells a bytes literal). They are looked up as names and never called.
+_GLOBALS = {("numpy.core.multiarray", "_reconstruct"): "reconstruct",
+            ("numpy._core.multiarray", "_reconstruct"): "reconstruct",
+            ("numpy", "ndarray"): "ndarray", ("numpy", "dtype"): "dtype", ("_codecs", "encode"): "encode"}
+
+
+class _Global:
+    def __init__(self, role: str, name: str):
+        self.role, self.name = role, name
+
+
+class _Seq:
+    """A pickled list: integers only (kept as int64) or lists only; anything else is refused."""
+
+    __slots__ = ("ints", "items")
+
+    def __init__(self) -> None:
+        self.ints = array("q")
+        self.items: list[_Seq] = []
+
+    def extend(self, values: list) -> None:
+        if all(type(v) is int for v in values):
+            if self.items and values:
+                raise _Refused("a list mixes integers and lists")
+            try:
+                self.ints.extend(values)
+            except OverflowError:
+                raise _Refused("an integer does not fit in 64 bits") from None
+        elif all(type(v) is _Seq for v in values):
+            if len(self.ints):
+                raise _Refused("a list mixes integers and lists")
+            self.items.extend(values)
+        else:
+            raise _Refused("a list holds something other than integers or lists of integers")
+
+
+class _DType:
+    pass
+
+
+class _Array:
+    def __init__(self) -> None:
+        self.data: _Seq | None = None
+        self.length = -1
+
+
+def _reduce(fn, args):
+    if not isinstance(fn, _Global) or not isinstance(args, tuple):
+        raise _Refused("a call of something other than numpy's array reconstruction")
+    if fn.role == "encode" and len(args) == 2 and args[1] == "latin1" and isinstance(args[0], str) \
+            and len(args[0]) <= 16:
+        return args[0].encode("latin-1")
+    if fn.role == "dtype" and len(args) == 3 and args[0] in ("O8", "O4"):
+        return _DType()
+    if fn.role == "reconstruct" and len(args) == 3 and isinstance(args[0], _Global) \
+            and args[0].role == "ndarray" and args[2] in (b"b", "b"):
+        return _Array()
+    raise _Refused(f"{fn.name} called with arguments an object array of lists never needs")
+
+
+def _build(obj, state) -> None:
+    if isinstance(obj, _DType) and isinstance(state, tuple):
+        return  # the dtype's byte order and flags: nothing to keep for an object dtype
+    if not isinstance(obj, _Array) or obj.data is not None:
+        raise _Refused("state set on something other than one numpy array")
+    if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[1], tuple) and len(state[1]) == 1
+            and type(state[1][0]) is int and isinstance(state[2], _DType) and type(state[4]) is _Seq):
+        raise _Refused("the array is not a 1-D object array of lists")
+    obj.data, obj.length = state[4], state[1][0]
+
+
+_INT32, _UINT16 = struct.Struct("<i").unpack_from, struct.Struct("<H").unpack_from
+
+
+def _int_run(payload: bytes, pos: int, out: list) -> int:
+    """Consecutive BININT1/BININT2/BININT opcodes from ``pos`` onto ``out`` (a review's word ranks are
+    millions of them); returns the position after the run. Runs past the end raise struct.error."""
+    end = len(payload)
+    while pos < end:
+        op = payload[pos]
+        if op == 0x4B:
+            if pos + 1 >= end:
+                raise struct.error("truncated")
+            out.append(payload[pos + 1])
+            pos += 2
+        elif op == 0x4D:
+            out.append(_UINT16(payload, pos + 1)[0])
+            pos += 3
+        elif op == 0x4A:
+            out.append(_INT32(payload, pos + 1)[0])
+            pos += 5
+        else:
+            break
+    return pos
+
+
+def read_object_array(payload: bytes) -> list[np.ndarray] | np.ndarray:
+    """The pickle numpy writes for a 1-D object array, read without unpickling: a list of int64 arrays
+    (an array of lists of ints) or one int64 array (an array of ints). Raises _Refused otherwise.
+
+    Interprets only the opcodes such a pickle uses (protocols 2-5, as Python 2 and 3 write them): no
+    object is created but str, bytes, int, bool, None, tuples, lists of ints, lists of lists, and three
+    placeholders for numpy's reconstruct/ndarray/dtype; no function is ever called."""
+    stack: list = []
+    marks: list[int] = []
+    memo: dict[int, object] = {}
+    pos, end = 0, len(payload)
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > end:
+            raise _Refused("the pickle is truncated")
+        pos += n
+        return payload[pos - n:pos]
+
+    def unpack(fmt: str):
+        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+
+    def line() -> str:
+        stop = payload.find(b"\n", pos, min(end, pos + 256))
+        if stop < 0:
+            raise _Refused("a malformed global name")
+        return take(stop - pos + 1)[:-1].decode("ascii", "replace")
+
+    def since_mark() -> list:
+        start = marks.pop()
+        items = stack[start:]
+        del stack[start:]
+        return items
+
+    def global_(module: object, name: object) -> _Global:
+        role = _GLOBALS.get((module, name))
+        if role is None:
+            raise _Refused(f"it refers to {module}.{name}, and only numpy's object-array reconstruction is "
+                           f"allowed (nothing was run)")
+        return _Global(role, f"{module}.{name}")
+
+    def text(raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Refused("a string is not UTF-8") from None
+
+    try:
+        while True:
+            op = take(1)[0]
+            if op in (0x4A, 0x4B, 0x4D):                    # BININT, BININT1, BININT2: a run of them at once
+                pos = _int_run(payload, pos - 1, stack)
+            elif op == 0x80:                                # PROTO
+                if take(1)[0] > 5:
+                    raise _Refused("an unknown pickle protocol")
+            elif op == 0x95:                                # FRAME (protocol 4+): its bytes follow inline
+                take(8)
+            elif op == 0x2E:                                # STOP
+                break
+            elif op == 0x28:                                # MARK
+                marks.append(len(stack))
+            elif op == 0x63:                                # GLOBAL "module\nname\n"
+                module = line()
+                stack.append(global_(module, line()))
+            elif op == 0x93:                                # STACK_GLOBAL
+                name, module = stack.pop(), stack.pop()
+                stack.append(global_(module, name))
+            elif op == 0x8C:                                # SHORT_BINUNICODE
+                stack.append(text(take(take(1)[0])))
+            elif op == 0x58:                                # BINUNICODE
+                stack.append(text(take(unpack("<I"))))
+            elif op == 0x8D:                                # BINUNICODE8
+                stack.append(text(take(unpack("<Q"))))
+            elif op == 0x55:                                # SHORT_BINSTRING (Python 2 str)
+                stack.append(take(take(1)[0]).decode("latin-1"))
+            elif op == 0x54:                                # BINSTRING (Python 2 str)
+                stack.append(take(unpack("<i")).decode("latin-1"))
+            elif op == 0x43:                                # SHORT_BINBYTES
+                stack.append(take(take(1)[0]))
+            elif op == 0x42:                                # BINBYTES
+                stack.append(take(unpack("<I")))
+            elif op == 0x94:                                # MEMOIZE
+                memo[len(memo)] = stack[-1]
+            elif op in (0x71, 0x72):                        # BINPUT, LONG_BINPUT
+                memo[take(1)[0] if op == 0x71 else unpack("<I")] = stack[-1]
+            elif op in (0x68, 0x6A):                        # BINGET, LONG_BINGET
+                key = take(1)[0] if op == 0x68 else unpack("<I")
+                if key not in memo:
+                    raise _Refused("a reference to nothing")
+                stack.append(memo[key])
+            elif op == 0x29:                                # EMPTY_TUPLE
+                stack.append(())
+            elif op in (0x85, 0x86, 0x87):                  # TUPLE1, TUPLE2, TUPLE3
+                n = op - 0x84
+                if len(stack) < n:
+                    raise IndexError
+                items = tuple(stack[-n:])
+                del stack[-n:]
+                stack.append(items)
+            elif op == 0x74:                                # TUPLE
+                stack.append(tuple(since_mark()))
+            elif op == 0x5D:                                # EMPTY_LIST
+                stack.append(_Seq())
+            elif op == 0x6C:                                # LIST
+                seq = _Seq()
+                seq.extend(since_mark())
+                stack.append(seq)
+            elif op in (0x61, 0x65):                        # APPEND, APPENDS
+                values = [stack.pop()] if op == 0x61 else since_mark()
+                if not stack or type(stack[-1]) is not _Seq:
+                    raise _Refused("an append to something other than a list")
+                stack[-1].extend(values)
+            elif op == 0x8A:                                # LONG1
+                n = take(1)[0]
+                if n > 8:
+                    raise _Refused("an integer does not fit in 64 bits")
+                stack.append(int.from_bytes(take(n), "little", signed=True))
+            elif op in (0x88, 0x89):                        # NEWTRUE, NEWFALSE
+                stack.append(op == 0x88)
+            elif op == 0x4E:                                # NONE
+                stack.append(None)
+            elif op == 0x52:                                # REDUCE
+                args = stack.pop()
+                stack.append(_reduce(stack.pop(), args))
+            elif op == 0x62:                                # BUILD
+                state = stack.pop()
+                _build(stack[-1], state)
+            else:
+                raise _Refused(f"pickle opcode {bytes([op])!r} at byte {pos - 1} is not one an object array "
+                               f"of lists uses")
+    except IndexError:
+        raise _Refused("the pickle is malformed (its stack ran out)") from None
+    except struct.error:
+        raise _Refused("the pickle is truncated") from None
+    result = stack[-1] if len(stack) == 1 else None
+    if not isinstance(result, _Array) or result.data is None:
+        raise _Refused("the pickle does not hold one numpy array")
+    seq = result.data
+    if seq.items and not len(seq.ints) and len(seq.items) == result.length:
+        return [np.frombuffer(item.ints, dtype=np.int64) for item in seq.items]
+    if not seq.items and len(seq.ints) == result.length:
+        return np.frombuffer(seq.ints, dtype=np.int64)
+    raise _Refused("the array's length does not match its contents")
+
+
+def _npz_arrays(path: Path) -> dict[str, object]:
+    """x_train, y_train, x_test, y_test from an .npz: plain arrays as numpy reads them (never pickles),
+    object arrays through read_object_array."""
+    out: dict[str, object] = {}
+    try:
+        with zipfile.ZipFile(path) as npz:
+            names = set(npz.namelist())
+            for key in NPZ_KEYS:
+                member = f"{key}.npy"
+                if member not in names:
+                    raise UserError(f"{path} lacks array '{key}'; expected x_train, y_train, x_test, y_test")
+                with npz.open(member) as fp:
+                    version = np.lib.format.read_magic(fp)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+                    else:
+                        raise UserError(f"{path}: {member} is .npy version {version}, not 1.0 or 2.0")
+                    if not dtype.hasobject:
+                        out[key] = None
+                    elif len(shape) != 1 or npz.getinfo(member).file_size > MAX_MEMBER_BYTES:
+                        raise UserError(f"{path}: {key} is a {len(shape)}-D object array of "
+                                        f"{npz.getinfo(member).file_size} bytes: not a Keras imdb.npz")
+                    else:
+                        try:
+                            out[key] = read_object_array(fp.read())
+                        except _Refused as exc:
+                            raise UserError(f"{path}: {key} refused: {exc}; xpubench never unpickles "
+                                            f"downloaded data") from None
+                        if len(out[key]) != shape[0]:
+                            raise UserError(f"{path}: {key} holds {len(out[key])} items, its header says "
+                                            f"{shape[0]}")
+                if out[key] is None:
+                    with npz.open(member) as fp:
+                        out[key] = np.lib.format.read_array(fp, allow_pickle=False)
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+        raise UserError(f"{path} is not a valid .npz file ({exc}); download it again") from None
+    return out
+
+
+def _labels(path: Path, split: str, y, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer) or not np.isin(y, (0, 1)).all():
+        raise UserError(f"{path}: y_{split} must be {n} labels 0/1, got {y.shape} {y.dtype}")
+    return y.astype(np.float32)
+
+
+def _keras_split(path: Path, split: str, seqs: list, y: np.ndarray, rng: np.random.RandomState,
+                 vocab: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """keras.datasets.imdb.load_data on one split: shuffled by ``rng``, [1, rank + 3, ...] with ids
+    >= vocab -> OOV, then pre-padded / cut to the last ``length`` ids."""
+    order = np.arange(len(seqs))
+    rng.shuffle(order)
+    x = np.zeros((len(seqs), length), dtype=np.int32)
+    for row, i in enumerate(order):
+        ranks = seqs[i]
+        if ranks.size and ranks.min() < 0:
+            raise UserError(f"{path}: x_{split} has negative word indices")
+        ids = np.where(ranks >= vocab - KERAS_INDEX_FROM, OOV, ranks + KERAS_INDEX_FROM)
+        ids = np.concatenate(([START], ids))[-length:]
+        x[row, length - len(ids):] = ids
+    return x, y[order]
+
+
 def load_npz(path: Path, spec: WorkloadSpec) -> Dataset:
-    """An imdb.npz of plain integer arrays (never pickled objects), re-padded to T."""
+    """imdb.npz: the Keras word-index file (object arrays, read without unpickling) or plain (N, L)
+    integer arrays; both re-padded to T."""
     length = seq_len(spec, "imdb")
     vocab = spec.vocab_size or DEFAULT_VOCAB
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
-    except KeyError as exc:
-        raise UserError(f"{path} lacks array {exc}; expected x_train, y_train, x_test, y_test") from None
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise UserError(f"{path} stores Python objects (pickle), which xpubench never loads; put the "
-                            f"aclImdb folder or {ACL_ARCHIVE} in {path.parent} instead") from None
-        raise UserError(f"{path} is not a valid .npz file ({exc})") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise UserError(f"{path} is not a valid .npz file ({exc}); download it again") from None
+    arrays = _npz_arrays(path)
+    keras = [isinstance(arrays[f"x_{s}"], list) for s in ("train", "test")]
+    if any(keras):
+        if not all(keras):
+            raise UserError(f"{path}: x_train and x_test must both be lists of word indices (Keras) or both "
+                            f"integer (N, L) arrays")
+        rng = np.random.RandomState(KERAS_SEED)  # the legacy generator: what Keras shuffles with
+        out = []
+        for split in ("train", "test"):
+            seqs = arrays[f"x_{split}"]
+            out += _keras_split(path, split, seqs, _labels(path, split, arrays[f"y_{split}"], len(seqs)), rng,
+                                vocab, length)
+        return Dataset(*out, source=f"imdb Keras word indices in {path}: {len(out[0])} train, {len(out[2])} "
+                                    f"test (shuffled as keras.datasets.imdb.load_data, seed {KERAS_SEED}; "
+                                    f"ids = rank + {KERAS_INDEX_FROM}, >= {vocab} -> {OOV})")
     out = []
     for split in ("train", "test"):
-        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer) or y.shape != (len(x),):
-            raise UserError(f"{path}: x_{split} must be an integer (N, L) array and y_{split} (N,), "
-                            f"got {x.shape} {x.dtype} and {y.shape}")
-        if len(x) and (x.min() < 0 or not np.isin(np.unique(y), (0, 1)).all()):
-            raise UserError(f"{path}: x_{split} has negative ids or y_{split} labels other than 0/1")
+        x = arrays[f"x_{split}"]
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
+            raise UserError(f"{path}: x_{split} must be an integer (N, L) array or the Keras lists of word "
+                            f"indices, got {x.shape} {x.dtype}")
+        y = _labels(path, split, arrays[f"y_{split}"], len(x))
+        if len(x) and x.min() < 0:
+            raise UserError(f"{path}: x_{split} has negative ids")
         x = np.where(x >= vocab, OOV, x).astype(np.int32)
         x = x[:, -length:] if x.shape[1] >= length else np.pad(x, ((0, 0), (length - x.shape[1], 0)))
-        out += [np.ascontiguousarray(x), y.astype(np.float32)]
+        out += [np.ascontiguousarray(x), y]
     return Dataset(*out, source=f"imdb integer arrays in {path} (ids >= {vocab} -> {OOV})")
 
 

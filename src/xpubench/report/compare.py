@@ -14,6 +14,9 @@ Otherwise the verdict is "not significant". Fewer than 3 samples on either side:
 from __future__ import annotations
 
 import json
+import sys
+import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,6 +37,8 @@ CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "device
 RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "training samples",
               "eval_samples": "evaluation samples", "time_budget_s": "time budget (s)", "compile": "compile setting",
               "seed": "seed"}
+# decided in the worker (defaults differ by device), so recorded with the measurement, not in the case
+MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "matmul_precision": "matmul precision"}
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,12 @@ def case_differences(a: list[Entry], b: list[Entry], matched: list[tuple[Entry, 
             x, y = differing[0]
             lines.append(f"{label}: {x.result.case.get(name)} (A) vs {y.result.case.get(name)} (B) in "
                          f"{len(differing)} of {len(matched)} matched cases")
+    for name, label in MEASUREMENT_FIELDS.items():
+        differing = [(x, y) for x, y in matched if x.result.metrics.get(name) != y.result.metrics.get(name)]
+        if differing:
+            x, y = differing[0]
+            lines.append(f"{label}: {x.result.metrics.get(name)} (A) vs {y.result.metrics.get(name)} (B) in "
+                         f"{len(differing)} of {len(matched)} matched cases")
     only_a = len({e.result.key for e in a} - {e.result.key for e in b})
     only_b = len({e.result.key for e in b} - {e.result.key for e in a})
     if only_a or only_b:
@@ -159,8 +170,16 @@ def _by_key(items: list[Entry]) -> dict[str, Entry]:
     return out
 
 
-def compare_loaded(loaded, *, min_change: float = MIN_CHANGE) -> list[Comparison]:
-    """Every file after the first against the first. Refuses (UserError, one line) when no case matches."""
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=4)
+
+
+def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
+                   on_warning: Callable[[str], None] | None = None) -> list[Comparison]:
+    """Every file after the first against the first. Refuses (UserError, one line) when no case matches.
+
+    A later file that matches no case of the first (with 3+ files, when another one does match) is left
+    out with a warning: to ``on_warning(line)``, else a Python warning (notebooks)."""
     if len(loaded) < 2:
         raise UserError("compare needs at least two results files")
     items = entries(loaded)
@@ -168,11 +187,12 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE) -> list[Comparison
     groups = {s: [e for e in items if e.source == s] for s in sources}
     fps = file_fingerprints(items)
     base = sources[0]
-    comparisons = []
+    comparisons, skipped = [], []
     for other in sources[1:]:
         a, b = _by_key(groups[base]), _by_key(groups[other])
         matched = [(a[k], b[k]) for k in a if k in b]
         if not matched:
+            skipped.append(other)
             continue
         rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
         env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
@@ -183,16 +203,22 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE) -> list[Comparison
         second = sorted({e.result.key for e in groups[sources[1]]})[:2]
         raise UserError(f"nothing to compare: no case of {', '.join(sources[1:])} matches a case of {base} "
                         f"(e.g. {', '.join(first) or 'none'} vs {', '.join(second) or 'none'})")
+    for other in skipped:
+        example = sorted({e.result.key for e in groups[other]})[:1]
+        (on_warning or _warn)(f"{other} left out: none of its {len(groups[other])} cases matches a case of "
+                              f"{base} (e.g. {', '.join(example) or 'none'})")
     return comparisons
 
 
-def compare_files(*paths, min_change: float = MIN_CHANGE) -> list[Comparison]:
-    """Compare results files: the second (and later) against the first. One Comparison per later file."""
+def compare_files(*paths, min_change: float = MIN_CHANGE,
+                  on_warning: Callable[[str], None] | None = None) -> list[Comparison]:
+    """Compare results files: the second (and later) against the first. One Comparison per later file
+    that matches (see compare_loaded for one that does not)."""
     if len(paths) == 1 and not isinstance(paths[0], (str, Path)):
         paths = tuple(paths[0])
     if len(paths) < 2:
         raise UserError("compare needs at least two results files")
-    return compare_loaded(store.load_results(list(paths)), min_change=min_change)
+    return compare_loaded(store.load_results(list(paths)), min_change=min_change, on_warning=on_warning)
 
 
 def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> str | None:
@@ -216,7 +242,10 @@ def run_compare_command(files, *, fmt: str = "table", output: str | None = None,
     """What `xpubench compare` does: compare, then print or write; returns the exit code."""
     from rich.console import Console
 
-    comparisons = compare_files(*files, min_change=min_change)
+    def warn(line: str) -> None:  # stderr: a --format json on stdout stays valid JSON
+        print(f"xpubench: warning: {line}", file=sys.stderr, flush=True)
+
+    comparisons = compare_files(*files, min_change=min_change, on_warning=warn)
     if fmt == "table" and output:
         with open(output, "w", encoding="utf-8") as fh:
             render(comparisons, "table", Console(file=fh, width=200, color_system=None))
