@@ -144,18 +144,13 @@ def case_differences(a: list[Entry], b: list[Entry], matched: list[tuple[Entry, 
         va, vb = _values(a, name), _values(b, name)
         if va != vb:
             lines.append(f"{label}: {va} (A) vs {vb} (B)")
-    for name, label in RUN_FIELDS.items():
-        differing = [(x, y) for x, y in matched if x.result.case.get(name) != y.result.case.get(name)]
-        if differing:
-            x, y = differing[0]
-            lines.append(f"{label}: {x.result.case.get(name)} (A) vs {y.result.case.get(name)} (B) in "
-                         f"{len(differing)} of {len(matched)} matched cases")
-    for name, label in MEASUREMENT_FIELDS.items():
-        differing = [(x, y) for x, y in matched if x.result.metrics.get(name) != y.result.metrics.get(name)]
-        if differing:
-            x, y = differing[0]
-            lines.append(f"{label}: {x.result.metrics.get(name)} (A) vs {y.result.metrics.get(name)} (B) in "
-                         f"{len(differing)} of {len(matched)} matched cases")
+    for part, fields in (("case", RUN_FIELDS), ("metrics", MEASUREMENT_FIELDS)):
+        for name, label in fields.items():
+            pairs = [(getattr(x.result, part).get(name), getattr(y.result, part).get(name)) for x, y in matched]
+            differing = [(va, vb) for va, vb in pairs if va != vb]
+            if differing:
+                va, vb = differing[0]
+                lines.append(f"{label}: {va} (A) vs {vb} (B) in {len(differing)} of {len(matched)} matched cases")
     only_a = len({e.result.key for e in a} - {e.result.key for e in b})
     only_b = len({e.result.key for e in b} - {e.result.key for e in a})
     if only_a or only_b:
