@@ -205,3 +205,23 @@ def test_jax_train_mode(name: str) -> None:
     if mutable:  # running statistics moved towards the batch's
         before, after = jax.tree.leaves(variables["batch_stats"]), jax.tree.leaves(updates["batch_stats"])
         assert any(not np.allclose(a, b) for a, b in zip(before, after))
+
+
+@pytest.mark.parametrize("shape", [(3, 28, 28, 4), (2, 7, 9, 3)])
+def test_jax_max_pool_2x2_is_flax_max_pool(shape) -> None:
+    """The reshape form used for speed on the CPU: same values and gradients as flax's reduce_window
+    max pool, odd sizes included (valid pooling drops the trailing row/column)."""
+    flax_nn = pytest.importorskip("flax.linen")
+    import jax
+
+    from xpubench.workloads.mnist_cnn import max_pool_2x2
+
+    x = jax.numpy.asarray(np.random.default_rng(0).normal(size=shape).astype(np.float32))  # no ties
+
+    def reference(v):
+        return flax_nn.max_pool(v, (2, 2), strides=(2, 2))
+
+    np.testing.assert_array_equal(np.asarray(max_pool_2x2(x)), np.asarray(reference(x)))
+    weights = jax.numpy.arange(reference(x).size, dtype=np.float32).reshape(reference(x).shape)
+    grad, grad_ref = (jax.grad(lambda v, f=f: (f(v) * weights).sum())(x) for f in (max_pool_2x2, reference))
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(grad_ref))

@@ -81,6 +81,19 @@ def build_torch(spec: WorkloadSpec) -> Any:
     return CNN()
 
 
+def max_pool_2x2(x: Any) -> Any:
+    """2x2 max pooling with stride 2, 'valid' (odd trailing rows/columns dropped): exactly
+    ``flax.linen.max_pool(x, (2, 2), strides=(2, 2))``, written as a reshape and a max over the two
+    window axes. Same values and, ties aside (a tie sends the gradient to every maximum instead of
+    the first; after a ReLU, tied windows are zeros whose gradient the ReLU stops), the same gradient.
+    Why: flax's max_pool is an XLA reduce_window whose gradient, select_and_scatter, is slow on the
+    CPU: on the 2-core VM the whole mnist_cnn train step (batch 256) ran 2.1x faster with this form.
+    """
+    n, h, w, c = x.shape
+    x = x[:, : h // 2 * 2, : w // 2 * 2]
+    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
 def build_jax(spec: WorkloadSpec) -> Any:
     """The CNN as a ``flax.linen.Module``: ``__call__(x, train)`` on NHWC input -> logits."""
     import flax.linen as nn
@@ -92,9 +105,9 @@ def build_jax(spec: WorkloadSpec) -> Any:
         @nn.compact
         def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
             x = nn.relu(nn.Conv(CONV1, (KERNEL, KERNEL), padding="SAME", name="conv1")(x))
-            x = nn.Dropout(DROP_CONV, deterministic=not train)(nn.max_pool(x, (2, 2), strides=(2, 2)))
+            x = nn.Dropout(DROP_CONV, deterministic=not train)(max_pool_2x2(x))
             x = nn.relu(nn.Conv(CONV2, (KERNEL, KERNEL), padding="SAME", name="conv2")(x))
-            x = nn.Dropout(DROP_CONV, deterministic=not train)(nn.max_pool(x, (2, 2), strides=(2, 2)))
+            x = nn.Dropout(DROP_CONV, deterministic=not train)(max_pool_2x2(x))
             x = x.reshape(x.shape[0], -1)
             x = nn.relu(nn.Dense(HIDDEN, name="fc1")(x))
             x = nn.Dropout(DROP_DENSE, deterministic=not train)(x)
