@@ -94,6 +94,8 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from xpubench.plan import SYNC_MODES
+
     p = _Parser(prog="xpubench", description="Deep-learning speed on this hardware, per framework and device.")
     p.add_argument("--version", action="version", version=f"xpubench {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -129,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir")
     run.add_argument("--download", action="store_true",
                      help="with --data real: fetch missing dataset files (checksum-verified) into the data dir")
-    run.add_argument("--sync", choices=["step", "epoch"], default=None,
+    run.add_argument("--sync", choices=SYNC_MODES, default=None,
                      help="training: synchronise every step (per-step times; default on CPUs) or once per "
                           "steady epoch (pipelined; default on accelerators)")
     run.add_argument("--compile", choices=["auto", "on", "off"], default=None)

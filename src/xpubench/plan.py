@@ -16,6 +16,8 @@ from typing import Any
 from xpubench.errors import UserError
 from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
 
+SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
+
 BACKENDS = ("numpy", "torch", "jax")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 MODES = ("train", "infer")
@@ -156,8 +158,8 @@ def validate(req: PlanRequest) -> None:
         raise UserError(f"data directory {req.data_dir} does not exist; pass the folder that holds the "
                         "dataset's files as --data-dir")
     sync = req.options.get("sync")
-    if sync is not None and sync not in ("step", "epoch"):
-        raise UserError(f"sync must be step or epoch, got {sync!r}")
+    if sync is not None and sync not in SYNC_MODES:
+        raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
     _selftest_behaviours(req.options)

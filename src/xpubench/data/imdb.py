@@ -6,7 +6,7 @@ Which format is read, first found wins, looking in ``DIR/imdb/`` then ``DIR``:
 3. ``imdb.npz`` with x_train, y_train, x_test, y_test, either
    a. the standard Keras file (keras.datasets.imdb): each review a Python list of word ranks (1 = the
       most frequent word), stored as numpy object arrays, i.e. pickles. They are read WITHOUT unpickling:
-      a small reader of its own (``read_object_array``) interprets only the pickle opcodes numpy writes
+      ``read_object_array`` (on the standard library's opcode parser) interprets only the pickle opcodes numpy writes
       for a 1-D object array of lists of ints, admits exactly numpy's array/dtype reconstruction globals
       (as names: it never calls them) and refuses anything else (another global such as os.system, any
       other opcode) with one line, before anything is built. Then as ``keras.datasets.imdb.load_data``:
@@ -25,12 +25,12 @@ the front and cut to its last T ids (Keras pad_sequences defaults), T = spec.inp
 from __future__ import annotations
 
 import re
-import struct
 import zipfile
 from array import array
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from pickletools import genops
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -209,58 +209,21 @@ def _build(obj, state) -> None:
     obj.data, obj.length = state[4], state[1][0]
 
 
-_INT32, _UINT16 = struct.Struct("<i").unpack_from, struct.Struct("<H").unpack_from
-
-
-def _int_run(payload: bytes, pos: int, out: list) -> int:
-    """Consecutive BININT1/BININT2/BININT opcodes from ``pos`` onto ``out`` (a review's word ranks are
-    millions of them); returns the position after the run. Runs past the end raise struct.error."""
-    end = len(payload)
-    while pos < end:
-        op = payload[pos]
-        if op == 0x4B:
-            if pos + 1 >= end:
-                raise struct.error("truncated")
-            out.append(payload[pos + 1])
-            pos += 2
-        elif op == 0x4D:
-            out.append(_UINT16(payload, pos + 1)[0])
-            pos += 3
-        elif op == 0x4A:
-            out.append(_INT32(payload, pos + 1)[0])
-            pos += 5
-        else:
-            break
-    return pos
+INT_OPS = {"BININT", "BININT1", "BININT2"}   # a review's word ranks: millions of them, the hot case
+INT64 = range(-(1 << 63), 1 << 63)
 
 
 def read_object_array(payload: bytes) -> list[np.ndarray] | np.ndarray:
     """The pickle numpy writes for a 1-D object array, read without unpickling: a list of int64 arrays
     (an array of lists of ints) or one int64 array (an array of ints). Raises _Refused otherwise.
 
-    Interprets only the opcodes such a pickle uses (protocols 2-5, as Python 2 and 3 write them): no
-    object is created but str, bytes, int, bool, None, tuples, lists of ints, lists of lists, and three
-    placeholders for numpy's reconstruct/ndarray/dtype; no function is ever called."""
+    The standard library's ``pickletools.genops`` decodes the opcodes (it only parses, never builds or
+    calls anything); this interprets only those such a pickle uses (protocols 2-5, as Python 2 and 3
+    write them): no object is created but str, bytes, int, bool, None, tuples, lists of ints, lists of
+    lists, and three placeholders for numpy's reconstruct/ndarray/dtype; no function is ever called."""
     stack: list = []
     marks: list[int] = []
     memo: dict[int, object] = {}
-    pos, end = 0, len(payload)
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if n < 0 or pos + n > end:
-            raise _Refused("the pickle is truncated")
-        pos += n
-        return payload[pos - n:pos]
-
-    def unpack(fmt: str):
-        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
-
-    def line() -> str:
-        stop = payload.find(b"\n", pos, min(end, pos + 256))
-        if stop < 0:
-            raise _Refused("a malformed global name")
-        return take(stop - pos + 1)[:-1].decode("ascii", "replace")
 
     def since_mark() -> list:
         start = marks.pop()
@@ -275,99 +238,75 @@ def read_object_array(payload: bytes) -> list[np.ndarray] | np.ndarray:
                            f"allowed (nothing was run)")
         return _Global(role, f"{module}.{name}")
 
-    def text(raw: bytes) -> str:
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Refused("a string is not UTF-8") from None
-
     try:
-        while True:
-            op = take(1)[0]
-            if op in (0x4A, 0x4B, 0x4D):                    # BININT, BININT1, BININT2: a run of them at once
-                pos = _int_run(payload, pos - 1, stack)
-            elif op == 0x80:                                # PROTO
-                if take(1)[0] > 5:
+        for opcode, arg, pos in genops(payload):
+            op = opcode.name
+            if op in INT_OPS or op in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "SHORT_BINSTRING",
+                                       "BINSTRING", "SHORT_BINBYTES", "BINBYTES"):
+                stack.append(arg)                           # ints, strings (Python 2 str as latin-1), bytes
+            elif op in ("NEWTRUE", "NEWFALSE"):
+                stack.append(op == "NEWTRUE")
+            elif op == "PROTO":
+                if arg > 5:
                     raise _Refused("an unknown pickle protocol")
-            elif op == 0x95:                                # FRAME (protocol 4+): its bytes follow inline
-                take(8)
-            elif op == 0x2E:                                # STOP
-                break
-            elif op == 0x28:                                # MARK
+            elif op in ("FRAME", "STOP"):                   # a frame's bytes follow inline; genops ends at STOP
+                pass
+            elif op == "MARK":
                 marks.append(len(stack))
-            elif op == 0x63:                                # GLOBAL "module\nname\n"
-                module = line()
-                stack.append(global_(module, line()))
-            elif op == 0x93:                                # STACK_GLOBAL
+            elif op == "GLOBAL":                            # "module name"
+                stack.append(global_(*arg.split(" ", 1)))
+            elif op == "STACK_GLOBAL":
                 name, module = stack.pop(), stack.pop()
                 stack.append(global_(module, name))
-            elif op == 0x8C:                                # SHORT_BINUNICODE
-                stack.append(text(take(take(1)[0])))
-            elif op == 0x58:                                # BINUNICODE
-                stack.append(text(take(unpack("<I"))))
-            elif op == 0x8D:                                # BINUNICODE8
-                stack.append(text(take(unpack("<Q"))))
-            elif op == 0x55:                                # SHORT_BINSTRING (Python 2 str)
-                stack.append(take(take(1)[0]).decode("latin-1"))
-            elif op == 0x54:                                # BINSTRING (Python 2 str)
-                stack.append(take(unpack("<i")).decode("latin-1"))
-            elif op == 0x43:                                # SHORT_BINBYTES
-                stack.append(take(take(1)[0]))
-            elif op == 0x42:                                # BINBYTES
-                stack.append(take(unpack("<I")))
-            elif op == 0x94:                                # MEMOIZE
+            elif op == "MEMOIZE":
                 memo[len(memo)] = stack[-1]
-            elif op in (0x71, 0x72):                        # BINPUT, LONG_BINPUT
-                memo[take(1)[0] if op == 0x71 else unpack("<I")] = stack[-1]
-            elif op in (0x68, 0x6A):                        # BINGET, LONG_BINGET
-                key = take(1)[0] if op == 0x68 else unpack("<I")
-                if key not in memo:
+            elif op in ("BINPUT", "LONG_BINPUT"):
+                memo[arg] = stack[-1]
+            elif op in ("BINGET", "LONG_BINGET"):
+                if arg not in memo:
                     raise _Refused("a reference to nothing")
-                stack.append(memo[key])
-            elif op == 0x29:                                # EMPTY_TUPLE
+                stack.append(memo[arg])
+            elif op == "EMPTY_TUPLE":
                 stack.append(())
-            elif op in (0x85, 0x86, 0x87):                  # TUPLE1, TUPLE2, TUPLE3
-                n = op - 0x84
+            elif op in ("TUPLE1", "TUPLE2", "TUPLE3"):
+                n = int(op[-1])
                 if len(stack) < n:
                     raise IndexError
                 items = tuple(stack[-n:])
                 del stack[-n:]
                 stack.append(items)
-            elif op == 0x74:                                # TUPLE
+            elif op == "TUPLE":
                 stack.append(tuple(since_mark()))
-            elif op == 0x5D:                                # EMPTY_LIST
+            elif op == "EMPTY_LIST":
                 stack.append(_Seq())
-            elif op == 0x6C:                                # LIST
+            elif op == "LIST":
                 seq = _Seq()
                 seq.extend(since_mark())
                 stack.append(seq)
-            elif op in (0x61, 0x65):                        # APPEND, APPENDS
-                values = [stack.pop()] if op == 0x61 else since_mark()
+            elif op in ("APPEND", "APPENDS"):
+                values = [stack.pop()] if op == "APPEND" else since_mark()
                 if not stack or type(stack[-1]) is not _Seq:
                     raise _Refused("an append to something other than a list")
                 stack[-1].extend(values)
-            elif op == 0x8A:                                # LONG1
-                n = take(1)[0]
-                if n > 8:
+            elif op == "LONG1":
+                if arg not in INT64:
                     raise _Refused("an integer does not fit in 64 bits")
-                stack.append(int.from_bytes(take(n), "little", signed=True))
-            elif op in (0x88, 0x89):                        # NEWTRUE, NEWFALSE
-                stack.append(op == 0x88)
-            elif op == 0x4E:                                # NONE
+                stack.append(arg)
+            elif op == "NONE":
                 stack.append(None)
-            elif op == 0x52:                                # REDUCE
+            elif op == "REDUCE":
                 args = stack.pop()
                 stack.append(_reduce(stack.pop(), args))
-            elif op == 0x62:                                # BUILD
+            elif op == "BUILD":
                 state = stack.pop()
                 _build(stack[-1], state)
             else:
-                raise _Refused(f"pickle opcode {bytes([op])!r} at byte {pos - 1} is not one an object array "
-                               f"of lists uses")
+                raise _Refused(f"pickle opcode {opcode.code.encode('latin-1')!r} at byte {pos} is not one an "
+                               f"object array of lists uses")
     except IndexError:
         raise _Refused("the pickle is malformed (its stack ran out)") from None
-    except struct.error:
-        raise _Refused("the pickle is truncated") from None
+    except ValueError:   # genops: bytes run out before an opcode's argument or STOP, an unknown opcode, bad UTF-8
+        raise _Refused("the pickle is truncated or malformed") from None
     result = stack[-1] if len(stack) == 1 else None
     if not isinstance(result, _Array) or result.data is None:
         raise _Refused("the pickle does not hold one numpy array")

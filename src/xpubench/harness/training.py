@@ -33,8 +33,9 @@ import numpy as np
 
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
+from xpubench.harness.worker import is_accelerator
+from xpubench.plan import SYNC_MODES
 
-SYNC_MODES = ("step", "epoch")
 MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 
 
@@ -62,7 +63,7 @@ def sync_mode(case) -> str:
     """``case.options["sync"]``, or the default: ``step`` on a CPU, ``epoch`` on an accelerator."""
     mode = case.options.get("sync")
     if mode is None:
-        return "step" if case.device.split(":")[0] == "cpu" else "epoch"
+        return "epoch" if is_accelerator(case.device) else "step"
     if mode not in SYNC_MODES:
         raise ValueError(f"sync mode must be one of {', '.join(SYNC_MODES)}, got {mode!r}")
     return mode
