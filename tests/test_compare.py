@@ -10,11 +10,9 @@ import report_runs as runs
 from xpubench.cli import main
 from xpubench.report.compare import compare_files, ratio_estimate
 
-# The threshold for the unchanged rerun: the samples of one run do not see run-to-run drift, and on the
-# shared 2-core VM unchanged reruns of the numpy matmul case came within 1-5% of each other (docs/
-# reports.md: up to about 15% for other cases). Another CPU-bound process on the machine during only one
-# of the two runs can still move it by more (1.6x measured with a busy loop on the other core): that is
-# outside what this test controls. The slowed-on-purpose run clears the same threshold by far.
+# The threshold the verdicts below are drawn at. The verdict tests read recorded results files
+# (report_runs.recorded_pair / recorded_slow): two runs measured live on a shared VM differ by chance (38%
+# and 2x were seen in CI), so no test here asserts how close two timed runs come.
 DRIFT_PCT = 25
 
 
@@ -44,21 +42,22 @@ def test_small_changes_and_few_samples_are_not_called():
 
 
 def test_unchanged_case_is_not_significant_and_a_slowed_one_is(capsys):
-    """Two independent runs of the same case: different measurements, called "not significant"; the run
-    slowed on purpose, against the same first run and at the same threshold, called slower."""
-    (first, second), slow = runs.rerun_pair(), runs.slow_file()
+    """Two independent recorded runs of the same case: different measurements, called "not significant";
+    the run slowed on purpose, against the same first run and at the same threshold, called slower."""
+    (first, second), slow = runs.recorded_pair(), runs.recorded_slow()
     code, out, err = cli(capsys, first, second, slow, "--format", "json", "--min-change", DRIFT_PCT)
     assert code == 0 and err == "", err
     same, slowed = json.loads(out)
     assert (same["baseline"], same["other"], slowed["other"]) == ("first", "second", "slow")
     [row] = same["rows"]
-    assert row["key"] == runs.SLOW_CASE and row["n_a"] >= 3 and row["n_b"] >= 3
+    assert row["key"] == runs.SLOW_CASE and row["n_a"] == row["n_b"] == 7
     assert row["median_a_s"] != row["median_b_s"]  # two measurements, not one file twice
-    assert abs(row["ratio"] - 1) < DRIFT_PCT / 100 and row["ci_low"] < row["ratio"] < row["ci_high"]
+    assert row["ratio"] == pytest.approx(1.24975 / 1.27909, abs=1e-4) and row["ci_low"] < row["ratio"] < row["ci_high"]
     assert row["verdict"] == "not significant" and not row["significant"], row
     assert same["environment_differences"] == []  # same machine, same setup
     [slow_row] = slowed["rows"]
-    assert slow_row["significant"] and slow_row["verdict"].endswith("x slower") and slow_row["ci_low"] > 1.2
+    assert slow_row["significant"] and slow_row["verdict"] == f"{slow_row['ratio']:.2f}x slower"
+    assert slow_row["ratio"] > 5 and slow_row["ci_low"] > 1.2
     code, out, _ = cli(capsys, first, second, "--min-change", DRIFT_PCT)  # the terminal table says the same
     [line] = [line for line in out.splitlines() if "/cpu/" in line]
     assert runs.SLOW_CASE in line and "not significant" in line and "warning" not in out
@@ -130,7 +129,7 @@ def test_a_different_synchronisation_mode_is_listed():
 
 
 def test_formats(capsys, tmp_path):
-    args = (*runs.rerun_pair(), "--min-change", DRIFT_PCT)
+    args = (*runs.recorded_pair(), "--min-change", DRIFT_PCT)
     code, out, _ = cli(capsys, *args, "--format", "json")
     [blob] = json.loads(out)
     [row] = blob["rows"]
