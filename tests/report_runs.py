@@ -47,7 +47,8 @@ def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
     """`xpubench run ... -o out`, single-threaded BLAS (a loaded 2-core machine makes two BLAS threads
     erratic: both files are measured the same way, so only the deliberate handicap differs)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "xpubench", "run", *args, "-o", str(out), "--no-progress"],
+    return subprocess.Popen([sys.executable, "-m", "xpubench", "run", *args, "-o", str(out), "--no-progress",
+                             "--processes", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 

@@ -34,7 +34,7 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
         outs.append(out)
         env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "xpubench", "run", "-w", "mnist_cnn", "-b", backend, "--devices", "2",
+            [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", backend, "--devices", "2",
              "--batch-size", "16", "--steps", "2", "--epochs", "2", "--eval-samples", "48", "--timeout", "300",
              "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(pid),
              "-o", str(out), "--no-progress"],
@@ -178,7 +178,7 @@ DDP_CASE = ["-w", "mnist_cnn", "-b", "torch", "--devices", "2", "--batch-size", 
 def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
     env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
-    run = subprocess.Popen([sys.executable, "-m", "xpubench", "run", *DDP_CASE, "--timeout", "300",
+    run = subprocess.Popen([sys.executable, "-m", "xpubench", "run", "--processes", "1", *DDP_CASE, "--timeout", "300",
                             "-o", str(tmp_path / "killed.jsonl"), "--no-progress"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:

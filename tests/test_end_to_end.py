@@ -27,7 +27,7 @@ def _env() -> dict:
 
 def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
     out = tmp_path / "mm.jsonl"
-    proc = xpubench_cli("run", "-w", "matmul", "-d", "cpu", "--size", "128,256", "--time-budget", "0.3",
+    proc = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size", "128,256", "--time-budget", "0.3",
                         "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
@@ -48,7 +48,7 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
 
 def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    proc = xpubench_cli("run", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu", "--batch-size", "64,32",
+    proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu", "--batch-size", "64,32",
                         "--epochs", "3", "--steps", "3", "--eval-samples", "64", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
@@ -65,7 +65,7 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
 
 def test_every_workload_trains_in_both_frameworks(tmp_path):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer
-    results = xpubench.run(workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
+    results = xpubench.run(processes=1, workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
                            quick=True, epochs=2, steps=2, options={"sync": "epoch"}, output=tmp_path / "all.jsonl")
     assert {(r.case["workload"], r.case["backend"]) for r in results} == {
         (w, b) for w in MODEL_WORKLOADS for b in ("torch", "jax")}

@@ -82,7 +82,7 @@ def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_e
 def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
     out = tmp_path / "dp.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "xpubench", "run", "-w", "mnist_cnn", "-b", "jax", "--devices", "8",
+        [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "jax", "--devices", "8",
          "--mode", "train,infer", "--batch-size", "16", "--steps", "2", "--epochs", "2",
          "--eval-samples", "1001", "--time-budget", "1", "-o", str(out), "--no-progress"],
         capture_output=True, text=True, timeout=400, check=False, env={**os.environ, **EIGHT, "COLUMNS": "200"})

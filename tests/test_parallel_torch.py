@@ -77,7 +77,7 @@ def test_an_exception_in_one_rank_is_the_case_error():
 def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     out = tmp_path / "scaling.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "xpubench", "run", "-w", "mnist_cnn", "-b", "torch", "--scaling",
+        [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling",
          "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
          "--no-progress"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]

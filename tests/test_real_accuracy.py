@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend):
     out = tmp_path / "real.jsonl"
-    (result,) = xpubench.run(workloads=["mnist_cnn"], backends=[backend], data="real", data_dir=str(MNIST),
+    (result,) = xpubench.run(processes=1, workloads=["mnist_cnn"], backends=[backend], data="real", data_dir=str(MNIST),
                              batch_sizes=[128], epochs=4, output=out)
     assert result.status == "ok", result.message
     m = result.metrics

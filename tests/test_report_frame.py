@@ -63,8 +63,10 @@ def test_load_gives_one_row_per_case_with_flat_columns():
 
 def test_run_returns_results_and_report_writes_a_page(tmp_path):
     out = tmp_path / "tiny.jsonl"
-    results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[64], time_budget_s=0.2, output=out)
+    results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[64], time_budget_s=0.2, output=out,
+                           processes=2)
     assert len(results) == 1 and isinstance(results[0], Result) and results[0].status == "ok"
+    assert [r.process for r in results[0].runs] == [0, 1] and results[0].metrics["processes"] == 2
     page = xpubench.report([out], tmp_path / "tiny.html")
     assert page.exists() and "Matrix multiply" in page.read_text()
     assert xpubench.load(out).loc[0, "warm_flops_per_s"] > 0

@@ -1,5 +1,5 @@
-"""Kill a real `xpubench run` mid-sweep (SIGKILL, torn last line), then `--resume`: every case of the
-plan ends in the file exactly once, and the orphaned worker never adds a record."""
+"""Kill a real `xpubench run` mid-sweep (SIGKILL, torn last line), then `--resume`: every worker process
+of the plan (each case twice) ends in the file exactly once, and the orphaned worker never adds a record."""
 
 import collections
 import json
@@ -20,6 +20,7 @@ workload = ["selftest", "matmul"]
 backend = ["numpy"]
 size = [32, 48]
 time_budget = 0.1
+processes = 2
 selftest = ["ok", {behaviour = "sleep", seconds = 3.0}, {behaviour = "sleep", seconds = 0.3},
             {behaviour = "sleep", seconds = 0.4}, {behaviour = "sleep", seconds = 0.5}]
 """
@@ -72,8 +73,9 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
             except (ProcessLookupError, PermissionError):
                 pass
     plan = [c["run_id"] for c in json.loads(plan_path(out).read_text())["cases"]]
-    before = [r.case["run_id"] for r in store.load_file(out).results]
-    assert 1 <= len(before) < len(plan)
+    planned = [(run_id, p) for p in (0, 1) for run_id in plan]   # round by round
+    before = [(r.case["run_id"], r.process) for r in store.load_file(out).runs]
+    assert 1 <= len(before) < len(plan) and before == planned[:len(before)]
     with open(out, "a") as fh:  # a record torn by the kill
         fh.write('{"schema_version": 1, "case": {"run_id": "')
 
@@ -81,17 +83,18 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
     stdout, stderr = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, stderr
     assert "dropped an incomplete last line" in stdout + stderr
-    assert f"resuming: {len(before)} of {len(plan)} cases already done" in stdout
+    assert f"resuming: {len(before)} of {len(planned)} worker processes already done" in stdout
     final = store.load_file(out)
     assert final.warnings == []
-    ids = [r.case["run_id"] for r in final.results]
-    assert collections.Counter(ids) == collections.Counter(plan)  # every case exactly once
+    ids = [(r.case["run_id"], r.process) for r in final.runs]
+    assert collections.Counter(ids) == collections.Counter(planned)  # every process exactly once
     assert ids[: len(before)] == before  # what was written before the kill is untouched
-    assert all(r.status == "ok" for r in final.results)
+    assert [r.case["run_id"] for r in final.results] == plan and all(len(r.runs) == 2 for r in final.results)
+    assert all(r.status == "ok" for r in final.runs)
 
     again = xpubench("run", "--resume", str(out), "--no-progress")  # nothing left: no new record
     again.communicate(timeout=60)
-    assert again.returncode == 0 and len(store.load_file(out).results) == len(plan)
+    assert again.returncode == 0 and len(store.load_file(out).runs) == len(planned)
 
 
 def test_second_run_on_the_same_file_is_refused(tmp_path):

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from xpubench.harness.stats import summarize
@@ -219,3 +220,43 @@ def test_without_in_step_budget_processes_decide_at_epoch_ends_together():
                        clock=clock)
     assert dev.steps_run == 20 and asked == [True] and out.metrics["epochs_run"] == 2
     assert out.metrics["budget_hit"] and out.metrics["budget_cut_steps"] is None
+
+
+# ---- two levels (processes, samples within them) ------------------------------------------------------
+
+def _processes(medians, spread=0.02, n=9, seed=0):
+    rng = np.random.default_rng(seed)
+    return [m * (1 + rng.normal(0, spread, n)) for m in medians]
+
+
+def test_two_level_interval_covers_the_processes_not_only_the_samples():
+    from xpubench.harness.stats import two_level
+
+    agree = two_level(_processes([1.0, 1.01, 0.99, 1.0, 1.02]))
+    disagree = two_level(_processes([1.0, 1.01, 0.99, 1.0, 1.8]))
+    assert agree.disagreement is None and agree.ci95_low < 1.0 < agree.ci95_high
+    assert disagree.median == pytest.approx(1.0, abs=0.02)          # one slow process barely moves the figure
+    assert disagree.ci95_high > 1.5 > agree.ci95_high                # ... but the interval knows it can happen
+    assert disagree.disagreement == "bimodal" and "1 of 5 processes ran 1.8" in disagree.note
+    assert disagree.between_spread > 0.7 and disagree.within_spread < 0.05
+
+
+def test_one_process_is_the_ordinary_bootstrap_and_drift_is_not_bimodal():
+    from xpubench.harness.stats import hierarchical_bootstrap, two_level
+
+    [one] = _processes([1.0])
+    boot = hierarchical_bootstrap([one], resamples=4000)
+    ordinary = np.median(one[np.random.default_rng(5).integers(0, one.size, (4000, one.size))], axis=1)
+    assert abs(np.percentile(boot, 2.5) - np.percentile(ordinary, 2.5)) < 0.01
+    single = two_level(list(one))  # a flat list of numbers is one process
+    assert single.processes == 1 and single.between_spread is None and single.disagreement is None
+    drift = two_level(_processes([1.0, 1.05, 1.10, 1.15, 1.20], spread=0.005))
+    assert drift.disagreement == "machine state changed" and "span 19%" in drift.note and "0.5% inside" in drift.note
+
+
+def test_separated_needs_every_process_beyond_every_other():
+    from xpubench.harness.stats import separated
+
+    assert separated(_processes([1.0, 1.01, 0.99]), _processes([1.2, 1.25, 1.22], seed=1))
+    assert not separated(_processes([1.0, 1.01, 0.99]), _processes([1.2, 1.0, 1.22], seed=1))
+    assert not separated([], _processes([1.0]))

@@ -28,7 +28,7 @@ def test_four_faults_and_every_other_case_ok(tmp_path):
     results = xpubench.run(
         workloads=["selftest", "matmul"], backends=["numpy"], sizes=[64, 32], time_budget_s=0.2,
         options={"behaviours": behaviours}, output=out, timeout_s=4, memory_limit_bytes=1 << 30,
-        environment=environment(),
+        environment=environment(), processes=2,
     )
     by_behaviour = {r.case["options"].get("behaviour"): r for r in results if r.case["workload"] == "selftest"}
     for behaviour, status in FAULTS.items():
@@ -48,13 +48,17 @@ def test_four_faults_and_every_other_case_ok(tmp_path):
     plan = [Case.from_dict(d) for d in __import__("json").loads(plan_path(out).read_text())["cases"]]
     assert [r.case["run_id"] for r in saved] == [c.run_id for c in plan] == [r.case["run_id"] for r in results]
     assert [r.status for r in saved] == [r.status for r in results]
+    # two processes per case, round by round; a case whose first process failed starts no second one
+    runs = store.load_file(out).runs
+    assert [r.process for r in runs] == [0] * len(plan) + [1] * len(others)
+    assert [len(r.runs) for r in saved] == [2 if r.status == "ok" else 1 for r in saved]
 
 
 def test_batches_given_out_of_order_are_run_ascending_and_skipped_after_oom(tmp_path):
     results = xpubench.run(
         workloads=["selftest"], backends=["numpy"], batch_sizes=[1024, 256, 512, 256],
         options={"behaviour": "oom"}, output=tmp_path / "b.jsonl", timeout_s=20,
-        memory_limit_bytes=1 << 30, environment=environment(),
+        memory_limit_bytes=1 << 30, environment=environment(), processes=1,
     )
     assert [(r.case["batch_size"], r.status) for r in results] == [
         (256, "oom"), (512, "skipped"), (1024, "skipped")]
@@ -64,7 +68,7 @@ def test_batches_given_out_of_order_are_run_ascending_and_skipped_after_oom(tmp_
 def test_placement_mismatch_is_an_error_not_a_silent_fallback(tmp_path):
     results = xpubench.run(
         workloads=["selftest"], backends=["numpy"], output=tmp_path / "p.jsonl", environment=environment(),
-        options={"behaviours": [{"behaviour": "ok", "placement": "gpu:0"}, {"behaviour": "ok"}]},
+        processes=1, options={"behaviours": [{"behaviour": "ok", "placement": "gpu:0"}, {"behaviour": "ok"}]},
     )
     assert [r.status for r in results] == ["error", "ok"]
     assert results[0].message == "ran on gpu:0, not on the requested cpu"

@@ -22,8 +22,9 @@ from typing import Any
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
+from xpubench.results.aggregate import aggregate_all
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
-from xpubench.results.schema import Result
+from xpubench.results.schema import Result, Run
 
 
 def default_output() -> Path:
@@ -32,6 +33,7 @@ def default_output() -> Path:
 
 
 PLAN_VERSION = 1
+DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
 MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
 
 
@@ -75,7 +77,9 @@ def _read_plan(output: Path) -> tuple[list[Case], dict]:
     return cases, settings
 
 
-def check_run_settings(timeout_s, memory_limit_bytes) -> None:
+def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise UserError(f"--processes must be a whole number of at least 1, got {processes!r}")
     if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
                                   or not 0 < timeout_s < float("inf")):
         raise UserError(f"--timeout must be a number of seconds above 0, got {timeout_s!r}")
@@ -90,36 +94,41 @@ def check_run_settings(timeout_s, memory_limit_bytes) -> None:
 class RunHooks:
     """Callbacks the terminal uses for progress; all optional."""
 
-    on_plan: Callable[[list[Case], list[Case]], None] | None = None   # (all cases, cases to run)
-    on_start: Callable[[Case], None] | None = None
-    on_result: Callable[[Result], None] | None = None
+    on_plan: Callable[[list[Case], int, int], None] | None = None     # (cases, processes, runs left)
+    on_start: Callable[[Case, int], None] | None = None                # (case, process index)
+    on_result: Callable[[Run], None] | None = None                     # one process's run
     on_warning: Callable[[str], None] | None = None
 
 
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
-        memory_limit_bytes: int | None = None, environment: dict | None = None,
+        memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
         hooks: RunHooks | None = None, **request_fields: Any) -> list[Result]:
-    """Plan, run every case in its own worker process, append each result to ``output`` as it ends.
+    """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
+    interleaved with the other cases), append each process's result to ``output`` as it ends.
 
     Pass a PlanRequest or its fields as keywords (``workloads=["matmul"], backends=["numpy"]``).
-    With ``resume=FILE`` the plan is read back from FILE's sidecar and only cases with no result in
-    FILE run. Returns the results of this call (for resume: the old ones too).
+    With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
+    in FILE run. Returns one Result per case (for resume: the earlier ones too).
     """
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
 
     hooks = hooks or RunHooks()
-    check_run_settings(timeout_s, memory_limit_bytes)
-    previous: list[Result] = []
+    check_run_settings(timeout_s, memory_limit_bytes, processes)
+    previous: list[Run] = []
     with contextlib.ExitStack() as stack:
         if resume is not None:
             if output is not None and Path(output) != Path(resume):
                 raise UserError("--resume appends to the file it resumes: give no other output")
             out = Path(resume)
-            cases, todo, previous, settings = _resume_state(out, request, request_fields, hooks, stack)
+            if processes is not None:
+                raise UserError("--resume runs the number of processes its plan has: drop --processes")
+            cases, previous, settings = _resume_state(out, request, request_fields, hooks, stack)
             timeout_s = timeout_s or settings.get("timeout_s")
             memory_limit_bytes = memory_limit_bytes or settings.get("memory_limit_bytes")
-            env = environment or (_detect() if todo else {})
+            processes = settings.get("processes") or 1  # plans written before processes were repeated: 1
+            left = _runs_left(cases, processes, previous)
+            env = environment or (_detect() if left else {})
         else:
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
@@ -127,25 +136,35 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             if out.exists() and out.stat().st_size:
                 raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
             env = environment or _detect()
-            cases = todo = build_cases(request, env)
+            cases = build_cases(request, env)
+            processes = processes or DEFAULT_PROCESSES
+            left = len(cases) * processes
             for note in plan_notes(request, env, cases):
                 _warn(hooks, note)
             out.touch()
-            _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes})
+            _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
+                                     "processes": processes})
             stack.enter_context(store.exclusive(plan_path(out)))
         if hooks.on_plan:
-            hooks.on_plan(cases, todo)
-        quick_default = 600.0 if all(c.steps for c in todo if c.mode != "matmul") else DEFAULT_TIMEOUT_S
+            hooks.on_plan(cases, processes, left)
+        quick_default = 600.0 if all(c.steps for c in cases if c.mode != "matmul") else DEFAULT_TIMEOUT_S
         fp = fingerprint(env)
-        busy = busy_note(fp.get("cpu_busy_at_start")) if todo else None
+        busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)
-        results = run_cases(
-            todo, out, fingerprint=fp, timeout_s=timeout_s or quick_default,
+        runs = run_cases(
+            cases, out, fingerprint=fp, processes=processes, timeout_s=timeout_s or quick_default,
             memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
             earlier=previous,
         )
-    return previous + results
+    return aggregate_all(previous + runs)
+
+
+def _runs_left(cases: list[Case], processes: int, previous: list[Run]) -> int:
+    """Worker processes a resumed run still has to start (a case with a failed process starts no more)."""
+    done = {(r.case.get("run_id"), r.process) for r in previous}
+    stopped = {r.case.get("run_id") for r in previous if r.status != "ok"}
+    return sum(1 for c in cases for i in range(processes) if (c.run_id, i) not in done and c.run_id not in stopped)
 
 
 def _warn(hooks: RunHooks, message: str) -> None:
@@ -185,7 +204,7 @@ def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
 
 
 def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: contextlib.ExitStack):
-    """(all cases, cases still to run, results already in ``out``, the run's settings) for --resume.
+    """(all cases, runs already in ``out``, the run's settings) for --resume.
 
     The file is locked first, then read; a torn last line is cut off only once the rest has loaded."""
     if request is not None or request_fields:
@@ -194,10 +213,10 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
         raise UserError(f"cannot resume {out}: no such file")
     cases, settings = _read_plan(out)
     stack.enter_context(store.exclusive(plan_path(out)))
-    previous: list[Result] = []
+    previous: list[Run] = []
     if out.stat().st_size:
         loaded = store.load_file(out)  # refuses a file that is not results before anything changes
-        previous = loaded.results
+        previous = loaded.runs
     warning = store.drop_torn_tail(out)
     if warning and hooks.on_warning:
         hooks.on_warning(warning)
@@ -206,8 +225,7 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
     stray = [r for r in previous if r.case.get("run_id") not in planned]
     if stray and hooks.on_warning:
         hooks.on_warning(f"{out}: {len(stray)} result(s) are not in its plan {plan_path(out).name}; kept as they are")
-    done = {r.case.get("run_id") for r in previous}
-    return cases, [c for c in cases if c.run_id not in done], previous, settings
+    return cases, previous, settings
 
 
 def load(paths) -> Any:

@@ -140,7 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="TOML file with the same options")
     run.add_argument("-o", "--output", help="results file (JSON Lines)")
     run.add_argument("--resume", help="finish the cases of an interrupted results file")
-    run.add_argument("--timeout", type=_seconds, help="seconds per case before it is killed")
+    run.add_argument("--processes", type=_positive, metavar="K",
+                     help="worker processes per case, interleaved with the other cases (default 3; the "
+                          "machine's noise between processes is measured only with 2 or more)")
+    run.add_argument("--timeout", type=_seconds, help="seconds per worker process before it is killed")
     run.add_argument("--memory-limit", type=_size_bytes, help="address-space cap per worker, e.g. 8G")
     run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
                      help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")

@@ -18,12 +18,12 @@ CONFIG_KEYS = {
     "time_budget": ("time_budget_s", False), "data": ("data", False), "data_dir": ("data_dir", False),
     "compile": ("compile", False), "seed": ("seed", False), "quick": ("quick", False),
 }
-RUN_KEYS = {"output", "timeout", "memory_limit", "devices", "scaling", "lr_scaling", "selftest", "options",
+RUN_KEYS = {"output", "timeout", "memory_limit", "processes", "devices", "scaling", "lr_scaling", "selftest", "options",
             "save_weights", "download", "sync"}
 # flags that shape the plan: with --resume the plan comes from the results file instead
 PLAN_FLAGS = ("workload", "backend", "device", "precision", "batch_size", "size", "mode", "devices", "epochs",
               "steps", "train_samples", "eval_samples", "time_budget", "data", "data_dir", "compile", "seed",
-              "config", "output", "selftest", "save_weights", "sync")
+              "config", "output", "selftest", "save_weights", "sync", "processes")
 PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick", "download")
 
 
@@ -65,11 +65,11 @@ def read_config(path: str) -> dict:
 
 
 def _run_options(config: dict, args) -> dict:
-    """output / timeout / memory_limit from the file, then the flags; each checked."""
+    """output / timeout / memory_limit / processes from the file, then the flags; each checked."""
     from xpubench.cli import parse_size
 
     opts = {}
-    for key in ("output", "timeout", "memory_limit"):
+    for key in ("output", "timeout", "memory_limit", "processes"):
         value = getattr(args, key, None)
         opts[key] = value if value is not None else config.get(key)
     if opts["output"] is not None and not isinstance(opts["output"], str):
@@ -82,6 +82,9 @@ def _run_options(config: dict, args) -> dict:
         opts["memory_limit"] = parse_size(str(m))
     elif m is not None:
         raise UserError(f"memory_limit must be a size like \"8G\", got {m!r}")
+    k = opts["processes"]
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise UserError(f"processes must be a whole number of at least 1, got {k!r}")
     return opts
 
 
@@ -187,11 +190,11 @@ def _execute_run(args, console) -> int:
 
     if args.resume:
         _check_resume_flags(args)
-        timeout, memory_limit = _run_options({}, args)["timeout"], args.memory_limit
+        timeout, memory_limit, processes = _run_options({}, args)["timeout"], args.memory_limit, None
     else:
         request, opts = request_from(args)
-        timeout, memory_limit = opts["timeout"], opts["memory_limit"]
-    api.check_run_settings(timeout, memory_limit)
+        timeout, memory_limit, processes = opts["timeout"], opts["memory_limit"], opts["processes"]
+    api.check_run_settings(timeout, memory_limit, processes)
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
     fresh = []  # the results of this call (with --resume, api.run also returns the earlier ones)
 
@@ -209,7 +212,7 @@ def _execute_run(args, console) -> int:
         out = Path(opts["output"]) if opts.get("output") else api.default_output()
         with progress:
             results = api.run(request, output=out, timeout_s=timeout, memory_limit_bytes=memory_limit,
-                              hooks=hooks)
+                              processes=processes, hooks=hooks)
     print_run_tables(results, console)
     console.print(f"results: {out}", highlight=False)
     return summarize_failures(fresh)
@@ -239,7 +242,7 @@ def summarize_failures(results) -> int:
     measurements of this machine and leave the exit code 0."""
     from xpubench.harness.worker import USER_ERRORS
 
-    failed = [r for r in results if r.status not in ("ok", "skipped")]
+    failed = list({r.key: r for r in results if r.status not in ("ok", "skipped")}.values())
     user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]
     if user:
         first = user[0]

@@ -1,4 +1,5 @@
-"""Runs a list of cases, each in its own worker process, and appends each result as soon as it exists.
+"""Runs a list of cases, each in several worker processes of its own (interleaved with the other cases),
+and appends each process's result as soon as it exists.
 
 A crash (signal), a host OOM (SIGKILL from the kernel), a timeout or an exception in one case becomes
 that case's result; the sweep goes on. After an OOM at batch size B, larger batch sizes of the same
@@ -17,13 +18,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from xpubench.harness import scaling
 from xpubench.harness.metrics import add_peak_metrics
 from xpubench.harness.worker import DEVICE_OOM_MARKERS, MEMORY_LIMIT_ENV, is_accelerator
 from xpubench.plan import Case
-from xpubench.results import store
+from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
-from xpubench.results.schema import STATUSES, Result, finite
+from xpubench.results.schema import STATUSES, Run, finite
 
 DEFAULT_TIMEOUT_S = 3600.0
 DEVICE_ALIASES = {"cuda": "gpu", "rocm": "gpu", "hip": "gpu"}
@@ -174,37 +174,54 @@ def _oom_group(case: Case) -> tuple:
     return (case.workload, case.backend, case.device, case.mode, case.precision, case.devices)
 
 
+def schedule(cases: list[Case], processes: int) -> list[tuple[Case, int]]:
+    """The order worker processes run in: round by round, every case once per round (process i of every
+    case before process i + 1 of any), so a slow spell of the machine touches many cases a little
+    rather than one case wholly."""
+    return [(case, process) for process in range(processes) for case in cases]
+
+
 def run_cases(
     cases: Iterable[Case],
     out_path: Path | None,
     *,
     fingerprint: dict,
+    processes: int = 1,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_bytes: int | None = None,
-    on_start: Callable[[Case], None] | None = None,
-    on_result: Callable[[Result], None] | None = None,
-    earlier: Iterable[Result] = (),
-) -> list[Result]:
-    """Run every case; each result is appended to ``out_path`` (if given) the moment it is known.
+    on_start: Callable[[Case, int], None] | None = None,
+    on_result: Callable[[Run], None] | None = None,
+    earlier: Iterable[Run] = (),
+) -> list[Run]:
+    """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
+    appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call.
 
-    ``earlier`` are results already in the file (``--resume``): their OOMs still skip larger batches.
-    If appending fails (disk full), the results of this call not yet in the file are saved next to it
-    (or in the temp folder) and AppendError says where; nothing that ran is lost."""
-    results: list[Result] = []
+    ``earlier`` are runs already in the file (``--resume``): those processes are not run again, and
+    their OOMs still skip larger batches. A case whose process did not end ok runs no further processes
+    (a crash or a timeout would only repeat; its runs so far are kept). If appending fails (disk full),
+    the runs of this call not yet in the file are saved next to it (or in the temp folder) and
+    AppendError says where; nothing that ran is lost."""
+    runs: list[Run] = []
     oom_at: dict[tuple, int] = {}
     earlier = list(earlier)
+    done = {(r.case.get("run_id"), r.process) for r in earlier}
+    stopped = {r.case.get("run_id") for r in earlier if r.status != "ok"}
     for r in earlier:
         _note_oom(oom_at, Case.from_dict(r.case), r.status)
-    for case in cases:
+    for case, process in schedule(list(cases), processes):
+        if (case.run_id, process) in done or case.run_id in stopped:
+            continue
         if on_start:
-            on_start(case)
+            on_start(case, process)
         started = utc_now()
         group = _oom_group(case)
+        before = machine.snapshot()
         if case.batch_size and group in oom_at and case.batch_size > oom_at[group]:
             outcome, wall = {"status": "skipped", "message": (
                 f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
         else:
             outcome, wall = run_one(case, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
+        state = machine.state(before, machine.snapshot())
         _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
             problem = placement_problem(case, outcome.get("placement"))
@@ -212,20 +229,22 @@ def run_cases(
                 outcome.update(status="error", message=problem)
             else:
                 add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
-                scaling.annotate(outcome["metrics"], case.as_dict(), [*earlier, *results])
-        result = Result(
+        if outcome["status"] != "ok":
+            stopped.add(case.run_id)
+        run = Run(
             case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
             metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
             series=finite(outcome.get("series") or {}),
             artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
             fingerprint=fingerprint, started_at=started, duration_s=round(wall, 3),
+            process=process, processes=processes, machine=state,
         )
-        results.append(result)
+        runs.append(run)
         if out_path is not None:
-            _append_or_save(out_path, result)
+            _append_or_save(out_path, run)
         if on_result:
-            on_result(result)
-    return results
+            on_result(run)
+    return runs
 
 
 def _note_oom(oom_at: dict[tuple, int], case: Case, status: str) -> None:
@@ -234,14 +253,14 @@ def _note_oom(oom_at: dict[tuple, int], case: Case, status: str) -> None:
         oom_at[group] = min(case.batch_size, oom_at.get(group, case.batch_size))
 
 
-def _append_or_save(out_path: Path, result: Result) -> None:
-    """Append; on failure save this result elsewhere and stop the sweep with one line saying where.
-    (Every earlier result of the sweep is already in the file.)"""
+def _append_or_save(out_path: Path, run: Run) -> None:
+    """Append; on failure save this run elsewhere and stop the sweep with one line saying where.
+    (Every earlier run of the sweep is already in the file.)"""
     try:
-        store.append(out_path, result)
+        store.append(out_path, run)
     except store.AppendError as exc:
-        saved_to = store.save_fallback(out_path, [result])
-        where = (f"the result of {result.key} is in {saved_to} (append it: cat {saved_to} >> {out_path})"
-                 if saved_to else f"the result of {result.key} could not be saved anywhere")
+        saved_to = store.save_fallback(out_path, [run])
+        where = (f"the result of {run.key} is in {saved_to} (append it: cat {saved_to} >> {out_path})"
+                 if saved_to else f"the result of {run.key} could not be saved anywhere")
         raise store.AppendError(f"{exc}; earlier results are intact; {where}; "
                                 f"free space, then finish with --resume {out_path}") from None

@@ -15,6 +15,7 @@ import pandas as pd
 from xpubench.report.compare import RatioEstimate, ratio_estimate
 from xpubench.report.frame import ResultSet, column, many_sources, ok_rows, series_label
 from xpubench.report.tables import fmt_seconds
+from xpubench.results.aggregate import process_groups
 from xpubench.units import fmt_flops
 
 SETUP = ["source", "backend", "device", "precision", "devices"]
@@ -25,15 +26,16 @@ def _name(row, multi: bool) -> str:
     return series_label(row, with_source=multi) + chip
 
 
-def _per_sample(data: ResultSet, row) -> np.ndarray:
-    """Raw times per sample, so cases at different batch sizes compare fairly: training steps over the
-    global batch, inference passes over the evaluation set (the samples/s figure), matmul windows as is."""
+def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
+    """Raw times per sample, one array per worker process, so cases at different batch sizes compare
+    fairly: training steps over the global batch, inference passes over the evaluation set (the
+    samples/s figure), matmul windows as is."""
     result = data.result(row)
     if row["mode"] == "infer" and result.samples.get("pass_s") and pd.notna(row.get("eval_samples")):
-        return np.asarray(result.samples["pass_s"], dtype=float) / float(row["eval_samples"])
+        return [np.asarray(g, dtype=float) / float(row["eval_samples"]) for g in process_groups(result, "pass_s")]
     sizes = [row.get(name) for name in ("global_batch", "batch", "batch_size")]
     per = next((float(v) for v in sizes if v is not None and pd.notna(v) and v), 1.0)
-    return data.samples(row) / per
+    return [g / per for g in data.groups(row)]
 
 
 def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:

@@ -64,8 +64,10 @@ def build_report(loaded) -> Report:
     secs: list[Section] = []
     bullets = advice.advice(data)
     secs.append(Section("Which device for what", "advice", intro=(
-        "Written from the measurements below. A difference is called only when the 95% bootstrap interval "
-        "of the ratio (over the raw samples) excludes 1 and the change is at least 5%." if bullets else
+        "Written from the measurements below. A difference is called only when the 95% interval of the "
+        "ratio (a bootstrap over the worker processes, then the samples within them) excludes 1, the change "
+        "is at least 5%, and every process of the slower case was slower than every process of the faster "
+        "one." if bullets else
         "No case finished ok: nothing to advise."), bullets=bullets))
     if not ok_rows(frame, "train").empty:
         secs.append(Section("Training", "training", intro=(
@@ -92,7 +94,8 @@ def build_report(loaded) -> Report:
     if not fw.empty:
         secs.append(Section("PyTorch against JAX", "frameworks", intro=(
             "The same case in both frameworks on the same device: ratio of median times as a speed ratio "
-            "(> 1: JAX faster), 95% bootstrap interval over the raw samples."), tables=_tables(("", fw, ""))))
+            "(> 1: JAX faster), 95% bootstrap interval over the worker processes and their samples."),
+            tables=_tables(("", fw, ""))))
     if not ok_rows(frame, "infer").empty:
         secs.append(Section("Inference and precision", "inference", intro=(
             "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
@@ -108,8 +111,17 @@ def build_report(loaded) -> Report:
             "Image classifiers trained on real data: the test images the model got wrong, most confident "
             "mistakes first."), charts=gallery))
     secs.append(Section("Spread of every figure", "spread", intro=(
-        "The raw samples behind each headline figure. ! marks a figure the harness flagged (CV >= 10%, "
-        "fewer than 3 samples, or a cut time budget)."), tables=_tables(("", sections.spread_table(data), ""))))
+        "The raw samples behind each headline figure, at both levels: each case ran in several worker "
+        "processes; the figure is the median of their medians, its 95% interval a bootstrap over processes "
+        "then samples. ! marks a figure the harness flagged (CV >= 10%, fewer than 3 samples, a cut time "
+        "budget, or processes that disagree)."), tables=_tables(("", sections.spread_table(data), ""))))
+    disagree = sections.disagreement_table(data)
+    if not disagree.empty:
+        secs.append(Section("Processes that disagreed", "disagreement", intro=(
+            "Cases whose worker processes disagreed far more than the samples inside each process: the "
+            "machine's state changed between processes (another job, the hypervisor, thread placement). "
+            "What the machine was doing around each process: load average, clock, steal time (on a VM)."),
+            tables=_tables(("", disagree, ""))))
     failed = sections.status_table(frame)
     if not failed.empty:
         secs.append(Section("Cases that did not finish ok", "failed", tables=_tables(("", failed, ""))))

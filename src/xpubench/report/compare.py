@@ -1,14 +1,18 @@
 """`xpubench compare A B [C ...]`: every case of B (and C ...) that matches a case of A by its key, side by
 side, with the time ratio and a 95% confidence interval.
 
-The statistic (docs/reports.md): each case's headline raw samples (matmul ``warm_s``, training
-``step_s``, inference ``latency_s``) are resampled with replacement, independently in each file
-(seeded percentile bootstrap, 5,000 resamples); the interval is the 2.5th-97.5th percentile of
-median(B*) / median(A*). A difference is called only when the interval excludes 1 **and** the ratio
-is at least ``min_change`` (default 5%) away from 1: the samples of one run do not see run-to-run
-drift (another process, a clock change), so tiny but "significant" changes are not reported as real.
-Otherwise the verdict is "not significant". Fewer than 3 samples on either side: "not significant"
-(spread unknown).
+The statistic (docs/reports.md, docs/methodology.md): a case's figure is the median of its worker
+processes' medians of the headline raw samples (matmul ``warm_s``, training ``step_s``, inference
+``latency_s``). Its bootstrap resamples both levels, independently in each file: the processes with
+replacement, then each drawn process's samples (seeded, 5,000 resamples); the interval is the
+2.5th-97.5th percentile of figure(B*) / figure(A*). A difference is called only when
+- the interval excludes 1,
+- the ratio is at least ``min_change`` (default 5%) away from 1, and
+- with two or more processes on each side, the processes separate: every process of one side was
+  slower than every process of the other (one slow process, the machine's doing, can't make a verdict).
+Otherwise the verdict is "not significant". With one process on a side the between-process noise is
+unknown: a difference is still called from the samples, but marked "(provisional)". Fewer than 3
+samples on either side: "not significant" (spread unknown).
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from xpubench.errors import UserError
+from xpubench.harness.stats import as_groups, hierarchical_bootstrap, separated
 from xpubench.report.environment import differences, file_fingerprints
-from xpubench.report.frame import Entry, entries, timing_name, timing_samples
+from xpubench.report.frame import Entry, entries, timing_name
 from xpubench.results import store
+from xpubench.results.aggregate import process_groups
 from xpubench.results.schema import finite
 
 RESAMPLES = 5000
@@ -41,48 +47,72 @@ RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "
 MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "matmul_precision": "matmul precision"}
 
 
+PROVISIONAL = ("one process on a side: the machine's noise between processes (1.8x seen on shared VMs) is "
+               "not in the interval; measure with --processes 3 or more")
+
+
 @dataclass(frozen=True)
 class RatioEstimate:
-    ratio: float            # median(b) / median(a)
-    low: float              # bootstrap interval of the ratio
+    ratio: float            # figure(b) / figure(a), figure = median of the process medians
+    low: float              # two-level bootstrap interval of the ratio
     high: float
     significant: bool
-    verdict: str            # "1.52x slower", "1.10x faster", "not significant"
-    note: str = ""          # why it is not significant, when not obvious
+    verdict: str            # "1.52x slower", "1.10x faster", "not significant", "... (provisional)"
+    note: str = ""          # why it is not significant, or why it is provisional
+    processes_a: int = 1
+    processes_b: int = 1
+
+    @property
+    def provisional(self) -> bool:
+        return self.significant and min(self.processes_a, self.processes_b) < 2
 
 
 def ratio_estimate(a, b, *, min_change: float = MIN_CHANGE, seed: int = 0) -> RatioEstimate | None:
-    """Ratio of medians of two sets of times (b over a) with its bootstrap interval; None without data."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.size == 0 or b.size == 0 or np.median(a) <= 0:
+    """Figure of B over figure of A with its two-level bootstrap interval (see the module docstring);
+    ``a`` and ``b`` are samples of one process or a list of per-process samples. None without data."""
+    ga, gb = as_groups(a), as_groups(b)
+    if not ga or not gb:
         return None
-    ratio = float(np.median(b) / np.median(a))
-    rng = np.random.default_rng(seed)
-    boot_a = np.median(a[rng.integers(0, a.size, (RESAMPLES, a.size))], axis=1)
-    boot_b = np.median(b[rng.integers(0, b.size, (RESAMPLES, b.size))], axis=1)
+    fig_a = float(np.median([np.median(g) for g in ga]))
+    fig_b = float(np.median([np.median(g) for g in gb]))
+    if fig_a <= 0:
+        return None
+    ratio = fig_b / fig_a
+    boot = hierarchical_bootstrap(gb, resamples=RESAMPLES, seed=seed + 1) / hierarchical_bootstrap(
+        ga, resamples=RESAMPLES, seed=seed)
     tail = (1 - LEVEL) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot_b / boot_a, [tail, 100 - tail]))
-    if min(a.size, b.size) < MIN_SAMPLES:
-        return RatioEstimate(ratio, low, high, False, "not significant",
-                             f"fewer than {MIN_SAMPLES} samples: spread unknown")
+    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    counts = {"processes_a": len(ga), "processes_b": len(gb)}
+
+    def not_significant(note: str) -> RatioEstimate:
+        return RatioEstimate(ratio, low, high, False, "not significant", note, **counts)
+
+    if min(sum(g.size for g in ga), sum(g.size for g in gb)) < MIN_SAMPLES:
+        return not_significant(f"fewer than {MIN_SAMPLES} samples: spread unknown")
     if low <= 1.0 <= high:
-        return RatioEstimate(ratio, low, high, False, "not significant", "the 95% interval contains 1")
+        return not_significant("the 95% interval contains 1")
     if abs(ratio - 1.0) < min_change:
-        return RatioEstimate(ratio, low, high, False, "not significant",
-                             f"a change below {min_change:.0%} (run-to-run drift)")
+        return not_significant(f"a change below {min_change:.0%} (run-to-run drift)")
+    provisional = min(len(ga), len(gb)) < 2
+    if not provisional and not separated(ga, gb):
+        return not_significant("the processes overlap: a process of the faster side was slower than one of "
+                               "the other (the machine's state, not the code, can explain it)")
     verdict = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
-    return RatioEstimate(ratio, low, high, True, verdict)
+    if provisional:
+        return RatioEstimate(ratio, low, high, True, f"{verdict} (provisional)", PROVISIONAL, **counts)
+    return RatioEstimate(ratio, low, high, True, verdict, **counts)
 
 
 @dataclass
 class CompareRow:
     key: str
     figure: str | None          # the raw samples compared, e.g. "step_s"
-    median_a_s: float | None
+    median_a_s: float | None    # the figure: median of the process medians
     median_b_s: float | None
-    n_a: int
+    n_a: int                    # samples, all processes together
     n_b: int
+    processes_a: int
+    processes_b: int
     ratio: float | None         # time of B / time of A (> 1: B is slower)
     ci_low: float | None
     ci_high: float | None
@@ -114,16 +144,19 @@ class Comparison:
 
 def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> CompareRow:
     ra, rb = a.result, b.result
-    sa, sb = timing_samples(ra), timing_samples(rb)
     figure = timing_name(ra) if timing_name(ra) == timing_name(rb) else None
-    base = {"key": ra.key, "figure": figure, "n_a": int(sa.size), "n_b": int(sb.size),
-            "median_a_s": float(np.median(sa)) if sa.size else None,
-            "median_b_s": float(np.median(sb)) if sb.size else None}
+    ga, gb = (as_groups(process_groups(r, figure)) if figure else [] for r in (ra, rb))
+
+    def fig(groups):
+        return float(np.median([np.median(g) for g in groups])) if groups else None
+
+    base = {"key": ra.key, "figure": figure, "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
+            "processes_a": len(ga), "processes_b": len(gb), "median_a_s": fig(ga), "median_b_s": fig(gb)}
     bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]
     if bad:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: " + ", ".join(bad))
-    est = ratio_estimate(sa, sb, min_change=min_change) if figure else None
+    est = ratio_estimate(ga, gb, min_change=min_change) if figure else None
     if est is None:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: no timing samples")

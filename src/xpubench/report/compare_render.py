@@ -6,28 +6,41 @@ import pandas as pd
 from rich.table import Table
 
 from xpubench.report import html as html_out
+from xpubench.report.compare import PROVISIONAL
 from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.tables import fmt_seconds
 
 
 def explain(comparisons) -> str:
     change = comparisons[0].min_change if comparisons else 0.05
-    return ("time = median of each case's raw samples (matmul warm_s, training step_s, inference latency_s); "
-            "B/A > 1 means B is slower; 95% CI from a seeded bootstrap over the raw samples of both files; "
-            f"a difference is called only when the CI excludes 1 and the change is at least {change:.0%}.")
+    text = ("time = median of each case's worker-process medians of its raw samples (matmul warm_s, training "
+            "step_s, inference latency_s); B/A > 1 means B is slower; 95% CI from a seeded bootstrap over the "
+            "processes, then the samples within them, of both files; a difference is called only when the CI "
+            f"excludes 1, the change is at least {change:.0%} and every process of one side was slower than "
+            "every process of the other.")
+    if any(r.note == PROVISIONAL for c in comparisons for r in c.rows):
+        text += f" (provisional): {PROVISIONAL}."
+    return text
+
+
+def _figure(seconds, n: int, processes: int) -> str:
+    if not n:
+        return fmt_seconds(seconds)
+    return fmt_seconds(seconds) + (f" ({processes}x{round(n / processes)})" if processes > 1 else f" (n={n})")
 
 
 def rows_frame(comparison) -> pd.DataFrame:
-    """One comparison's rows as strings, in display order."""
+    """One comparison's rows as strings, in display order. A figure's (KxN): K processes of about N samples."""
     out = []
     for r in comparison.rows:
+        quiet = ("", "the 95% interval contains 1", PROVISIONAL)
         out.append({
             "case": r.key, "timing": r.figure or "n/a",
-            f"A: {comparison.baseline}": fmt_seconds(r.median_a_s) + (f" (n={r.n_a})" if r.n_a else ""),
-            f"B: {comparison.other}": fmt_seconds(r.median_b_s) + (f" (n={r.n_b})" if r.n_b else ""),
+            f"A: {comparison.baseline}": _figure(r.median_a_s, r.n_a, r.processes_a),
+            f"B: {comparison.other}": _figure(r.median_b_s, r.n_b, r.processes_b),
             "B/A": "n/a" if r.ratio is None else f"{r.ratio:.3f}",
             "95% CI": "n/a" if r.ci_low is None else f"{r.ci_low:.3f} - {r.ci_high:.3f}",
-            "verdict": r.verdict + (f" ({r.note})" if r.note and r.note != "the 95% interval contains 1" else ""),
+            "verdict": r.verdict + (f" ({r.note})" if r.note not in quiet else ""),
         })
     return pd.DataFrame(out)
 

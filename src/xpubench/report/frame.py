@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from xpubench.results.aggregate import HEADLINE, headline_name, process_groups
 from xpubench.results.schema import Result
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
 NOISY_CV = 0.10          # the harness's own rule (harness/stats.py CV_WARN)
-# the raw samples that carry a case's headline time, by mode (first one present wins)
-TIMING_SAMPLES = {"matmul": ("warm_s",), "train": ("step_s",), "infer": ("latency_s", "pass_s")}
+TIMING_SAMPLES = HEADLINE  # the raw samples that carry a case's headline time, by mode
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,7 @@ def entries(loaded) -> list[Entry]:
 
 def timing_name(result: Result) -> str | None:
     """The raw samples that carry the case's headline time (``warm_s``, ``step_s``, ``latency_s``)."""
-    for name in TIMING_SAMPLES.get(result.case.get("mode", ""), ()):
-        if len(result.samples.get(name) or []) > 0:
-            return name
-    return None
+    return headline_name(result)
 
 
 def timing_samples(result: Result) -> np.ndarray:
@@ -166,6 +163,10 @@ class ResultSet:
 
     def samples(self, row) -> np.ndarray:
         return timing_samples(self.result(row))
+
+    def groups(self, row) -> list[np.ndarray]:
+        """The headline samples of each of the row's ok worker processes (compare.ratio_estimate's input)."""
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(self.result(row))]
 
 
 def series_label(row, *, with_source: bool, with_precision: bool = True, with_batch: bool = False) -> str:

@@ -6,6 +6,7 @@ files hold nothing for it. A figure the harness flagged as noisy ends in content
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from xpubench.report.compare import ratio_estimate
@@ -149,7 +150,7 @@ def framework_table(data: ResultSet) -> pd.DataFrame:
         if set(pair["backend"]) != {"torch", "jax"}:
             continue
         torch_row, jax_row = (pair[pair["backend"] == b].iloc[0] for b in ("torch", "jax"))
-        est = ratio_estimate(data.samples(jax_row), data.samples(torch_row))
+        est = ratio_estimate(data.groups(jax_row), data.groups(torch_row))
         speed = "n/a" if est is None else f"{est.ratio:.2f}x [{est.low:.2f}-{est.high:.2f}]"
         if est is None:
             verdict = "n/a"
@@ -167,8 +168,8 @@ def framework_table(data: ResultSet) -> pd.DataFrame:
 
 
 def _median(data: ResultSet, row):
-    samples = data.samples(row)
-    return float(pd.Series(samples).median()) if len(samples) else None
+    """The case's figure: the median of its processes' medians (the metric named like its samples)."""
+    return _num(row, row["timing"]) if row.get("timing") else None
 
 
 def inference_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -212,27 +213,59 @@ def scaling_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread_table(data: ResultSet) -> pd.DataFrame:
-    """Every headline figure with its spread: median, IQR, 95% interval, CV and the harness's warning."""
+    """Every headline figure with its spread at both levels: the figure (median of the worker processes'
+    medians), the samples' spread inside a process (median IQR / median), the processes' spread
+    (range of their medians / the figure), the two-level 95% interval and the harness's warning."""
     rows = ok_rows(data.frame)
     rows = rows[rows["timing"].notna()] if not rows.empty else rows
     multi = many_sources(rows)
     out = []
     for _, r in rows.iterrows():
-        s = pd.Series(data.samples(r))
-        median = float(s.median())
+        groups = data.groups(r)
+        within = [(np.percentile(g, 75) - np.percentile(g, 25)) / np.median(g) for g in groups if np.median(g)]
+        pm = [float(np.median(g)) for g in groups]
+        median = _median(data, r)
         lo, hi = _ci(r)
         out.append({**({"file": r["source"]} if multi else {}), "case": r["key"], "timing": r["timing"],
-                    "n": str(len(s)), "median": fmt_seconds(median),
-                    "IQR": f"{fmt_seconds(s.quantile(0.75) - s.quantile(0.25))} "
-                           f"({(s.quantile(0.75) - s.quantile(0.25)) / median:.1%})" if median else "n/a",
-                    "95% CI of median": f"{fmt_seconds(lo)} - {fmt_seconds(hi)}" if lo is not None else "n/a",
-                    "CV": f"{s.std() / s.mean():.1%}" if len(s) > 1 and s.mean() else "n/a",
+                    "processes x samples": f"{len(groups)} x {round(np.mean([g.size for g in groups]))}"
+                    if groups else "0",
+                    "median": fmt_seconds(median),
+                    "IQR in a process": f"{np.median(within):.1%}" if within else "n/a",
+                    "across processes": f"{(max(pm) - min(pm)) / median:.1%}" if len(pm) > 1 and median else "n/a",
+                    "95% CI": f"{fmt_seconds(lo)} - {fmt_seconds(hi)}" if lo is not None else "n/a",
                     "flag": _noisy(r, str(_num(r, "warning") or "ok"))})
     return pd.DataFrame(out)
 
 
+def disagreement_table(data: ResultSet) -> pd.DataFrame:
+    """The worker processes of every case whose processes disagreed far more than their own samples
+    ("bimodal", "machine state changed"), each with what the machine was doing around it."""
+    rows = ok_rows(data.frame)
+    if rows.empty or "process_disagreement" not in rows.columns:
+        return pd.DataFrame()
+    multi = many_sources(rows)
+    out = []
+    for _, r in rows[rows["process_disagreement"].notna()].iterrows():
+        for run in data.result(r).ok_runs:
+            samples = run.samples.get(r["timing"]) or []
+            m = run.machine or {}
+            out.append({**({"file": r["source"]} if multi else {}), "case": r["key"],
+                        "disagreement": str(r["process_disagreement"]),
+                        "process": f"{run.process + 1} of {run.processes}",
+                        "median": fmt_seconds(float(np.median(samples)) if samples else None),
+                        "load (1 min) start / end": f"{_opt(m.get('load_1m_start'))} / {_opt(m.get('load_1m_end'))}",
+                        "CPU MHz start / end": f"{_opt(m.get('cpu_mhz_start'), ',.0f')} / "
+                                               f"{_opt(m.get('cpu_mhz_end'), ',.0f')}",
+                        "steal": _pct(m.get("steal_fraction")), "machine busy": _pct(m.get("busy_fraction"))})
+    return pd.DataFrame(out)
+
+
+def _opt(value, spec: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def _ci(r):
-    prefix = {"warm_s": "warm", "step_s": "step", "latency_s": "latency"}.get(r["timing"])
+    prefix = str(r["timing"])[:-2] if r.get("timing") in ("warm_s", "step_s", "latency_s") else None
     lo, hi = (_num(r, f"{prefix}_ci95_low_s"), _num(r, f"{prefix}_ci95_high_s")) if prefix else (None, None)
     return (lo, hi) if lo is not None and hi is not None else (None, None)
 

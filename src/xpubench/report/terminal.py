@@ -27,6 +27,7 @@ class RunProgress:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, transient=True, disable=not enabled)
         self.task = None
+        self.processes = 1
 
     def __enter__(self):
         self.progress.__enter__()
@@ -35,18 +36,22 @@ class RunProgress:
     def __exit__(self, *exc):
         return self.progress.__exit__(*exc)
 
-    def plan(self, cases, todo) -> None:
-        if len(todo) < len(cases):
-            self.console.print(f"resuming: {len(cases) - len(todo)} of {len(cases)} cases already done")
-        self.task = self.progress.add_task("starting", total=len(todo))
+    def plan(self, cases, processes: int, left: int) -> None:
+        total = len(cases) * processes
+        if left < total:
+            self.console.print(f"resuming: {total - left} of {total} worker processes already done or not needed "
+                               f"({len(cases)} cases x {processes} processes)")
+        self.processes = processes
+        self.task = self.progress.add_task("starting", total=left)
 
-    def start(self, case) -> None:
-        self.progress.update(self.task, description=case.key)
+    def start(self, case, process: int) -> None:
+        self.progress.update(self.task, description=f"{case.key} [{process + 1}/{self.processes}]")
 
-    def result(self, result) -> None:
-        style = STATUS_STYLE.get(result.status, "")
-        detail = headline(result) if result.status == "ok" else result.message
-        self.console.print(f"[{style}]{result.status:>7}[/] {result.key}  {detail}", highlight=False)
+    def result(self, run) -> None:
+        style = STATUS_STYLE.get(run.status, "")
+        detail = headline(run) if run.status == "ok" else run.message
+        mark = f" [{run.process + 1}/{run.processes}]" if run.processes > 1 else ""
+        self.console.print(f"[{style}]{run.status:>7}[/] {run.key}{mark}  {detail}", highlight=False)
         self.progress.advance(self.task)
 
 
@@ -81,3 +86,7 @@ def print_run_tables(results, console: Console) -> None:
     bad = [r for r in results if r.status != "ok"]
     if bad:
         console.print(status_table(bad))
+    for r in ok:
+        if r.metrics.get("process_disagreement"):
+            note = next(w for w in r.metrics["warning"].split("; ") if w.startswith(("bimodal", "processes disagree")))
+            console.print(f"[yellow]noisy:[/] {r.key}: {note}", highlight=False)

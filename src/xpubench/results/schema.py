@@ -1,7 +1,14 @@
-"""The versioned result record: one per case, one JSON object per line of a results file.
+"""The versioned records of a results file, and the case-level result the reports read.
+
+A line of a results file is a :class:`Run`: what ONE worker process measured for one case. A case is
+measured by several processes (``--processes K``, interleaved with the other cases), so a case has up
+to K lines; :func:`xpubench.results.aggregate.aggregate` folds them into one :class:`Result`.
 
 Version history (a loader reads every version up to SCHEMA_VERSION and refuses newer ones):
-  1  first version.
+  1  first version: one record per case (one process).
+  2  one record per worker process: ``process`` (0-based index), ``processes`` (how many the run
+     planned for the case) and ``machine`` (load, clock and steal time around the process). A version 1
+     record reads as process 0 of 1 with no machine state.
 """
 
 from __future__ import annotations
@@ -13,14 +20,14 @@ from typing import Any
 
 from xpubench.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "oom", "timeout", "crash", "error", "skipped")
 FINAL_STATUSES = STATUSES  # every status is final: resume re-runs only cases with no record at all
 
 
 @dataclass
-class Result:
-    """What one case measured (or why it could not)."""
+class Run:
+    """What one worker process measured for one case (or why it could not): one line of a results file."""
 
     case: dict[str, Any]                                      # the Case that ran (plan.Case.as_dict())
     status: str                                               # one of STATUSES
@@ -32,12 +39,18 @@ class Result:
     placement: str | None = None                              # the device that actually ran the work
     fingerprint: dict[str, Any] = field(default_factory=dict)  # where and with what it ran
     started_at: str = ""                                      # ISO-8601 UTC
-    duration_s: float | None = None                           # wall time of the whole case
+    duration_s: float | None = None                           # wall time of the worker process
+    process: int = 0                                          # which of the case's processes (0-based)
+    processes: int = 1                                        # how many the run planned for the case
+    machine: dict[str, Any] = field(default_factory=dict)     # results/machine.py: load, clock, steal
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
+        if not (isinstance(self.process, int) and isinstance(self.processes, int) and 0 <= self.process
+                and self.processes >= 1) or isinstance(self.process, bool):
+            raise ValueError(f"bad process index {self.process!r} of {self.processes!r}")
 
     def to_json(self) -> str:
         """One line of strict JSON; NaN and infinities (a diverged loss) are written as null."""
@@ -46,6 +59,39 @@ class Result:
     @property
     def key(self) -> str:
         return self.case.get("key", "")
+
+
+@dataclass
+class Result:
+    """One case: its processes' runs folded together (results/aggregate.py). With one process, every
+    field is that run's own; with several, ``metrics`` hold the median over the processes that ended ok
+    (the headline time's interval from both levels), ``samples`` every such process's samples in turn."""
+
+    case: dict[str, Any]
+    status: str
+    message: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    series: dict[str, list[float]] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    placement: str | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""                                      # the first process's start
+    duration_s: float | None = None                           # wall time of all its processes together
+    runs: list[Run] = field(default_factory=list)             # the processes, in the order they ran
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+    @property
+    def key(self) -> str:
+        return self.case.get("key", "")
+
+    @property
+    def ok_runs(self) -> list[Run]:
+        return [r for r in self.runs if r.status == "ok"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -68,11 +114,15 @@ def finite(value: Any) -> Any:
 
 
 def _migrate(record: dict[str, Any], version: int) -> dict[str, Any]:
-    """Bring an older record up to SCHEMA_VERSION (nothing to do yet: version 1 is the first)."""
+    """Bring an older record up to SCHEMA_VERSION. Version 1 (one record per case) is process 0 of 1."""
+    if version < 2:
+        record.setdefault("process", 0)
+        record.setdefault("processes", 1)
+        record.setdefault("machine", {})
     return record
 
 
-def result_from_dict(record: Any, *, where: str) -> Result:
+def run_from_dict(record: Any, *, where: str) -> Run:
     """Validate and migrate one decoded JSON record; ``where`` names it in the error line."""
     if not isinstance(record, dict):
         raise UserError(f"{where}: not a result record (expected a JSON object)")
@@ -87,15 +137,16 @@ def result_from_dict(record: Any, *, where: str) -> Result:
     if version < 1:
         raise UserError(f"{where}: unknown schema version {version} (this xpubench reads 1 to "
                         f"{SCHEMA_VERSION}): not an xpubench results file")
-    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict), ("artifacts", dict)):
+    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict), ("artifacts", dict),
+                       ("machine", dict)):
         if name in record and not isinstance(record[name], kind):
             raise UserError(f"{where}: malformed result record ({name} is not a JSON object)")
     if not isinstance(record.get("case"), dict):
         raise UserError(f"{where}: malformed result record (no case)")
     record = _migrate(dict(record), version)
     record["schema_version"] = SCHEMA_VERSION
-    known = set(Result.__dataclass_fields__)
+    known = set(Run.__dataclass_fields__)
     try:
-        return Result(**{k: v for k, v in record.items() if k in known})
+        return Run(**{k: v for k, v in record.items() if k in known})
     except (TypeError, ValueError) as exc:
         raise UserError(f"{where}: malformed result record ({exc})") from None

@@ -1,4 +1,5 @@
-"""Results files: JSON Lines, one Result per line, appended and flushed as soon as a case ends."""
+"""Results files: JSON Lines, one Run (one worker process of one case) per line, appended and flushed as
+soon as the process ends; loading folds each case's runs into one Result (results/aggregate.py)."""
 
 from __future__ import annotations
 
@@ -11,27 +12,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xpubench.errors import UserError
-from xpubench.results.schema import Result, result_from_dict
+from xpubench.results.aggregate import aggregate_all
+from xpubench.results.schema import Result, Run, run_from_dict
 
 
 @dataclass
 class LoadedFile:
     path: Path
-    results: list[Result]
+    runs: list[Run]                                         # the lines, in order
     warnings: list[str] = field(default_factory=list)
+    results: list[Result] = field(init=False)               # one per case, its runs folded together
+
+    def __post_init__(self) -> None:
+        self.results = aggregate_all(self.runs)
 
 
 class AppendError(UserError):
     """A result could not be appended (disk full, permission...): the file is left as it was."""
 
 
-def append(path: Path, result: Result) -> None:
+def append(path: Path, run: Run) -> None:
     """Append one record and make it durable (flush + fsync) before returning.
 
     On failure the file is cut back to its previous length (no half line is left behind) and
-    AppendError is raised; the caller still holds the result in memory (see save_fallback)."""
+    AppendError is raised; the caller still holds the run in memory (see save_fallback)."""
     path = Path(path)
-    line = result.to_json() + "\n"
+    line = run.to_json() + "\n"
     try:
         size = path.stat().st_size
     except OSError:
@@ -56,8 +62,8 @@ def _cut_back(path: Path, size: int) -> None:
         pass
 
 
-def save_fallback(path: Path, results: list[Result]) -> Path | None:
-    """Write results that could not go to ``path`` somewhere else: next to it, else the temp folder,
+def save_fallback(path: Path, runs: list[Run]) -> Path | None:
+    """Write runs that could not go to ``path`` somewhere else: next to it, else the temp folder,
     else the home folder. Returns where they went, or None if nowhere could take them."""
     path = Path(path)
     name = f"{path.name}.unsaved-{os.getpid()}.jsonl"
@@ -65,7 +71,7 @@ def save_fallback(path: Path, results: list[Result]) -> Path | None:
         target = folder / name
         try:
             with open(target, "w", encoding="utf-8") as fh:
-                fh.writelines(r.to_json() + "\n" for r in results)
+                fh.writelines(r.to_json() + "\n" for r in runs)
                 fh.flush()
                 os.fsync(fh.fileno())
             return target
@@ -124,7 +130,8 @@ def load_file(path: str | Path) -> LoadedFile:
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
     lines = text.splitlines()
-    loaded = LoadedFile(path=path, results=[])
+    runs: list[Run] = []
+    warnings: list[str] = []
     if not any(line.strip() for line in lines):
         raise UserError(f"{path} is empty: no results in it")
     if not lines[0].lstrip().startswith("{"):
@@ -138,11 +145,11 @@ def load_file(path: str | Path) -> LoadedFile:
             record = json.loads(line)
         except json.JSONDecodeError:
             if i == last and not text.endswith("\n") and line.lstrip().startswith("{"):
-                loaded.warnings.append(f"{where}: incomplete last line dropped (the run was interrupted)")
+                warnings.append(f"{where}: incomplete last line dropped (the run was interrupted)")
                 continue
             raise UserError(f"{where}: not JSON: not an xpubench results file") from None
-        loaded.results.append(result_from_dict(record, where=where))
-    return loaded
+        runs.append(run_from_dict(record, where=where))
+    return LoadedFile(path=path, runs=runs, warnings=warnings)
 
 
 def load_results(paths) -> list[LoadedFile]:
