@@ -68,3 +68,8 @@ def summarize(values, *, cv_warn: float = CV_WARN, min_samples: int = MIN_SAMPLE
         n=int(arr.size), median=median, mean=mean, stdev=stdev, min=float(arr.min()), max=float(arr.max()),
         q1=q1, q3=q3, iqr=q3 - q1, p90=p90, cv=cv, ci95_low=low, ci95_high=high, warning=warning,
     )
+
+
+def named_warnings(summaries: dict[str, Summary]) -> str | None:
+    """The summaries' warnings as one line, each prefixed with its name ("decode: unstable: ..."), or None."""
+    return "; ".join(f"{name}: {s.warning}" for name, s in summaries.items() if s.warning) or None
