@@ -28,7 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from xpubench.backends.jax_.attention import attention_kernel
-from xpubench.backends.torch_.attention import sdpa_kernels
+from xpubench.backends.torch_.attention import checked_kernel, sdpa_kernels
 from xpubench.errors import UserError
 from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload, gpt
 
@@ -212,6 +212,28 @@ def test_torch_records_the_kernel_asked_for() -> None:
     assert _torch_kernel("auto") in {"flash", "efficient", "cudnn", "math"}
 
 
+def test_torch_kernel_other_than_asked_is_refused() -> None:
+    spec = gpt.configure({"n_layer": 1, "block_size": 16, "attention": "math"})
+    model, x = gpt.build_torch(spec), torch.from_numpy(tokens(spec))
+    assert checked_kernel("math", lambda: model(x)) == checked_kernel("auto", lambda: model(x)) == "math"
+    with pytest.raises(RuntimeError, match="'flash' was asked for, but 'math' ran"):
+        checked_kernel("flash", lambda: model(x))
+    assert checked_kernel("auto", lambda: torch.ones(2) * 2) == "compiled"
+    with pytest.raises(RuntimeError, match="'math' was asked for, but 'compiled' ran"):
+        checked_kernel("math", lambda: torch.ones(2) * 2)
+
+
+@pytest.mark.slow
+def test_torch_compile_overrides_the_kernel_asked_for() -> None:
+    """Why the check exists: Inductor puts its own attention kernel in (torch 2.13 on the CPU)."""
+    spec = gpt.configure({"n_layer": 1, "block_size": 16, "attention": "math"})
+    model, x = gpt.build_torch(spec), torch.from_numpy(tokens(spec))
+    compiled = torch.compile(model)
+    compiled(x)
+    with pytest.raises(RuntimeError, match="'math' was asked for"):
+        checked_kernel("math", lambda: compiled(x))
+
+
 def test_torch_records_nothing_without_attention() -> None:
     assert sdpa_kernels(lambda: torch.ones(3) @ torch.ones(3)) is None
 
@@ -301,3 +323,25 @@ def test_weight_decay_only_on_matrices() -> None:
     after = optax.apply_updates(params, updates)
     for p, q in zip(jax.tree.leaves(params), jax.tree.leaves(after)):
         np.testing.assert_allclose(np.asarray(q), np.asarray(p) * (shrink if p.ndim >= 2 else 1.0), rtol=1e-6)
+
+
+# ---- on a GPU (not run on the CPU-only machines this was written on) --------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("attention", ["flash", "efficient", "math"])
+def test_torch_cuda_records_the_kernel_asked_for(attention) -> None:
+    spec = gpt.configure({"n_layer": 1, "n_head": 4, "n_embd": 256, "block_size": 64, "attention": attention})
+    model = gpt.build_torch(spec).to("cuda", torch.bfloat16)
+    x = torch.from_numpy(tokens(spec)).to("cuda")
+    assert sdpa_kernels(lambda: model(x)) == attention
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU for jax")
+def test_jax_gpu_records_cudnn() -> None:
+    spec = gpt.configure({"n_layer": 1, "n_head": 4, "n_embd": 256, "block_size": 64, "attention": "cudnn"})
+    model, x = gpt.build_jax(spec), tokens(spec)
+    params = jax.tree.map(lambda a: a.astype(jax.numpy.bfloat16), jax_params(spec, x))   # cuDNN: 16-bit only
+    compiled = jax.jit(lambda p, x: model.apply({"params": p}, x)).lower(params, x).compile()
+    assert attention_kernel(compiled) == "cudnn"

@@ -8,6 +8,12 @@ outside every timed region, on the same inputs, precision (autocast) and grad mo
 calls: the choice depends on the device, dtype, shapes, mask and whether gradients are needed. The
 profiler may print two ``profiler_start/stop`` lines to stderr (Kineto's logging).
 
+Under ``torch.compile`` the request is not binding: Inductor pattern-matches attention and puts its
+own SDPA call back (measured on the CPU, torch 2.13: a model asking for ``math`` inside its forward ran
+the flash kernel once compiled; with the math path decomposed into plain ops no SDPA op runs at all).
+So ``checked_kernel`` records what the model runs *as it will be measured* (compiled or not) and
+refuses anything but the kernel asked for.
+
 Why not ``torch.backends.cuda.can_use_flash_attention(params)`` and friends: they answer for one
 kernel on CUDA only, and replaying torch's priority order would duplicate (and drift from) its logic.
 """
@@ -38,3 +44,14 @@ def sdpa_kernels(fn: Callable[[], Any]) -> str | None:
         fn()
     seen = {KERNEL_OPS[e.name] for e in prof.events() if e.name in KERNEL_OPS}
     return "+".join(sorted(seen)) or None
+
+
+def checked_kernel(requested: str, fn: Callable[[], Any]) -> str:
+    """The kernel ``fn()`` runs (``sdpa_kernels``), refusing with a RuntimeError one other than
+    ``requested`` (a name of ``TORCH_ATTENTION``; "auto" accepts any). "compiled" when no SDPA op ran
+    (a compiled model whose attention became generated code): accepted for "auto" only."""
+    ran = sdpa_kernels(fn) or "compiled"
+    if requested != "auto" and ran != requested:
+        raise RuntimeError(f"attention kernel {requested!r} was asked for, but {ran!r} ran "
+                           "(torch.compile may replace the kernel: run it eager)")
+    return ran

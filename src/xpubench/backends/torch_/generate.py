@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from xpubench.backends.torch_.attention import sdpa_kernels
+from xpubench.backends.torch_.attention import checked_kernel
 from xpubench.backends.torch_.device import sync
 from xpubench.harness.generation import cache_positions
 
@@ -36,7 +36,7 @@ class TorchGenerator:
     """prefill / decode / sync over a GPT module; see ``harness.generation.Generator``."""
 
     def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device):
-        self.model, self.device = model.eval(), device
+        self.model, self.device, self.attention = model.eval(), device, spec.attention
         self.batch, self.prompt_len = prompt.shape
         self.new_tokens = new_tokens
         positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
@@ -70,14 +70,16 @@ class TorchGenerator:
         return token.cpu().numpy()
 
     def info(self) -> dict:
-        """The SDPA kernels a prefill and a decode step run (one untimed round under the profiler)."""
+        """The SDPA kernels a prefill and a decode step run (one untimed prefill and decode step under
+        the profiler); a kernel other than the one the spec asks for is a RuntimeError."""
         found = {}
 
         def prefill():
             found["cache"], found["token"] = self.prefill(self.prompt)
 
-        kernels = {"attention_kernel_prefill": sdpa_kernels(prefill)}
-        kernels["attention_kernel_decode"] = sdpa_kernels(lambda: self.decode(found["cache"], found["token"]))
+        kernels = {"attention_kernel_prefill": checked_kernel(self.attention, prefill)}
+        kernels["attention_kernel_decode"] = checked_kernel(
+            self.attention, lambda: self.decode(found["cache"], found["token"]))
         return kernels
 
 
