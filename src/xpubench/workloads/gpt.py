@@ -84,11 +84,11 @@ def _spec(preset: str, n_layer: int, n_head: int, n_embd: int, block_size: int, 
 
 
 # small: the CPU default, sized for a quick case (3 epochs x 2 steps, 2 eval batches per epoch) of
-# about 15 s on the 2-core VM. Measured there with other processes loading the cores (load ~4): a step
-# at batch 16 (2,048 tokens) took 0.4-0.7 s in JAX and in torch with one thread (1.6-5.9 s with two
-# threads fighting the other processes); a quick case took 21 s per backend, worker start, init and
-# compile included (docs/workloads.md, "gpt"). Real data: windows of 129 bytes give 7,781 train /
-# 865 test windows.
+# about 15 s on the 2-core VM. Measured there with other processes loading the cores (load 2-4): a
+# step at batch 16 (2,048 tokens) took 0.25-0.6 s in torch with one thread (1.6-5.9 s with two threads
+# fighting the other processes) and 0.4-0.7 s in JAX; a quick case 18-22 s per backend, worker start,
+# init and compile included (docs/workloads.md, "gpt"). Real data: windows of 129 bytes give 7,781
+# train / 865 test windows.
 # gpt2: GPT-2 small (124M; vocabulary 50,257 padded up to a multiple of 64), for accelerators.
 PRESETS: dict[str, GPTSpec] = {
     "small": _spec("small", 4, 4, 128, 128, 256, batch=16, lr=1e-3, train=7_680, evals=512),
