@@ -6,8 +6,8 @@ FLOPs: ``FlopCounterMode`` has no formula for the CPU's flash kernel
 under ``sdpa_kernel(MATH)``, whose matmuls (bmm) it sees. Training FLOPs use a cross-entropy loss, not
 ``sum()``: with an all-ones output gradient XLA folds the head's backward matmul into a reduction
 (measured: 0.76 of the formula at GPT-2 width with ``sum()``, 1.002 with the loss). Measured ratios
-(counted / analytic): small preset forward torch 0.992, XLA 1.079, training torch 0.992, XLA 1.035;
-GPT-2 width (1 layer, T = 128) forward 1.000 / 1.004, training 1.000 / 1.002. XLA also counts the
+(counted / analytic): small preset forward torch 0.993, XLA 1.077, training torch 0.993, XLA 1.036;
+GPT-2 width (1 layer, T = 128) forward 1.000 / 1.002, training 1.000 / 1.002. XLA also counts the
 LayerNorms, GELUs and softmaxes, which the formula leaves out.
 """
 
