@@ -181,3 +181,8 @@ def separated(groups_a, groups_b) -> bool:
     a = [np.median(g) for g in as_groups(groups_a)]
     b = [np.median(g) for g in as_groups(groups_b)]
     return bool(a and b and (min(b) > max(a) or max(b) < min(a)))
+
+
+def named_warnings(summaries: dict[str, Summary]) -> str | None:
+    """The summaries' warnings as one line, each prefixed with its name ("decode: unstable: ..."), or None."""
+    return "; ".join(f"{name}: {s.warning}" for name, s in summaries.items() if s.warning) or None

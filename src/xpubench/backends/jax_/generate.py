@@ -1,0 +1,129 @@
+"""JAX greedy generation with a fixed-size KV cache (the measurement is ``harness/generation.py``).
+
+The cache is a pytree ``(kv, pos)``: ``kv`` a tuple over layers of (k, v), each (B, T_max, H, Q) in the
+compute dtype, for ``prompt_len + new_tokens - 1`` positions (the last token generated is never fed
+back), and ``pos`` an int32 scalar. It is allocated once, on the device, and donated to every call, so
+XLA updates it in place. Prefill and decode are jitted and compiled ahead of time (``compile()``, timed
+apart as compile_s); every decode step has the same shapes (the position is data, keys past it are
+masked out by ``key_value_seq_lengths``), so one compiled program serves the whole round.
+
+Precision: fp32 traces under ``jax.default_matmul_precision("highest")`` (true fp32, as in training);
+bf16 / fp16 cast the parameters, activations and cache to that dtype.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xpubench.backends.jax_.attention import attention_kernel
+from xpubench.backends.jax_.device import DTYPES
+from xpubench.backends.jax_.train import cast_floats, matmul_precision
+from xpubench.harness.generation import cache_positions
+
+
+def greedy(logits: jax.Array) -> jax.Array:
+    """(B, V) logits -> (B,) int32 token ids (argmax; ties to the lowest id)."""
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def _precision_scope(precision: str):
+    mm = matmul_precision(precision)
+    return jax.default_matmul_precision(mm) if mm != "default" else nullcontext()
+
+
+class JaxGenerator:
+    """prefill / decode / sync over a flax GPT; see ``harness.generation.Generator``."""
+
+    def __init__(self, model: Any, spec: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any,
+                 precision: str = "fp32"):
+        self.batch, self.prompt_len = prompt.shape
+        self.new_tokens = new_tokens
+        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        dtype = DTYPES.get(precision, jnp.float32)
+        self.params = jax.device_put(cast_floats(params, dtype), device)
+        self.prompt = jax.device_put(np.ascontiguousarray(prompt, dtype=np.int32), device)
+        shape = (self.batch, positions, spec.n_head, spec.n_embd // spec.n_head)
+        kv = tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.n_layer))
+        self.cache = jax.device_put((kv, jnp.int32(0)), device)
+        prompt_len = self.prompt_len
+
+        def prefill(params, cache, prompt):
+            kv, _ = cache
+            with _precision_scope(precision):
+                logits, kv = model.apply({"params": params}, prompt, kv, 0, method="extend")
+            return (kv, jnp.int32(prompt_len)), greedy(logits)
+
+        def decode(params, cache, token):
+            kv, pos = cache
+            with _precision_scope(precision):
+                logits, kv = model.apply({"params": params}, token[:, None], kv, pos, method="extend")
+            return (kv, pos + 1), greedy(logits)
+
+        self._jit_prefill = jax.jit(prefill, donate_argnums=1)
+        self._jit_decode = jax.jit(decode, donate_argnums=1)
+        self._prefill, self._decode = self._jit_prefill, self._jit_decode
+        self._compiled: tuple[Any, Any] | None = None
+
+    def compile(self) -> float:
+        """Lower and compile prefill and decode for this batch and prompt length; seconds."""
+        start = time.perf_counter()
+        token = jax.ShapeDtypeStruct((self.batch,), jnp.int32)
+        self._compiled = (self._jit_prefill.lower(self.params, self.cache, self.prompt).compile(),
+                          self._jit_decode.lower(self.params, self.cache, token).compile())
+        self._prefill, self._decode = self._compiled
+        return time.perf_counter() - start
+
+    def prefill(self, prompt: jax.Array) -> tuple[Any, jax.Array]:
+        self.cache, token = self._prefill(self.params, self.cache, prompt)
+        return self.cache, token
+
+    def decode(self, cache: Any, token: jax.Array) -> tuple[Any, jax.Array]:
+        self.cache, token = self._decode(self.params, cache, token)   # ``cache`` is donated
+        return self.cache, token
+
+    def sync(self, token: jax.Array) -> None:
+        token.block_until_ready()
+
+    def host(self, token: jax.Array) -> np.ndarray:
+        return np.asarray(token)
+
+    def info(self) -> dict:
+        """The attention implementation each compiled program calls (compiles first if need be)."""
+        if self._compiled is None:
+            self.compile()
+        prefill, decode = self._compiled
+        return {"attention_kernel_prefill": attention_kernel(prefill),
+                "attention_kernel_decode": attention_kernel(decode)}
+
+
+def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: int,
+                      precision: str = "fp32") -> np.ndarray:
+    """The reference: greedy decoding that runs the whole sequence so far through the model for every
+    token (no cache). Returns (B, new_tokens) int32 ids. The sequence lives in a buffer of the final
+    length (one compilation); the model is causal, so the positions after the last real token, still
+    zeros, do not change its logits."""
+    dtype = DTYPES.get(precision, jnp.float32)
+    params = cast_floats(params, dtype)
+    batch, length = prompt.shape
+
+    @jax.jit
+    def next_token(params, seq, last):
+        with _precision_scope(precision):
+            logits = model.apply({"params": params}, seq)
+        return greedy(jax.lax.dynamic_index_in_dim(logits, last, axis=1, keepdims=False))
+
+    seq = np.zeros((batch, length + new_tokens - 1), np.int32)
+    seq[:, :length] = prompt
+    out = []
+    for i in range(new_tokens):
+        token = np.asarray(next_token(params, seq, length + i - 1))
+        out.append(token)
+        if length + i < seq.shape[1]:
+            seq[:, length + i] = token
+    return np.stack(out, axis=1)

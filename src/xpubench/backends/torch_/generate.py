@@ -1,0 +1,97 @@
+"""PyTorch greedy generation with a preallocated KV cache (the measurement is ``harness/generation.py``).
+
+The cache is two tensors (L, B, H, T_max, Q), keys and values, allocated once in the model's dtype for
+``prompt_len + new_tokens - 1`` positions (the last token generated is never fed back) and reused by
+every round: a prefill overwrites positions 0..P-1, each decode step writes one more and attends to the
+positions written so far (a view, ``[:pos+1]``), so stale entries beyond are never read. Eager, under
+``torch.inference_mode``; the model is the GPT of ``xpubench.workloads.gpt`` (``forward(idx, kv, pos,
+last_only)``, built from ``spec``), already on the device in the precision to measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from xpubench.backends.torch_.attention import checked_kernel
+from xpubench.backends.torch_.device import sync
+from xpubench.harness.generation import cache_positions
+
+
+@dataclass
+class KVCache:
+    k: torch.Tensor     # (L, B, H, T_max, Q)
+    v: torch.Tensor
+    pos: int = 0        # positions 0..pos-1 hold keys and values of the current sequences
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """(B, 1, V) logits of the last position -> (B,) token ids (argmax; ties to the lowest id)."""
+    return logits[:, -1].argmax(-1)
+
+
+class TorchGenerator:
+    """prefill / decode / sync over a GPT module; see ``harness.generation.Generator``."""
+
+    def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device):
+        self.model, self.device, self.attention = model.eval(), device, spec.attention
+        self.batch, self.prompt_len = prompt.shape
+        self.new_tokens = new_tokens
+        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        self.prompt = torch.from_numpy(np.ascontiguousarray(prompt)).to(device)
+        shape = (spec.n_layer, self.batch, spec.n_head, positions, spec.n_embd // spec.n_head)
+        dtype = next(model.parameters()).dtype
+        self.cache = KVCache(torch.zeros(shape, dtype=dtype, device=device),
+                             torch.zeros(shape, dtype=dtype, device=device))
+        sync(device)
+
+    def compile(self) -> None:
+        return None   # eager
+
+    @torch.inference_mode()
+    def prefill(self, prompt: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
+        cache = self.cache
+        logits = self.model(prompt, (cache.k, cache.v), 0, last_only=True)
+        cache.pos = prompt.shape[1]
+        return cache, greedy(logits)
+
+    @torch.inference_mode()
+    def decode(self, cache: KVCache, token: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
+        logits = self.model(token[:, None], (cache.k, cache.v), cache.pos, last_only=True)
+        cache.pos += 1
+        return cache, greedy(logits)
+
+    def sync(self, token: torch.Tensor) -> None:
+        sync(self.device)
+
+    def host(self, token: torch.Tensor) -> np.ndarray:
+        return token.cpu().numpy()
+
+    def info(self) -> dict:
+        """The SDPA kernels a prefill and a decode step run (one untimed prefill and decode step under
+        the profiler); a kernel other than the one the spec asks for is a RuntimeError."""
+        found = {}
+
+        def prefill():
+            found["cache"], found["token"] = self.prefill(self.prompt)
+
+        kernels = {"attention_kernel_prefill": checked_kernel(self.attention, prefill)}
+        kernels["attention_kernel_decode"] = checked_kernel(
+            self.attention, lambda: self.decode(found["cache"], found["token"]))
+        return kernels
+
+
+@torch.inference_mode()
+def generate_uncached(model: torch.nn.Module, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
+    """The reference: greedy decoding that runs the whole sequence so far through the model for every
+    token (no cache). Returns (B, new_tokens) ids, as ``harness.generation.generate`` does."""
+    device = next(model.parameters()).device
+    seq = torch.from_numpy(np.ascontiguousarray(prompt)).to(device)
+    out = []
+    for _ in range(new_tokens):
+        token = greedy(model.eval()(seq)[:, -1:])
+        out.append(token)
+        seq = torch.cat([seq, token[:, None]], dim=1)
+    return torch.stack(out, dim=1).cpu().numpy()

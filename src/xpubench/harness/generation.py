@@ -1,0 +1,137 @@
+"""The generation measurement (greedy decoding with a KV cache), the same for every framework.
+
+A Generator (``backends/*/generate.py``) holds the model, a prompt batch of ``batch`` x ``prompt_len``
+token ids already on the device, and a KV cache allocated once for ``prompt_len + new_tokens`` positions.
+One *round* generates ``new_tokens`` tokens per sequence: a prefill (the whole prompt in one call,
+which yields the first token) then ``new_tokens - 1`` decode steps (one token per sequence per call,
+fed the previous token and the cache).
+
+Timed regions (see docs/workloads.md, "GPT"):
+- ``compile_s``: ahead-of-time compilation of prefill and decode (jax.jit lower+compile); None for
+  eager PyTorch.
+- ``first_round_s``: the first round, untimed in the samples (kernel selection, allocator growth, lazy
+  initialisation). Then ``WARMUP_ROUNDS`` more rounds, not timed.
+- ``prefill_s`` (samples, one per round): from the prefill call until the first token exists on the
+  device (the generator's sync). This is the time to first token (TTFT) of the whole batch, with the
+  prompt already on the device (no tokenisation, no host transfer).
+- ``decode_token_s`` (samples, ``new_tokens - 1`` per round): one decode step, from the call until its
+  token exists on the device. Every step is synchronised, as in a serving loop that streams each token
+  or checks a stop condition: the host never queues step k+1 while the device runs step k.
+Derived: ``prefill_tokens_per_s`` = batch x prompt_len / median prefill; ``decode_tokens_per_s`` =
+batch x decode steps / their total time (a throughput: a ratio of totals); ``decode_token_p50_s`` /
+``p90`` per-token latency; ``tokens_per_s`` = batch x new_tokens / median round (prefill + decode).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from xpubench.harness.stats import named_warnings, summarize
+
+DEFAULT_BUDGET_S = 10.0   # measurement time after the warm-up, when the case gives no budget
+WARMUP_ROUNDS = 1
+ROUNDS = (2, 20)          # at least, at most (5 wanted for a spread of the prefill times)
+
+
+class Generator(Protocol):
+    batch: int
+    prompt_len: int
+    new_tokens: int                                  # tokens generated per sequence per round, >= 2
+    prompt: Any                                      # (batch, prompt_len) int ids on the device
+
+    def compile(self) -> float | None: ...           # seconds of AOT compile, or None
+    def prefill(self, prompt: Any) -> tuple[Any, Any]: ...            # -> (cache, first token (batch,))
+    def decode(self, cache: Any, token: Any) -> tuple[Any, Any]: ...  # -> (cache, next token (batch,))
+    def sync(self, token: Any) -> None: ...          # wait until that token exists on the device
+    def host(self, token: Any) -> np.ndarray: ...    # a token handle as numpy int (batch,)
+    # optional: info() -> dict of untimed facts to record (e.g. the attention kernels that ran)
+
+
+def cache_positions(block_size: int, prompt_len: int, new_tokens: int) -> int:
+    """Positions a KV cache needs for one round: the prompt and every generated token but the last
+    (it is never fed back). More than the model's context (``block_size``) is a ValueError."""
+    positions = prompt_len + new_tokens - 1
+    if positions > block_size:
+        raise ValueError(f"prompt {prompt_len} + {new_tokens} new tokens need {positions} positions; "
+                         f"the context is {block_size}")
+    return positions
+
+
+def generate(gen: Generator) -> np.ndarray:
+    """Untimed: one greedy round, the tokens as numpy (batch, new_tokens)."""
+    cache, token = gen.prefill(gen.prompt)
+    tokens = [gen.host(token)]
+    for _ in range(gen.new_tokens - 1):
+        cache, token = gen.decode(cache, token)
+        tokens.append(gen.host(token))
+    return np.stack(tokens, axis=1)
+
+
+def _round(gen: Generator, clock: Callable[[], float]) -> tuple[float, list[float]]:
+    """One synchronised round: (prefill seconds, [seconds of each decode step])."""
+    t0 = clock()
+    cache, token = gen.prefill(gen.prompt)
+    gen.sync(token)
+    prefill = clock() - t0
+    steps = []
+    for _ in range(gen.new_tokens - 1):
+        t0 = clock()
+        cache, token = gen.decode(cache, token)
+        gen.sync(token)
+        steps.append(clock() - t0)
+    return prefill, steps
+
+
+def measure(gen: Generator, budget_s: float | None = None,
+            clock: Callable[[], float] = time.perf_counter) -> tuple[dict, dict]:
+    """Run the timed regions (module docstring); returns (metrics, raw samples)."""
+    if gen.new_tokens < 2:
+        raise ValueError(f"generation needs at least 2 new tokens (a prefill and a decode step), "
+                         f"got {gen.new_tokens}")
+    budget = budget_s or DEFAULT_BUDGET_S
+    compile_s = gen.compile()
+    t0 = clock()
+    _round(gen, clock)
+    first_round_s = clock() - t0
+    for _ in range(WARMUP_ROUNDS):
+        _round(gen, clock)
+    begin = clock()
+    prefills: list[float] = []
+    rounds: list[list[float]] = []
+    while len(prefills) < ROUNDS[1]:
+        elapsed = clock() - begin
+        if len(prefills) >= ROUNDS[0] and (elapsed > budget or len(prefills) >= 5 and elapsed > 0.5 * budget):
+            break
+        prefill, steps = _round(gen, clock)
+        prefills.append(prefill)
+        rounds.append(steps)
+    decode = [t for steps in rounds for t in steps]
+    pre, dec = summarize(prefills), summarize(decode)
+    round_s = summarize([p + sum(steps) for p, steps in zip(prefills, rounds)])
+    metrics = {
+        "compile_s": compile_s,
+        "first_round_s": first_round_s,
+        "batch": gen.batch,
+        "prompt_len": gen.prompt_len,
+        "new_tokens": gen.new_tokens,
+        "rounds": len(prefills),
+        "ttft_s": pre.median,
+        "ttft_p90_s": pre.p90,
+        "prefill_tokens_per_s": gen.batch * gen.prompt_len / pre.median,
+        "decode_token_p50_s": dec.median,
+        "decode_token_p90_s": dec.p90,
+        "decode_token_cv": dec.cv,
+        "decode_token_ci95_low_s": dec.ci95_low,
+        "decode_token_ci95_high_s": dec.ci95_high,
+        "decode_tokens_per_s": gen.batch * len(decode) / sum(decode),
+        "tokens_per_s": gen.batch * gen.new_tokens / round_s.median,
+        "warning": named_warnings({"prefill": pre, "decode": dec}),
+    }
+    info = getattr(gen, "info", None)
+    if info is not None:
+        metrics.update(info())
+    return metrics, {"prefill_s": prefills, "decode_token_s": decode}
