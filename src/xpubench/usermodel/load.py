@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import os
 import sys
 import types
 from dataclasses import dataclass
@@ -89,7 +88,7 @@ def detect_framework(obj: Any) -> str | None:
 def load(case) -> LoadedModel:
     """Import, call, recognise, check and register the case's model (see the module docstring)."""
     ref = parse_reference(case.options["model"])
-    if case.backend.startswith("keras") and "keras" not in sys.modules:
+    if "keras" not in sys.modules and (case.backend.startswith("keras") or "keras" in ref.frameworks):
         from xpubench.backends.keras_.device import import_keras, keras_backend_of
 
         import_keras(keras_backend_of(case))   # before the user's file imports keras
@@ -250,8 +249,7 @@ class KerasAdapter:
     def __init__(self, model, spec, case):
         from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of
 
-        self.keras = import_keras(keras_backend_of(case) if case.backend.startswith("keras")
-                                  else os.environ.get("KERAS_BACKEND", "jax"))
+        self.keras = import_keras(keras_backend_of(case))
         self.device = KerasDevice(self.keras, self.keras.backend.backend(), case.device)
         self.model, self.spec = model, spec
 
@@ -276,32 +274,22 @@ ADAPTERS = {"torch": TorchAdapter, "flax": FlaxAdapter, "keras": KerasAdapter}
 
 
 def run_case(case):
-    """A user-model case: load and register the model, then the backend's own run_case; the result
-    carries the model's name, class, framework, parameter count, file sha256 and FLOPs method."""
-    from xpubench.backends import run_case as backend_run_case
+    """A user-model case: load and register the model, then its backend's run_case (``case.backend``
+    "auto": the framework's); the result carries the model's name, class, framework, parameter count,
+    file sha256 and how its FLOPs were measured."""
+    import dataclasses
+
+    from xpubench.backends import REGISTRY
 
     loaded = load(case)
-    if case.backend == "auto":
-        import dataclasses
-
+    backend = case.backend
+    if backend == "auto":
         backend = BACKEND_OF[loaded.framework]
         if backend == "keras":
-            backend = f"keras:{loaded_keras_backend()}"
-        case = dataclasses.replace(case, backend=backend)
-    outcome = _run_backend(case, backend_run_case)
+            backend = f"keras:{sys.modules['keras'].backend.backend()}"
+    case = dataclasses.replace(case, backend=backend)
+    outcome = importlib.import_module(REGISTRY[backend.partition(":")[0]]).run_case(case)
     outcome.metrics.update(loaded.metrics())
     if loaded.flops is None and outcome.status == "ok":
         outcome.metrics.update(flops_per_sample=None, achieved_flops_per_s=None)
     return outcome
-
-
-def loaded_keras_backend() -> str:
-    return sys.modules["keras"].backend.backend()
-
-
-def _run_backend(case, backend_run_case):
-    if case.backend.startswith("keras"):
-        from xpubench.backends.keras_ import run_case as keras_run_case
-
-        return keras_run_case(case)
-    return backend_run_case(case)
