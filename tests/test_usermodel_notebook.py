@@ -6,6 +6,7 @@ code executed in a ``__main__`` namespace."""
 from __future__ import annotations
 
 import linecache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +17,10 @@ from xpubench.usermodel.reference import parse_reference
 
 CELLS = [
     "import torch\nfrom torch import nn\nimport math\nWIDTH = 32\n",
-    "class Block(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
-    "        self.lin = nn.Linear(n, n)\n\n    def forward(self, x):\n        return torch.relu(self.lin(x))\n",
-    "def make_model():\n    x = int(math.sqrt(WIDTH * WIDTH))\n"
-    "    return nn.Sequential(nn.Flatten(), Block(x), nn.Linear(x, 10))\n",
+    ("class Block(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+     "        self.lin = nn.Linear(n, n)\n\n    def forward(self, x):\n        return torch.relu(self.lin(x))\n"),
+    ("def make_model():\n    x = int(math.sqrt(WIDTH * WIDTH))\n"
+     "    return nn.Sequential(nn.Flatten(), Block(x), nn.Linear(x, 10))\n"),
 ]
 
 
@@ -28,15 +29,14 @@ def notebook(*cells: str) -> dict:
     for i, cell in enumerate(cells):
         name = f"<ipython-input-{i}-0123456789ab>"
         linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
-        exec(compile(cell, name, "exec"), ns)
+        exec(compile(cell, name, "exec"), ns)  # noqa: S102 - how IPython runs a cell
     return ns
 
 
 def test_a_notebook_function_is_rebuilt_in_a_module_file_a_worker_imports(tmp_path):
     ns = notebook(*CELLS)
     ref = isolate(ns["make_model"], tmp_path)
-    text = ref.rpartition(":")[0]
-    source = open(text).read()
+    source = Path(ref.rpartition(":")[0]).read_text()
     assert "import torch" in source and "WIDTH = 32" in source and "class Block" in source
     assert "pickle" not in source
     model = import_function(parse_reference(ref))()

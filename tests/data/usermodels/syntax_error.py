@@ -1,2 +1,0 @@
-def broken(:
-    return 1
