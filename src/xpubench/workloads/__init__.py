@@ -24,9 +24,22 @@ REGISTRY: dict[str, str] = {
 TRANSFORMER_WORKLOADS = ["gpt"]
 MODEL_WORKLOADS = [name for name in REGISTRY if name != "matmul" and name not in TRANSFORMER_WORKLOADS]
 
+# workloads made at run time, in this process only: a user's model (xpubench.usermodel.load)
+RUNTIME: dict[str, ModuleType] = {}
+
+
+def register_runtime(name: str, module: ModuleType) -> None:
+    """Make ``module`` (SPEC, a builder for its framework, forward_flops) the workload ``name`` in this
+    process, so that every trainer and session finds it with ``get_workload``."""
+    if name in REGISTRY:
+        raise ValueError(f"{name!r} is a built-in workload")
+    RUNTIME[name] = module
+
 
 def get_workload(name: str) -> ModuleType:
     """Return the workload's module (with SPEC, build_torch, build_jax, forward_flops)."""
+    if name in RUNTIME:
+        return RUNTIME[name]
     if name not in REGISTRY:
         raise UserError(f"unknown workload {name!r}; choose from: {', '.join(REGISTRY)}")
     return importlib.import_module(REGISTRY[name])

@@ -1,0 +1,105 @@
+"""A reference to a user's model, checked by the parent before anything runs, without importing the
+user's file (it is imported only inside a case's worker, so a crash, hang or OOM in it is that case's
+result).
+
+Forms: ``path/to/file.py:FUNCTION`` (a file; relative paths from the current folder) or
+``package.module:FUNCTION`` (found with ``importlib.util.find_spec``, which imports the parent
+packages, never the module itself). Checks, each a ``UserError`` (one line, exit 2): the file exists, is
+Python that parses (``ast``), and defines FUNCTION at module level (``def``, an assignment or an import
+under that name); the given input shape, dtype and task parse (``spec.model_input``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from xpubench.errors import UserError
+
+FORMS = "FILE.py:FUNCTION or module:function"
+FRAMEWORK_IMPORTS = {"torch": "torch", "flax": "jax", "jax": "jax", "keras": "keras"}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    text: str          # as the user wrote it
+    path: Path         # the source file, resolved
+    function: str
+    sha256: str        # of the file's bytes
+    frameworks: tuple[str, ...]   # backends the file's imports point to ("torch", "jax", "keras"), a hint
+
+    @property
+    def name(self) -> str:
+        return self.function
+
+
+def parse_reference(text: str) -> ModelRef:
+    """The checked reference (see the module docstring)."""
+    source, sep, function = str(text).rpartition(":")
+    if not sep or not source or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", function):
+        raise UserError(f"--model must be {FORMS}, got {text!r}")
+    path = _source_path(source, text)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"model file {path} is unreadable: {exc.strerror or exc}") from exc
+    try:
+        tree = ast.parse(data, filename=str(path))
+    except SyntaxError as exc:
+        raise UserError(f"model file {path} is not valid Python: {exc.msg} (line {exc.lineno})") from exc
+    except ValueError as exc:   # null bytes, undecodable source
+        raise UserError(f"model file {path} is not a Python source file: {exc}") from exc
+    names = module_level_names(tree)
+    if function not in names:
+        defined = sorted(n for n, kind in names.items() if kind == "def")
+        hint = f"; functions defined there: {', '.join(defined)}" if defined else ""
+        raise UserError(f"model file {path} defines no function {function!r} at module level{hint}")
+    return ModelRef(str(text), path, function, hashlib.sha256(data).hexdigest(), imported_frameworks(tree))
+
+
+def _source_path(source: str, text: str) -> Path:
+    if source.endswith(".py") or "/" in source or "\\" in source:
+        path = Path(source).expanduser().resolve()
+        if not path.is_file():
+            raise UserError(f"model file {source} does not exist (or is not a file)")
+        return path
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", source):
+        raise UserError(f"--model must be {FORMS}, got {text!r}")
+    try:
+        spec = importlib.util.find_spec(source)
+    except (ImportError, ValueError) as exc:
+        raise UserError(f"model module {source} cannot be found: {exc}") from exc
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise UserError(f"model module {source} cannot be found as a Python source file on sys.path")
+    return Path(spec.origin).resolve()
+
+
+def module_level_names(tree: ast.Module) -> dict[str, str]:
+    """Names bound at module level: {name: "def" | "class" | "assign" | "import"}."""
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = "def"
+        elif isinstance(node, ast.ClassDef):
+            names[node.name] = "class"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update({t.id: "assign" for t in targets if isinstance(t, ast.Name)})
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(a.asname or a.name).split(".")[0]: "import" for a in node.names})
+    return names
+
+
+def imported_frameworks(tree: ast.Module) -> tuple[str, ...]:
+    """The backends a file's imports point to (anywhere in it): a hint for the parent, which can't know
+    what FUNCTION returns; the worker detects the real framework from the returned object."""
+    found = set()
+    for node in ast.walk(tree):
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        found.update(FRAMEWORK_IMPORTS[m.split(".")[0]] for m in modules if m.split(".")[0] in FRAMEWORK_IMPORTS)
+    return tuple(sorted(found))

@@ -1,0 +1,129 @@
+"""The keras backend: the built-in workloads as Keras models with the native parameter counts, trained
+with Keras's own fit and predicted with predict_on_batch in worker processes on Keras's jax and torch
+backends, measured by the harness's timer (compile apart, steady steps, budget)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xpubench.harness.runner import run_one
+from xpubench.plan import Case
+from xpubench.workloads import MODEL_WORKLOADS, get_workload
+
+LSTM_LAYERS = {"imdb_lstm": 1, "shakespeare_lstm": 2}   # Keras's LSTM has one bias vector, torch's two
+
+PARITY = """
+import sys, json, numpy as np, torch, jax
+from xpubench.backends.keras_.device import import_keras
+from xpubench.workloads import MODEL_WORKLOADS, get_workload
+from xpubench.workloads.keras_models import build_keras
+from xpubench.backends.jax_.train import init_variables
+keras = import_keras(sys.argv[1])
+out = {}
+for name in MODEL_WORKLOADS:
+    mod = get_workload(name)
+    spec = mod.SPEC
+    k = sum(int(np.prod(v.shape)) for v in build_keras(keras, mod, spec).trainable_weights)
+    t = sum(p.numel() for p in mod.build_torch(spec).parameters())
+    x = np.zeros((1, *spec.input_shape), np.int32 if spec.input_kind == "tokens" else np.float32)
+    params, _ = init_variables(mod.build_jax(spec), spec, x, 0)
+    f = sum(int(np.size(a)) for a in jax.tree.leaves(params))
+    out[name] = [k, t, f]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keras_backend", ["jax", "torch"])
+def test_keras_models_have_the_native_parameter_counts(keras_backend):
+    import json
+
+    run = subprocess.run([sys.executable, "-c", PARITY, keras_backend], capture_output=True, text=True, check=True)
+    counts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert set(counts) == set(MODEL_WORKLOADS)
+    for name, (keras_n, torch_n, flax_n) in counts.items():
+        assert torch_n == flax_n
+        hidden = getattr(get_workload(name), "HIDDEN", 0)
+        assert keras_n == torch_n - 4 * hidden * LSTM_LAYERS.get(name, 0), name
+    assert counts["mnist_cnn"][0] == 412_778 and counts["cifar10_resnet"][0] == 269_722
+    assert counts["weather_gru"][0] == 821_763
+
+
+def _case(backend, mode="train", workload="mnist_cnn", **kw):
+    fields = {"batch_size": 64, "epochs": 3, "steps": 5, "train_samples": 512, "eval_samples": 100, **kw}
+    fields["options"] = {"weights_dir": "off", **kw.get("options", {})}
+    return Case(workload=workload, backend=backend, device="cpu", mode=mode, **fields)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keras_backend", ["jax", "torch"])
+def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_backend):
+    outcome, _ = run_one(_case(f"keras:{keras_backend}"), timeout_s=600)
+    m, s = outcome["metrics"], outcome["samples"]
+    assert outcome["status"] == "ok", outcome["message"]
+    assert m["keras_backend"] == keras_backend and m["epochs_run"] == 3 and m["steps_per_epoch"] == 5
+    assert len(s["first_epoch_step_s"]) == 5 and len(s["step_s"]) == 10 and len(s["epoch_s"]) == 3
+    assert m["first_epoch_s"] >= sum(s["first_epoch_step_s"]) and m["epoch_s"] > 0
+    assert m["flops_per_sample"] == 3 * 4_420_608 and m["matmul_precision"] == "highest"
+    if keras_backend == "jax":   # compiled apart: the first fit step reuses the compiled function
+        assert m["compiled"] and m["compile_s"] > 5 * m["first_step_s"]
+    else:
+        assert not m["compiled"] and m["compile_s"] is None
+    assert 0.0 <= m["final_metric"] <= 1.0 and np.isfinite(m["final_val_loss"])
+
+
+@pytest.mark.slow
+def test_a_pipelined_epoch_and_a_budget_cut():
+    outcome, _ = run_one(_case("keras:jax", epochs=2, steps=8, options={"sync": "epoch"}), timeout_s=600)
+    m, s = outcome["metrics"], outcome["samples"]
+    assert outcome["status"] == "ok" and m["sync"] == "epoch" and len(s["step_s"]) == 1   # one sample per epoch
+    outcome, _ = run_one(_case("keras:jax", epochs=3, steps=8, time_budget_s=0.001, options={"sync": "step"}),
+                         timeout_s=600)
+    m = outcome["metrics"]
+    assert m["budget_hit"] and m["budget_cut_steps"] == 4 and m["epochs_run"] == 0   # the first step + 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keras_backend, precision", [("jax", "fp32"), ("jax", "bf16"), ("torch", "int8")])
+def test_predict_on_batch_inference(keras_backend, precision):
+    outcome, _ = run_one(_case(f"keras:{keras_backend}", "infer", precision=precision, epochs=1, time_budget_s=1),
+                         timeout_s=600)
+    m = outcome["metrics"]
+    assert outcome["status"] == "ok", outcome["message"]
+    assert m["predictions"] == 100 and m["latency_s"] > 0 and m["keras_backend"] == keras_backend
+    if precision != "fp32":
+        assert m["size_ratio"] < 0.6 and "fp32_accuracy" in m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keras_backend", ["jax", "torch"])
+def test_keras_ops_matmul(keras_backend):
+    case = Case(workload="matmul", backend=f"keras:{keras_backend}", device="cpu", mode="matmul", size=256,
+                time_budget_s=0.5)
+    outcome, _ = run_one(case, timeout_s=300)
+    assert outcome["status"] == "ok" and outcome["metrics"]["max_rel_error"] < 1e-4
+
+
+COMPILE_UNDONE = """
+import numpy as np
+from xpubench.plan import Case
+from xpubench.backends.keras_.train import KerasTrainer
+case = Case(workload="mnist_cnn", backend="keras:jax", device="cpu", mode="train", batch_size=32, train_samples=64,
+            eval_samples=32)
+t = KerasTrainer(case)
+before = [v.numpy().copy() for v in [*t.model.variables, *t.model.optimizer.variables]]
+assert t.compile() > 0
+after = [v.numpy() for v in [*t.model.variables, *t.model.optimizer.variables]]
+print(all(np.array_equal(a, b) for a, b in zip(before, after)), len(before))
+"""
+
+
+@pytest.mark.slow
+def test_the_timed_compile_step_is_undone():
+    out = subprocess.run([sys.executable, "-c", COMPILE_UNDONE], capture_output=True, text=True, check=True).stdout
+    undone, count = out.split()
+    assert undone == "True" and int(count) > 10

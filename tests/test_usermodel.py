@@ -1,0 +1,151 @@
+"""Your own model (xpubench.usermodel): the parent's checks before anything runs (no import of the
+user's file), the worker's checks (each one clear line as the case's error), and a small torch CNN, a
+flax MLP and a Keras model, none of them built in, trained and run for inference through worker
+processes with measured FLOPs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xpubench.errors import UserError
+from xpubench.harness.runner import run_one
+from xpubench.plan import Case
+from xpubench.usermodel.reference import parse_reference
+from xpubench.usermodel.spec import model_input, workload_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "docs" / "examples"
+BAD = Path(__file__).parent / "data" / "usermodels"
+
+
+# --- the parent: before anything runs, without importing the file -----------------------------------
+
+@pytest.mark.parametrize("ref, message", [
+    ("nope/missing.py:make", "model file nope/missing.py does not exist (or is not a file)"),
+    ("SYNTAX_ERROR:broken", "is not valid Python: invalid syntax (line 1)"),
+    (f"{EXAMPLES}/torch_models.py:large_cnn",
+     "defines no function 'large_cnn' at module level; functions defined there: small_cnn, tiny_mlp"),
+    ("just_a_name", "--model must be FILE.py:FUNCTION or module:function, got 'just_a_name'"),
+    (f"{EXAMPLES}/torch_models.py:not-a-name", "--model must be FILE.py:FUNCTION or module:function"),
+    ("no_such_module_xyz:make", "model module no_such_module_xyz cannot be found"),
+])
+def test_bad_references_are_one_line_before_anything_runs(ref, message, tmp_path):
+    broken = tmp_path / "syntax_error.py"
+    broken.write_text("def broken(:\n    return 1\n")
+    ref = ref.replace("SYNTAX_ERROR", str(broken))
+    with pytest.raises(UserError) as err:
+        parse_reference(ref)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_parent_never_imports_the_users_file(tmp_path):
+    marker = tmp_path / "imported"
+    model_file = tmp_path / "m.py"
+    model_file.write_text(f"open({str(marker)!r}, 'w').close()\nimport torch\n\ndef make():\n    pass\n")
+    ref = parse_reference(f"{model_file}:make")
+    assert not marker.exists() and ref.frameworks == ("torch",) and len(ref.sha256) == 64
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"input_shape": "28,x,1", "task": "classes:10"}, "input shape must be whole numbers above 0"),
+    ({"input_shape": "28,0", "task": "classes:10"}, "input shape must be whole numbers above 0"),
+    ({"input_shape": "28,28,1", "task": "classes:1"}, "at least 2 classes"),
+    ({"input_shape": "28,28,1", "task": "segmentation"}, "unknown task 'segmentation'; give one of classes:N"),
+    ({"input_shape": "28,28,1", "input_dtype": "float64", "task": "binary"}, "unknown input dtype 'float64'"),
+    ({"task": "binary"}, "input shape missing"),
+    ({"input_shape": "100", "input_dtype": "int32", "task": "binary"}, "give vocab_size"),
+    ({"input_shape": "100", "input_dtype": "float32", "task": "tokens:256"}, "give an integer --input-dtype"),
+])
+def test_bad_shapes_dtypes_and_tasks_are_one_line(values, message):
+    with pytest.raises(UserError, match=message):
+        model_input(values)
+
+
+def test_a_task_selects_the_data_and_the_loss():
+    spec = workload_spec("m", model_input({"input_shape": "100", "input_dtype": "int32", "task": "tokens:256"}))
+    assert (spec.input_kind, spec.target_kind, spec.loss, spec.vocab_size, spec.target_shape) == \
+        ("tokens", "token_seq", "softmax_ce", 256, (100,))
+    spec = workload_spec("m", model_input({"input_shape": [16], "task": "regression:3"}))
+    assert (spec.input_kind, spec.loss, spec.metric, spec.target_shape) == ("series", "mse", "mse", (3,))
+
+
+# --- the worker: one line as the case's error ---------------------------------------------------------
+
+def _case(ref, mode="train", backend="auto", **options):
+    name = ref.rpartition(":")[2]
+    return Case(workload=name, backend=backend, device="cpu", mode=mode, epochs=2, steps=4, train_samples=256,
+                eval_samples=64, time_budget_s=2, options={"model": str(ref), "weights_dir": "off", **options})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function, message", [
+    ("not_a_model", "not_a_model() returned list, not a torch.nn.Module, a flax linen Module or a Keras 3 Model"),
+    ("wrong_input", ("the model does not take input of shape (2, 7) (float32): RuntimeError: mat1 and mat2 "
+                     "shapes cannot be multiplied (2x7 and 10x4)")),
+    ("wrong_output", "the model's output has shape (2, 3) for 2 samples; task classes:4 needs (2, 4)"),
+])
+def test_what_only_the_worker_can_check_is_the_cases_one_line_error(function, message):
+    outcome, _ = run_one(_case(f"{BAD}/bad_models.py:{function}"), timeout_s=300)
+    assert outcome["status"] == "error" and message in outcome["message"] and "\n" not in outcome["message"]
+
+
+@pytest.mark.slow
+def test_a_model_of_another_framework_than_the_backend_is_refused():
+    outcome, _ = run_one(_case(f"{BAD}/bad_models.py:fine", backend="jax"), timeout_s=300)
+    assert outcome["status"] == "error"
+    assert outcome["message"].endswith("is a torch model: run it with -b torch, not -b jax")
+
+
+# --- three models none of which is built in, trained and predicted in workers -------------------------
+
+MODELS = [
+    (f"{EXAMPLES}/torch_models.py:small_cnn", "auto", {}, "torch", 34_058, "torch FlopCounterMode"),
+    (f"{EXAMPLES}/flax_models.py:mlp", "auto", {}, "flax", 269_322, "XLA cost analysis"),
+    (f"{EXAMPLES}/keras_models.py:text_cnn", "keras:jax", {}, "keras", 363_201, "XLA cost analysis"),
+    (f"{EXAMPLES}/keras_models.py:text_cnn", "keras:torch", {}, "keras", 363_201, "torch FlopCounterMode"),
+    (f"{EXAMPLES}/torch_models.py:tiny_mlp", "torch",
+     {"model_input": {"input_shape": [64], "task": "regression:3"}}, "torch", 8_707, "torch FlopCounterMode"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ref, backend, options, framework, params, method", MODELS)
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_user_models_train_and_predict_in_workers_with_measured_flops(ref, backend, options, framework, params,
+                                                                      method, mode):
+    outcome, _ = run_one(_case(ref, mode, backend, **options), timeout_s=600)
+    m = outcome["metrics"]
+    assert outcome["status"] == "ok", outcome["message"]
+    assert (m["model_framework"], m["model_params"], m["model_name"]) == (framework, params, ref.rpartition(":")[2])
+    assert m["model_sha256"] == parse_reference(ref).sha256 and method in m["flops_method"]
+    assert m["flops_per_sample"] > 0 and m["achieved_flops_per_s"] > 0 and outcome["placement"] == "cpu"
+    if mode == "train":
+        assert len(outcome["samples"]["step_s"]) >= 3 and m["final_loss"] > 0
+    else:
+        assert m["latency_s"] > 0 and m["predictions"] == 64
+
+
+def test_flops_that_a_counter_would_miss_are_unknown_not_wrong():
+    """FlopCounterMode sees 200 FLOPs in the built-in imdb_lstm (26.4M by formula): refused, not reported."""
+    code = ("from xpubench.workloads import get_workload\nimport torch\nfrom xpubench.usermodel.flops import "
+            "torch_flops\nmod = get_workload('imdb_lstm'); m = mod.build_torch(mod.SPEC)\n"
+            "print(torch_flops(lambda: m(torch.zeros(1, 250, dtype=torch.long)), m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "(None, 'n/a (torch FlopCounterMode does not count nn.LSTM" in out
+
+
+def test_measured_torch_flops_equal_the_formula_for_the_built_in_cnns():
+    import torch
+
+    from xpubench.usermodel.flops import torch_flops
+    from xpubench.workloads import get_workload
+
+    for name in ("mnist_cnn", "cifar10_resnet"):
+        mod = get_workload(name)
+        model = mod.build_torch(mod.SPEC).eval()
+        x = torch.zeros(1, *mod.SPEC.input_shape)
+        assert torch_flops(lambda m=model, x=x: m(x), model)[0] == mod.forward_flops(mod.SPEC)
