@@ -62,6 +62,9 @@ def test_store_and_reuse_on_the_same_machine(tmp_path):
     assert cache.cached_ceiling(entry, "jax", "cpu", "fp32") is None
     assert cache.cached_bandwidth(entry, "torch", "cpu") == bw
     assert len(json.loads(path.read_text())["entries"]) == 1
+    rows = cache.summary_rows(entry)
+    assert [(r["what"], r["value"], r["where"]) for r in rows] == [
+        ("fp32 matmul", 100.0, "1024x1024x1024"), ("bf16 matmul", 200.0, "1024x1024x1024"), ("bandwidth", 12.5, "copy")]
 
 
 @pytest.mark.parametrize("change, kind, mentioned", [

@@ -124,9 +124,10 @@ def test_candidate_shapes_put_the_defaults_first_and_respect_memory():
     rest = shapes[2:]
     assert [flops(s) for s in rest] == sorted(flops(s) for s in rest)
     assert any(m != n or m != k for m, k, n in rest)              # non-square shapes are tried
-    small = candidate_shapes([1024, 4096], memory_bytes=4 * 3 * 2048**2 * 4)   # 25% = 3 fp32 2048^2 matrices
-    assert (4096, 4096, 4096) not in small and (1024, 1024, 1024) in small
-    assert all(ceiling.input_bytes(s, 4) <= 0.25 * 4 * 3 * 2048**2 * 4 for s in small)
+    memory = 3 * 2048**2 * 4 / 0.15                          # 15% = three fp32 2048 x 2048 matrices
+    small = candidate_shapes([1024, 4096], memory_bytes=memory)
+    assert (4096, 4096, 4096) not in small and (1024, 1024, 1024) in small and (2560, 2560, 2560) not in small
+    assert all(ceiling.input_bytes(s, 4) <= 0.15 * memory for s in small)
     accel = candidate_shapes([8192], accelerator=True)
     assert all(d % 128 == 0 for s in accel for d in s)
 

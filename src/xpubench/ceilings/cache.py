@@ -122,6 +122,24 @@ def cached_bandwidth(entry: dict | None, backend: str, device: str) -> Bandwidth
     return Bandwidth.from_dict(data) if data else None
 
 
+def summary_rows(entry: dict | None) -> list[dict]:
+    """One row per cached figure, for ``xpubench env``: backend, device, what ("fp32 matmul" /
+    "bandwidth"), value and unit, where (shape or kernel), written."""
+    rows = []
+    for data in (entry or {}).get("ceilings", {}).values():
+        c = Ceiling.from_dict(data)
+        rows.append({"backend": c.backend, "device": c.device, "what": f"{c.precision} matmul",
+                     "value": c.flops_per_s / 1e9 if c.flops_per_s else None, "unit": "GFLOP/s",
+                     "where": "x".join(map(str, c.shape)) if c.shape else (c.warning or "n/a"),
+                     "written": entry.get("written")})
+    for data in (entry or {}).get("bandwidth", {}).values():
+        b = Bandwidth.from_dict(data)
+        best = max((k for k in b.kernels.values() if not k.error), key=lambda k: k.gb_per_s, default=None)
+        rows.append({"backend": b.backend, "device": b.device, "what": "bandwidth", "value": b.gb_per_s,
+                     "unit": "GB/s", "where": best.kernel if best else (b.warning or "n/a"), "written": entry.get("written")})
+    return rows
+
+
 def store(key: dict, ceilings: list[Ceiling] = (), bandwidths: list[Bandwidth] = (), path: Path | None = None) -> Path:
     """Add (or replace) these figures in this key's entry; other keys' entries are kept, the oldest
     dropped beyond MAX_ENTRIES. Returns the file written."""

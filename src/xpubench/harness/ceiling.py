@@ -73,10 +73,10 @@ def input_bytes(shape: Shape, element_bytes: int) -> int:
 
 
 def candidate_shapes(default_sizes: Sequence[int], accelerator: bool = False, *, element_bytes: int = 4,
-                     memory_bytes: int | None = None, memory_share: float = 0.25) -> list[Shape]:
+                     memory_bytes: int | None = None, memory_share: float = 0.15) -> list[Shape]:
     """The shapes to try: the default N x N x N sizes (ascending), then the tile-multiple and non-square
     table above, cheapest first; shapes whose inputs and output would take more than ``memory_share``
-    of ``memory_bytes`` are left out."""
+    of ``memory_bytes`` are left out (the search keeps the inputs of up to four shapes at once)."""
     defaults = sorted({(n, n, n) for n in default_sizes})
     rest = sorted(set(ACCEL_SHAPES if accelerator else CPU_SHAPES) - set(defaults), key=lambda s: (flops(s), s))
     fits = (lambda s: input_bytes(s, element_bytes) <= memory_share * memory_bytes) if memory_bytes else bool
