@@ -160,3 +160,24 @@ def test_numpy_search_runs_on_this_cpu():
                        precision="fp32", budget_s=1.5)
     assert c.flops_per_s and c.flops_per_s > 0 and c.shape in {(128, 128, 128), (256, 64, 128), (256, 256, 256)}
     assert all(s["error"] is None for s in c.shapes)
+
+
+def test_a_shape_that_fails_when_confirmed_keeps_its_scout_figure():
+    clock = FakeClock()
+    ops = fake_ops(clock, lambda s: 80e9 if s == (2048, 2048, 2048) else 60e9)
+    product, calls = ops.matmul.product, {"n": 0}
+
+    def flaky(a, b):
+        shape = (a[0], a[1], b[1])
+        if shape == (2048, 2048, 2048):
+            calls["n"] += 1
+            if calls["n"] > 6:        # cold call and scout windows pass, the confirm pass fails
+                raise RuntimeError("device lost")
+        return product(a, b)
+
+    ops.matmul.product = flaky
+    c = search_ceiling(ops, SHAPES, backend="fake", device="gpu:0", precision="bf16", budget_s=100, clock=clock,
+                       check=False)
+    kept = next(s for s in c.shapes if tuple(s["shape"]) == (2048, 2048, 2048))
+    assert kept["phase"] == "scout" and kept["samples_s"] and c.shape == (2048, 2048, 2048)
+    assert any("confirm failed (RuntimeError" in s for s in c.skipped)

@@ -207,7 +207,7 @@ def _predicted_s(shape: Shape, rate: float | None, windows: int, cold: bool = Tr
 
 def search_ceiling(ops: GemmOps, shapes: Sequence[Shape], *, backend: str, device: str, precision: str,
                    budget_s: float, clock: Clock = time.perf_counter, check: bool = True) -> Ceiling:
-    """Run the scout and confirm passes over ``shapes`` (cheapest first) within ``budget_s`` seconds.
+    """Run the scout (``shapes`` in the order given) and confirm passes within ``budget_s`` seconds.
 
     A shape that fails (wrong result, out of memory, a framework error) is recorded with its error and
     the search goes on; the ceiling is None only when no shape could be measured.
@@ -242,7 +242,11 @@ def search_ceiling(ops: GemmOps, shapes: Sequence[Shape], *, backend: str, devic
         if share < _predicted_s(lead.shape, lead.median_flops_per_s, 2, cold=False):
             skipped.append(f"{_fmt(lead.shape)}: no budget left to confirm (scout figure kept)")
             continue
-        run = _measure_shape(ops, lead.shape, CONFIRM_WINDOWS, share, clock, False, prepared)
+        try:
+            run = _measure_shape(ops, lead.shape, CONFIRM_WINDOWS, share, clock, False, prepared)
+        except Exception as exc:  # noqa: BLE001 - the scout figure stands
+            skipped.append(f"{_fmt(lead.shape)}: confirm failed ({type(exc).__name__}; scout figure kept)")
+            continue
         run.phase, run.cold_s = "confirm", lead.cold_s
         runs[lead.shape] = run
     prepared.clear()
