@@ -1,0 +1,28 @@
+"""FLOPs and bytes of a jitted JAX function from XLA's own cost analysis of the compiled program.
+
+"bytes accessed" is XLA's count over the optimised HLO (after fusion): the operands read and the
+outputs written by each fused kernel, so it is the traffic of what really runs, without the caches'
+reuse between kernels. Some platforms give no cost analysis; then the figures are None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+
+def cost_analysis(fn: Callable[..., Any], *args: Any) -> dict[str, float | None]:
+    """{"flops": ..., "bytes_accessed": ...} of ``jax.jit(fn)`` compiled for ``args`` (None where XLA
+    gives no figure)."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    try:
+        costs = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements cost analysis
+        costs = None
+    if isinstance(costs, (list, tuple)):   # older jax: one dict per computation
+        costs = costs[0] if costs else None
+    costs = costs or {}
+    flops, moved = costs.get("flops"), costs.get("bytes accessed")
+    return {"flops": float(flops) if flops else None, "bytes_accessed": float(moved) if moved else None}

@@ -1,0 +1,160 @@
+"""Measured ceilings kept between runs, per machine, in ``$XDG_CACHE_HOME/xpubench/ceilings.json``
+(``~/.cache/xpubench/ceilings.json`` when XDG_CACHE_HOME is unset).
+
+What identifies a machine (``machine_key``), in two parts:
+
+* ``hardware``: the CPU (model, vendor, family/model/part, architecture, SIMD flags, logical, physical
+  and usable cores, cpufreq's maximum clock), the host memory, and every accelerator (kind, id, name,
+  compute capability). Not the hostname: a container gets a new one every start, and two hosts with
+  the same hardware and software have the same ceilings. Not the current clock or free memory: they
+  change between runs.
+* ``software``: the xpubench version; each backend's version, jaxlib, CUDA / HIP / cuDNN versions and
+  numpy's BLAS; the GPU drivers; the thread and device variables that change what a backend runs on
+  (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, XLA_FLAGS, CUDA_VISIBLE_DEVICES,
+  HIP_VISIBLE_DEVICES).
+
+An entry is used only when both parts equal this run's. Otherwise it is *foreign* (other hardware:
+another machine, or other CPUs or devices visible) or *stale* (same hardware, other software, e.g. an
+older xpubench or a torch upgrade), and the lookup says which and what differs. A cache file that is
+missing, unreadable or of another format is never an error: it is reported and rewritten on store.
+Writes go to a temporary file renamed over the old one, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from xpubench import __version__
+from xpubench.harness.bandwidth import Bandwidth
+from xpubench.harness.ceiling import Ceiling
+
+FORMAT = 1
+MAX_ENTRIES = 8          # most recent machine keys kept (e.g. several virtual environments)
+CPU_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", "flags", "logical_cores",
+              "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
+VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
+ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES")
+
+
+def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "xpubench" / "ceilings.json"
+
+
+def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The identity of this machine and software, from ``devices.detect.environment()``'s record."""
+    host = env.get("host", {})
+    cpu = host.get("cpu", {})
+    backends = env.get("backends", {})
+    accelerators = sorted({(d.get("kind"), d.get("id"), d.get("name"), d.get("compute_capability"))
+                           for info in backends.values() for d in info.get("devices", []) if d.get("kind") != "cpu"},
+                          key=str)
+    drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", []) if d.get("driver")})
+    return {
+        "hardware": {"cpu": {k: cpu.get(k) for k in CPU_FIELDS}, "memory_bytes": host.get("memory_bytes"),
+                     "accelerators": [list(a) for a in accelerators]},
+        "software": {"xpubench": __version__,
+                     "backends": {name: {k: info.get(k) for k in VERSION_FIELDS if info.get(k) is not None}
+                                  for name, info in sorted(backends.items()) if info.get("installed")},
+                     "drivers": drivers, "env": {k: environ.get(k) for k in ENV_VARS}},
+    }
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def differences(old: dict, new: dict, limit: int = 3) -> str:
+    """'software.backends.torch.version: 2.12.0 -> 2.13.0; ...' for the first ``limit`` differences."""
+    a, b = _flat(old), _flat(new)
+    diffs = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    more = f" (+{len(diffs) - limit} more)" if len(diffs) > limit else ""
+    return "; ".join(diffs[:limit]) + more
+
+
+def _read(path: Path) -> tuple[list[dict], str | None]:
+    if not path.exists():
+        return [], f"no cache file at {path}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return [], f"cache file {path} is unreadable ({type(exc).__name__}); it will be rewritten"
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), list):
+        return [], f"cache file {path} has another format; it will be rewritten"
+    return [e for e in data["entries"] if isinstance(e, dict) and isinstance(e.get("key"), dict)], None
+
+
+def lookup(key: dict, path: Path | None = None) -> tuple[dict | None, str | None]:
+    """(the entry made with exactly this key, None) or (None, why no entry can be used)."""
+    entries, problem = _read(path or cache_path())
+    if problem:
+        return None, problem
+    for entry in entries:
+        if entry["key"] == key:
+            return entry, None
+    same_hardware = [e for e in entries if e["key"].get("hardware") == key["hardware"]]
+    if same_hardware:
+        return None, f"stale: made with other software ({differences(same_hardware[-1]['key'], key)})"
+    if entries:
+        return None, f"foreign: made on other hardware ({differences(entries[-1]['key'], key)})"
+    return None, "the cache file holds no entries"
+
+
+def cached_ceiling(entry: dict | None, backend: str, device: str, precision: str) -> Ceiling | None:
+    data = (entry or {}).get("ceilings", {}).get(f"{backend}/{device}/{precision}")
+    return Ceiling.from_dict(data) if data else None
+
+
+def cached_bandwidth(entry: dict | None, backend: str, device: str) -> Bandwidth | None:
+    data = (entry or {}).get("bandwidth", {}).get(f"{backend}/{device}")
+    return Bandwidth.from_dict(data) if data else None
+
+
+def summary_rows(entry: dict | None) -> list[dict]:
+    """One row per cached figure, for ``xpubench env``: backend, device, what ("fp32 matmul" /
+    "bandwidth"), value and unit, where (shape or kernel), written."""
+    rows = []
+    for data in (entry or {}).get("ceilings", {}).values():
+        c = Ceiling.from_dict(data)
+        rows.append({"backend": c.backend, "device": c.device, "what": f"{c.precision} matmul",
+                     "value": c.flops_per_s / 1e9 if c.flops_per_s else None, "unit": "GFLOP/s",
+                     "where": "x".join(map(str, c.shape)) if c.shape else (c.warning or "n/a"),
+                     "written": entry.get("written")})
+    for data in (entry or {}).get("bandwidth", {}).values():
+        b = Bandwidth.from_dict(data)
+        best = max((k for k in b.kernels.values() if not k.error), key=lambda k: k.gb_per_s, default=None)
+        rows.append({"backend": b.backend, "device": b.device, "what": "bandwidth", "value": b.gb_per_s,
+                     "unit": "GB/s", "where": best.kernel if best else (b.warning or "n/a"), "written": entry.get("written")})
+    return rows
+
+
+def store(key: dict, ceilings: list[Ceiling] = (), bandwidths: list[Bandwidth] = (), path: Path | None = None) -> Path:
+    """Add (or replace) these figures in this key's entry; other keys' entries are kept, the oldest
+    dropped beyond MAX_ENTRIES. Returns the file written."""
+    path = path or cache_path()
+    entries, _ = _read(path)
+    entry = next((e for e in entries if e["key"] == key), None) or {"key": key, "ceilings": {}, "bandwidth": {}}
+    entries = [e for e in entries if e is not entry] + [entry]
+    for c in ceilings:
+        entry.setdefault("ceilings", {})[f"{c.backend}/{c.device}/{c.precision}"] = c.as_dict()
+    for b in bandwidths:
+        entry.setdefault("bandwidth", {})[f"{b.backend}/{b.device}"] = b.as_dict()
+    entry["written"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ceilings-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"format": FORMAT, "entries": entries[-MAX_ENTRIES:]}, fh, indent=1)
+    os.replace(tmp, path)
+    return path

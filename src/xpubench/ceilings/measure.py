@@ -1,0 +1,114 @@
+"""Measuring ceilings for one backend and device: in this process (``search``, ``bandwidth``), or
+isolated in a child process (``measure_in_subprocess``), and through the cache (``ceilings_for``).
+
+The backend adapters live in ``backends/``: each exposes ``gemm_ops(device, precision)`` and
+``stream_ops(device)``; they are imported only when asked for, so this module stays framework-free.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from xpubench.ceilings import cache
+from xpubench.errors import UserError
+from xpubench.harness.bandwidth import DEFAULT_BUDGET_S as BANDWIDTH_BUDGET_S
+from xpubench.harness.bandwidth import Bandwidth, measure_bandwidth
+from xpubench.harness.ceiling import DEFAULT_BUDGET_S, Ceiling, candidate_shapes, search_ceiling
+from xpubench.harness.timing import Clock
+
+ADAPTERS = {"numpy": "xpubench.backends.numpy_ceiling", "torch": "xpubench.backends.torch_.ceiling",
+            "jax": "xpubench.backends.jax_.ceiling"}
+PRECISIONS = {"numpy": ("fp32",), "torch": ("fp32", "tf32", "bf16", "fp16"), "jax": ("fp32", "tf32", "bf16", "fp16")}
+
+
+def _adapter(backend: str):
+    if backend not in ADAPTERS:
+        raise UserError(f"no ceiling adapter for backend {backend!r} (known: {', '.join(ADAPTERS)})")
+    return importlib.import_module(ADAPTERS[backend])
+
+
+def default_sizes(accelerator: bool) -> tuple[int, ...]:
+    from xpubench.plan import MATMUL_SIZES, MATMUL_SIZES_ACCEL
+
+    return tuple(MATMUL_SIZES_ACCEL if accelerator else MATMUL_SIZES)
+
+
+def search(backend: str, device: str, precision: str, *, budget_s: float | None = None,
+           sizes: Sequence[int] | None = None, clock: Clock = time.perf_counter) -> Ceiling:
+    """The compute ceiling of ``backend`` on ``device`` at ``precision`` (harness/ceiling.py), in this
+    process. ``budget_s`` defaults to 30 s on a CPU and 60 s on an accelerator."""
+    if precision not in PRECISIONS.get(backend, ()):
+        raise UserError(f"{backend} has no {precision} matmul to search (it has: {', '.join(PRECISIONS[backend])})")
+    accelerator = device != "cpu"
+    ops = _adapter(backend).gemm_ops(device, precision)
+    shapes = candidate_shapes(sizes or default_sizes(accelerator), accelerator, element_bytes=ops.element_bytes,
+                              memory_bytes=ops.memory_bytes)
+    budget = budget_s or DEFAULT_BUDGET_S["accelerator" if accelerator else "cpu"]
+    return search_ceiling(ops, shapes, backend=backend, device=device, precision=precision, budget_s=budget,
+                          clock=clock)
+
+
+def bandwidth(backend: str, device: str, *, budget_s: float = BANDWIDTH_BUDGET_S, array_bytes: int | None = None,
+              spec_bytes_per_s: float | None = None) -> Bandwidth:
+    """Copy and triad GB/s of ``backend`` on ``device`` (harness/bandwidth.py), in this process."""
+    ops = _adapter(backend).stream_ops(device, array_bytes)
+    return measure_bandwidth(ops, backend=backend, device=device, budget_s=budget_s, spec_bytes_per_s=spec_bytes_per_s)
+
+
+def measure_in_subprocess(backend: str, device: str, precisions: Sequence[str], *, budget_s: float | None = None,
+                          with_bandwidth: bool = True, spec_bytes_per_s: float | None = None,
+                          timeout_s: float | None = None) -> tuple[list[Ceiling], Bandwidth | None]:
+    """Run ``python -m xpubench.ceilings`` in a child (the parent never imports a framework) and read
+    its JSON. Raises RuntimeError with the child's last stderr line when it fails."""
+    argv = [sys.executable, "-m", "xpubench.ceilings", "--backend", backend, "--device", device,
+            "--precisions", ",".join(precisions)]
+    if budget_s:
+        argv += ["--budget", str(budget_s)]
+    if with_bandwidth:
+        argv += ["--bandwidth"] + (["--spec-bandwidth", str(spec_bytes_per_s)] if spec_bytes_per_s else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                          env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"ceiling measurement of {backend} on {device} failed: {tail}")
+    data = json.loads(proc.stdout)
+    ceilings = [Ceiling.from_dict(c) for c in data["ceilings"]]
+    return ceilings, Bandwidth.from_dict(data["bandwidth"]) if data.get("bandwidth") else None
+
+
+def ceilings_for(env: dict[str, Any], backend: str, device: str, precisions: Sequence[str], *,
+                 budget_s: float | None = None, with_bandwidth: bool = True, refresh: bool = False,
+                 path: Path | None = None) -> dict[str, Any]:
+    """The ceilings of one backend and device: from the cache when it holds them for this machine key,
+    else measured in a child process and stored. Returns {"ceilings": {precision: Ceiling},
+    "bandwidth": Bandwidth | None, "source": "cache" | "measured", "cache_note": why the cache was not
+    used, or None}."""
+    key = cache.machine_key(env)
+    entry, note = (None, "refresh asked") if refresh else cache.lookup(key, path)
+    found = {p: cache.cached_ceiling(entry, backend, device, p) for p in precisions}
+    bw = cache.cached_bandwidth(entry, backend, device)
+    if entry and all(found.values()) and (bw or not with_bandwidth):
+        return {"ceilings": found, "bandwidth": bw, "source": "cache", "cache_note": None}
+    missing = [p for p, c in found.items() if c is None] or list(precisions)
+    spec = _spec_bandwidth(env, backend, device)
+    measured, bw_new = measure_in_subprocess(backend, device, missing, budget_s=budget_s,
+                                             with_bandwidth=with_bandwidth and bw is None, spec_bytes_per_s=spec)
+    cache.store(key, measured, [bw_new] if bw_new else [], path)
+    found.update({c.precision: c for c in measured})
+    return {"ceilings": found, "bandwidth": bw or bw_new, "source": "measured",
+            "cache_note": note or "this backend, device or precision was not in the cache"}
+
+
+def _spec_bandwidth(env: dict[str, Any], backend: str, device: str) -> float | None:
+    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+        if dev.get("id") == device:
+            return dev.get("memory_bandwidth")
+    return None

@@ -1,0 +1,159 @@
+"""What a result costs: prices per device-hour from ``--price-per-hour DEVICE=USD`` flags or a TOML
+prices file, the dollars per result they give, and rankings of devices by time and by cost.
+
+Prices are US dollars per device per hour, as the user pays them (a cloud instance's price is the
+price of the device it is rented for). Device spellings: ``cpu``, ``gpu``, ``gpu:N`` (``cuda``,
+``cuda:N``, ``rocm:N`` are the same), ``tpu``, ``tpu:N``, ``mps``. A bare kind (``gpu``) prices every
+device of that kind; an indexed one (``gpu:1``) overrides it for that device. A case on several
+devices costs the sum of their prices.
+
+Formulas (throughput is the steady-state figure, compile and warm-up excluded; s = price / 3600 is
+dollars per second):
+
+* $ per 1M training samples = s x 1e6 / (training samples per second)
+* $ per steady epoch        = s x (seconds per steady epoch)
+* $ per 1M predictions      = s x 1e6 / (predictions per second)
+
+Prices file::
+
+    [prices]            # USD per device-hour
+    cpu = 0.10
+    gpu = 2.50
+    "gpu:1" = 1.20
+
+(The ``[prices]`` header may be left out.) Bad input raises ``UserError`` with one line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from xpubench.errors import UserError
+
+_DEVICE = re.compile(r"(cpu|gpu|cuda|rocm|tpu|mps)(?::(\d+))?")
+_KIND = {"cuda": "gpu", "rocm": "gpu"}
+
+
+def normalise_device(text: str) -> str:
+    """'CUDA:0' -> 'gpu:0', 'gpu' -> 'gpu'; raises UserError for anything else."""
+    m = _DEVICE.fullmatch(text.strip().lower())
+    if not m or (m.group(1) in ("cpu", "mps") and m.group(2) not in (None, "0")):
+        raise UserError(f"unknown device {text.strip()!r} in a price (expected cpu, gpu, gpu:N, tpu, tpu:N or mps)")
+    kind = _KIND.get(m.group(1), m.group(1))
+    return kind if m.group(2) is None or kind in ("cpu", "mps") else f"{kind}:{int(m.group(2))}"
+
+
+def _price(value: object, where: str) -> float:
+    try:
+        price = float(str(value).strip().lstrip("$")) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        price = math.nan
+    if not math.isfinite(price) or price < 0:
+        raise UserError(f"{where}: the price must be a number of US dollars per hour, at least 0; got {value!r}")
+    return price
+
+
+def parse_price_flags(values: Iterable[str]) -> dict[str, float]:
+    """``["cpu=0.10", "gpu:0=2.5"]`` -> {"cpu": 0.1, "gpu:0": 2.5}; the same device twice is an error."""
+    prices: dict[str, float] = {}
+    for text in values:
+        device, sep, amount = text.partition("=")
+        if not sep or not device.strip() or not amount.strip():
+            raise UserError(f"--price-per-hour {text!r}: expected DEVICE=USD, e.g. cpu=0.10 or gpu:0=2.50")
+        key = normalise_device(device)
+        if key in prices:
+            raise UserError(f"--price-per-hour: {key} is priced twice")
+        prices[key] = _price(amount, f"--price-per-hour {text!r}")
+    return prices
+
+
+def load_prices_file(path: str | Path) -> dict[str, float]:
+    """Prices from a TOML file (see the module docstring)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"prices file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"prices file {p} is unreadable: {getattr(exc, 'strerror', None) or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"prices file {p} is not valid TOML: {exc}") from None
+    table = data.get("prices", data)
+    if not isinstance(table, dict) or not table:
+        raise UserError(f"prices file {p}: expected a [prices] table of DEVICE = USD per hour")
+    prices: dict[str, float] = {}
+    for device, amount in table.items():
+        key = normalise_device(device)
+        if key in prices:
+            raise UserError(f"prices file {p}: {key} is priced twice")
+        prices[key] = _price(amount, f"prices file {p}, {device}")
+    return prices
+
+
+def merge_prices(file_prices: Mapping[str, float] | None, flag_prices: Mapping[str, float] | None) -> dict[str, float]:
+    """The file's prices with the flags' on top (a flag wins for the same device)."""
+    return {**(file_prices or {}), **(flag_prices or {})}
+
+
+def price_for(prices: Mapping[str, float], device: str, devices: int = 1) -> float | None:
+    """USD per hour of a case on ``devices`` devices starting at ``device`` ('gpu:0' x 2 = gpu:0 + gpu:1),
+    or None when any of them has no price."""
+    key = normalise_device(device)
+    kind, _, index = key.partition(":")
+    total = 0.0
+    for i in range(devices):
+        one = f"{kind}:{int(index or 0) + i}" if kind not in ("cpu", "mps") else kind
+        price = prices.get(one, prices.get(kind))
+        if price is None:
+            return None
+        total += price if kind not in ("cpu", "mps") or i == 0 else 0.0   # CPU "devices" share one CPU
+    return total
+
+
+def cost_figures(price_per_hour: float | None, *, samples_per_s: float | None = None,
+                 epoch_s: float | None = None, predictions_per_s: float | None = None) -> dict[str, float | None]:
+    """usd_per_1m_samples, usd_per_epoch, usd_per_1m_predictions (None where a figure is missing)."""
+    per_s = price_per_hour / 3600.0 if price_per_hour is not None else None
+
+    def rate(per_second):
+        return per_s * 1e6 / per_second if (per_s is not None and per_second) else None
+
+    return {"usd_per_hour": price_per_hour, "usd_per_1m_samples": rate(samples_per_s),
+            "usd_per_epoch": per_s * epoch_s if (per_s is not None and epoch_s) else None,
+            "usd_per_1m_predictions": rate(predictions_per_s)}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    by_time: list[str]          # fastest first
+    by_cost: list[str]          # cheapest first (only the priced options)
+    unpriced: list[str]         # options without a price: not in by_cost
+    differences: list[str]      # one sentence per pair whose order differs between the two rankings
+
+    @property
+    def same_order(self) -> bool:
+        return not self.differences
+
+
+def rank_time_and_cost(options: Mapping[str, tuple[float, float | None]]) -> Ranking:
+    """Rank options ({label: (seconds per result, USD per result or None)}) by time and by cost and say,
+    pair by pair, where the faster one is not the cheaper one."""
+    by_time = sorted(options, key=lambda k: (options[k][0], k))
+    priced = [k for k in by_time if options[k][1] is not None]
+    by_cost = sorted(priced, key=lambda k: (options[k][1], options[k][0], k))
+    differences = []
+    for i, fast in enumerate(priced):
+        for slow in priced[i + 1:]:
+            (t_fast, c_fast), (t_slow, c_slow) = options[fast], options[slow]
+            if c_slow < c_fast and t_slow > t_fast:
+                differences.append(f"{fast} is faster than {slow} ({t_slow / t_fast:.2f}x) but {slow} is cheaper "
+                                   f"(${c_slow:.4g} vs ${c_fast:.4g} per result, {c_fast / c_slow:.2f}x)")
+    return Ranking(by_time, by_cost, [k for k in by_time if options[k][1] is None], differences)
