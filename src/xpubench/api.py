@@ -107,6 +107,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     FILE run. Returns the results of this call (for resume: the old ones too).
     """
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
+    from xpubench.harness.worker import is_accelerator
 
     hooks = hooks or RunHooks()
     check_run_settings(timeout_s, memory_limit_bytes)
@@ -128,11 +129,14 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
                 raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
             env = environment or _detect()
             cases = todo = build_cases(request, env)
-            for note in plan_notes(request, env, cases):
+            for note in plan_notes(request, env, cases, environ=dict(os.environ)):
                 _warn(hooks, note)
             out.touch()
             _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes})
             stack.enter_context(store.exclusive(plan_path(out)))
+        if memory_limit_bytes and any(is_accelerator(c.device) for c in todo):
+            _warn(hooks, "--memory-limit applies to CPU cases only: accelerator cases run without an address-space "
+                  "cap (their runtimes reserve more address space than memory)")
         if hooks.on_plan:
             hooks.on_plan(cases, todo)
         quick_default = 600.0 if all(c.steps for c in todo if c.mode != "matmul") else DEFAULT_TIMEOUT_S

@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", help="results file (JSON Lines)")
     run.add_argument("--resume", help="finish the cases of an interrupted results file")
     run.add_argument("--timeout", type=_seconds, help="seconds per case before it is killed")
-    run.add_argument("--memory-limit", type=_size_bytes, help="address-space cap per worker, e.g. 8G")
+    run.add_argument("--memory-limit", type=_size_bytes,
+                     help="address-space cap (RLIMIT_AS) per worker of a CPU case, e.g. 8G; accelerator cases "
+                          "run without it (CUDA, ROCm and libtpu reserve more address space than memory)")
     run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
                      help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
     run.add_argument("--no-progress", action="store_true")

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench.devices.records import cuda_capability, tf32_problem
 from xpubench.errors import UserError
+from xpubench.harness.worker import is_accelerator
 from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
@@ -224,14 +226,36 @@ def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
     return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
 
 
+def _has_tf32(env: dict, backend: str, device: str) -> bool:
+    record = _device_record(env, backend, device)
+    return tf32_problem(record.get("kind"), record.get("vendor"), record.get("compute_capability")) is None
+
+
 def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
     if backend == "numpy":
         return ["fp32"]
     dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
-    cc = _device_record(env, backend, device).get("compute_capability")
-    if device.startswith("gpu") and cc and float(cc) >= 8.0:
+    if _has_tf32(env, backend, device):
         dtypes.insert(1, "tf32")
     return dtypes
+
+
+def model_precisions(env: dict, backend: str, device: str) -> list[str]:
+    """The default precisions of a model workload: fp32 on a CPU; on an accelerator fp32, tf32 where the
+    chip has it (NVIDIA, compute capability >= 8.0) and its 16-bit training format: bf16, or fp16 on
+    NVIDIA GPUs before Ampere, whose tensor cores (and PyTorch's autocast) have no bf16."""
+    if not is_accelerator(device):
+        return ["fp32"]
+    record = _device_record(env, backend, device)
+    capability = cuda_capability(record.get("compute_capability"))
+    half = "fp16" if record.get("vendor") == "nvidia" and capability and capability < (8, 0) else "bf16"
+    return ["fp32", *(["tf32"] if _has_tf32(env, backend, device) else []), half]
+
+
+def quick_batch_size(spec, device: str) -> int:
+    """The brief run's batch: the workload's small quick batch on a CPU; on an accelerator its largest
+    default batch (a quick batch of 4-16 only measures kernel launch latency there)."""
+    return max(spec.batch_sizes) if is_accelerator(device) else spec.quick_batch_size
 
 
 def build_cases(req: PlanRequest, env: dict) -> list[Case]:
@@ -249,15 +273,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = []
-    for backend in backends:
-        if not _backend_installed(env, backend):
-            raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
-        if req.devices:
-            from xpubench.devices.detect import resolve_device
-
-            devices = _unique([resolve_device(env, backend, d) for d in req.devices])
-        else:
-            devices = default_devices(env, backend)
+    chosen = {backend: _devices_for(req, env, backend, implicit=not req.backends) for backend in backends}
+    for backend, devices in chosen.items():
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -270,6 +287,46 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
     return list(unique.values())
+
+
+def _devices_for(req: PlanRequest, env: dict, backend: str, implicit: bool) -> list[str]:
+    """The device ids of the request for one backend. Backends the user named must have every device
+    asked for (else one line); backends chosen by default (no -b) drop the devices they lack, and only
+    a device that no installed backend has is refused."""
+    from xpubench.devices.detect import resolve_device
+
+    if not _backend_installed(env, backend):
+        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
+    if not req.devices:
+        return default_devices(env, backend)
+    if not implicit:
+        return _unique([resolve_device(env, backend, d) for d in req.devices])
+    found = []
+    for spelling in req.devices:
+        try:
+            found.append(resolve_device(env, backend, spelling))
+        except UserError:
+            _check_someone_has(env, spelling)
+    return _unique(found)
+
+
+def _check_someone_has(env: dict, spelling: str) -> None:
+    """Refuse a device spelling no installed backend resolves (one line naming what each one has)."""
+    from xpubench.devices.detect import resolve_device
+
+    installed = [b for b in BACKENDS if _backend_installed(env, b)]
+    errors = []
+    for backend in installed:
+        try:
+            resolve_device(env, backend, spelling)
+            return
+        except UserError as exc:
+            errors.append(str(exc))
+    if len(errors) == 1:
+        raise UserError(errors[0])
+    said = "; ".join(e.removeprefix(f"device {spelling!r} is not available to ").replace(" on this machine", "")
+                     for e in errors)
+    raise UserError(f"device {spelling!r} is not available to any installed backend: {said}")
 
 
 def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str) -> list[Case]:
@@ -292,8 +349,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     if backend == "numpy":
         return []  # numpy has no training stack: it is the matmul reference only
     spec = get_workload(workload).SPEC
-    batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else sorted(spec.batch_sizes))
-    precisions = req.precisions or ["fp32"]
+    batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
+    precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
     modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
     counts = device_counts(req, env, backend, device)
@@ -337,7 +394,8 @@ def available_count(env: dict, backend: str, device: str) -> int:
 
     kind = device.split(":")[0]
     if backend == "torch" and kind == "cpu":
-        have = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        usable = env.get("host", {}).get("cpu", {}).get("usable_cores")   # the described machine's
+        have = usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     else:
         devs = env.get("backends", {}).get(backend, {}).get("devices", [])
         have = max(1, sum(1 for d in devs if d["kind"] == kind))
@@ -369,11 +427,16 @@ def device_counts(req: PlanRequest, env: dict, backend: str, device: str) -> lis
     return counts
 
 
-def plan_notes(req: PlanRequest, env: dict, cases: list[Case]) -> list[str]:
-    """What the default sweep left out on purpose, said once before the run."""
+def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:
+    """Said once before the run: environment variables that silently change what the planned devices
+    measure (``environ``: this process's; by default the ones the environment record carries), and
+    what the default sweep left out on purpose."""
+    from xpubench.devices import envvars
+
+    variables = environ if environ is not None else env.get("variables") or {}
+    notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
     if req.precisions:
-        return []
-    notes = []
+        return notes
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
         slow = slow_cpu_dtypes(env, backend, device)
         if slow:

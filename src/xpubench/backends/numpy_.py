@@ -9,12 +9,9 @@ from xpubench.harness.outcome import Outcome
 from xpubench.workloads import matmul
 
 
-def run_case(case) -> Outcome:
-    if case.mode != "matmul":
-        return Outcome(status="skipped", message="numpy runs matmul only")
-    if case.precision != "fp32":
-        return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
-    ops = matmul.MatmulOps(
+def ops_for(case) -> matmul.MatmulOps:
+    """The matmul adapters of a case (the benchmark's and ``xpubench doctor``'s): fp32 only."""
+    return matmul.MatmulOps(
         make_inputs=lambda n: matmul.inputs_numpy(n, case.seed),
         product=np.matmul,
         sync=lambda out: None,          # numpy returns only when the product is done
@@ -22,4 +19,11 @@ def run_case(case) -> Outcome:
         placement=lambda out: "cpu",
         tolerance=1e-4,
     )
-    return matmul.measure(ops, case)
+
+
+def run_case(case) -> Outcome:
+    if case.mode != "matmul":
+        return Outcome(status="skipped", message="numpy runs matmul only")
+    if case.precision != "fp32":
+        return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
+    return matmul.measure(ops_for(case), case)

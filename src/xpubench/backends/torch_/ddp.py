@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from xpubench.backends.torch_.device import torch_device
-from xpubench.backends.torch_.train import TorchTrainer, should_compile
+from xpubench.backends.torch_.train import TorchTrainer
 from xpubench.errors import UserError
 from xpubench.harness.cluster import Cluster, from_env
 from xpubench.harness.training import run_training
@@ -170,7 +170,7 @@ def _train_rank(case, rank: int, world: int):
     trainer = DDPTrainer(case, world_size=world, rank=rank,
                          wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
     outcome = run_training(trainer, case, trainer.flops_per_sample)
-    outcome.metrics["compiled"] = should_compile(case, trainer.device)
+    trainer.report(outcome.metrics)
     return outcome
 
 
