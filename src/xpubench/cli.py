@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
                      help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the cases the run would execute and an estimate of its time; run nothing")
+    run.add_argument("--env-file", metavar="FILE",
+                     help="with --dry-run: plan for the machine FILE describes (`xpubench env --json` saved there)")
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+")
