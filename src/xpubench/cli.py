@@ -1,4 +1,4 @@
-"""Command line: xpubench env | list | run | report | compare. Thin: parse, call, print.
+"""Command line: xpubench env | list | run | doctor | report | compare. Thin: parse, call, print.
 
 Every error a user can cause ends in one line on stderr and exit code 2.
 """
@@ -152,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env-file", metavar="FILE",
                      help="with --dry-run: plan for the machine FILE describes (`xpubench env --json` saved there)")
 
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
+    doc.add_argument("-b", "--backend", type=_csv(str, "backend"), help="numpy, torch, jax (default: installed)")
+    doc.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+")
     rep.add_argument("-o", "--output", default="xpubench-report.html")
@@ -237,6 +242,22 @@ def cmd_run(args, console) -> int:
     return execute_run(args, console)
 
 
+def cmd_doctor(args, console) -> int:
+    """PASS / WARN / FAIL per check, backend and device; exit 1 on any FAIL (doctor/__init__.py)."""
+    from xpubench import doctor
+    from xpubench.api import _detect
+
+    env = _detect()
+    live = None if args.json else (lambda row: console.print(
+        f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
+    rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1, default=str))
+    else:
+        doctor.render(rows, console)
+    return doctor.exit_code(rows)
+
+
 def _check_inputs(files: list[str], output: str | None) -> None:
     """Refuse unreadable results files and an unwritable output before any work (one line, exit 2)."""
     from pathlib import Path
@@ -265,7 +286,8 @@ def cmd_compare(args, console) -> int:
                                min_change=args.min_change / 100)
 
 
-COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare}
+COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
+            "compare": cmd_compare}
 
 if __name__ == "__main__":
     sys.exit(main())

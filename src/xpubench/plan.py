@@ -226,7 +226,7 @@ def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
     return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
 
 
-def _has_tf32(env: dict, backend: str, device: str) -> bool:
+def has_tf32(env: dict, backend: str, device: str) -> bool:
     record = _device_record(env, backend, device)
     return tf32_problem(record.get("kind"), record.get("vendor"), record.get("compute_capability")) is None
 
@@ -235,7 +235,7 @@ def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
     if backend == "numpy":
         return ["fp32"]
     dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
-    if _has_tf32(env, backend, device):
+    if has_tf32(env, backend, device):
         dtypes.insert(1, "tf32")
     return dtypes
 
@@ -249,7 +249,7 @@ def model_precisions(env: dict, backend: str, device: str) -> list[str]:
     record = _device_record(env, backend, device)
     capability = cuda_capability(record.get("compute_capability"))
     half = "fp16" if record.get("vendor") == "nvidia" and capability and capability < (8, 0) else "bf16"
-    return ["fp32", *(["tf32"] if _has_tf32(env, backend, device) else []), half]
+    return ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), half]
 
 
 def quick_batch_size(spec, device: str) -> int:
@@ -273,8 +273,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = []
-    chosen = {backend: _devices_for(req, env, backend, implicit=not req.backends) for backend in backends}
-    for backend, devices in chosen.items():
+    for backend, devices in choose_devices(dataclasses.replace(req, backends=backends), env,
+                                           implicit=not req.backends).items():
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -287,6 +287,15 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
     return list(unique.values())
+
+
+def choose_devices(req: PlanRequest, env: dict, implicit: bool | None = None) -> dict[str, list[str]]:
+    """{backend: device ids} for the request's backends (default: every installed one) and devices
+    (default: the first device of each kind). ``implicit`` (default: no backends named) drops the
+    devices a backend lacks instead of refusing them (``_devices_for``)."""
+    backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
+    implicit = not req.backends if implicit is None else implicit
+    return {backend: _devices_for(req, env, backend, implicit) for backend in backends}
 
 
 def _devices_for(req: PlanRequest, env: dict, backend: str, implicit: bool) -> list[str]:

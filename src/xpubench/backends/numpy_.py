@@ -27,3 +27,18 @@ def run_case(case) -> Outcome:
     if case.precision != "fp32":
         return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
     return matmul.measure(ops_for(case), case)
+
+
+def doctor_ops(device: str):
+    """``xpubench doctor``'s adapters for numpy: the CPU, synchronous, no compiler."""
+    from xpubench.devices import memory
+    from xpubench.doctor.probe import DoctorOps
+    from xpubench.plan import Case
+
+    if device != "cpu":
+        raise ValueError(f"numpy runs on the cpu only, not on {device}")
+    return DoctorOps(
+        matmul=lambda p: ops_for(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", precision=p)),
+        asynchronous=False, allocate=lambda n: np.ones(n, dtype=np.uint8),
+        memory_in_use=memory.host_current_bytes, peak=memory.HostPeak(),
+        compile_check=lambda: {"what": "numpy", "skipped": "numpy has no compiler: nothing to check"})

@@ -24,6 +24,15 @@ def _vm_hwm() -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
+def host_current_bytes() -> int | None:
+    """The process's resident set now (``VmRSS``), or None where /proc is missing."""
+    try:
+        m = re.search(r"^VmRSS:\s+(\d+)\s+kB", _STATUS.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(m.group(1)) * 1024 if m else None
+
+
 def _ru_maxrss() -> int | None:
     try:
         import resource
@@ -50,3 +59,13 @@ def host_peak_bytes() -> int | None:
     peak = _vm_hwm() or _ru_maxrss()
     floor = _state["floor"]
     return peak if floor is None or (peak is not None and peak > floor) else None
+
+
+class HostPeak:
+    """The host counter with the interface of the backends' ``PeakMemory`` (reset, read)."""
+
+    def reset(self) -> None:
+        reset_host_peak()
+
+    def read(self) -> int | None:
+        return host_peak_bytes()
