@@ -38,9 +38,9 @@ def print_plan(planned, console, source: str | None) -> int:
     env = planned.environment
     where = f" (from {source})" if source else " (this machine)"
     console.print(f"[bold]Dry run[/bold] for {machine_summary(env)}{where}: nothing runs, nothing is written.",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     for note in planned.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(planned.cases)} case(s)", title_justify="left")
     for col in ("#", "case", "batch / N", "devices", "length", "est."):
         table.add_column(col, justify="right" if col in ("#", "devices", "est.") else "left", overflow="fold")
@@ -54,5 +54,5 @@ def print_plan(planned, console, source: str | None) -> int:
     console.print(f"estimated time: about {estimate.describe(total)}"
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
-                    "the peak; see src/xpubench/estimate.py)", highlight=False)
+                    "the peak; see src/xpubench/estimate.py)", highlight=False, soft_wrap=True)
     return 0

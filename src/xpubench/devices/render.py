@@ -36,6 +36,9 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
         console.print(f"  [dim]{basis}[/dim]" if basis else "")
     for name, info in env.get("backends", {}).items():
         console.print(_backend_table(name, info))
+        for platform, error in (info.get("platform_errors") or {}).items():
+            console.print(f"[yellow]{name}: {platform} backend did not load (so no {platform} device):[/] {error}",
+                          highlight=False, soft_wrap=True)
 
 
 def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
@@ -48,8 +51,6 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
     title += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
     if info.get("error"):
         title += f" - failed to initialise: {info['error']}"
-    for platform, error in (info.get("platform_errors") or {}).items():
-        title += f"\n  {platform} backend did not load (so no {platform} device): {error}"
     # peak columns: fp32 and bf16 always; tf32 and fp16 where a chip here has a published figure (not
     # for the CPU's estimate alone: a CPU has no TF32, and its fp16 estimate is its fp32 one)
     dtypes = [d for d in ("fp32", "tf32", "bf16", "fp16")
