@@ -248,7 +248,7 @@ def cmd_doctor(args, console) -> int:
     from xpubench.api import _detect
 
     env = _detect()
-    live = None if args.json else (lambda row: console.print(
+    live = None if args.json or not console.is_terminal else (lambda row: console.print(
         f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
     rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
     if args.json:

@@ -13,19 +13,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.devices.records import cuda_capability, tf32_problem
 from xpubench.errors import UserError
-from xpubench.harness.worker import is_accelerator
+from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
+    BACKENDS,
+    MATMUL_DTYPES,
+    _backend_installed,
+    choose_devices,
+    default_devices,
+    has_tf32,
+    matmul_dtypes,
+    model_precisions,
+    quick_batch_size,
+    slow_cpu_dtypes,
+)
 from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
-BACKENDS = ("numpy", "torch", "jax")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 MODES = ("train", "infer")
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
-MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
 QUICK = {"epochs": 3, "steps": 2, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
@@ -193,71 +201,6 @@ def _selftest_behaviours(options: dict) -> list[dict]:
     return out
 
 
-def _backend_installed(env: dict, backend: str) -> bool:
-    return bool(env.get("backends", {}).get(backend, {}).get("installed"))
-
-
-def default_devices(env: dict, backend: str) -> list[str]:
-    """Every kind of device the backend sees, first device of each kind (multi-device is --devices N)."""
-    seen: dict[str, str] = {}
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
-        seen.setdefault(dev["kind"], dev["id"])
-    return list(seen.values())
-
-
-def _device_record(env: dict, backend: str, device: str) -> dict:
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
-        if dev["id"] == device:
-            return dev
-    return {}
-
-
-# CPU instructions that make a half-precision matmul native; without them torch's CPU kernels for that
-# dtype run at ~1 GFLOP/s (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2),
-# so one 4096 product takes minutes. XLA converts to fp32 internally and stays fast.
-NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
-
-
-def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
-    if backend != "torch" or not device.startswith("cpu"):
-        return []
-    flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
-    return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
-
-
-def has_tf32(env: dict, backend: str, device: str) -> bool:
-    record = _device_record(env, backend, device)
-    return tf32_problem(record.get("kind"), record.get("vendor"), record.get("compute_capability")) is None
-
-
-def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    if backend == "numpy":
-        return ["fp32"]
-    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
-    if has_tf32(env, backend, device):
-        dtypes.insert(1, "tf32")
-    return dtypes
-
-
-def model_precisions(env: dict, backend: str, device: str) -> list[str]:
-    """The default precisions of a model workload: fp32 on a CPU; on an accelerator fp32, tf32 where the
-    chip has it (NVIDIA, compute capability >= 8.0) and its 16-bit training format: bf16, or fp16 on
-    NVIDIA GPUs before Ampere, whose tensor cores (and PyTorch's autocast) have no bf16."""
-    if not is_accelerator(device):
-        return ["fp32"]
-    record = _device_record(env, backend, device)
-    capability = cuda_capability(record.get("compute_capability"))
-    half = "fp16" if record.get("vendor") == "nvidia" and capability and capability < (8, 0) else "bf16"
-    return ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), half]
-
-
-def quick_batch_size(spec, device: str) -> int:
-    """The brief run's batch: the workload's small quick batch on a CPU; on an accelerator its largest
-    default batch (a quick batch of 4-16 only measures kernel launch latency there)."""
-    return max(spec.batch_sizes) if is_accelerator(device) else spec.quick_batch_size
-
-
 def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     """Expand a request into cases, validating every name against what is installed and present."""
     validate(req)
@@ -273,8 +216,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = []
-    for backend, devices in choose_devices(dataclasses.replace(req, backends=backends), env,
-                                           implicit=not req.backends).items():
+    for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -287,55 +229,6 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
     return list(unique.values())
-
-
-def choose_devices(req: PlanRequest, env: dict, implicit: bool | None = None) -> dict[str, list[str]]:
-    """{backend: device ids} for the request's backends (default: every installed one) and devices
-    (default: the first device of each kind). ``implicit`` (default: no backends named) drops the
-    devices a backend lacks instead of refusing them (``_devices_for``)."""
-    backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
-    implicit = not req.backends if implicit is None else implicit
-    return {backend: _devices_for(req, env, backend, implicit) for backend in backends}
-
-
-def _devices_for(req: PlanRequest, env: dict, backend: str, implicit: bool) -> list[str]:
-    """The device ids of the request for one backend. Backends the user named must have every device
-    asked for (else one line); backends chosen by default (no -b) drop the devices they lack, and only
-    a device that no installed backend has is refused."""
-    from xpubench.devices.detect import resolve_device
-
-    if not _backend_installed(env, backend):
-        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
-    if not req.devices:
-        return default_devices(env, backend)
-    if not implicit:
-        return _unique([resolve_device(env, backend, d) for d in req.devices])
-    found = []
-    for spelling in req.devices:
-        try:
-            found.append(resolve_device(env, backend, spelling))
-        except UserError:
-            _check_someone_has(env, spelling)
-    return _unique(found)
-
-
-def _check_someone_has(env: dict, spelling: str) -> None:
-    """Refuse a device spelling no installed backend resolves (one line naming what each one has)."""
-    from xpubench.devices.detect import resolve_device
-
-    installed = [b for b in BACKENDS if _backend_installed(env, b)]
-    errors = []
-    for backend in installed:
-        try:
-            resolve_device(env, backend, spelling)
-            return
-        except UserError as exc:
-            errors.append(str(exc))
-    if len(errors) == 1:
-        raise UserError(errors[0])
-    said = "; ".join(e.removeprefix(f"device {spelling!r} is not available to ").replace(" on this machine", "")
-                     for e in errors)
-    raise UserError(f"device {spelling!r} is not available to any installed backend: {said}")
 
 
 def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str) -> list[Case]:
@@ -352,7 +245,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         if req.quick:
             sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
             common["time_budget_s"] = req.time_budget_s or QUICK["matmul_budget_s"]
-        precisions = req.precisions or _matmul_dtypes(env, backend, device)
+        precisions = req.precisions or matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
     if backend == "numpy":

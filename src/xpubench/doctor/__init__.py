@@ -33,7 +33,7 @@ CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile
 def probe_config(env: dict, backend: str, device: str) -> dict:
     """What to measure on one backend and device: every precision it runs (the precision check), and
     fp32 plus the planned 16-bit format and tf32 where they are fast here (the ceiling check)."""
-    from xpubench.plan import has_tf32, model_precisions, slow_cpu_dtypes
+    from xpubench.plan_defaults import has_tf32, model_precisions, slow_cpu_dtypes
 
     accel = not device.startswith("cpu")
     if backend == "numpy":
@@ -103,14 +103,14 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
              on_row: Callable[[Row], None] | None = None) -> list[Row]:
     """Every check for the chosen backends and devices (default: every installed backend, the first
     device of each kind), plus the environment row. ``probe`` measures one backend and device."""
-    from xpubench.plan import PlanRequest, choose_devices, validate
+    from xpubench.plan import PlanRequest, validate
+    from xpubench.plan_defaults import choose_devices
 
-    request = PlanRequest(backends=backends, devices=devices)
-    validate(request)
+    validate(PlanRequest(backends=backends, devices=devices))
     rows = [checks.environment(dict(os.environ) if environ is None else environ)]
     if on_row:
         on_row(rows[0])
-    for backend, chosen in choose_devices(request, env).items():
+    for backend, chosen in choose_devices(env, backends, devices).items():
         for device in chosen:
             config = probe_config(env, backend, device)
             for row in verdicts(env, config, probe(config)):

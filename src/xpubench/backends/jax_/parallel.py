@@ -186,6 +186,7 @@ def run(case):
     """A data-parallel training case (``case.devices`` > 1)."""
     trainer = ShardedJaxTrainer(case)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
+    trainer.report(outcome.metrics)
     outcome.metrics.update(data_parallel_metrics(trainer.mesh, trainer.batch))
     distributed.shutdown()
     return outcome
