@@ -119,7 +119,8 @@ def ceiling(measured: dict[str, float], peaks: dict[str, tuple[float | None, boo
 def memory(m: dict) -> Row:
     peak, baseline, allocated = m.get("peak"), m.get("baseline"), m["allocated"]
     if peak is None:
-        return Row("memory", WARN, "no peak-memory counter on this device: peak memory is n/a in results", details=m)
+        return Row("memory", WARN, "the peak counter gave no figure (MPS keeps none; XLA's cannot be reset and had "
+                   "been higher): peak memory is n/a in such results", details=m)
     grew = peak - (baseline or 0)
     said = f"allocated {allocated / 2**20:.0f} MiB; the peak counter rose by {grew / 2**20:.0f} MiB"
     if grew < 0.9 * allocated:
