@@ -11,8 +11,9 @@ It is a plan, never a measurement, and says what it assumes:
   model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
   models are assumed no better);
 - a time budget caps what it caps (matmul windows, inference measurement, training epochs);
-- a chip without a peak (unknown to the table) gets no work estimate: only its bounded parts count and
-  the total says how many cases that is.
+- a chip without a peak for the case's precision (unknown to the table, or fp32 on a TPU) gets no
+  work estimate: only its bounded parts count (a matmul's budget bounds it whatever the chip) and the
+  total says how many cases that is.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
     if case.mode == "matmul":
         budget = case.time_budget_s or MATMUL_BUDGET_S
         if not peak:
-            return start + budget, False
+            return start + budget, True       # the windows stop at the budget, whatever the chip
         product = 2.0 * case.size**3 / (peak * MATMUL_EFFICIENCY)
         return start + min(budget, MATMUL_WINDOWS * max(0.05, product)) + 3 * product, True
     if case.workload == "selftest":
@@ -71,7 +72,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         bounded = case.time_budget_s or INFER_BUDGET_S
         return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)
     if not peak:
-        return fixed + (case.time_budget_s or 0.0), False
+        return fixed + (case.time_budget_s or 0.0), bool(case.time_budget_s)   # a budget bounds the work
     work = (train_flops + epochs * evals * forward) / (peak * MODEL_MFU)
     return fixed + (min(work, case.time_budget_s) if case.time_budget_s else work), True
 
