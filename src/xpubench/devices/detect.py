@@ -179,6 +179,7 @@ def host() -> dict[str, Any]:
 def environment() -> dict[str, Any]:
     """Host facts, per backend whether it is installed, its versions and its devices, and the set
     environment variables that change results (devices/envvars.py)."""
+    variables = envvars.recorded(os.environ)   # before detection sets any (JAX's preallocation, libtpu's)
     h = host()
     backends: dict[str, Any] = {}
     for name in BACKEND_NAMES:
@@ -189,7 +190,7 @@ def environment() -> dict[str, Any]:
             backends[name] = {"installed": True, **_DETECTORS[name](h["cpu"])}
         except Exception as exc:  # noqa: BLE001 - a broken backend is recorded, detection goes on
             backends[name] = {"installed": True, "version": _version(name), "devices": [], "error": _error(exc)}
-    return {"host": h, "backends": backends, "variables": envvars.recorded(os.environ)}
+    return {"host": h, "backends": backends, "variables": variables}
 
 
 def available_devices(env: dict[str, Any], backend: str) -> list[str]:
