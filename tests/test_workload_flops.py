@@ -169,7 +169,7 @@ def _lowered_train_step(precision: str) -> str:
 
     t = JaxTrainer(Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", precision=precision,
                         batch_size=4, train_samples=8, eval_samples=4))
-    return t._train.lower(t.state, t.xs, t.ys, np.int32(0), t.key).as_text()
+    return t._train.lower(t.state, t.xs, t.ys, np.int32(0), np.int32(0), t.key_data).as_text()
 
 
 @pytest.mark.parametrize(("precision", "wanted"), [("fp32", "HIGHEST"), ("tf32", "HIGH")])

@@ -91,6 +91,28 @@ def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
 
 
 @dataclasses.dataclass
+class Plan:
+    """What a run would do: its cases, the notes said before it, and the environment planned for."""
+
+    cases: list[Case]
+    notes: list[str]
+    environment: dict
+
+
+def plan(request: PlanRequest | None = None, *, environment: dict | None = None, environ: dict | None = None,
+         **request_fields: Any) -> Plan:
+    """The cases a run would execute, without running any (``xpubench run --dry-run``). With
+    ``environment`` (another machine's ``xpubench env --json``) the plan is that machine's, and the
+    environment variables warned about are the ones recorded there (``environ`` overrides them)."""
+    request = _request(request, request_fields)
+    env = environment if environment is not None else _detect()
+    cases = build_cases(request, env)
+    if environ is None:
+        environ = env.get("variables") or {} if environment is not None else dict(os.environ)
+    return Plan(cases, plan_notes(request, env, cases, environ=environ), env)
+
+
+@dataclasses.dataclass
 class RunHooks:
     """Callbacks the terminal uses for progress; all optional."""
 
@@ -112,6 +134,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     in FILE run. Returns one Result per case (for resume: the earlier ones too).
     """
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
+    from xpubench.harness.worker import is_accelerator
 
     hooks = hooks or RunHooks()
     check_run_settings(timeout_s, memory_limit_bytes, processes)
@@ -135,16 +158,19 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             store.check_writable(out)
             if out.exists() and out.stat().st_size:
                 raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
-            env = environment or _detect()
-            cases = build_cases(request, env)
+            planned = plan(request, environment=environment, environ=dict(os.environ))
+            env, cases = planned.environment, planned.cases
             processes = processes or DEFAULT_PROCESSES
             left = len(cases) * processes
-            for note in plan_notes(request, env, cases):
+            for note in planned.notes:
                 _warn(hooks, note)
             out.touch()
             _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
                                      "processes": processes})
             stack.enter_context(store.exclusive(plan_path(out)))
+        if memory_limit_bytes and any(is_accelerator(c.device) for c in cases):
+            _warn(hooks, "--memory-limit applies to CPU cases only: accelerator cases run without an address-space "
+                  "cap (their runtimes reserve more address space than memory)")
         if hooks.on_plan:
             hooks.on_plan(cases, processes, left)
         quick_default = 600.0 if all(c.steps for c in cases if c.mode != "matmul") else DEFAULT_TIMEOUT_S

@@ -1,4 +1,4 @@
-"""Command line: xpubench env | list | run | report | compare. Thin: parse, call, print.
+"""Command line: xpubench env | list | run | doctor | report | compare. Thin: parse, call, print.
 
 Every error a user can cause ends in one line on stderr and exit code 2.
 """
@@ -144,10 +144,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="worker processes per case, interleaved with the other cases (default 3; the "
                           "machine's noise between processes is measured only with 2 or more)")
     run.add_argument("--timeout", type=_seconds, help="seconds per worker process before it is killed")
-    run.add_argument("--memory-limit", type=_size_bytes, help="address-space cap per worker, e.g. 8G")
+    run.add_argument("--memory-limit", type=_size_bytes,
+                     help="address-space cap (RLIMIT_AS) per worker of a CPU case, e.g. 8G; accelerator cases "
+                          "run without it (CUDA, ROCm and libtpu reserve more address space than memory)")
     run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
                      help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the cases the run would execute and an estimate of its time; run nothing")
+    run.add_argument("--env-file", metavar="FILE",
+                     help="with --dry-run: plan for the machine FILE describes (`xpubench env --json` saved there)")
+
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
+    doc.add_argument("-b", "--backend", type=_csv(str, "backend"), help="numpy, torch, jax (default: installed)")
+    doc.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+")
@@ -234,6 +245,22 @@ def cmd_run(args, console) -> int:
     return execute_run(args, console)
 
 
+def cmd_doctor(args, console) -> int:
+    """PASS / WARN / FAIL per check, backend and device; exit 1 on any FAIL (doctor/__init__.py)."""
+    from xpubench import doctor
+    from xpubench.api import _detect
+
+    env = _detect()
+    live = None if args.json or not console.is_terminal else (lambda row: console.print(
+        f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
+    rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1, default=str))
+    else:
+        doctor.render(rows, console)
+    return doctor.exit_code(rows)
+
+
 def _check_inputs(files: list[str], output: str | None) -> None:
     """Refuse unreadable results files and an unwritable output before any work (one line, exit 2)."""
     from pathlib import Path
@@ -262,7 +289,8 @@ def cmd_compare(args, console) -> int:
                                min_change=args.min_change / 100)
 
 
-COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "report": cmd_report, "compare": cmd_compare}
+COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
+            "compare": cmd_compare}
 
 if __name__ == "__main__":
     sys.exit(main())

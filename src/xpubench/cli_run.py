@@ -184,10 +184,27 @@ def execute_run(args, console) -> int:
         return _execute_run(args, console)
 
 
+def _dry_run(args, console) -> int:
+    """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
+    from xpubench import api
+    from xpubench.cli_plan import print_plan
+    from xpubench.devices.envfile import load_environment
+
+    if args.resume:
+        raise UserError("--dry-run plans a new run: drop --resume")
+    request, _ = request_from(args)
+    env = load_environment(args.env_file) if args.env_file else None
+    return print_plan(api.plan(request, environment=env), console, args.env_file)
+
+
 def _execute_run(args, console) -> int:
     from xpubench import api
     from xpubench.report.terminal import RunProgress, print_run_tables
 
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, console)
+    if getattr(args, "env_file", None):
+        raise UserError("--env-file describes another machine: use it with --dry-run (a run measures this one)")
     if args.resume:
         _check_resume_flags(args)
         timeout, memory_limit, processes = _run_options({}, args)["timeout"], args.memory_limit, None

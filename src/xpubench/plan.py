@@ -14,16 +14,26 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.errors import UserError
+from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
+    BACKENDS,
+    MATMUL_DTYPES,
+    _backend_installed,
+    choose_devices,
+    default_devices,
+    has_tf32,
+    matmul_dtypes,
+    model_precisions,
+    quick_batch_size,
+    slow_cpu_dtypes,
+)
 from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
-BACKENDS = ("numpy", "torch", "jax")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 MODES = ("train", "infer")
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
-MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
 QUICK = {"epochs": 3, "steps": 2, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
@@ -191,49 +201,6 @@ def _selftest_behaviours(options: dict) -> list[dict]:
     return out
 
 
-def _backend_installed(env: dict, backend: str) -> bool:
-    return bool(env.get("backends", {}).get(backend, {}).get("installed"))
-
-
-def default_devices(env: dict, backend: str) -> list[str]:
-    """Every kind of device the backend sees, first device of each kind (multi-device is --devices N)."""
-    seen: dict[str, str] = {}
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
-        seen.setdefault(dev["kind"], dev["id"])
-    return list(seen.values())
-
-
-def _device_record(env: dict, backend: str, device: str) -> dict:
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
-        if dev["id"] == device:
-            return dev
-    return {}
-
-
-# CPU instructions that make a half-precision matmul native; without them torch's CPU kernels for that
-# dtype run at ~1 GFLOP/s (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2),
-# so one 4096 product takes minutes. XLA converts to fp32 internally and stays fast.
-NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
-
-
-def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
-    if backend != "torch" or not device.startswith("cpu"):
-        return []
-    flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
-    return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
-
-
-def _matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    if backend == "numpy":
-        return ["fp32"]
-    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
-    cc = _device_record(env, backend, device).get("compute_capability")
-    if device.startswith("gpu") and cc and float(cc) >= 8.0:
-        dtypes.insert(1, "tf32")
-    return dtypes
-
-
 def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     """Expand a request into cases, validating every name against what is installed and present."""
     validate(req)
@@ -249,15 +216,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = []
-    for backend in backends:
-        if not _backend_installed(env, backend):
-            raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
-        if req.devices:
-            from xpubench.devices.detect import resolve_device
-
-            devices = _unique([resolve_device(env, backend, d) for d in req.devices])
-        else:
-            devices = default_devices(env, backend)
+    for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -286,14 +245,14 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         if req.quick:
             sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
             common["time_budget_s"] = req.time_budget_s or QUICK["matmul_budget_s"]
-        precisions = req.precisions or _matmul_dtypes(env, backend, device)
+        precisions = req.precisions or matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
     if backend == "numpy":
         return []  # numpy has no training stack: it is the matmul reference only
     spec = get_workload(workload).SPEC
-    batch_sizes = req.batch_sizes or ([spec.quick_batch_size] if req.quick else sorted(spec.batch_sizes))
-    precisions = req.precisions or ["fp32"]
+    batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
+    precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
     modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
     counts = device_counts(req, env, backend, device)
@@ -337,7 +296,8 @@ def available_count(env: dict, backend: str, device: str) -> int:
 
     kind = device.split(":")[0]
     if backend == "torch" and kind == "cpu":
-        have = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        usable = env.get("host", {}).get("cpu", {}).get("usable_cores")   # the described machine's
+        have = usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     else:
         devs = env.get("backends", {}).get(backend, {}).get("devices", [])
         have = max(1, sum(1 for d in devs if d["kind"] == kind))
@@ -369,11 +329,16 @@ def device_counts(req: PlanRequest, env: dict, backend: str, device: str) -> lis
     return counts
 
 
-def plan_notes(req: PlanRequest, env: dict, cases: list[Case]) -> list[str]:
-    """What the default sweep left out on purpose, said once before the run."""
+def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:
+    """Said once before the run: environment variables that silently change what the planned devices
+    measure (``environ``: this process's; by default the ones the environment record carries), and
+    what the default sweep left out on purpose."""
+    from xpubench.devices import envvars
+
+    variables = environ if environ is not None else env.get("variables") or {}
+    notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
     if req.precisions:
-        return []
-    notes = []
+        return notes
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
         slow = slow_cpu_dtypes(env, backend, device)
         if slow:

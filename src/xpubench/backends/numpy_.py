@@ -9,12 +9,9 @@ from xpubench.harness.outcome import Outcome
 from xpubench.workloads import matmul
 
 
-def run_case(case) -> Outcome:
-    if case.mode != "matmul":
-        return Outcome(status="skipped", message="numpy runs matmul only")
-    if case.precision != "fp32":
-        return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
-    ops = matmul.MatmulOps(
+def ops_for(case) -> matmul.MatmulOps:
+    """The matmul adapters of a case (the benchmark's and ``xpubench doctor``'s): fp32 only."""
+    return matmul.MatmulOps(
         make_inputs=lambda n: matmul.inputs_numpy(n, case.seed),
         product=np.matmul,
         sync=lambda out: None,          # numpy returns only when the product is done
@@ -22,4 +19,26 @@ def run_case(case) -> Outcome:
         placement=lambda out: "cpu",
         tolerance=1e-4,
     )
-    return matmul.measure(ops, case)
+
+
+def run_case(case) -> Outcome:
+    if case.mode != "matmul":
+        return Outcome(status="skipped", message="numpy runs matmul only")
+    if case.precision != "fp32":
+        return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
+    return matmul.measure(ops_for(case), case)
+
+
+def doctor_ops(device: str):
+    """``xpubench doctor``'s adapters for numpy: the CPU, synchronous, no compiler."""
+    from xpubench.devices import memory
+    from xpubench.doctor.probe import DoctorOps
+    from xpubench.plan import Case
+
+    if device != "cpu":
+        raise ValueError(f"numpy runs on the cpu only, not on {device}")
+    return DoctorOps(
+        matmul=lambda p: ops_for(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", precision=p)),
+        asynchronous=False, allocate=lambda n: np.ones(n, dtype=np.uint8),
+        memory_in_use=memory.host_current_bytes, peak=memory.HostPeak(),
+        compile_check=lambda: {"what": "numpy", "skipped": "numpy has no compiler: nothing to check"})

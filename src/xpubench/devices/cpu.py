@@ -141,13 +141,51 @@ def _memory_bytes() -> int | None:
         return None
 
 
+# macOS has no /proc/cpuinfo: sysctl's feature keys, named as Linux names the same instructions
+_DARWIN_FLAGS = {"hw.optional.neon": "asimd", "hw.optional.arm.FEAT_FP16": "fphp",
+                 "hw.optional.arm.FEAT_BF16": "bf16", "hw.optional.sse4_2": "sse4_2", "hw.optional.avx1_0": "avx",
+                 "hw.optional.avx2_0": "avx2", "hw.optional.fma": "fma", "hw.optional.avx512f": "avx512f"}
+
+
+def parse_sysctl(text: str) -> dict[str, Any]:
+    """The CPU fields from ``sysctl machdep.cpu hw`` output ("key: value" lines), as parse_cpuinfo's.
+    Apple silicon reports no clock (``hw.cpufrequency_max`` is absent): no clock, so no peak estimate."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values[key.strip()] = value.strip()
+    model = values.get("machdep.cpu.brand_string") or None
+    hz = _int(values.get("hw.cpufrequency_max"))
+    return {
+        "model": model, "vendor": "Apple" if (model or "").startswith("Apple") else values.get("machdep.cpu.vendor"),
+        "cpu_family": None, "cpu_model": None, "cpu_part": None,
+        "logical_cores": _int(values.get("hw.logicalcpu")), "physical_cores": _int(values.get("hw.physicalcpu")),
+        "mhz_current": hz / 1e6 if hz else None, "memory_bytes": _int(values.get("hw.memsize")),
+        "all_flags": [flag for key, flag in _DARWIN_FLAGS.items() if values.get(key) == "1"],
+    }
+
+
+def _sysctl_text() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["sysctl", "machdep.cpu", "hw"], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
 def cpu_info() -> dict[str, Any]:
-    """This machine's CPU as a JSON-serialisable dict (Linux /proc and /sys; platform module elsewhere)."""
+    """This machine's CPU as a JSON-serialisable dict (Linux /proc and /sys, macOS sysctl; the platform
+    module elsewhere)."""
     text = _read("/proc/cpuinfo")
-    info = parse_cpuinfo(text) if text else {
+    darwin = None if text or platform.system() != "Darwin" else _sysctl_text()
+    info = parse_cpuinfo(text) if text else parse_sysctl(darwin) if darwin else {
         "model": platform.processor() or platform.machine() or None, "vendor": None, "cpu_family": None,
         "cpu_model": None, "cpu_part": None, "logical_cores": os.cpu_count(), "physical_cores": None,
         "mhz_current": None, "all_flags": []}
+    memory = info.pop("memory_bytes", None)
     usable = _usable_cpus()
     logical = info["logical_cores"] or os.cpu_count()
     all_cpus = list(range(logical)) if logical else []
@@ -159,7 +197,7 @@ def cpu_info() -> dict[str, Any]:
     info["arch"] = platform.machine() or None
     present = set(info.pop("all_flags"))
     info["flags"] = [f for f in SIMD_FLAGS if f in present]
-    info["memory_bytes"] = _memory_bytes()
+    info["memory_bytes"] = memory or _memory_bytes()
     return info
 
 

@@ -22,15 +22,13 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections import Counter
 from typing import Any
 
-from xpubench.devices import specs
+from xpubench.devices import envvars, records
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
 from xpubench.errors import UserError
 
 BACKEND_NAMES = ("numpy", "torch", "jax")
-_JAX_KIND = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
 
 
 def _version(dist: str) -> str | None:
@@ -90,18 +88,6 @@ def _cpu_device(host_cpu: dict[str, Any], device_id: str = "cpu") -> dict[str, A
     }
 
 
-def _accelerator(device_id: str, kind: str, name: str, vendor: str, memory: int | None, cc: str | None,
-                 driver: str | None, per_package: int | None = None) -> dict[str, Any]:
-    spec = specs.lookup(name)
-    return {
-        "id": device_id, "kind": kind, "name": name, "memory_bytes": memory, "compute_capability": cc,
-        "driver": driver, "vendor": vendor,
-        "peak_flops": {d: specs.peak_flops(name, d, per_package) for d in specs.DTYPES},
-        "memory_bandwidth": specs.memory_bandwidth(name, per_package),
-        "peak_is_estimate": False, "peak_source": spec.source if spec else None,
-    }
-
-
 def _numpy(host_cpu: dict[str, Any]) -> dict[str, Any]:
     import numpy
 
@@ -127,39 +113,38 @@ def _torch(host_cpu: dict[str, Any]) -> dict[str, Any]:
                            "cudnn_version": cudnn, "devices": [_cpu_device(host_cpu)]}
     if torch.cuda.is_available():
         driver = None if hip else nvidia_driver()
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            name = p.name or getattr(p, "gcnArchName", "") or f"gpu {i}"
-            dev = _accelerator(f"gpu:{i}", "gpu", name, "amd" if hip else "nvidia", int(p.total_memory),
-                               None if hip else f"{p.major}.{p.minor}", driver)
-            if hip:
-                dev["arch"] = getattr(p, "gcnArchName", None)  # ROCm has no CUDA compute capability
-            out["devices"].append(dev)
+        out["devices"] += [records.torch_gpu(i, torch.cuda.get_device_properties(i), hip, driver)
+                           for i in range(torch.cuda.device_count())]
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        memory = None
         try:
             memory = int(torch.mps.recommended_max_memory())
         except Exception:  # noqa: BLE001 - older torch
             memory = None
-        out["devices"].append({
-            "id": "mps", "kind": "mps", "name": host_cpu.get("model") or "Apple GPU (MPS)", "memory_bytes": memory,
-            "compute_capability": None, "driver": None, "vendor": "apple",
-            "peak_flops": dict.fromkeys(specs.DTYPES), "memory_bandwidth": None,
-            "peak_is_estimate": False, "peak_source": None})
+        out["devices"].append(records.mps(host_cpu, memory))
     return out
 
 
-def _jax_memory(device: Any) -> int | None:
-    """XLA's allocator limit (``memory_stats()["bytes_limit"]``): on a GPU a share of the memory free when
-    JAX started (``XLA_PYTHON_CLIENT_MEM_FRACTION``, 75% by default), not the card's total; the device
-    record says so (``memory_is_limit``) and ``xpubench env`` labels it."""
+def jax_platform_errors() -> dict[str, str]:
+    """Why a JAX accelerator backend is absent, by platform: a plugin that failed to initialise (JAX then
+    falls back to the CPU with a log line only; ``xla_bridge._backend_errors``), or hardware JAX can see
+    without a plugin for it. Read after ``jax.devices()``; {} when nothing failed (or JAX changed its
+    internals)."""
+    errors: dict[str, str] = {}
     try:
-        stats = device.memory_stats()
-    except Exception:  # noqa: BLE001 - not every platform has memory_stats
-        return None
-    limit = (stats or {}).get("bytes_limit")
-    return int(limit) if limit else None
+        from jax._src import hardware_utils, xla_bridge
+
+        have = set(xla_bridge.backends())
+        tpu_here = hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0 or _installed("libtpu")
+        errors.update({k: " ".join(str(v).split())[:300] for k, v in xla_bridge._backend_errors.items()
+                       if k != "tpu" or tpu_here})   # jaxlib tries libtpu on every machine: noise without one
+        if "cuda" not in have and "cuda" not in errors and hardware_utils.has_visible_nvidia_gpu():
+            errors["cuda"] = "an NVIDIA GPU is present but JAX has no CUDA plugin (pip install 'jax[cuda12]')"
+        if "tpu" not in have and "tpu" not in errors and tpu_here:
+            errors["tpu"] = "a TPU is present but JAX has no TPU support (pip install 'jax[tpu]')"
+    except Exception:  # noqa: BLE001, S110 - private API: without it the record just has no errors
+        pass
+    return errors
 
 
 def _jax(host_cpu: dict[str, Any]) -> dict[str, Any]:
@@ -174,37 +159,10 @@ def _jax(host_cpu: dict[str, Any]) -> dict[str, Any]:
         except RuntimeError:
             continue
     out: dict[str, Any] = {"version": jax.__version__, "jaxlib_version": _version("jaxlib"), "platform": default,
-                           "devices": []}
-    per_chip = Counter((getattr(d, "process_index", 0), tuple(getattr(d, "coords", ()) or ()))
-                       for d in found if d.platform == "tpu" and getattr(d, "coords", None) is not None)
-    index: Counter[str] = Counter()
-    driver: str | None = None
-    for d in found:
-        kind = _JAX_KIND.get(d.platform, d.platform)
-        n = index[kind]
-        index[kind] += 1
-        if kind == "cpu":
-            out["devices"].append(_cpu_device(host_cpu, "cpu" if n == 0 else f"cpu:{n}"))
-            continue
-        name = getattr(d, "device_kind", "") or d.platform
-        if kind == "tpu":
-            coords = getattr(d, "coords", None)
-            sharing = per_chip.get((getattr(d, "process_index", 0), tuple(coords)), 0) if coords is not None else 0
-            dev = _accelerator(f"tpu:{n}", "tpu", name, "google", _jax_memory(d), None, None, sharing or None)
-            spec = specs.lookup(name)
-            dev.update(core_on_chip=getattr(d, "core_on_chip", None),
-                       cores_per_chip=spec.cores_per_chip if spec else None,
-                       devices_per_chip=sharing or (spec.devices_per_package if spec else None),
-                       coords=list(coords) if coords is not None else None)
-        else:
-            amd = d.platform == "rocm" or "amd" in name.lower() or "instinct" in name.lower()
-            if not amd and driver is None:
-                driver = nvidia_driver()
-            cc = getattr(d, "compute_capability", None)
-            dev = _accelerator(f"gpu:{n}", "gpu", name, "amd" if amd else "nvidia", _jax_memory(d),
-                               None if amd or cc is None else str(cc), None if amd else driver)
-            dev["memory_is_limit"] = dev["memory_bytes"] is not None
-        out["devices"].append(dev)
+                           "devices": records.jax_devices(found, host_cpu, _cpu_device, nvidia_driver)}
+    errors = jax_platform_errors()
+    if errors:
+        out["platform_errors"] = errors
     return out
 
 
@@ -219,7 +177,9 @@ def host() -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
-    """Host facts and, per backend, whether it is installed, its versions and its devices."""
+    """Host facts, per backend whether it is installed, its versions and its devices, and the set
+    environment variables that change results (devices/envvars.py)."""
+    variables = envvars.recorded(os.environ)   # before detection sets any (JAX's preallocation, libtpu's)
     h = host()
     backends: dict[str, Any] = {}
     for name in BACKEND_NAMES:
@@ -230,7 +190,7 @@ def environment() -> dict[str, Any]:
             backends[name] = {"installed": True, **_DETECTORS[name](h["cpu"])}
         except Exception as exc:  # noqa: BLE001 - a broken backend is recorded, detection goes on
             backends[name] = {"installed": True, "version": _version(name), "devices": [], "error": _error(exc)}
-    return {"host": h, "backends": backends}
+    return {"host": h, "backends": backends, "variables": variables}
 
 
 def available_devices(env: dict[str, Any], backend: str) -> list[str]:
@@ -265,8 +225,11 @@ def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
         return device_id
     if info.get("error") and not found:
         raise UserError(f"device {requested!r}: {backend} failed to initialise here ({info['error']})")
+    why = "".join(f"; {backend}'s {platform} backend did not load: {error}"
+                  for platform, error in (info.get("platform_errors") or {}).items()
+                  if records.kind_of_platform(platform) == kind)
     raise UserError(f"device {requested!r} is not available to {backend} on this machine "
-                    f"(found: {', '.join(found) or 'none'})")
+                    f"(found: {', '.join(found) or 'none'}){why}")
 
 
 def main() -> int:

@@ -36,6 +36,9 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
         console.print(f"  [dim]{basis}[/dim]" if basis else "")
     for name, info in env.get("backends", {}).items():
         console.print(_backend_table(name, info))
+        for platform, error in (info.get("platform_errors") or {}).items():
+            console.print(f"[yellow]{name}: {platform} backend did not load (so no {platform} device):[/] {error}",
+                          highlight=False, soft_wrap=True)
 
 
 def _backend_table(name: str, info: dict[str, Any]) -> Table | str:

@@ -83,6 +83,11 @@ CHIPS: tuple[ChipSpec, ...] = (
              _tflops(bf16=918, int8=1836), 32 * GB, 1638e9,
              f"{_CLOUD}v6e (peak per chip 918 TFLOPS bf16, 1836 TOPS int8; HBM 32 GB, 1638 GBps)",
              cores_per_chip=1),
+    ChipSpec("tpu7x", "TPU7x (Ironwood)", "google", (r"tpu ?7x", r"tpu v7x?", r"ironwood"),
+             _tflops(bf16=2307), 192 * GiB, None,
+             f"{_CLOUD}tpu7x (peak per chip 2307 TFLOPS bf16; HBM 192 GiB; 2 TensorCores per chip); JAX's "
+             "pallas.tpu.ChipVersion: 2 TensorCores, no megacore, so one JAX device per TensorCore",
+             devices_per_package=2, cores_per_chip=2, notes="no int8 figure published; bandwidth not recorded"),
     # ---- NVIDIA (dense figures; tensor rows = datasheet "with sparsity" / 2)
     ChipSpec("k80", "Tesla K80 (per GK210 GPU)", "nvidia", (r"k80",), _tflops(fp32=8.73), 24 * GB, 480e9,
              "NVIDIA Tesla K80 datasheet / board spec BD-07317-001 (per board: 8.73 TFLOPS fp32 with GPU "
@@ -132,10 +137,27 @@ CHIPS: tuple[ChipSpec, ...] = (
     ChipSpec("h100-pcie", "H100 PCIe", "nvidia", (r"h100 pcie( 80gb)?",),
              _tflops(fp32=51, tf32=378, bf16=756.5, fp16=756.5, int8=1513), 80 * GB, 2.0e12,
              f"NVIDIA H100 datasheet, H100 PCIe {_NV}h100/ (dense = sparse / 2)"),
+    ChipSpec("h100-nvl", "H100 NVL", "nvidia", (r"h100 nvl( 94gb)?",),
+             _tflops(fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, int8=1670.5), 94 * GB, 3.9e12,
+             f"NVIDIA H100 datasheet, H100 NVL {_NV}h100/ (per GPU: 60 TFLOPS fp32; tensor 835/1671/1671/3341 "
+             "with sparsity; 94 GB, 3.9 TB/s; dense = sparse / 2)"),
+    ChipSpec("gh200-96gb", "GH200 (96 GB HBM3)", "nvidia", (r"gh200 480gb", r"gh200 96gb"),
+             _tflops(fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, int8=1979), 96 * GB, 4.0e12,
+             "NVIDIA GH200 Grace Hopper Superchip datasheet https://www.nvidia.com/en-us/data-center/"
+             "grace-hopper-superchip/ (Hopper GPU: 67 TFLOPS fp32, 989/1979/3958 tensor with sparsity; 96 GB "
+             "HBM3, 4 TB/s; dense = sparse / 2); '480GB' in the name is the Grace CPU's LPDDR5X"),
+    ChipSpec("gh200-144gb", "GH200 (144 GB HBM3e)", "nvidia", (r"gh200 144g hbm3e", r"gh200 144gb( hbm3e)?"),
+             _tflops(fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, int8=1979), 144 * GB, 4.9e12,
+             "NVIDIA GH200 Grace Hopper Superchip datasheet https://www.nvidia.com/en-us/data-center/"
+             "grace-hopper-superchip/ (HBM3e version: 144 GB, 4.9 TB/s; same Hopper GPU figures, dense = "
+             "sparse / 2)"),
     ChipSpec("h200", "H200 SXM", "nvidia", (r"h200( sxm)?( 141gb)?",),
              _tflops(fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, int8=1979), 141 * GB, 4.8e12,
-             f"NVIDIA H200 datasheet, H200 SXM {_NV}h200/ (dense = sparse / 2)",
-             notes="H200 NVL has other figures and is not matched"),
+             f"NVIDIA H200 datasheet, H200 SXM {_NV}h200/ (dense = sparse / 2)"),
+    ChipSpec("h200-nvl", "H200 NVL", "nvidia", (r"h200 nvl( 141gb)?",),
+             _tflops(fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, int8=1670.5), 141 * GB, 4.8e12,
+             f"NVIDIA H200 datasheet, H200 NVL {_NV}h200/ (60 TFLOPS fp32; tensor 835/1671/1671/3341 with "
+             "sparsity; 141 GB, 4.8 TB/s; dense = sparse / 2)"),
     ChipSpec("b200", "B200 (HGX)", "nvidia", (r"b200",),
              _tflops(fp32=75, tf32=1100, bf16=2250, fp16=2250, int8=4500), 180 * GB, 7.7e12,
              f"NVIDIA HGX B200 specifications, per GPU {_NV}hgx/ (dense = sparse / 2)"),
@@ -145,11 +167,21 @@ CHIPS: tuple[ChipSpec, ...] = (
              "AMD Instinct MI250X specifications (per module: FP32 matrix 95.7 TF, FP16/BF16 383 TF, INT8 383 "
              "TOPS; 128 GB HBM2e, 3.2 TB/s; two GCDs) https://www.amd.com/en/products/accelerators/instinct/"
              "mi200/mi250x.html", devices_per_package=2,
-             notes="ROCm's 'AMD Instinct MI250X/MI250' spelling is ambiguous and not matched"),
-    ChipSpec("mi300x", "Instinct MI300X", "amd", (r"mi300x",),
+             notes="ROCm names both MI250X and MI250 'AMD Instinct MI250X/MI250': told apart by compute units"),
+    ChipSpec("mi250", "Instinct MI250 (per GCD)", "amd", (r"mi250",),
+             _tflops(fp32=90.5, bf16=362.1, fp16=362.1, int8=362.1), 128 * GB, 3.2e12,
+             "AMD Instinct MI250 specifications (per module: FP32 matrix 90.5 TF, FP16/BF16 362.1 TF, INT8 "
+             "362.1 TOPS; 128 GB HBM2e, 3.2 TB/s; two GCDs) https://www.amd.com/en/products/accelerators/"
+             "instinct/mi200/mi250.html", devices_per_package=2),
+    ChipSpec("mi300x", "Instinct MI300X", "amd", (r"mi300x( oam| vf)?",),
              _tflops(fp32=163.4, tf32=653.7, bf16=1307.4, fp16=1307.4, int8=2614.9), 192 * GB, 5.3e12,
              "AMD Instinct MI300X specifications (dense) https://www.amd.com/en/products/accelerators/instinct/"
-             "mi300/mi300x.html"),
+             "mi300/mi300x.html", notes="'MI300X VF' (an SR-IOV virtual function in cloud VMs) is a whole MI300X"),
+    ChipSpec("mi325x", "Instinct MI325X", "amd", (r"mi325x( oam)?",),
+             _tflops(fp32=163.4, tf32=653.7, bf16=1307.4, fp16=1307.4, int8=2614.9), 256 * GB, 6.0e12,
+             "AMD Instinct MI325X specifications (dense: FP32 matrix 163.4 TF, TF32 653.7, FP16/BF16 1307.4, "
+             "INT8 2614.9 TOPS; 256 GB HBM3E, 6 TB/s) https://www.amd.com/en/products/accelerators/instinct/"
+             "mi300/mi325x.html"),
 )
 
 _COMPILED = tuple((spec, tuple(re.compile(p) for p in spec.patterns)) for spec in CHIPS)
@@ -160,6 +192,21 @@ def normalise(device_name: str) -> str:
     """Lower case, separators as spaces, vendor words dropped: 'NVIDIA A100-SXM4-40GB' -> 'a100 sxm4 40gb'."""
     words = re.sub(r"[-_/(),]+", " ", device_name.lower()).split()
     return " ".join(w for w in words if w not in _DROP)
+
+
+# names a vendor gives to more than one chip, told apart by the compute units of one framework device
+SHARED_NAMES = {"mi250x mi250": {110: "AMD Instinct MI250X", 104: "AMD Instinct MI250"}}
+
+
+def chip_name(device_name: str | None, compute_units: int | None = None) -> str | None:
+    """The name to look a chip up by: ``device_name``, or for a name several chips share the one its
+    compute-unit count identifies. A shared name the count does not decide stays unknown (None)."""
+    if not device_name:
+        return None
+    shared = SHARED_NAMES.get(normalise(device_name))
+    if shared is None:
+        return device_name
+    return shared.get(compute_units) if compute_units else None
 
 
 def lookup(device_name: str | None) -> ChipSpec | None:

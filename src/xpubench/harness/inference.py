@@ -48,8 +48,8 @@ class Predictor(Protocol):
     def sync(self, handle: Any) -> None: ... # wait until that output exists
     def host(self, handle: Any) -> np.ndarray: ...  # a batch's outputs as float32 numpy (pad rows too)
     def model_bytes(self) -> int: ...        # bytes of the weights as held for inference
-    def placement(self) -> str: ...
-    def peak_memory(self) -> int | None: ...
+    def placement(self) -> str: ...          # where an output of predict() lives
+    def peak_memory(self) -> int | None: ... # highest memory in use since reset_peak_memory() (optional)
 
 
 def batch_count(n: int, batch: int) -> int:
@@ -103,6 +103,9 @@ def measure(predictor: Predictor, budget_s: float | None = None,
     budget = budget_s or DEFAULT_BUDGET_S
     nb = batch_count(predictor.n, predictor.batch)
     compile_s = predictor.compile()
+    reset = getattr(predictor, "reset_peak_memory", None)
+    if reset:
+        reset()   # peak memory of inference only: the untimed training and conversion before are not in it
     t0 = clock()
     predictor.sync(predictor.predict(0))
     first_call_s = clock() - t0

@@ -28,7 +28,7 @@ def peak_for(fp: dict, backend: str, device: str, precision: str) -> tuple[float
 
 def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
     """Adds peak_flops_per_s, peak_is_estimate and pct_of_peak (matmul) or mfu (models) in place."""
-    precision = "fp32" if case.get("precision") == "int8" else case.get("precision", "fp32")
+    precision = case.get("precision", "fp32")   # int8 work against the int8 peak (ops/s), like every dtype
     peak, estimate = peak_for(fp, case["backend"], case["device"], precision)
     devices = case.get("devices", 1) or 1
     if case["device"] == "cpu" and devices > 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,13 +159,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _kind(device: str) -> str:
-    kind = device.split(":")[0].split()[0].lower() if device.strip() else ""
-    return DEVICE_ALIASES.get(kind, kind)
+def _kind(device: str) -> tuple[str, int]:
+    """(kind, index) of a device id or placement: "cuda:1" -> ("gpu", 1), "cpu" -> ("cpu", 0),
+    "gpu:2..5 (4 devices)" -> ("gpu", 2) (a multi-device placement starts at its first device)."""
+    kind, _, rest = device.strip().lower().partition(":")
+    kind = kind.split()[0] if kind.split() else ""
+    digits = re.match(r"\d+", rest)
+    return DEVICE_ALIASES.get(kind, kind), int(digits.group()) if digits else 0
 
 
 def placement_problem(case: Case, placement: str | None) -> str | None:
-    """A message when the work ran on another kind of device than the one asked for, else None."""
+    """A message when the work ran on another device than the one asked for (another kind, or another
+    device of the same kind: gpu:1 for gpu:0), else None."""
     if not placement or _kind(placement) == _kind(case.device):
         return None
     return f"ran on {placement}, not on the requested {case.device}"
@@ -220,7 +226,8 @@ def run_cases(
             outcome, wall = {"status": "skipped", "message": (
                 f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
         else:
-            outcome, wall = run_one(case, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
+            limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
+            outcome, wall = run_one(case, timeout_s=timeout_s, memory_limit_bytes=limit)
         state = machine.state(before, machine.snapshot())
         _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":

@@ -50,13 +50,14 @@ class Trainer(Protocol):
     def loss_value(self, handle: Any) -> float: ...
     def evaluate(self) -> tuple[float, float]: ...     # (validation loss, validation metric)
     def placement(self) -> str: ...
-    def peak_memory(self) -> int | None: ...
+    def peak_memory(self) -> int | None: ...            # highest memory in use since reset_peak_memory()
     def predict_eval(self) -> tuple[Any, Any, Any]: ...  # (x_eval, y_eval, class probabilities), numpy
     # optional:
     #   matmul_precision: str        what the matmuls ran as ("highest", "tensorfloat32", "default"), recorded
     #   in_step_budget: bool         False where processes keep their own clocks (multi-process): the
     #                                budget is then checked at epoch ends only, where they agree
     #   agree_stop(stop) -> bool     one decision for all processes (untimed, at epoch ends)
+    #   reset_peak_memory()          start the peak-memory figure: called after compile, before step 1
 
 
 def sync_mode(case) -> str:
@@ -87,6 +88,9 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     check_in_steps = bool(budget) and getattr(trainer, "in_step_budget", True)
     agree = getattr(trainer, "agree_stop", None) or (lambda stop: stop)
     compile_s = trainer.compile()
+    reset = getattr(trainer, "reset_peak_memory", None)
+    if reset:
+        reset()   # peak memory: from here (data, model and optimizer state resident) to the end
     records: list[EpochRecord] = []
     eval_times, train_loss, val_loss, val_metric = [], [], [], []
     budget_hit = False

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from xpubench.harness.outcome import Outcome
 
-MEMORY_LIMIT_ENV = "XPUBENCH_MEMORY_LIMIT"   # bytes of address space (RLIMIT_AS), set by the runner
+MEMORY_LIMIT_ENV = "XPUBENCH_MEMORY_LIMIT"   # bytes of address space (RLIMIT_AS) for CPU cases, from the runner
 PARENT_ENV = "XPUBENCH_PARENT_PID"           # the runner: when it dies, the worker kills itself
 
 HOST_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "defaultcpuallocator", "bad_alloc",
@@ -107,14 +107,27 @@ def execute(case) -> Outcome:
     return run_case(case)
 
 
-def apply_memory_limit() -> None:
-    """Cap the address space (RLIMIT_AS) before any framework is imported."""
+def apply_memory_limit(device: str) -> None:
+    """Cap the address space (RLIMIT_AS) of a CPU case before any framework is imported. Accelerator
+    cases run without it: the CUDA, ROCm and TPU runtimes reserve far more address space than memory
+    (unified virtual addressing, libtpu's mappings) and fail to start under any realistic cap; their
+    device memory is bounded by the device itself. The cap is inherited by a CPU case's DDP ranks."""
     value = os.environ.get(MEMORY_LIMIT_ENV)
-    if value:
+    if value and not is_accelerator(device):
         import resource
 
         limit = int(value)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def prepare_environment(device: str, environ=os.environ) -> None:
+    """Framework settings every case's process needs, set before any framework is imported:
+    JAX must not preallocate 75% of every visible GPU (XLA_PYTHON_CLIENT_PREALLOCATE=false, unless the
+    user set it; the fingerprint records any such variable), and a CPU case sees no accelerator
+    (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's default-device work on a GPU."""
+    environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if not is_accelerator(device):
+        environ["JAX_PLATFORMS"] = "cpu"
 
 
 def watch_parent(interval_s: float = 0.5) -> None:
@@ -140,9 +153,10 @@ def main(argv: list[str]) -> int:
     from xpubench.plan import Case
 
     watch_parent()
-    apply_memory_limit()
     case_path, result_path = Path(argv[0]), Path(argv[1])
-    case = Case.from_dict(json.loads(case_path.read_text()))
+    case = Case.from_dict(json.loads(case_path.read_text()))   # imports no framework
+    apply_memory_limit(case.device)
+    prepare_environment(case.device)
     try:
         outcome = execute(case)
     except BaseException as exc:  # every failure becomes this case's result

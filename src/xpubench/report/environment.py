@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from xpubench.devices import envvars
 from xpubench.units import fmt_bytes
 
-ENV_VARS = ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
+ENV_VARS = envvars.NAMES   # the result-changing variables (devices/envvars.py says what each changes)
 NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two runs: shown, never warned about
 
 

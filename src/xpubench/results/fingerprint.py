@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xpubench import __version__
+from xpubench.devices import envvars
 
 PACKAGES = ("numpy", "torch", "jax", "jaxlib", "flax", "optax", "keras", "torchao")
 
@@ -75,7 +76,7 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "host": environment.get("host", {}),
         "backends": environment.get("backends", {}),
         "cpu_busy_at_start": cpu_busy_fraction(),
-        "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES") if k in os.environ},
+        "env": envvars.recorded(os.environ),
     }
 
 

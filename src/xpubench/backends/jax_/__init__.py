@@ -7,6 +7,12 @@ from xpubench.harness.outcome import Outcome
 
 
 def run_case(case) -> Outcome:
+    if case.precision == "tf32":
+        from xpubench.backends.jax_.device import jax_devices, tf32_unavailable
+
+        problem = tf32_unavailable(jax_devices(case.device)[0])
+        if problem:
+            return Outcome(status="skipped", message=problem)
     if case.mode == "matmul":
         from xpubench.backends.jax_.matmul import run
     elif case.devices > 1:

@@ -1,60 +1,101 @@
-"""Device lookup, synchronisation and placement for JAX."""
+"""Device lookup, synchronisation, placement and peak memory for JAX."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
+from xpubench.devices.records import is_amd, kind_of_platform, tf32_problem
 from xpubench.errors import UserError
 
 DTYPES = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
-PLATFORM_KIND = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
 
 
 def kind_of(device) -> str:
-    return PLATFORM_KIND.get(device.platform, device.platform)
+    """xpubench's kind of a JAX device: cpu, gpu (CUDA and ROCm), tpu, mps (jax-metal's "METAL")."""
+    return kind_of_platform(device.platform)
+
+
+def devices_of_kind(kind: str) -> list:
+    """Every JAX device of one kind, in JAX's order (the order detection numbers them in)."""
+    seen: list = []
+    for platform in (None, "cpu"):     # the default backend (the accelerator, if any), then the host
+        try:
+            seen += [d for d in jax.devices(platform) if d not in seen]
+        except RuntimeError:
+            continue
+    return [d for d in seen if kind_of(d) == kind]
+
+
+def tf32_unavailable(device) -> str | None:
+    """Why tf32 does not apply on this JAX device (devices/records.py tf32_problem), or None."""
+    capability = getattr(device, "compute_capability", None)
+    amd = is_amd(device.platform, getattr(device, "device_kind", ""), capability)
+    return tf32_problem(kind_of(device), "amd" if amd else "nvidia", capability)
 
 
 def jax_devices(device_id: str, count: int = 1) -> list:
     """The first ``count`` JAX devices of the kind named by ``device_id``; refuses, never falls back."""
     kind, _, index = device_id.partition(":")
-    found = [d for d in jax.devices(_platform(kind)) if kind_of(d) == kind] if _has(kind) else []
+    found = devices_of_kind(kind)
     start = int(index or 0)
     if len(found) < start + count:
         raise UserError(f"device {device_id} x{count} is not available to jax (found {len(found)} {kind})")
     return found[start:start + count]
 
 
-def _platform(kind: str) -> str | None:
-    return None if kind == "gpu" else kind
-
-
-def _has(kind: str) -> bool:
-    try:
-        if kind == "gpu":
-            return any(kind_of(d) == "gpu" for d in jax.devices())
-        return bool(jax.devices(kind))
-    except RuntimeError:
-        return False
+def device_id(device) -> str:
+    """The xpubench id of a JAX device ("cpu", "gpu:1", "tpu:3", "mps"): its position among its kind."""
+    kind = kind_of(device)
+    n = devices_of_kind(kind).index(device)
+    return "mps" if kind == "mps" else kind if (kind == "cpu" and n == 0) else f"{kind}:{n}"
 
 
 def placement(array) -> str:
-    devices = sorted(array.devices(), key=lambda d: d.id)
+    """Where an array lives: one device id, or "kind:first..last (N devices)"."""
+    devices = list(array.devices())
     kinds = {kind_of(d) for d in devices}
     kind = kinds.pop() if len(kinds) == 1 else "mixed"
-    if kind == "cpu" and len(devices) == 1:
-        return "cpu"
     if len(devices) == 1:
-        return f"{kind}:{devices[0].id}"
-    return f"{kind}:{devices[0].id}..{devices[-1].id} ({len(devices)} devices)"
+        return device_id(devices[0])
+    order = devices_of_kind(kind) if kind != "mixed" else []
+    ids = sorted(order.index(d) for d in devices) if order else sorted(d.id for d in devices)
+    return f"{kind}:{ids[0]}..{ids[-1]} ({len(devices)} devices)"
 
 
-def peak_memory_bytes(device) -> int | None:
-    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
-    if stats and "peak_bytes_in_use" in stats:
-        return int(stats["peak_bytes_in_use"])
-    if device.platform == "cpu":
-        import resource
+class PeakMemory:
+    """The peak-memory figure of a measurement (docs/methodology.md, "Peak memory"): the highest memory
+    in use between ``reset()`` (right before measuring) and ``read()``. XLA's ``peak_bytes_in_use`` has
+    no reset (jax-ml/jax#8096): it is the process's high-water mark, so ``read()`` gives it only when
+    the measurement raised it above its value at ``reset()``, else None (an earlier phase, such as an
+    inference case's training, was higher: the region's own peak is unknown). On the CPU: the process's
+    resident set (devices/memory.py)."""
 
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    return None
+    def __init__(self, devices: list):
+        self.devices = [d for d in devices if d.process_index == jax.process_index()]
+        self.before: list[int | None] = []
+
+    def _peaks(self) -> list[int | None]:
+        out = []
+        for d in self.devices:
+            stats = d.memory_stats() if hasattr(d, "memory_stats") else None
+            out.append(int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None)
+        return out
+
+    def reset(self) -> None:
+        from xpubench.devices import memory
+
+        memory.reset_host_peak()
+        self.before = self._peaks()
+
+    def read(self) -> int | None:
+        from xpubench.devices import memory
+
+        if all(kind_of(d) == "cpu" for d in self.devices):
+            return memory.host_peak_bytes()
+        now, before = self._peaks(), self.before or [None] * len(self.devices)
+        if any(n is None for n in now):
+            return None
+        raised = [n for n, b in zip(now, before) if b is None or n > b]
+        below = [b for n, b in zip(now, before) if b is not None and n <= b]   # region peak <= b: unknown
+        return max(raised) if raised and max(raised) >= max(below, default=0) else None

@@ -15,7 +15,7 @@ import numpy as np
 from flax import traverse_util
 
 from xpubench.backends.jax_ import quant
-from xpubench.backends.jax_.device import DTYPES, peak_memory_bytes, placement
+from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
 from xpubench.backends.jax_.train import cast_floats, make_apply
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows, train_untimed
@@ -36,12 +36,13 @@ class JaxPredictor:
     """``fn(params, extra, x) -> out`` jitted; the padded batches on the device before any clock."""
 
     def __init__(self, fn, params, extra, x: np.ndarray, batch: int, device):
-        self.batch, self.n, self.device = batch, len(x), device
+        self.batch, self.n = batch, len(x)
         rows = batch_count(self.n, batch) * batch
         x = pad_rows(np.asarray(x), rows)
         self.batches = [jax.device_put(x[i:i + batch], device) for i in range(0, rows, batch)]
         self.params, self.extra = jax.device_put((params, extra), device)
         self._fn = jax.jit(fn)
+        self.memory = PeakMemory([device])
         jax.block_until_ready((self.batches, self.params, self.extra))
 
     def compile(self) -> float:
@@ -64,10 +65,14 @@ class JaxPredictor:
         return int(sum(a.nbytes for a in jax.tree.leaves((self.params, self.extra))))
 
     def placement(self) -> str:
-        return placement(self.batches[0])
+        """Where a prediction's output lives (one untimed call)."""
+        return placement(self.predict(0))
+
+    def reset_peak_memory(self) -> None:
+        self.memory.reset()
 
     def peak_memory(self):
-        return peak_memory_bytes(self.device)
+        return self.memory.read()
 
 
 class JaxSession:
@@ -84,7 +89,12 @@ class JaxSession:
 
     def precheck(self, precision: str) -> None:
         if precision == "int8":
-            check_int8_share(quant.quantize_params(self.trainer.state[0])[1], self.case.workload)
+            qparams, report = quant.quantize_params(self.trainer.state[0])
+            check_int8_share(report, self.case.workload)
+            problem = quant.platform_problem(kind_of(self.trainer.device),
+                                             self.case.options.get("int8_mode", "dynamic"), qparams)
+            if problem:
+                raise NotApplicable(problem)
         elif precision not in DTYPES:
             raise NotApplicable(f"no inference path for precision {precision}")
 

@@ -20,27 +20,29 @@ each; ``jax.make_array_from_callback`` gives each process's devices their shards
 
 from __future__ import annotations
 
-import time
-
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from xpubench.backends.jax_ import distributed
-from xpubench.backends.jax_.device import peak_memory_bytes, placement
-from xpubench.backends.jax_.infer import JaxSession
+from xpubench.backends.jax_.device import PeakMemory
+from xpubench.backends.jax_.infer import JaxPredictor, JaxSession
 from xpubench.backends.jax_.train import (
     JaxTrainer,
+    in_batches,
+    init_opt_state,
     init_variables,
+    keyed,
     make_apply,
     make_eval_step,
     make_optimizer,
     make_train_step,
+    take_batch,
 )
 from xpubench.harness import inference
 from xpubench.harness.casedata import case_data
-from xpubench.harness.inference import batch_count, pad_rows, predict_all
+from xpubench.harness.inference import predict_all
 from xpubench.harness.training import run_training
 from xpubench.workloads import get_workload
 
@@ -62,24 +64,6 @@ def replicate(tree, mesh: Mesh):
     """Every leaf on every device of the mesh."""
     repl = NamedSharding(mesh, P())
     return jax.tree.map(lambda a: global_array(np.asarray(a), repl), tree)
-
-
-def take_batch(a, index, batch: int):
-    """Batch ``index`` of a (batches, global batch, ...) array: a dynamic index on the unsharded axis."""
-    return jax.lax.dynamic_index_in_dim(a, index, axis=0, keepdims=False)
-
-
-def in_batches(a: np.ndarray, batch: int) -> np.ndarray:
-    """(n, ...) -> (ceil(n / batch), batch, ...), the last batch padded with zero rows."""
-    nb = batch_count(len(a), batch)
-    return pad_rows(np.asarray(a), nb * batch).reshape(nb, batch, *a.shape[1:])
-
-
-def peak_memory(mesh: Mesh) -> int | None:
-    """The highest peak of this process's devices (the process's peak RSS on the CPU)."""
-    peaks = [peak_memory_bytes(d) for d in mesh.devices.flat if d.process_index == jax.process_index()]
-    peaks = [p for p in peaks if p is not None]
-    return max(peaks) if peaks else None
 
 
 def to_host(a) -> np.ndarray:
@@ -118,46 +102,20 @@ class ShardedJaxTrainer(JaxTrainer):
         params, extra = init_variables(model, self.spec, ds.x_train[:1], case.seed)
         scale = self.mesh.size if case.options.get("lr_scaling") else 1   # linear learning-rate scaling
         tx = make_optimizer(self.spec, self.spec.learning_rate * scale)
-        self.state = replicate((params, tx.init(params), extra), self.mesh)
+        self.state = replicate((params, init_opt_state(tx, params, case.precision), extra), self.mesh)
         # the single-device trainer's key (seed + 1, folded with the step counter): the same dropout masks
         self.key_data = replicate(jax.random.key_data(jax.random.key(case.seed + 1)), self.mesh)
-        step = make_train_step(self.spec, self.apply, tx, gb, take=take_batch)
-
-        def dp_step(state, xs, ys, index, counter, key_data):
-            return step(state, xs, ys, index, jax.random.fold_in(jax.random.wrap_key_data(key_data), counter))
-
+        step = keyed(make_train_step(self.spec, self.apply, tx, gb, take=take_batch,
+                                     scaled=case.precision == "fp16"))
         repl, data = self.repl, self.data
-        self._train = jax.jit(dp_step, in_shardings=(repl, data, data, repl, repl, repl),
+        self._train = jax.jit(step, in_shardings=(repl, data, data, repl, repl, repl),
                               out_shardings=(repl, repl), donate_argnums=0)
-        eval_step = make_eval_step(self.spec, self.apply)
-        self._eval = jax.jit(lambda p, e, xs, ys, i, valid: eval_step(
-            p, e, take_batch(xs, i, gb), take_batch(ys, i, gb), valid), out_shardings=repl)
+        self._eval = jax.jit(make_eval_step(self.spec, self.apply, gb), out_shardings=repl)
         self._logits = jax.jit(lambda p, e, xs, i: self.apply(p, e, take_batch(xs, i, gb), False, None)[0],
                                out_shardings=split)
         self.order = np.arange(self.steps_per_epoch)
-
-    def compile(self) -> float:
-        start = time.perf_counter()
-        self._train = self._train.lower(self.state, self.xs, self.ys, np.int32(0), np.int32(0),
-                                        self.key_data).compile()
-        return time.perf_counter() - start
-
-    def step(self, i: int):
-        self.counter += 1
-        self.state, loss = self._train(self.state, self.xs, self.ys, np.int32(self.order[i]),
-                                       np.int32(self.counter), self.key_data)
-        return loss
-
-    def evaluate(self) -> tuple[float, float]:
-        params, _, extra = self.state
-        n, gb = len(self.x_eval), self.global_batch
-        total_loss = total_metric = 0.0
-        for i in range(self.eval_x.shape[0]):
-            lsum, msum = self._eval(params, extra, self.eval_x, self.eval_y, np.int32(i),
-                                    np.int32(min(gb, n - i * gb)))
-            total_loss += float(lsum)
-            total_metric += float(msum)
-        return total_loss / n, total_metric / n
+        self.memory = PeakMemory(list(self.mesh.devices.flat))
+        self.wait_for_uploads()
 
     def predict_eval(self):
         params, _, extra = self.state
@@ -166,14 +124,8 @@ class ShardedJaxTrainer(JaxTrainer):
         logits = np.concatenate(logits)[:len(self.x_eval)].astype(np.float32)
         return self.x_eval, self.y_eval, np.asarray(jax.nn.softmax(logits, -1))
 
-    def placement(self) -> str:
-        return placement(jax.tree.leaves(self.state[0])[0])
 
-    def peak_memory(self):
-        return peak_memory(self.mesh)
-
-
-class ShardedPredictor:
+class ShardedPredictor(JaxPredictor):
     """The inference Predictor (harness/inference.py) over a mesh: ``batch`` = N x per-device batch,
     each padded batch split over the devices before any clock; outputs stay split on the devices."""
 
@@ -185,30 +137,11 @@ class ShardedPredictor:
         self.params, self.extra = replicate((params, extra), mesh)
         repl = NamedSharding(mesh, P())
         self._fn = jax.jit(fn, in_shardings=(repl, repl, split), out_shardings=split)
+        self.memory = PeakMemory(list(mesh.devices.flat))
         jax.block_until_ready((self.batches, self.params, self.extra))
-
-    def compile(self) -> float:
-        start = time.perf_counter()
-        self._fn = self._fn.lower(self.params, self.extra, self.batches[0]).compile()
-        return time.perf_counter() - start
-
-    def predict(self, i: int):
-        return self._fn(self.params, self.extra, self.batches[i])
-
-    def sync(self, handle) -> None:
-        handle.block_until_ready()
 
     def host(self, handle) -> np.ndarray:
         return to_host(handle).astype(np.float32)
-
-    def model_bytes(self) -> int:
-        return int(sum(a.nbytes for a in jax.tree.leaves((self.params, self.extra))))
-
-    def placement(self) -> str:
-        return placement(self.batches[0])
-
-    def peak_memory(self):
-        return peak_memory(self.mesh)
 
 
 def predict_sharded(fn, params, extra, x: np.ndarray, mesh: Mesh, per_device_batch: int) -> np.ndarray:
@@ -253,6 +186,7 @@ def run(case):
     """A data-parallel training case (``case.devices`` > 1)."""
     trainer = ShardedJaxTrainer(case)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
+    trainer.report(outcome.metrics)
     outcome.metrics.update(data_parallel_metrics(trainer.mesh, trainer.batch))
     distributed.shutdown()
     return outcome

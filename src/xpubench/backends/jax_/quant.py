@@ -85,6 +85,21 @@ def quantize_params(params) -> tuple[dict, dict]:
     return traverse_util.unflatten_dict(out), report
 
 
+def platform_problem(kind: str, mode: str, qparams) -> str | None:
+    """Why the int8 model cannot run on this kind of device (None when it can). XLA:GPU has no
+    int8 x int8 -> int32 convolution: the cuDNN rewriter answers "Unimplemented: Integer convolutions
+    for CuDNN must have this pattern ..." (jax-ml/jax#7637, open). Dense layers (int8 GEMMs) do run."""
+    if kind != "gpu" or mode != "dynamic":
+        return None
+    flat = traverse_util.flatten_dict(qparams)
+    convs = ["/".join(path[:-1]) for path, v in flat.items() if path[-1] == "kernel" and np.ndim(v) > 2]
+    if not convs:
+        return None
+    return (f"XLA:GPU has no int8 convolution (jax-ml/jax#7637: 'Unimplemented: Integer convolutions for "
+            f"CuDNN'), and {len(convs)} layer(s) here are convolutions ({', '.join(convs[:3])}); int8 runs "
+            "them on CPUs and TPUs, or on a GPU as fp32 arithmetic with options int8_mode = \"weight_only\"")
+
+
 def _dense(module: nn.Dense, x, mode: str):
     wq = module.get_variable("params", "kernel")
     ws = module.get_variable("params", "kernel_scale")

@@ -1,16 +1,21 @@
-"""JAX training: the step is a pure (state, data, index, key) -> (state, loss) function, jit-compiled
-ahead of time (compile_s) with the state donated. The whole data set sits on the device and the step
-slices its batch inside the compiled program, so no per-step host work is measured.
+"""JAX training: the step is a pure (state, data, index, counter, key) -> (state, loss) function, jit-
+compiled ahead of time (compile_s) with the state donated. The whole training and evaluation set sits on
+the device before any clock starts and the step slices its batch inside the compiled program; the
+dropout key is folded with the step counter inside it too, so no per-step host or default-device work
+is measured. The evaluation step is compiled ahead too (untimed), so the first timed evaluation holds
+no compilation.
 
 bf16 is mixed precision: parameters and optimizer state stay fp32, the forward and backward pass run
-on bf16 casts of parameters and float inputs, the loss is computed in fp32.
+on bf16 casts of parameters and float inputs, the loss is computed in fp32. fp16 is the same in fp16,
+with dynamic loss scaling (``loss_scale.py``; the scaler's state rides in the optimizer state).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from contextlib import nullcontext
-from functools import partial
 from typing import Any
 
 import jax
@@ -18,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from xpubench.backends.jax_.device import DTYPES, jax_devices, peak_memory_bytes, placement
+from xpubench.backends.jax_ import loss_scale
+from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
 from xpubench.harness.casedata import batch_order, case_data
+from xpubench.harness.inference import batch_count, pad_rows
 from xpubench.harness.training import run_training
 from xpubench.workloads import get_workload
 
@@ -108,8 +115,25 @@ def take_rows(a, index, batch: int):
     return jax.lax.dynamic_slice_in_dim(a, index * batch, batch)
 
 
-def make_train_step(spec, apply, tx, batch: int, take=take_rows):
-    """(state, xs, ys, index, key) -> (state, loss); ``take(a, index, batch)`` picks the batch."""
+def take_batch(a, index, batch: int):
+    """Batch ``index`` of a (batches, batch, ...) array: a dynamic index on the first axis."""
+    return jax.lax.dynamic_index_in_dim(a, index, axis=0, keepdims=False)
+
+
+def in_batches(a: np.ndarray, batch: int) -> np.ndarray:
+    """(n, ...) -> (ceil(n / batch), batch, ...), the last batch padded with zero rows."""
+    nb = batch_count(len(a), batch)
+    return pad_rows(np.asarray(a), nb * batch).reshape(nb, batch, *a.shape[1:])
+
+
+def init_opt_state(tx, params, precision: str):
+    """The optimizer state; fp16 adds the loss scaler's (loss_scale.py)."""
+    return (tx.init(params), loss_scale.init()) if precision == "fp16" else tx.init(params)
+
+
+def make_train_step(spec, apply, tx, batch: int, take=take_rows, scaled: bool = False):
+    """(state, xs, ys, index, key) -> (state, loss); ``take(a, index, batch)`` picks the batch.
+    ``scaled``: fp16's dynamic loss scaling (a step with non-finite gradients is skipped)."""
     def train_step(state, xs, ys, index, key):
         params, opt_state, extra = state
         x, y = take(xs, index, batch), take(ys, index, batch)
@@ -118,25 +142,44 @@ def make_train_step(spec, apply, tx, batch: int, take=take_rows):
             out, new_extra = apply(p, extra, x, True, key)
             return loss_fn(spec, out, y), new_extra
 
-        (loss, new_extra), grads = jax.value_and_grad(objective, has_aux=True)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state, new_extra), loss
+        if not scaled:
+            (loss, new_extra), grads = jax.value_and_grad(objective, has_aux=True)(params)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state, new_extra), loss
+        inner, scaler = opt_state
+        (loss, new_extra), grads, finite = loss_scale.scaled_grad(objective, params, scaler)
+        updates, new_inner = tx.update(grads, inner, params)
+        params, inner = loss_scale.keep_if(finite, (optax.apply_updates(params, updates), new_inner),
+                                           (params, inner))
+        return (params, (inner, loss_scale.next_state(scaler, finite)), new_extra), loss
     return train_step
 
 
-def make_eval_step(spec, apply):
-    def eval_step(params, extra, x, y, valid):
+def keyed(step):
+    """``step`` taking (..., counter, key data) instead of a key: the step's dropout key is folded from
+    the run's key and the step counter inside the compiled program (no eager key work per step)."""
+    def keyed_step(state, xs, ys, index, counter, key_data):
+        return step(state, xs, ys, index, jax.random.fold_in(jax.random.wrap_key_data(key_data), counter))
+    return keyed_step
+
+
+def make_eval_step(spec, apply, batch: int):
+    """(params, extra, xs, ys, index, valid) -> (loss sum, metric sum) over batch ``index`` of the
+    batched evaluation arrays (``in_batches``), its first ``valid`` rows counted."""
+    def eval_step(params, extra, xs, ys, index, valid):
+        x, y = take_batch(xs, index, batch), take_batch(ys, index, batch)
         out, _ = apply(params, extra, x, False, None)
         mask = (jnp.arange(x.shape[0]) < valid).astype(jnp.float32)
         return (loss_per_sample(spec, out, y) * mask).sum(), (metric_per_sample(spec, out, y) * mask).sum()
     return eval_step
 
 
-def pad_to(a: np.ndarray, rows: int) -> np.ndarray:
-    if len(a) == rows:
-        return a
-    pad = np.zeros((rows - len(a), *a.shape[1:]), dtype=a.dtype)
-    return np.concatenate([a, pad])
+def autotune_setting(device) -> str | None:
+    """XLA autotunes GPU kernels by default (level 4); XLA_FLAGS may set another level (recorded)."""
+    if kind_of(device) != "gpu":
+        return None
+    m = re.search(r"--xla_gpu_autotune_level=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    return f"XLA autotuning, xla_gpu_autotune_level {m.group(1) if m else '4 (default)'}"
 
 
 class JaxTrainer:
@@ -149,20 +192,31 @@ class JaxTrainer:
         self.batch = self.global_batch = case.batch_size or self.spec.batch_sizes[0]
         self.steps_per_epoch = len(ds.x_train) // self.batch
         n = self.steps_per_epoch * self.batch
-        put = partial(jax.device_put, device=self.device)
+
+        def put(a):
+            return jax.device_put(a, self.device)
+
         self.xs, self.ys = put(ds.x_train[:n]), put(ds.y_train[:n])
         self.x_eval, self.y_eval = ds.x_test, ds.y_test
+        self.eval_x, self.eval_y = put(in_batches(ds.x_test, self.batch)), put(in_batches(ds.y_test, self.batch))
         model = mod.build_jax(self.spec)
         self.apply = make_apply(model, case.precision)
         params, extra = init_variables(model, self.spec, ds.x_train[:1], case.seed)
         tx = make_optimizer(self.spec, self.spec.learning_rate)
-        self.state = put((params, tx.init(params), extra))
-        self.key = jax.random.key(case.seed + 1)
-        self._train = jax.jit(make_train_step(self.spec, self.apply, tx, self.batch), donate_argnums=0)
-        self._eval = jax.jit(make_eval_step(self.spec, self.apply))
-        self._logits = jax.jit(lambda p, e, x: self.apply(p, e, x, False, None)[0])
+        self.state = put((params, init_opt_state(tx, params, case.precision), extra))
+        self.key_data = put(jax.random.key_data(jax.random.key(case.seed + 1)))
+        step = make_train_step(self.spec, self.apply, tx, self.batch, scaled=case.precision == "fp16")
+        self._train = jax.jit(keyed(step), donate_argnums=0)
+        self._eval = jax.jit(make_eval_step(self.spec, self.apply, self.batch))
+        self._logits = jax.jit(lambda p, e, xs, i: self.apply(p, e, take_batch(xs, i, self.batch), False, None)[0])
         self.order = np.arange(self.steps_per_epoch)
         self.counter = 0
+        self.memory = PeakMemory([self.device])
+        self.wait_for_uploads()
+
+    def wait_for_uploads(self) -> None:
+        """Data, state and key are on the device before any clock starts (device_put is asynchronous)."""
+        jax.block_until_ready((self.xs, self.ys, self.eval_x, self.eval_y, self.state, self.key_data))
 
     @property
     def matmul_precision(self) -> str:
@@ -182,17 +236,23 @@ class JaxTrainer:
         return bool(np.any(multihost_utils.process_allgather(np.array([stop]))))
 
     def compile(self) -> float:
+        """compile_s: the train step's ahead-of-time compilation. The evaluation step is compiled after
+        it, untimed (it is neither training nor in any timed evaluation)."""
         start = time.perf_counter()
-        self._train = self._train.lower(self.state, self.xs, self.ys, np.int32(0), self.key).compile()
-        return time.perf_counter() - start
+        self._train = self._train.lower(self.state, self.xs, self.ys, np.int32(0), np.int32(0),
+                                        self.key_data).compile()
+        elapsed = time.perf_counter() - start
+        params, _, extra = self.state
+        self._eval = self._eval.lower(params, extra, self.eval_x, self.eval_y, np.int32(0), np.int32(0)).compile()
+        return elapsed
 
     def start_epoch(self, epoch: int) -> None:
         self.order = batch_order(self.steps_per_epoch, epoch, self.case.seed)
 
     def step(self, i: int) -> Any:
         self.counter += 1
-        key = jax.random.fold_in(self.key, self.counter)
-        self.state, loss = self._train(self.state, self.xs, self.ys, np.int32(self.order[i]), key)
+        self.state, loss = self._train(self.state, self.xs, self.ys, np.int32(self.order[i]),
+                                       np.int32(self.counter), self.key_data)
         return loss
 
     def sync(self, handle) -> None:
@@ -202,34 +262,43 @@ class JaxTrainer:
         return float(handle)
 
     def evaluate(self) -> tuple[float, float]:
+        """The validation pass over the evaluation batches already on the device."""
         params, _, extra = self.state
+        n, gb = len(self.x_eval), self.global_batch
         total_loss = total_metric = 0.0
-        n = len(self.x_eval)
-        for start in range(0, n, self.batch):
-            stop = min(start + self.batch, n)
-            x = jax.device_put(pad_to(self.x_eval[start:stop], self.batch), self.device)
-            y = jax.device_put(pad_to(self.y_eval[start:stop], self.batch), self.device)
-            lsum, msum = self._eval(params, extra, x, y, stop - start)
+        for i in range(self.eval_x.shape[0]):
+            lsum, msum = self._eval(params, extra, self.eval_x, self.eval_y, np.int32(i),
+                                    np.int32(min(gb, n - i * gb)))
             total_loss += float(lsum)
             total_metric += float(msum)
         return total_loss / n, total_metric / n
 
     def predict_eval(self):
         params, _, extra = self.state
-        n = len(self.x_eval)
-        logits = [np.asarray(self._logits(params, extra, jax.device_put(
-                      pad_to(self.x_eval[i:i + self.batch], self.batch), self.device)))[:n - i]
-                  for i in range(0, n, self.batch)]
-        probs = jax.nn.softmax(np.concatenate(logits).astype(np.float32), -1)
-        return self.x_eval, self.y_eval, np.asarray(probs)
+        logits = [np.asarray(self._logits(params, extra, self.eval_x, np.int32(i)))
+                  for i in range(self.eval_x.shape[0])]
+        logits = np.concatenate(logits)[:len(self.x_eval)].astype(np.float32)
+        return self.x_eval, self.y_eval, np.asarray(jax.nn.softmax(logits, -1))
 
     def placement(self) -> str:
         return placement(jax.tree.leaves(self.state[0])[0])
 
+    def reset_peak_memory(self) -> None:
+        self.memory.reset()
+
     def peak_memory(self):
-        return peak_memory_bytes(self.device)
+        return self.memory.read()
+
+    def report(self, metrics: dict) -> None:
+        """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
+        metrics["autotune"] = autotune_setting(self.device)
+        if self.case.precision == "fp16":
+            metrics.update(loss_scaling=loss_scale.DESCRIPTION,
+                           final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))
 
 
 def run(case):
     trainer = JaxTrainer(case)
-    return run_training(trainer, case, trainer.flops_per_sample)
+    outcome = run_training(trainer, case, trainer.flops_per_sample)
+    trainer.report(outcome.metrics)
+    return outcome

@@ -10,6 +10,12 @@ NO_DDP_INFERENCE = ("data-parallel inference is not implemented for torch (Distr
 
 
 def run_case(case) -> Outcome:
+    if case.precision == "tf32":
+        from xpubench.backends.torch_.device import tf32_unavailable, torch_device
+
+        problem = tf32_unavailable(torch_device(case.device))
+        if problem:
+            return Outcome(status="skipped", message=problem)
     if case.mode == "matmul":
         from xpubench.backends.torch_.matmul import run
     elif case.mode == "train" and case.devices > 1:

@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from xpubench.backends.torch_.device import torch_device
-from xpubench.backends.torch_.train import TorchTrainer, should_compile
+from xpubench.backends.torch_.train import TorchTrainer
 from xpubench.errors import UserError
 from xpubench.harness.cluster import Cluster, from_env
 from xpubench.harness.training import run_training
@@ -57,6 +57,16 @@ def rank_layout(local_rank: int, local_world: int, cores: list[int]) -> tuple[li
     return cores[local_rank * per:(local_rank + 1) * per], per
 
 
+def device_id_kwargs(version: str, gpu: int) -> dict:
+    """``device_id`` for init_process_group (binds the NCCL communicator to the rank's GPU; torch >= 2.3,
+    the floor pyproject asks for), except on the releases where it makes NCCL hang at random
+    (2.6.0 < torch < 2.7.1: pytorch/pytorch#153960); ``torch.cuda.set_device`` binds the rank there."""
+    release = tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+    if (2, 6, 0) < release < (2, 7, 1):
+        return {}
+    return {"device_id": torch.device("cuda", gpu)}
+
+
 def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
     """Runs in every rank: bind the device (CPU cores or one GPU), join the group, run ``entry``."""
     from xpubench.plan import Case
@@ -70,7 +80,7 @@ def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
         gpu = int(index or 0) + local_rank
         torch.cuda.set_device(gpu)
         case = case.__class__.from_dict({**case.as_dict(), "device": f"gpu:{gpu}"})
-        dist.init_process_group("nccl", device_id=torch.device("cuda", gpu))
+        dist.init_process_group("nccl", **device_id_kwargs(torch.__version__, gpu))
         info["ddp_backend"] = "nccl"
     else:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -170,7 +180,7 @@ def _train_rank(case, rank: int, world: int):
     trainer = DDPTrainer(case, world_size=world, rank=rank,
                          wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
     outcome = run_training(trainer, case, trainer.flops_per_sample)
-    outcome.metrics["compiled"] = should_compile(case, trainer.device)
+    trainer.report(outcome.metrics)
     return outcome
 
 

@@ -1,9 +1,14 @@
-"""Device names, synchronisation, placement and memory for PyTorch."""
+"""Device names, precision and autotuning settings, synchronisation, placement and peak memory for
+PyTorch."""
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import torch
 
+from xpubench.devices.records import tf32_problem
 from xpubench.errors import UserError
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -25,10 +30,47 @@ def torch_device(device_id: str) -> torch.device:
     raise UserError(f"torch cannot run on device {device_id}")
 
 
+def tf32_unavailable(device: torch.device) -> str | None:
+    """Why tf32 does not apply on this device (devices/records.py tf32_problem), or None."""
+    if device.type != "cuda":
+        return tf32_problem("mps" if device.type == "mps" else device.type, None, None)
+    if torch.version.hip:
+        return tf32_problem("gpu", "amd", None)
+    major, minor = torch.cuda.get_device_capability(device)
+    return tf32_problem("gpu", "nvidia", f"{major}.{minor}")
+
+
 def set_precision_mode(precision: str) -> None:
     """fp32 means true fp32 on every chip: TF32 only when tf32 is asked for."""
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def set_autotune(device: torch.device) -> str | None:
+    """Let cuDNN (MIOpen on ROCm) benchmark its convolution algorithms for each input shape, as XLA
+    autotunes its kernels on GPUs, so a torch-vs-JAX comparison is between two tuned programs. The
+    benchmarking happens on the first call of each shape (in the first step). Returns what was set."""
+    if device.type != "cuda":
+        return None
+    torch.backends.cudnn.benchmark = True
+    return "cudnn.benchmark" + (" (MIOpen)" if torch.version.hip else "")
+
+
+def checked_autocast(device: torch.device, precision: str):
+    """``torch.autocast`` for bf16/fp16 (a no-op context otherwise) that refuses to disable itself:
+    PyTorch turns autocast off with only a warning when the device lacks the dtype (MPS before macOS 14,
+    bf16 on pre-Ampere CUDA in older releases), and the "bf16" case would silently train in fp32."""
+    if precision not in ("bf16", "fp16"):
+        return contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ctx = torch.autocast(device_type=device.type, dtype=DTYPES[precision])
+    disabled = [str(w.message).splitlines()[0] for w in caught if "disabling autocast" in str(w.message).lower()]
+    if disabled or getattr(ctx, "_enabled", True) is False:
+        reason = disabled[0] if disabled else "autocast disabled itself"
+        raise RuntimeError(f"{precision} autocast is not available on {device.type} here ({reason}); "
+                           "the case would silently run in fp32")
+    return ctx
 
 
 def sync(device: torch.device) -> None:
@@ -45,17 +87,29 @@ def placement(tensor: torch.Tensor) -> str:
     return dev.type
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+class PeakMemory:
+    """The peak-memory figure of a measurement (docs/methodology.md, "Peak memory"): the highest memory
+    in use between ``reset()`` (right before measuring) and ``read()``. CUDA/ROCm: the caching
+    allocator's ``max_memory_allocated`` (tensors alive, the resident model and data included), reset by
+    ``reset_peak_memory_stats``. CPU: the process's peak resident set (devices/memory.py). MPS: None;
+    PyTorch's MPS backend keeps no high-water mark (only current_allocated_memory)."""
 
+    def __init__(self, device: torch.device):
+        self.device = device
 
-def peak_memory_bytes(device: torch.device) -> int | None:
-    """Device memory high-water mark; for the CPU the process's peak resident set size."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    if device.type == "cpu":
-        import resource
+    def reset(self) -> None:
+        from xpubench.devices import memory
 
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    return None
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif self.device.type == "cpu":
+            memory.reset_host_peak()
+
+    def read(self) -> int | None:
+        from xpubench.devices import memory
+
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        if self.device.type == "cpu":
+            return memory.host_peak_bytes()
+        return None

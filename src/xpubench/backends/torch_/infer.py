@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from xpubench.backends.torch_ import quant
-from xpubench.backends.torch_.device import DTYPES, peak_memory_bytes, placement, set_precision_mode, sync
+from xpubench.backends.torch_.device import DTYPES, PeakMemory, placement, set_precision_mode, sync
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, train_untimed
 from xpubench.workloads import get_workload
@@ -51,6 +51,7 @@ class TorchPredictor:
         if dtype is not None and x.is_floating_point():
             x = x.to(dtype)
         self.x = x
+        self.memory = PeakMemory(device)
         sync(device)
 
     def compile(self):
@@ -70,10 +71,14 @@ class TorchPredictor:
         return quant.model_bytes(self.model)
 
     def placement(self) -> str:
-        return placement(self.x)
+        """Where a prediction's output lives (one untimed call)."""
+        return placement(self.predict(0))
+
+    def reset_peak_memory(self) -> None:
+        self.memory.reset()
 
     def peak_memory(self):
-        return peak_memory_bytes(self.device)
+        return self.memory.read()
 
 
 class TorchSession:

@@ -11,7 +11,8 @@ from xpubench.workloads import matmul
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 2e-2, "fp16": 5e-3}
 
 
-def run(case):
+def ops_for(case) -> matmul.MatmulOps:
+    """The matmul adapters of a case (the benchmark's and ``xpubench doctor``'s)."""
     device = torch_device(case.device)
     set_precision_mode(case.precision)
     dtype = DTYPES[case.precision]
@@ -23,7 +24,7 @@ def run(case):
         sync(device)
         return a, b
 
-    ops = matmul.MatmulOps(
+    return matmul.MatmulOps(
         make_inputs=make_inputs,
         product=torch.matmul,
         sync=lambda out: sync(device),
@@ -31,4 +32,7 @@ def run(case):
         placement=placement,
         tolerance=TOLERANCE[case.precision],
     )
-    return matmul.measure(ops, case)
+
+
+def run(case):
+    return matmul.measure(ops_for(case), case)

@@ -1,14 +1,22 @@
 """PyTorch training on one device: eager (channels_last for convolutions) or torch.compile (its
 compilation is timed apart, as compile_s, on a warm-up step that is then undone: ``compile``).
 
-compile="auto" compiles on CUDA only: on CPU, torch.compile was measured slower than eager for these
-models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation.
+compile="auto" compiles on CUDA/ROCm only: on CPU, torch.compile was measured slower than eager for
+these models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation. Where it cannot work (no
+Triton, no C compiler) or its warm-up fails, "auto" trains eager and says why (``compiled: false`` and
+a warning); compile="on" fails the case instead.
+
+Mixed precision: bf16/fp16 under ``torch.autocast`` (refused when autocast would disable itself);
+fp16 also scales the loss (``torch.amp.GradScaler``: gradients that underflow fp16 would otherwise be
+lost). bf16 needs no scaling: it has fp32's exponent range.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import importlib.util
+import os
+import shutil
 import time
 
 import numpy as np
@@ -16,9 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from xpubench.backends.torch_.device import (
-    peak_memory_bytes,
+    PeakMemory,
+    checked_autocast,
     placement,
-    reset_peak_memory,
+    set_autotune,
     set_precision_mode,
     sync,
     torch_device,
@@ -58,14 +67,6 @@ def make_optimizer(spec, params, device: torch.device, lr: float):
     raise ValueError(f"unknown optimizer {spec.optimizer}")
 
 
-def autocast(device: torch.device, precision: str):
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    if precision == "fp16":
-        return torch.autocast(device_type=device.type, dtype=torch.float16)
-    return contextlib.nullcontext()
-
-
 def build_model(spec, case, device: torch.device) -> torch.nn.Module:
     mod = get_workload(case.workload)
     model = mod.build_torch(spec).to(device)
@@ -74,8 +75,36 @@ def build_model(spec, case, device: torch.device) -> torch.nn.Module:
     return model
 
 
-def should_compile(case, device: torch.device) -> bool:
-    return case.compile == "on" or (case.compile == "auto" and device.type == "cuda")
+LOSS_SCALING = ("dynamic (torch.amp.GradScaler): scale 2^16, halved and the step skipped on inf/nan "
+                "gradients, doubled after 2000 finite steps")
+
+
+def compile_problem(device: torch.device) -> str | None:
+    """Why torch.compile's default backend (Inductor) cannot build code here, found without compiling:
+    on CUDA/ROCm it generates Triton kernels (Triton compiles a launcher with the system C compiler);
+    on the CPU it generates C++."""
+    def found(*names: str | None) -> bool:
+        return any(name and shutil.which(name) for name in names)
+
+    if device.type == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return "Triton is not installed (Inductor's GPU code generator)"
+        if not found(os.environ.get("CC"), "cc", "gcc", "clang"):
+            return "no C compiler found (Triton builds its kernel launcher with one; set CC)"
+    elif device.type == "cpu" and not found(os.environ.get("CXX"), "c++", "g++", "clang++"):
+        return "no C++ compiler found (Inductor's CPU code generator; set CXX)"
+    return None
+
+
+def compile_choice(case, device: torch.device) -> tuple[bool, str | None]:
+    """(compile?, why not, when "auto" had to fall back): "on" always compiles, "off" never, "auto" on
+    CUDA/ROCm when Inductor can work there."""
+    if case.compile == "on":
+        return True, None
+    if case.compile != "auto" or device.type != "cuda":
+        return False, None
+    problem = compile_problem(device)
+    return (False, f"torch.compile not used ({problem}): trained eager") if problem else (True, None)
 
 
 class TorchTrainer:
@@ -88,13 +117,16 @@ class TorchTrainer:
         self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
         self.batch = case.batch_size or self.spec.batch_sizes[0]
         self.global_batch = self.batch * world_size
+        self.autotune = set_autotune(self.device)
+        self.autocast = checked_autocast(self.device, case.precision)
         self.model = build_model(self.spec, case, self.device)
-        self.net = wrap(self.model) if wrap else self.model
-        self.compiled = should_compile(case, self.device)
+        self.eager_net = self.net = wrap(self.model) if wrap else self.model
+        self.compiled, self.compile_note = compile_choice(case, self.device)
         if self.compiled:
             self.net = torch.compile(self.net)
         lr = self.spec.learning_rate * (world_size if case.options.get("lr_scaling") else 1)
         self.opt = make_optimizer(self.spec, self.model.parameters(), self.device, lr)
+        self.scaler = torch.amp.GradScaler(self.device.type) if case.precision == "fp16" else None
         # each rank trains on its own shard of every global batch
         n = (len(ds.x_train) // self.global_batch) * self.global_batch
         self.x = torch.from_numpy(np.ascontiguousarray(ds.x_train[:n])).to(self.device)
@@ -104,8 +136,8 @@ class TorchTrainer:
         self.steps_per_epoch = n // self.global_batch
         self.rank, self.world_size = rank, world_size
         self.order = np.arange(self.steps_per_epoch)
+        self.memory = PeakMemory(self.device)
         sync(self.device)
-        reset_peak_memory(self.device)
 
     @property
     def matmul_precision(self) -> str:
@@ -133,12 +165,14 @@ class TorchTrainer:
     def compile(self) -> float | None:
         """Eager: None. torch.compile compiles lazily, on the first call: time one warm-up step of the
         compiled model on the first batch (forward, backward, update; Dynamo/Inductor compile both
-        graphs here) until the device is done, then undo it (weights, buffers, optimizer and RNG state
-        restored in place, so no recompilation and the timed steps start where eager ones do)."""
+        graphs here) until the device is done, then undo it (weights, buffers, optimizer, loss-scaler
+        and RNG state restored in place, so no recompilation and the timed steps start where eager ones
+        do). Under compile="auto" a failing compilation falls back to eager (None, and a note why)."""
         if not self.compiled:
             return None
         model_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         opt_state = copy.deepcopy(self.opt.state_dict())
+        scaler_state = copy.deepcopy(self.scaler.state_dict()) if self.scaler else None
         rng = torch.random.get_rng_state()
         cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
         order, training = self.order, self.model.training
@@ -146,18 +180,26 @@ class TorchTrainer:
         self.model.train()
         sync(self.device)
         start = time.perf_counter()
-        self.sync(self.step(0))
-        elapsed = time.perf_counter() - start
+        try:
+            self.sync(self.step(0))
+            elapsed: float | None = time.perf_counter() - start
+        except Exception as exc:   # Dynamo/Inductor raise many types; compile="on" re-raises
+            if self.case.compile != "auto":
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            self.net, self.compiled, elapsed = self.eager_net, False, None
+            self.compile_note = f"torch.compile failed ({type(exc).__name__}: {first}): trained eager"
         with torch.no_grad():
             self.model.load_state_dict(model_state)
         self.opt.load_state_dict(opt_state)
+        if self.scaler:
+            self.scaler.load_state_dict(scaler_state)
         torch.random.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state(cuda_rng, self.device)
         self.order = order
         self.model.train(training)
         sync(self.device)
-        reset_peak_memory(self.device)
         return elapsed
 
     def start_epoch(self, epoch: int) -> None:
@@ -172,11 +214,16 @@ class TorchTrainer:
         sl = self.batch_slice(i)
         x, y = self.x[sl], self.y[sl]
         self.opt.zero_grad(set_to_none=True)
-        with autocast(self.device, self.case.precision):
+        with self.autocast:
             out = self.net(x)
         loss = loss_fn(self.spec, out, y)
-        loss.backward()
-        self.opt.step()
+        if self.scaler is None:
+            loss.backward()
+            self.opt.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
         return loss.detach()
 
     def sync(self, handle) -> None:
@@ -191,7 +238,7 @@ class TorchTrainer:
         total_loss, total_metric, n = 0.0, 0.0, len(self.x_eval)
         for start in range(0, n, self.batch):
             x, y = self.x_eval[start:start + self.batch], self.y_eval[start:start + self.batch]
-            with autocast(self.device, self.case.precision):
+            with self.autocast:
                 out = self.model(x)
             total_loss += float(loss_fn(self.spec, out, y)) * len(x)
             total_metric += float(metric_sum(self.spec, out, y))
@@ -209,12 +256,24 @@ class TorchTrainer:
     def placement(self) -> str:
         return placement(next(self.model.parameters()))
 
+    def reset_peak_memory(self) -> None:
+        self.memory.reset()
+
     def peak_memory(self):
-        return peak_memory_bytes(self.device)
+        return self.memory.read()
+
+    def report(self, metrics: dict) -> None:
+        """What ran, added to a training case's metrics: compiled or eager (and why), autotuning, fp16's
+        loss scaling."""
+        metrics.update(compiled=self.compiled, autotune=self.autotune)
+        if self.scaler is not None:
+            metrics.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
+        if self.compile_note:
+            metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), self.compile_note) if w)
 
 
 def run(case):
     trainer = TorchTrainer(case)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
-    outcome.metrics["compiled"] = should_compile(case, trainer.device)
+    trainer.report(outcome.metrics)
     return outcome

@@ -1,0 +1,139 @@
+"""``xpubench doctor``: the self-check a user runs on their own hardware (about a minute), so every
+user's device becomes a test bench. Per backend and device, in a fresh process each
+(``probe.py``, with the benchmark's own adapters), it checks:
+
+- placement: a product really runs on the requested device (no fallback);
+- timing: on an asynchronous device, a window read without the sync is shorter than the synchronised
+  one (so the sync waits for the work); on CUDA, events and synchronised wall time agree;
+- precision: each dtype's error against float64 is its format's (fp32 is not silently TF32 or bf16);
+- ceiling: measured matmul FLOP/s stay below the chip's spec peak;
+- memory: the peak-memory counter sees an allocation;
+- compile: torch.compile / XLA compile and run a function;
+and, once, the environment variables that change results (devices/envvars.py).
+Verdicts (``checks.py``) are PASS, WARN or FAIL with a one-line reason; any FAIL exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from xpubench.doctor import checks
+from xpubench.doctor.checks import FAIL, Row
+
+MEMORY_BYTES = 256 << 20
+CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile")
+
+
+def probe_config(env: dict, backend: str, device: str) -> dict:
+    """What to measure on one backend and device: every precision it runs (the precision check), and
+    fp32 plus the planned 16-bit format and tf32 where they are fast here (the ceiling check)."""
+    from xpubench.plan_defaults import has_tf32, model_precisions, slow_cpu_dtypes
+
+    accel = not device.startswith("cpu")
+    if backend == "numpy":
+        precisions = ["fp32"]
+    else:
+        precisions = ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), "bf16", "fp16"]
+    slow = slow_cpu_dtypes(env, backend, device)
+    ceiling = [p for p in dict.fromkeys(["fp32", *model_precisions(env, backend, device)])
+               if p in precisions and p not in slow]
+    return {"backend": backend, "device": device, "precisions": precisions, "ceiling": ceiling,
+            "precision_size": 512, "timing_size": 4096 if accel else 1024,
+            "ceiling_size": 8192 if accel else 1024, "ceiling_budget_s": 1.0, "memory_bytes": MEMORY_BYTES}
+
+
+def run_probe(config: dict, timeout_s: float = 300.0) -> dict:
+    """The probe in a fresh process (as a benchmark case runs); a dead or silent probe is an error."""
+    with tempfile.TemporaryDirectory(prefix="xpubench-doctor-") as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(config))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "xpubench.doctor.probe", str(path)], capture_output=True,
+                                  text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return {"errors": {"setup": f"the probe did not finish within {timeout_s:g} s"}}
+    lines = proc.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = " | ".join(proc.stderr.strip().splitlines()[-2:]) or f"exit code {proc.returncode}"
+        return {"errors": {"setup": f"the probe process died: {tail}"}}
+
+
+def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
+    """The rows of one backend and device from its measurements (in CHECK_NAMES order)."""
+    from xpubench.harness.metrics import device_record, peak_for
+
+    backend, device = config["backend"], config["device"]
+    errors = measured.get("errors", {})
+    if "setup" in errors:
+        rows = [Row("setup", FAIL, errors["setup"])]
+    else:
+        record = device_record({"backends": env.get("backends", {})}, backend, device)
+        fp = {"host": env.get("host", {}), "backends": env.get("backends", {})}
+        peaks = {p: peak_for(fp, backend, device, p) for p in config["ceiling"]}
+        judge: dict[str, Callable[[], Row]] = {
+            "placement": lambda: checks.placement(device, measured["placement"]),
+            "timing": lambda: checks.timing(measured["asynchronous"], measured["timing"]),
+            "precision": lambda: checks.precision(measured["precision"]),
+            "ceiling": lambda: checks.ceiling(measured["ceiling"], peaks, record.get("name") or device),
+            "memory": lambda: checks.memory(measured["memory"]),
+            "compile": lambda: checks.compilation(measured["compile"], backend),
+        }
+        rows = []
+        for name in CHECK_NAMES:
+            if name in errors:
+                rows.append(checks.failed_compile(errors[name], backend) if name == "compile"
+                            else Row(name, FAIL, f"the check raised {errors[name]}"))
+            elif name in measured:
+                rows.append(judge[name]())
+    for row in rows:
+        row.backend, row.device = backend, device
+    return rows
+
+
+def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | None = None,
+             environ: dict | None = None, probe: Callable[[dict], dict] = run_probe,
+             on_row: Callable[[Row], None] | None = None) -> list[Row]:
+    """Every check for the chosen backends and devices (default: every installed backend, the first
+    device of each kind), plus the environment row. ``probe`` measures one backend and device."""
+    from xpubench.plan import PlanRequest, validate
+    from xpubench.plan_defaults import choose_devices
+
+    validate(PlanRequest(backends=backends, devices=devices))
+    rows = [checks.environment(dict(os.environ) if environ is None else environ)]
+    if on_row:
+        on_row(rows[0])
+    for backend, chosen in choose_devices(env, backends, devices).items():
+        for device in chosen:
+            config = probe_config(env, backend, device)
+            for row in verdicts(env, config, probe(config)):
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+    return rows
+
+
+def exit_code(rows: list[Row]) -> int:
+    return 1 if any(r.status == FAIL for r in rows) else 0
+
+
+def render(rows: list[Row], console) -> None:
+    from rich.table import Table
+
+    style = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red"}
+    table = Table(title="xpubench doctor", title_justify="left")
+    for col in ("backend", "device", "check", "status", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.backend, r.device, r.check, f"[{style[r.status]}]{r.status}[/]", r.reason)
+    console.print(table)
+    counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "WARN", "FAIL")}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + (
+        " - send docs/accelerators.md's report back if a check fails" if counts["FAIL"] else ""), highlight=False)

@@ -1,0 +1,95 @@
+"""A rough estimate of how long a planned run takes (``xpubench run --dry-run``), case by case.
+
+It is a plan, never a measurement, and says what it assumes:
+
+- every case starts a worker process: Python plus the framework's import (``STARTUP_S``, measured on the
+  project's 2-core CI VM; a faster host starts faster);
+- compilation: JAX compiles each step ahead of time (``JAX_COMPILE_S`` each: 1.7-2.8 s measured for the
+  CNN on that VM); ``torch.compile`` (compile="auto" on CUDA/ROCm) ``TORCH_COMPILE_S`` (18-33 s measured
+  on CPU with a cold cache; shared/notes/cpu-facts.md);
+- work runs at an assumed share of the chip's peak: ``MATMUL_EFFICIENCY`` for matmul, ``MODEL_MFU`` for
+  model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
+  models are assumed no better);
+- a time budget caps what it caps (matmul windows, inference measurement, training epochs);
+- a chip without a peak for the case's precision (unknown to the table, or fp32 on a TPU) gets no
+  work estimate: only its bounded parts count (a matmul's budget bounds it whatever the chip) and the
+  total says how many cases that is.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xpubench.harness.metrics import peak_for
+from xpubench.workloads import get_workload
+
+STARTUP_S = {"numpy": 0.7, "torch": 3.5, "jax": 3.0}
+JAX_COMPILE_S = 2.5
+TORCH_COMPILE_S = 30.0
+MATMUL_EFFICIENCY = 0.5
+MODEL_MFU = 0.07
+MATMUL_BUDGET_S = 6.0        # workloads/matmul.py DEFAULT_BUDGET_S
+MATMUL_WINDOWS = 12          # 2 warm-up calls, ~3 calibration windows, 7 measured windows
+INFER_BUDGET_S = 10.0        # harness/inference.py DEFAULT_BUDGET_S
+
+
+def _peak(case, env: dict) -> float | None:
+    fp = {"host": env.get("host", {}), "backends": env.get("backends", {})}
+    peak, _ = peak_for(fp, case.backend, case.device, case.precision)
+    return peak * (1 if case.device.startswith("cpu") else case.devices) if peak else None
+
+
+def _compile_s(case) -> float:
+    if case.backend == "jax":
+        return JAX_COMPILE_S * (3 if case.mode == "infer" else 2)   # train + eval step (+ predict)
+    auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
+    return TORCH_COMPILE_S if case.backend == "torch" and (case.compile == "on" or auto_gpu) else 0.0
+
+
+def case_seconds(case, env: dict) -> tuple[float, bool]:
+    """(estimated seconds for one case, whether its work part is known). An unknown peak leaves only
+    start-up, compilation and the parts a time budget bounds."""
+    start = STARTUP_S.get(case.backend, 3.0)
+    peak = _peak(case, env)
+    if case.mode == "matmul":
+        budget = case.time_budget_s or MATMUL_BUDGET_S
+        if not peak:
+            return start + budget, True       # the windows stop at the budget, whatever the chip
+        product = 2.0 * case.size**3 / (peak * MATMUL_EFFICIENCY)
+        return start + min(budget, MATMUL_WINDOWS * max(0.05, product)) + 3 * product, True
+    if case.workload == "selftest":
+        return start, True
+    spec = get_workload(case.workload).SPEC
+    forward = get_workload(case.workload).forward_flops(spec)
+    global_batch = (case.batch_size or spec.batch_sizes[0]) * case.devices
+    per_epoch = (case.train_samples or spec.train_samples) // global_batch
+    steps = min(case.steps or per_epoch, per_epoch)
+    epochs = case.epochs or spec.epochs
+    evals = case.eval_samples or spec.eval_samples
+    train_flops = epochs * steps * global_batch * forward * spec.train_flops_factor
+    fixed = start + _compile_s(case)
+    if case.mode == "infer":
+        bounded = case.time_budget_s or INFER_BUDGET_S
+        return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)
+    if not peak:
+        return fixed + (case.time_budget_s or 0.0), bool(case.time_budget_s)   # a budget bounds the work
+    work = (train_flops + epochs * evals * forward) / (peak * MODEL_MFU)
+    return fixed + (min(work, case.time_budget_s) if case.time_budget_s else work), True
+
+
+def plan_seconds(cases, env: dict) -> tuple[float, int]:
+    """(total estimated seconds, how many cases have no work estimate)."""
+    total, unknown = 0.0, 0
+    for case in cases:
+        seconds, known = case_seconds(case, env)
+        total += seconds
+        unknown += not known
+    return total, unknown
+
+
+def describe(seconds: float) -> str:
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 5400:
+        return f"{math.ceil(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

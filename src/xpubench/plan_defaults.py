@@ -1,0 +1,127 @@
+"""What each backend and device gets by default: the devices a request names per backend, the matmul
+dtypes, the model precisions and the brief run's batch size on that device. Only the environment
+record is read (this machine's, or another one's from ``--env-file``)."""
+
+from __future__ import annotations
+
+from xpubench.devices.records import cuda_capability, tf32_problem
+from xpubench.errors import UserError
+from xpubench.harness.worker import is_accelerator
+
+BACKENDS = ("numpy", "torch", "jax")
+MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _backend_installed(env: dict, backend: str) -> bool:
+    return bool(env.get("backends", {}).get(backend, {}).get("installed"))
+
+
+def default_devices(env: dict, backend: str) -> list[str]:
+    """Every kind of device the backend sees, first device of each kind (multi-device is --devices N)."""
+    seen: dict[str, str] = {}
+    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+        seen.setdefault(dev["kind"], dev["id"])
+    return list(seen.values())
+
+
+def _device_record(env: dict, backend: str, device: str) -> dict:
+    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+        if dev["id"] == device:
+            return dev
+    return {}
+
+
+# CPU instructions that make a half-precision matmul native; without them torch's CPU kernels for that
+# dtype run at ~1 GFLOP/s (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2),
+# so one 4096 product takes minutes. XLA converts to fp32 internally and stays fast.
+NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
+
+
+def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
+    """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
+    if backend != "torch" or not device.startswith("cpu"):
+        return []
+    flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
+    return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
+
+
+def has_tf32(env: dict, backend: str, device: str) -> bool:
+    record = _device_record(env, backend, device)
+    return tf32_problem(record.get("kind"), record.get("vendor"), record.get("compute_capability")) is None
+
+
+def matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
+    if backend == "numpy":
+        return ["fp32"]
+    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
+    if has_tf32(env, backend, device):
+        dtypes.insert(1, "tf32")
+    return dtypes
+
+
+def model_precisions(env: dict, backend: str, device: str) -> list[str]:
+    """The default precisions of a model workload: fp32 on a CPU; on an accelerator fp32, tf32 where the
+    chip has it (NVIDIA, compute capability >= 8.0) and its 16-bit training format: bf16, or fp16 on
+    NVIDIA GPUs before Ampere, whose tensor cores (and PyTorch's autocast) have no bf16."""
+    if not is_accelerator(device):
+        return ["fp32"]
+    record = _device_record(env, backend, device)
+    capability = cuda_capability(record.get("compute_capability"))
+    half = "fp16" if record.get("vendor") == "nvidia" and capability and capability < (8, 0) else "bf16"
+    return ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), half]
+
+
+def quick_batch_size(spec, device: str) -> int:
+    """The brief run's batch: the workload's small quick batch on a CPU; on an accelerator its largest
+    default batch (a quick batch of 4-16 only measures kernel launch latency there)."""
+    return max(spec.batch_sizes) if is_accelerator(device) else spec.quick_batch_size
+
+
+def choose_devices(env: dict, backends: list[str] | None, devices: list[str] | None,
+                   implicit: bool | None = None) -> dict[str, list[str]]:
+    """{backend: device ids} for ``backends`` (default: every installed one) and ``devices`` (device
+    spellings; default: the first device of each kind). ``implicit`` (default: no backends named) drops
+    the devices a backend lacks instead of refusing them (``_devices_for``)."""
+    chosen = backends or [b for b in BACKENDS if _backend_installed(env, b)]
+    implicit = not backends if implicit is None else implicit
+    return {backend: _devices_for(env, backend, devices, implicit) for backend in chosen}
+
+
+def _devices_for(env: dict, backend: str, devices: list[str] | None, implicit: bool) -> list[str]:
+    """The device ids of the request for one backend. Backends the user named must have every device
+    asked for (else one line); backends chosen by default (no -b) drop the devices they lack, and only
+    a device that no installed backend has is refused."""
+    from xpubench.devices.detect import resolve_device
+
+    if not _backend_installed(env, backend):
+        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
+    if not devices:
+        return default_devices(env, backend)
+    if not implicit:
+        return list(dict.fromkeys(resolve_device(env, backend, d) for d in devices))
+    found = []
+    for spelling in devices:
+        try:
+            found.append(resolve_device(env, backend, spelling))
+        except UserError:
+            _check_someone_has(env, spelling)
+    return list(dict.fromkeys(found))
+
+
+def _check_someone_has(env: dict, spelling: str) -> None:
+    """Refuse a device spelling no installed backend resolves (one line naming what each one has)."""
+    from xpubench.devices.detect import resolve_device
+
+    installed = [b for b in BACKENDS if _backend_installed(env, b)]
+    errors = []
+    for backend in installed:
+        try:
+            resolve_device(env, backend, spelling)
+            return
+        except UserError as exc:
+            errors.append(str(exc))
+    if len(errors) == 1:
+        raise UserError(errors[0])
+    said = "; ".join(e.removeprefix(f"device {spelling!r} is not available to ").replace(" on this machine", "")
+                     for e in errors)
+    raise UserError(f"device {spelling!r} is not available to any installed backend: {said}")

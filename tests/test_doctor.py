@@ -1,0 +1,174 @@
+"""`xpubench doctor`: every check passes on honest measurements and fails on the faults it exists to
+catch (a silent fallback, an unsynchronised window, a precision that is not the label's, FLOP/s above
+the chip's peak, a blind memory counter, a broken compiler, a silent environment variable)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from xpubench import doctor
+from xpubench.doctor import checks, probe
+from xpubench.doctor.checks import FAIL, PASS, WARN
+
+
+def test_placement_fails_on_a_fallback_or_another_device():
+    assert checks.placement("gpu:0", "gpu:0").status == PASS
+    assert checks.placement("gpu:0", "cpu").status == FAIL
+    assert checks.placement("gpu:1", "gpu:0").status == FAIL
+
+
+def test_an_unsynchronised_window_on_an_asynchronous_device_fails():
+    honest = {"reps": 8, "n": 1024, "dispatch_s": 0.0002, "synced_s": 0.2}
+    assert checks.timing(True, honest).status == PASS
+    assert checks.timing(True, {**honest, "dispatch_s": 0.199}).status == FAIL
+    assert checks.timing(False, {**honest, "dispatch_s": 0.2}).status == PASS     # numpy, torch on a CPU
+
+
+def test_cuda_events_and_wall_time_must_agree():
+    t = {"reps": 8, "n": 4096, "dispatch_s": 0.001, "synced_s": 0.2, "event_s": 0.198, "event_wall_s": 0.2}
+    assert checks.timing(True, t).status == PASS and "CUDA events" in checks.timing(True, t).reason
+    assert checks.timing(True, {**t, "event_s": 0.05}).status == FAIL
+
+
+def test_precision_fails_when_a_format_is_not_the_labels():
+    honest = {"fp32": 4e-7, "tf32": 3e-4, "bf16": 2e-3, "fp16": 3e-4}
+    assert checks.precision(honest).status == PASS
+    tf32_in_fp32 = checks.precision({**honest, "fp32": 3e-4})          # NVIDIA_TF32_OVERRIDE=1, say
+    assert tf32_in_fp32.status == FAIL and "fp32's error" in tf32_in_fp32.reason and "tf32/fp16" in tf32_in_fp32.reason
+    assert checks.precision({"bf16": 2e-7}).status == FAIL              # bf16 that silently ran as fp32
+    assert checks.precision({"fp16": 2e-3}).status == FAIL              # fp16 computed as bf16
+
+
+def test_a_measurement_above_the_spec_peak_fails_and_above_a_cpu_estimate_warns():
+    assert checks.ceiling({"bf16": 700e12}, {"bf16": (989.5e12, False)}, "H100").status == PASS
+    above = checks.ceiling({"bf16": 1200e12}, {"bf16": (989.5e12, False)}, "H100")
+    assert above.status == FAIL and "a timing bug or a wrong table row" in above.reason
+    assert checks.ceiling({"fp32": 2e11}, {"fp32": (1.5e11, True)}, "cpu").status == WARN
+    assert checks.ceiling({"fp32": 1e12}, {"fp32": (None, False)}, "TPU v5 lite").status == WARN
+
+
+def test_a_memory_counter_that_does_not_see_an_allocation_fails():
+    assert checks.memory({"allocated": 256 << 20, "baseline": 1 << 30, "peak": (1 << 30) + (256 << 20)}).status == PASS
+    assert checks.memory({"allocated": 256 << 20, "baseline": 1 << 30, "peak": 1 << 30}).status == FAIL
+    assert checks.memory({"allocated": 256 << 20, "baseline": 0, "peak": None}).status == WARN     # MPS
+
+
+def test_compilation_failures():
+    assert checks.failed_compile("XlaRuntimeError: INTERNAL", "jax").status == FAIL
+    assert checks.failed_compile("BackendCompilerFailed: no triton", "torch").status == WARN
+    skipped = {"what": "torch.compile", "skipped": "compile=auto runs eager; torch.compile could not work here: x"}
+    assert checks.compilation(skipped, "torch").status == WARN
+
+
+def test_silent_environment_variables_fail_and_others_warn():
+    assert checks.environment({}).status == PASS
+    assert checks.environment({"OMP_NUM_THREADS": "4", "PATH": "/bin"}).status == WARN
+    row = checks.environment({"PYTORCH_ENABLE_MPS_FALLBACK": "1"})
+    assert row.status == FAIL and "run on the CPU" in row.reason
+
+
+def test_every_failed_measurement_becomes_a_fail_row():
+    config = doctor.probe_config({"backends": {}}, "jax", "gpu:0")
+    rows = doctor.verdicts({"backends": {}}, config, {"errors": {"setup": "UserError: device gpu:0 x1 is not available"}})
+    assert [(r.check, r.status) for r in rows] == [("setup", FAIL)]
+    measured = {"asynchronous": True, "placement": "gpu:0", "errors": {"precision": "AssertionError: boom"}}
+    rows = doctor.verdicts({"backends": {}}, config, measured)
+    assert {r.check: r.status for r in rows} == {"placement": PASS, "precision": FAIL}
+
+
+# --- the probe on this machine, with the benchmark's own JAX adapters -------------------------------
+
+@pytest.fixture(scope="module")
+def jax_cpu():
+    from xpubench.backends.jax_.doctor import doctor_ops
+
+    return doctor_ops("cpu")
+
+
+def config(**kw):
+    base = doctor.probe_config({"backends": {}, "host": {}}, "jax", "cpu")
+    return {**base, "precisions": ["fp32", "bf16"], "ceiling": ["fp32"], "timing_size": 512, "ceiling_size": 256,
+            "ceiling_budget_s": 0.2, "memory_bytes": 64 << 20, **kw}
+
+
+def test_a_deliberately_unsynchronised_jax_window_is_caught(jax_cpu):
+    """JAX dispatches asynchronously on the CPU too: with the sync replaced by a no-op, the
+    "synchronised" window ends when the calls return, and the timing check fails."""
+    honest = probe.timing_windows(jax_cpu.matmul("fp32"), 512)
+    assert checks.timing(True, honest).status == PASS
+    unsynced = dataclasses.replace(jax_cpu.matmul("fp32"), sync=lambda out: None)
+    broken = probe.timing_windows(unsynced, 512)
+    assert checks.timing(True, broken).status == FAIL
+
+
+def test_a_silent_bf16_in_an_fp32_matmul_is_caught(jax_cpu):
+    import jax.numpy as jnp
+
+    ops = jax_cpu.matmul("fp32")
+    assert checks.precision({"fp32": probe.relative_error(ops, 256)}).status == PASS
+    rounded = dataclasses.replace(ops, product=lambda a, b: jnp.matmul(a.astype(jnp.bfloat16).astype(jnp.float32),
+                                                                       b.astype(jnp.bfloat16).astype(jnp.float32)))
+    assert checks.precision({"fp32": probe.relative_error(rounded, 256)}).status == FAIL
+
+
+def test_the_probe_measures_every_check_and_all_pass_here(jax_cpu):
+    env = {"backends": {}, "host": {}}
+    measured = probe.measure(config(), jax_cpu)
+    assert measured["errors"] == {} and measured["placement"] == "cpu"
+    rows = doctor.verdicts(env, config(), measured)
+    assert [r.check for r in rows] == list(doctor.CHECK_NAMES)
+    assert {r.check: r.status for r in rows} == {"placement": PASS, "timing": PASS, "precision": PASS,
+                                                  "ceiling": WARN, "memory": PASS, "compile": PASS}   # no peak given
+
+
+def test_a_blind_memory_counter_fails(jax_cpu):
+    class Blind:
+        def reset(self):
+            pass
+
+        def read(self):
+            return 0
+
+    blind = dataclasses.replace(jax_cpu, peak=Blind(), memory_in_use=lambda: 0)
+    assert checks.memory(probe.memory_probe(blind, 32 << 20)).status == FAIL
+
+
+def test_diagnose_with_a_probe_that_reports_a_fallback_fails_and_exits_1():
+    env = json.loads((__import__("machine_facts").MACHINES / "h100-sxm.json").read_text())
+    fake = {"asynchronous": True, "placement": "cpu", "errors": {}}
+    rows = doctor.diagnose(env, backends=["torch"], devices=["gpu"], environ={}, probe=lambda cfg: fake)
+    assert [(r.backend, r.device, r.check, r.status) for r in rows] == [
+        ("-", "-", "environment", PASS), ("torch", "gpu:0", "placement", FAIL)]
+    assert doctor.exit_code(rows) == 1
+    assert doctor.probe_config(env, "torch", "gpu:0")["ceiling"] == ["fp32", "tf32", "bf16"]
+
+
+@pytest.mark.slow
+def test_doctor_on_this_machine_prints_its_table_and_exits_0():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVIDIA_", "PYTORCH_ENABLE_MPS", "CUDA_LAUNCH"))}
+    out = subprocess.run([sys.executable, "-m", "xpubench", "doctor"], capture_output=True, text=True, timeout=600,
+                         env=env, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cells = [[c.strip() for c in line.strip().strip("│").split("│")] for line in out.stdout.splitlines()
+             if line.startswith("│")]
+    for backend in ("numpy", "torch", "jax"):
+        for check in doctor.CHECK_NAMES:
+            assert any(row[:3] == [backend, "cpu", check] and row[3] in (PASS, WARN) for row in cells), (backend, check)
+    assert out.stdout.rstrip().endswith("0 FAIL")
+
+
+@pytest.mark.slow
+def test_doctor_json_and_exit_1_on_a_fail():
+    env = dict(os.environ, PYTORCH_ENABLE_MPS_FALLBACK="1")
+    out = subprocess.run([sys.executable, "-m", "xpubench", "doctor", "-b", "numpy", "--json"], capture_output=True,
+                         text=True, timeout=300, env=env, check=False)
+    rows = json.loads(out.stdout)
+    assert out.returncode == 1 and rows[0]["check"] == "environment" and rows[0]["status"] == FAIL
+    assert {r["check"] for r in rows if r["backend"] == "numpy"} == set(doctor.CHECK_NAMES)
+    assert all(r["status"] != FAIL for r in rows[1:])
