@@ -11,7 +11,7 @@ from xpubench import __version__
 from xpubench.errors import UserError
 from xpubench.report import advice, charts, charts_training, sections
 from xpubench.report.content import Report, Section, TableBlock
-from xpubench.report.environment import differences, file_fingerprints, summarize_fingerprint
+from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
 from xpubench.results import store
 from xpubench.results.fingerprint import utc_now
@@ -38,7 +38,8 @@ def environment_table(data: ResultSet) -> pd.DataFrame:
     for source, fps in file_fingerprints(data.items).items():
         for i, fp in enumerate(fps or [{}]):
             columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
-    table = pd.DataFrame(columns).fillna("not installed")
+    table = pd.DataFrame(columns)
+    table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
     return table.reset_index(names="")
 
 

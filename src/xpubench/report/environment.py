@@ -45,12 +45,18 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
         devices = [_device_text(d) for d in info.get("devices") or [] if isinstance(d, dict)]
         out[f"{backend} devices"] = "; ".join(devices) or "none"
     env = fp.get("env") or {}
-    for var in ENV_VARS:
-        out[var] = str(env.get(var, "unset"))
+    for var in ENV_VARS:  # only those set: the rest read as missing(var) = "unset"
+        if var in env:
+            out[var] = str(env[var])
     busy = fp.get("cpu_busy_at_start")
     out["CPU busy at start"] = "n/a" if busy is None else f"{busy:.0%} (other processes, before any case ran)"
     out["recorded at"] = str(fp.get("time") or "n/a")
     return out
+
+
+def missing(label: str) -> str:
+    """What a fact absent from a fingerprint means: an environment variable unset, a package not installed."""
+    return "unset" if label in ENV_VARS else "not installed"
 
 
 def file_fingerprints(entries) -> dict[str, list[dict]]:
@@ -77,7 +83,7 @@ def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "
     for label in dict.fromkeys([*sa, *sb]):
         if label in NOT_COMPARED:
             continue
-        va, vb = sa.get(label, "not installed"), sb.get(label, "not installed")
+        va, vb = sa.get(label, missing(label)), sb.get(label, missing(label))
         if va != vb:
             lines.append(f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})")
     return lines
