@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from xpubench import envnames
 from xpubench.harness import worker
 from xpubench.plan import Case
 
@@ -58,7 +59,7 @@ def test_a_jax_int8_cnn_case_on_a_gpu_is_skipped_with_the_reason(monkeypatch):
 def test_memory_limit_caps_cpu_workers_only(device, capped):
     code = ("import resource; from xpubench.harness.worker import apply_memory_limit; "
             f"apply_memory_limit({device!r}); print(resource.getrlimit(resource.RLIMIT_AS)[0])")
-    env = dict(os.environ, **{worker.MEMORY_LIMIT_ENV: str(3 << 30)})
+    env = dict(os.environ, **{envnames.MEMORY_LIMIT: str(3 << 30)})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=60)
     import resource
 
@@ -260,7 +261,7 @@ def test_the_loss_scale_halves_and_skips_on_overflow_and_grows_after_2000_good_s
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_fp16_training_records_its_loss_scaling(backend):
-    from xpubench.backends import run_case
+    from xpubench.harness.dispatch import run_case
 
     outcome = run_case(dataclasses.replace(CPU_CASE, backend=backend, precision="fp16"))
     assert outcome.status == "ok" and outcome.metrics["final_loss_scale"] > 0
@@ -382,7 +383,7 @@ def test_tf32_applies_to_nvidia_ampere_and_later_only(kind, vendor, capability, 
 
 
 def test_a_tf32_case_elsewhere_is_skipped_with_the_reason():
-    from xpubench.backends import run_case
+    from xpubench.harness.dispatch import run_case
 
     for backend in ("torch", "jax"):
         out = run_case(Case(workload="matmul", backend=backend, device="cpu", mode="matmul", precision="tf32", size=64))

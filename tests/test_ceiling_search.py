@@ -15,7 +15,7 @@ from xpubench.harness.ceiling import (
     raise_to_observed,
     search_ceiling,
 )
-from xpubench.workloads.matmul import MatmulOps
+from xpubench.harness.matmul import MatmulOps
 
 
 class FakeClock:

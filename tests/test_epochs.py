@@ -1,6 +1,6 @@
-"""harness/epochs.py: the harness's step loop on a StepTimer gives exactly training.run_training's Outcome,
-and an epoch Trainer (a loop of its own that reports its steps to the timer, as Keras fit's callback
-does) is measured by the same rules. Fake device and clock: no timing of real work."""
+"""harness/training.py: an epoch Trainer (a loop of its own that reports its steps to the StepTimer, as
+Keras fit's callback does) is measured by the same rules as a step Trainer whose steps the harness runs.
+Fake device and clock: no timing of real work."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import dataclasses
 import pytest
 from test_stats_timing import FakeClock, FakeDevice, train_case
 
-from xpubench.harness.epochs import run_training_epochs
 from xpubench.harness.training import run_training
 
 CASES = [
@@ -20,7 +19,6 @@ CASES = [
     {"time_budget_s": 44.5, "options": {"sync": "epoch"}},                # a pipelined epoch cut
     {"epochs": 5, "time_budget_s": 25.0, "options": {"sync": "step"}},       # stop at an epoch end
 ]
-DEVICES = [(0.001, 0.004, 5), (0.0, 1.0, 10), (0.0, 1.0, 100), (1.0, 1.0, 20)]
 
 
 def _outcome(run, kw, dev_args):
@@ -28,12 +26,6 @@ def _outcome(run, kw, dev_args):
     dev = FakeDevice(clock, *dev_args)
     out = run(dev, train_case(**kw), 100.0, clock=clock)
     return dataclasses.asdict(out), dev.syncs, dev.steps_run
-
-
-@pytest.mark.parametrize("kw", CASES)
-@pytest.mark.parametrize("dev_args", DEVICES)
-def test_the_step_loop_on_the_timer_is_run_training(kw, dev_args):
-    assert _outcome(run_training_epochs, kw, dev_args) == _outcome(run_training, kw, dev_args)
 
 
 class OwnLoopTrainer(FakeDevice):
@@ -57,7 +49,7 @@ class OwnLoopTrainer(FakeDevice):
 def test_an_epoch_trainer_is_measured_like_a_step_trainer(kw):
     clock = FakeClock()
     own = OwnLoopTrainer(clock, 0.0, 1.0, 10)
-    got = run_training_epochs(own, train_case(**kw), 100.0, clock=clock)
+    got = run_training(own, train_case(**kw), 100.0, clock=clock)
     expected = _outcome(run_training, kw, (0.0, 1.0, 10))[0]
     assert dataclasses.asdict(got) == expected
 
@@ -69,4 +61,4 @@ def test_an_epoch_trainer_that_runs_no_step_is_an_error():
 
     clock = FakeClock()
     with pytest.raises(RuntimeError, match="no measured step"):
-        run_training_epochs(Lazy(clock, 0.0, 1.0), train_case(), 1.0, clock=clock)
+        run_training(Lazy(clock, 0.0, 1.0), train_case(), 1.0, clock=clock)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from xpubench.harness import runner
-from xpubench.harness.worker import OutOfMemory, classify_exception, oom_kind, outcome_of_exception
+from xpubench.harness import failures, runner
+from xpubench.harness.failures import OutOfMemory, classify_exception, oom_kind, outcome_of_exception
 from xpubench.plan import Case
 
 TORCH_CUDA = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity; 76.50 GiB "
@@ -131,12 +131,12 @@ def test_the_memory_line_of_stderr_is_the_one_that_counts(tmp_path):
                    f"torch.OutOfMemoryError: {TORCH_CUDA}\n"
                    "Fatal Python error: Aborted\n\nCurrent thread 0x00007f (most recent call first):\n"
                    '  File "train.py", line 12 in step\n')
-    tail = runner._stderr_tail(err)
+    tail = failures.stderr_tail(err)
     assert tail == f"torch.OutOfMemoryError: {TORCH_CUDA}"
     outcome = runner._outcome(-signal.SIGABRT, tmp_path / "no-result.json", tail, None, "gpu:0")
     assert outcome == {"status": "oom", "message": f"device out of memory: {tail}"}
     err.write_text("Fatal Python error: Aborted\npthread_create() failed: Resource temporarily unavailable\n")
-    assert runner._stderr_tail(err) == "pthread_create() failed: Resource temporarily unavailable"
+    assert failures.stderr_tail(err) == "pthread_create() failed: Resource temporarily unavailable"
 
 
 def selftest(behaviour, **opts) -> Case:

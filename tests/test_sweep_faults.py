@@ -1,6 +1,6 @@
 """A sweep through the real API in which four cases fail in four ways and every other case still ends ok.
 
-The faults come from the selftest workload (harness/selftest.py); the good cases include real numpy
+The faults come from the selftest workload (workloads/selftest.py); the good cases include real numpy
 matmuls. Each failure is recorded with the right status and message, in plan order, in the file.
 """
 

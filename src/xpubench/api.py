@@ -133,8 +133,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
     in FILE run. Returns one Result per case (for resume: the earlier ones too).
     """
+    from xpubench.devices.device import is_accelerator
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
-    from xpubench.harness.worker import is_accelerator
 
     hooks = hooks or RunHooks()
     check_run_settings(timeout_s, memory_limit_bytes, processes)

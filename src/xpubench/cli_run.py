@@ -257,7 +257,7 @@ def summarize_failures(results) -> int:
     """One stderr line about cases that did not end ok. Exit 2 when a case failed on bad input found
     inside its worker (a corrupt data file: the user must act); OOMs, crashes and timeouts are
     measurements of this machine and leave the exit code 0."""
-    from xpubench.harness.worker import USER_ERRORS
+    from xpubench.harness.failures import USER_ERRORS
 
     failed = list({r.key: r for r in results if r.status not in ("ok", "skipped")}.values())
     user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]

@@ -26,7 +26,7 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     quick_batch_size,
     slow_cpu_dtypes,
 )
-from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload
+from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload, key_options, selftest
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
@@ -66,7 +66,7 @@ class Case:
         parts = [self.workload, self.backend, self.device, self.mode, self.precision,
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
                  f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
-                 str(self.options.get("behaviour", "")) if self.workload == "selftest" else ""]
+                 *(str(self.options.get(k, "")) for k in key_options(self.workload))]
         return "/".join(p for p in parts if p)
 
     @property
@@ -136,7 +136,7 @@ def validate(req: PlanRequest) -> None:
     for name in ("workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes",
                  "device_counts"):
         _check_list(name.replace("_", " "), getattr(req, name))
-    _check_choice("workload", req.workloads, list(REGISTRY) + ["selftest"])
+    _check_choice("workload", req.workloads, list(REGISTRY))
     _check_choice("backend", req.backends, BACKENDS)
     _check_choice("precision", req.precisions, PRECISIONS)
     _check_choice("mode", req.modes, MODES)
@@ -172,33 +172,12 @@ def validate(req: PlanRequest) -> None:
         raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
-    _selftest_behaviours(req.options)
+    selftest.case_options(req.options)   # its behaviours, checked (workloads/selftest.py)
 
 
 def _unique(values):
     """Drop repeats, keep the order: a case listed twice would run twice under one run_id."""
     return list(dict.fromkeys(values)) if values else values
-
-
-def _selftest_behaviours(options: dict) -> list[dict]:
-    """options["behaviours"] (names or tables like {behaviour = "sleep", seconds = 0.5}) -> one
-    options dict per selftest case; without it, one case with the options as given."""
-    from xpubench.harness.selftest import BEHAVIOURS
-
-    wanted = options.get("behaviours")
-    base = {k: v for k, v in options.items() if k != "behaviours"}
-    if wanted is None:
-        return [base]
-    if not isinstance(wanted, list) or not wanted:
-        raise UserError(f"selftest behaviours must be a non-empty list, got {wanted!r}")
-    out = []
-    for item in wanted:
-        item = {"behaviour": item} if isinstance(item, str) else item
-        if not isinstance(item, dict) or item.get("behaviour") not in BEHAVIOURS:
-            name = item.get("behaviour") if isinstance(item, dict) else item
-            raise UserError(f"unknown selftest behaviour {name!r}; choose from: {', '.join(BEHAVIOURS)}")
-        out.append({**base, **item})
-    return out
 
 
 def build_cases(req: PlanRequest, env: dict) -> list[Case]:
@@ -235,7 +214,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     if workload == "selftest":
         return [Case(workload=workload, backend=backend, device=device, mode="train", seed=req.seed,
                      batch_size=bs, options=opts)
-                for opts in _selftest_behaviours(req.options) for bs in (req.batch_sizes or [None])]
+                for opts in selftest.case_options(req.options) for bs in (req.batch_sizes or [None])]
     options = {k: v for k, v in req.options.items() if k != "behaviours"}
     common = {"workload": workload, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options}

@@ -4,9 +4,9 @@ record is read (this machine's, or another one's from ``--env-file``)."""
 
 from __future__ import annotations
 
+from xpubench.devices.device import is_accelerator
 from xpubench.devices.records import cuda_capability, tf32_problem
 from xpubench.errors import UserError
-from xpubench.harness.worker import is_accelerator
 
 BACKENDS = ("numpy", "torch", "jax")
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")

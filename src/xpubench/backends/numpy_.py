@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from xpubench.harness.outcome import Outcome
-from xpubench.workloads import matmul
+from xpubench.backends.base import Backend
+from xpubench.harness import matmul
 
 
 def ops_for(case) -> matmul.MatmulOps:
@@ -21,12 +21,21 @@ def ops_for(case) -> matmul.MatmulOps:
     )
 
 
-def run_case(case) -> Outcome:
-    if case.mode != "matmul":
-        return Outcome(status="skipped", message="numpy runs matmul only")
-    if case.precision != "fp32":
-        return Outcome(status="skipped", message=f"numpy has no native {case.precision} matmul")
-    return matmul.measure(ops_for(case), case)
+class NumpyBackend(Backend):
+    name = "numpy"
+
+    def unsupported(self, case) -> str | None:
+        if case.mode != "matmul":
+            return "numpy runs matmul only"
+        if case.precision != "fp32":
+            return f"numpy has no native {case.precision} matmul"
+        return None
+
+    def matmul_ops(self, case) -> matmul.MatmulOps:
+        return ops_for(case)
+
+    def doctor_ops(self, device: str):
+        return doctor_ops(device)
 
 
 def doctor_ops(device: str):
@@ -42,3 +51,6 @@ def doctor_ops(device: str):
         asynchronous=False, allocate=lambda n: np.ones(n, dtype=np.uint8),
         memory_in_use=memory.host_current_bytes, peak=memory.HostPeak(),
         compile_check=lambda: {"what": "numpy", "skipped": "numpy has no compiler: nothing to check"})
+
+
+BACKEND = NumpyBackend()

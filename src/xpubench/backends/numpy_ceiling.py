@@ -12,7 +12,7 @@ import numpy as np
 from xpubench.errors import UserError
 from xpubench.harness import bandwidth
 from xpubench.harness.ceiling import GemmOps, shaped_inputs_numpy
-from xpubench.workloads.matmul import MatmulOps
+from xpubench.harness.matmul import MatmulOps
 
 TRIAD_BLOCK = 128 * 1024      # fp32 elements: a 512 KiB temporary, within a per-core L2
 SCALAR = np.float32(3.0)

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from xpubench import envnames
 from xpubench.errors import UserError
 
 if TYPE_CHECKING:
     from xpubench.workloads.base import WorkloadSpec
 
-DATA_DIR_ENV = "XPUBENCH_DATA_DIR"
+DATA_DIR_ENV = envnames.DATA_DIR
 DEFAULT_DATA_DIR = Path("~/.cache/xpubench/datasets")
 
 

@@ -9,7 +9,6 @@ A measurement that raises is reported by name with its error; the others still r
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import time
@@ -29,7 +28,7 @@ TIMING_MAX_SIZE = 16384      # the timing check's largest N (3 fp32 matrices of 
 class DoctorOps:
     """What a backend supplies for the doctor (``backends/*``: ``doctor_ops(device_id)``)."""
 
-    matmul: Callable[[str], Any]                 # precision -> workloads.matmul.MatmulOps of the benchmark
+    matmul: Callable[[str], Any]                 # precision -> harness.matmul.MatmulOps of the benchmark
     asynchronous: bool                           # calls return before the device has done the work
     allocate: Callable[[int], Any]               # n bytes on the device, written, kept alive by the caller
     memory_in_use: Callable[[], int | None]      # bytes in use on the device now (host RSS for a CPU)
@@ -81,7 +80,7 @@ def timing_windows(ops, n: int, reps: int = TIMING_REPS, windows: int = 3, clock
 
 
 def warm_flops(ops, n: int, budget_s: float) -> float:
-    """Warm FLOP/s of n x n products, timed as the benchmark times them (workloads/matmul.py)."""
+    """Warm FLOP/s of n x n products, timed as the benchmark times them (harness/matmul.py)."""
     from xpubench.harness.stats import summarize
     from xpubench.harness.timing import time_windows, timed
     from xpubench.workloads.matmul import flops
@@ -142,10 +141,9 @@ def measure(config: dict, dops: DoctorOps) -> dict:
 
 
 def doctor_ops(backend: str, device: str) -> DoctorOps:
-    from xpubench.backends import REGISTRY
+    from xpubench import backends
 
-    module = importlib.import_module(REGISTRY[backend] + (".doctor" if backend != "numpy" else ""))
-    return module.doctor_ops(device)
+    return backends.get(backend).doctor_ops(device)
 
 
 def main(argv: list[str]) -> int:

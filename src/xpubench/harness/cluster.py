@@ -19,10 +19,11 @@ import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
+from xpubench import envnames
 from xpubench.errors import UserError
 
-ENV = {"coordinator": "XPUBENCH_COORDINATOR", "num_processes": "XPUBENCH_NUM_PROCESSES",
-       "process_id": "XPUBENCH_PROCESS_ID"}
+ENV = {"coordinator": envnames.COORDINATOR, "num_processes": envnames.NUM_PROCESSES,
+       "process_id": envnames.PROCESS_ID}
 JAX_COORDINATOR_ENV = "JAX_COORDINATOR_ADDRESS"
 
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from xpubench.harness.stats import summarize
+from xpubench.results.metrics import InferMetrics
 
 DEFAULT_BUDGET_S = 10.0     # measurement time after the first call, when the case gives no budget
 WARMUP_CALLS = 2
@@ -135,29 +136,15 @@ def measure(predictor: Predictor, budget_s: float | None = None,
     lat, pas = summarize(latency), summarize(passes)
     warning = "; ".join(w for w in (lat.warning and f"latency: {lat.warning}",
                                     pas.warning and f"pass: {pas.warning}") if w) or None
-    metrics = {
-        "compile_s": compile_s,
-        "first_call_s": first_call_s,
-        "batch": predictor.batch,
-        "eval_samples": predictor.n,
-        "batches": nb,
-        "pad_rows": nb * predictor.batch - predictor.n,
-        "predictions": len(outputs),
-        "latency_s": lat.median,
-        "latency_p90_s": lat.p90,
-        "latency_iqr_s": lat.iqr,
-        "latency_cv": lat.cv,
-        "latency_ci95_low_s": lat.ci95_low,
-        "latency_ci95_high_s": lat.ci95_high,
-        "us_per_sample": lat.median / predictor.batch * 1e6,
-        "batch_samples_per_s": predictor.batch / lat.median,
-        "pass_s": pas.median,
-        "passes": len(passes),
-        "samples_per_s": predictor.n / pas.median,
-        "model_bytes": predictor.model_bytes(),
-        "peak_memory_bytes": predictor.peak_memory(),
-        "warning": warning,
-    }
+    metrics = InferMetrics(
+        compile_s=compile_s, first_call_s=first_call_s, batch=predictor.batch, eval_samples=predictor.n,
+        batches=nb, pad_rows=nb * predictor.batch - predictor.n, predictions=len(outputs), latency_s=lat.median,
+        latency_p90_s=lat.p90, latency_iqr_s=lat.iqr, latency_cv=lat.cv, latency_ci95_low_s=lat.ci95_low,
+        latency_ci95_high_s=lat.ci95_high, us_per_sample=lat.median / predictor.batch * 1e6,
+        batch_samples_per_s=predictor.batch / lat.median, pass_s=pas.median, passes=len(passes),
+        samples_per_s=predictor.n / pas.median, model_bytes=predictor.model_bytes(),
+        peak_memory_bytes=predictor.peak_memory(), warning=warning,
+    ).as_dict()
     return metrics, {"latency_s": latency, "pass_s": passes}, outputs
 
 

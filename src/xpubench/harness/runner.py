@@ -8,9 +8,9 @@ workload/backend/device/precision are recorded as skipped, never silently shrunk
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,50 +19,17 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from xpubench import envnames
+from xpubench.devices.device import Device, is_accelerator
+from xpubench.harness import failures
 from xpubench.harness.metrics import add_peak_metrics
-from xpubench.harness.worker import DEVICE_OOM_MARKERS, MEMORY_LIMIT_ENV, is_accelerator
+from xpubench.harness.outcome import Outcome
 from xpubench.plan import Case
 from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
-from xpubench.results.schema import STATUSES, Run, finite
+from xpubench.results.schema import Run, finite
 
 DEFAULT_TIMEOUT_S = 3600.0
-DEVICE_ALIASES = {"cuda": "gpu", "rocm": "gpu", "hip": "gpu"}
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code).name
-    except ValueError:
-        return f"signal {code}"
-
-
-def _stderr_tail(path: Path, lines: int = 3) -> str:
-    """The telling part of a dead worker's stderr: the first line naming a memory failure, else a
-    thread that could not be created, else an error (stack dumps of native aborts come after it), else
-    the last few lines."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, path.stat().st_size - (256 << 10)))
-            text = [t.strip() for t in fh.read().decode(errors="replace").splitlines() if t.strip()]
-    except OSError:
-        return ""
-    for markers in (OOM_LINE_MARKERS, THREAD_OOM_MARKERS, ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
-        telling = [t for t in text if any(m in t for m in markers)]
-        if telling:
-            return telling[0][:600]
-    return " | ".join(text[-lines:])[-600:]
-
-
-# a native abort that names an allocation failure (the allocator or the loader found no memory)
-HOST_OOM_MARKERS = ("MemoryError", "bad_alloc", "failed to map segment", "Memory allocation",
-                    "Cannot allocate memory", "cannot allocate memory", "out of memory")
-# a thread that could not be created: no address space for its stack under --memory-limit, but also a
-# process or thread limit (ulimit -u, cgroup pids.max); counted as memory only under a memory limit
-THREAD_OOM_MARKERS = ("pthread_create", "Resource temporarily unavailable")
-# the lines that name a memory failure, picked before a thread-creation failure or any other error line
-OOM_LINE_MARKERS = (*HOST_OOM_MARKERS, "RESOURCE_EXHAUSTED", "hipErrorOutOfMemory", "cudaErrorMemoryAllocation",
-                    "ALLOC_FAILED")
 
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
@@ -76,10 +43,10 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         tmpdir = Path(tmp)
         case_path, result_path, err_path = tmpdir / "case.json", tmpdir / "result.json", tmpdir / "stderr.txt"
         case_path.write_text(json.dumps(case.as_dict()))
-        env = dict(os.environ, PYTHONUNBUFFERED="1", XPUBENCH_PARENT_PID=str(os.getpid()))
-        env.pop(MEMORY_LIMIT_ENV, None)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{envnames.PARENT_PID: str(os.getpid())})
+        env.pop(envnames.MEMORY_LIMIT, None)
         if memory_limit_bytes:
-            env[MEMORY_LIMIT_ENV] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
+            env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
         start = time.perf_counter()
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(
@@ -98,54 +65,19 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
                 raise
         wall = time.perf_counter() - start
         _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
-        return _outcome(code, result_path, _stderr_tail(err_path), memory_limit_bytes, case.device), wall
+        return _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device), wall
 
 
 def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,
              device: str = "cpu") -> dict:
-    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story.
-
-    With no RESULT, out-of-memory is only what the evidence says: SIGKILL / exit 137 (the kernel's OOM
-    killer) is host memory; an allocator's device phrase ("CUDA out of memory", "RESOURCE_EXHAUSTED",
-    "hipErrorOutOfMemory", ...) or "out of memory" in a case on an accelerator is device memory; the
-    host allocator's text is host memory; a thread that could not be created is host memory only
-    under --memory-limit. Everything else is a crash."""
-    detail = f": {tail}" if tail else ""
+    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story
+    (failures.dead_worker)."""
     if result_path.exists():
         try:
-            outcome = json.loads(result_path.read_text())
-            if not isinstance(outcome, dict) or outcome.get("status") not in STATUSES:
-                raise ValueError(f"unknown status {outcome.get('status')!r}" if isinstance(outcome, dict)
-                                 else "not an object")
-            return outcome
+            return dataclasses.asdict(Outcome.from_dict(json.loads(result_path.read_text())))
         except (OSError, ValueError) as exc:
             return {"status": "error", "message": f"the worker's result is unreadable ({exc})"}
-    limit = f" (--memory-limit {memory_limit_bytes / (1 << 20):g} MiB)" if memory_limit_bytes else ""
-    if code in (-signal.SIGKILL, 137):
-        return {"status": "oom", "message": "host out of memory: the worker was killed by SIGKILL "
-                f"(the kernel's OOM killer, most likely){limit}{detail}"}
-    kind = _oom_kind_of_tail(tail, device, memory_limit_bytes)
-    if kind == "device":
-        return {"status": "oom", "message": f"device out of memory{detail}"}
-    if kind == "host":
-        return {"status": "oom", "message": f"host out of memory{limit}{detail}"}
-    if code < 0:
-        return {"status": "crash", "message": f"worker died from {_signal_name(-code)}{detail}"}
-    return {"status": "crash", "message": f"worker exited with code {code} and no result{detail}"}
-
-
-def _oom_kind_of_tail(tail: str, device: str, memory_limit_bytes: int | None) -> str | None:
-    """'device', 'host' or None (not an out-of-memory) for the telling line of a dead worker's stderr."""
-    lower = tail.lower()
-    if any(m in lower for m in DEVICE_OOM_MARKERS):
-        return "device" if is_accelerator(device) else "host"
-    if "out of memory" in lower and is_accelerator(device):
-        return "device"
-    if any(m in tail for m in HOST_OOM_MARKERS):
-        return "host"
-    if memory_limit_bytes and any(m in tail for m in THREAD_OOM_MARKERS):
-        return "host"
-    return None
+    return failures.dead_worker(code, tail, memory_limit_bytes, device)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -159,19 +91,19 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _kind(device: str) -> tuple[str, int]:
-    """(kind, index) of a device id or placement: "cuda:1" -> ("gpu", 1), "cpu" -> ("cpu", 0),
-    "gpu:2..5 (4 devices)" -> ("gpu", 2) (a multi-device placement starts at its first device)."""
-    kind, _, rest = device.strip().lower().partition(":")
-    kind = kind.split()[0] if kind.split() else ""
-    digits = re.match(r"\d+", rest)
-    return DEVICE_ALIASES.get(kind, kind), int(digits.group()) if digits else 0
+def _device_of(text: str) -> Device | None:
+    """The device of an id or placement ("cuda:1", "gpu:2..5 (4 devices)": its first device), or None."""
+    head = text.strip().split()[0] if text.strip() else ""
+    try:
+        return Device.parse(head.split("..")[0])
+    except ValueError:
+        return None
 
 
 def placement_problem(case: Case, placement: str | None) -> str | None:
     """A message when the work ran on another device than the one asked for (another kind, or another
     device of the same kind: gpu:1 for gpu:0), else None."""
-    if not placement or _kind(placement) == _kind(case.device):
+    if not placement or _device_of(placement) == _device_of(case.device):
         return None
     return f"ran on {placement}, not on the requested {case.device}"
 

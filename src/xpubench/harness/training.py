@@ -21,20 +21,36 @@ The time budget (``case.time_budget_s``) is checked after every step as well as 
 the budget is spent and at least ``MIN_CUT_STEPS`` steps (besides the very first) are measured, the
 epoch is cut short. Its steps are step samples, but it is not an epoch (no epoch time, not in
 ``epochs_run``); ``budget_cut_steps`` says how many of its steps ran.
+
+Whoever runs the steps, the clock, the synchronisation rules, the budget and the records stay here, in
+a ``StepTimer`` per epoch. A *step Trainer* lets the harness run its steps (``step(i)``, ``loss_value``);
+an *epoch Trainer* (Keras ``model.fit``: the framework owns the loop) provides instead
+
+    run_epoch(epoch: int, steps: int, timer: StepTimer) -> float    # the epoch's mean training loss
+
+which runs at most ``steps`` steps in its own loop and calls ``timer.epoch_begin()`` first, then per step
+``timer.step_begin()`` and ``timer.step_end(handle)`` (stopping after the step for which ``step_end``
+returns True: the budget is spent), and ``timer.epoch_end()`` after the last step. The timer reads the
+clock and calls ``trainer.sync`` exactly where the harness's own loop (``step_epoch``) does; in a
+pipelined epoch ``step_begin`` / ``step_end`` read no synchronised times, and ``step_end`` may be called
+late (Keras: at the next step's begin, backends/keras_/train.py) since only host time is read there.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.devices.device import is_accelerator
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
-from xpubench.harness.worker import is_accelerator
 from xpubench.plan import SYNC_MODES
+from xpubench.results.metrics import TrainMetrics
 
 MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 
@@ -53,6 +69,7 @@ class Trainer(Protocol):
     def peak_memory(self) -> int | None: ...            # highest memory in use since reset_peak_memory()
     def predict_eval(self) -> tuple[Any, Any, Any]: ...  # (x_eval, y_eval, class probabilities), numpy
     # optional:
+    #   run_epoch(epoch, steps, timer) -> float   an epoch Trainer's own loop, instead of step / loss_value
     #   matmul_precision: str        what the matmuls ran as ("highest", "tensorfloat32", "default"), recorded
     #   in_step_budget: bool         False where processes keep their own clocks (multi-process): the
     #                                budget is then checked at epoch ends only, where they agree
@@ -78,7 +95,60 @@ class EpochRecord:
     complete: bool = True
 
 
+class StepTimer:
+    """The harness's clock over one epoch of ``steps`` planned steps (see the module docstring)."""
+
+    def __init__(self, sync: Callable[[Any], None], clock: Callable[[], float], *, steps: int, epoch: int,
+                 pipelined: bool, budget: float | None, begin: float, check_in_steps: bool):
+        self.sync, self.clock, self.steps, self.epoch = sync, clock, steps, epoch
+        self.pipelined, self.budget, self.begin, self.check_in_steps = pipelined, budget, begin, check_in_steps
+        self.done, self.times, self.last = 0, [], None
+        self.start = self.t0 = 0.0
+        self.record: EpochRecord | None = None
+
+    def epoch_begin(self) -> None:
+        self.start = self.clock()
+
+    def step_begin(self) -> None:
+        if not self.pipelined:
+            self.t0 = self.clock()
+
+    def step_end(self, handle: Any = None) -> bool:
+        """The step is launched (pipelined) or, synchronised here, finished; True: end the epoch now."""
+        self.done += 1
+        self.last = handle
+        if self.pipelined:
+            now = self.clock() if self.check_in_steps else 0.0   # host time: the device may lag behind it
+        else:
+            self.sync(handle)
+            now = self.clock()
+            self.times.append(now - self.t0)
+        return bool(self.check_in_steps and self.done < self.steps
+                    and self.done - (self.epoch == 0) >= MIN_CUT_STEPS and now - self.begin > self.budget)
+
+    def epoch_end(self) -> EpochRecord:
+        if self.pipelined:
+            self.sync(self.last)
+        self.record = EpochRecord(self.done, self.clock() - self.start, self.times, complete=self.done == self.steps)
+        return self.record
+
+
+def step_epoch(trainer, epoch: int, steps: int, timer: StepTimer) -> float:
+    """The harness's own step loop on the timer: ``trainer.step(i)`` for i < steps; the mean loss."""
+    handles = []
+    timer.epoch_begin()
+    for i in range(steps):
+        timer.step_begin()
+        handles.append(trainer.step(i))
+        if timer.step_end(handles[-1]):
+            break
+    timer.epoch_end()
+    return sum(trainer.loss_value(h) for h in handles) / len(handles)
+
+
 def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.perf_counter) -> Outcome:
+    """Measure a case's training (the timed regions and rules: the module docstring), for a step Trainer
+    (the harness runs its steps) and an epoch Trainer (``run_epoch``: the framework runs them) alike."""
     epochs = case.epochs or 1
     steps = min(case.steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
     if steps < 1:
@@ -87,6 +157,7 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     budget = case.time_budget_s
     check_in_steps = bool(budget) and getattr(trainer, "in_step_budget", True)
     agree = getattr(trainer, "agree_stop", None) or (lambda stop: stop)
+    run_epoch = getattr(trainer, "run_epoch", None) or partial(step_epoch, trainer)
     compile_s = trainer.compile()
     reset = getattr(trainer, "reset_peak_memory", None)
     if reset:
@@ -97,28 +168,13 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     begin = clock()
     for epoch in range(epochs):
         trainer.start_epoch(epoch)
-        pipelined = mode == "epoch" and epoch > 0
-        handles, times = [], []
-        epoch_start = clock()
-        for i in range(steps):
-            if pipelined:
-                handles.append(trainer.step(i))
-                now = clock() if check_in_steps else 0.0   # host time: the device may lag behind it
-            else:
-                t0 = clock()
-                handle = trainer.step(i)
-                trainer.sync(handle)
-                now = clock()
-                times.append(now - t0)
-                handles.append(handle)
-            done = i + 1
-            if (check_in_steps and done < steps and done - (epoch == 0) >= MIN_CUT_STEPS
-                    and now - begin > budget):
-                break
-        if pipelined:
-            trainer.sync(handles[-1])
-        records.append(EpochRecord(len(handles), clock() - epoch_start, times, complete=len(handles) == steps))
-        train_loss.append(sum(trainer.loss_value(h) for h in handles) / len(handles))
+        timer = StepTimer(trainer.sync, clock, steps=steps, epoch=epoch, pipelined=mode == "epoch" and epoch > 0,
+                          budget=budget, begin=begin, check_in_steps=check_in_steps)
+        loss = run_epoch(epoch, steps, timer)
+        if timer.record is None or timer.record.steps_run < 1:
+            raise RuntimeError(f"epoch {epoch + 1}: the trainer's loop ran no measured step")
+        records.append(timer.record)
+        train_loss.append(float(loss))
         t0 = clock()
         vl, vm = trainer.evaluate()
         eval_times.append(clock() - t0)
@@ -193,33 +249,15 @@ def _metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_l
     if s.warning:
         notes.append(s.warning)
     samples_per_s = batch / per_step
-    return {
-        "sync": mode,
-        "matmul_precision": getattr(trainer, "matmul_precision", None),
-        "compile_s": compile_s,
-        "first_step_s": records[0].step_times[0],
-        "first_epoch_s": records[0].time_s if records[0].complete else None,
-        "epoch_s": epoch_s,
-        "epochs_run": len(complete),
-        "steps_per_epoch": steps,
-        "budget_hit": budget_hit,
-        "budget_cut_steps": cut.steps_run if cut is not None else None,
-        "global_batch": batch,
-        "step_s": per_step,
-        "step_p90_s": s.p90,
-        "step_iqr_s": s.iqr,
-        "step_cv": s.cv,
-        "step_ci95_low_s": s.ci95_low,
-        "step_ci95_high_s": s.ci95_high,
-        "us_per_sample": per_step / batch * 1e6,
-        "samples_per_s": samples_per_s,
-        "epoch_samples_per_s": batch * steps / epoch_s if epoch_s else None,
-        "eval_s": summarize(eval_times).median,
-        "flops_per_sample": flops_per_sample,
-        "achieved_flops_per_s": flops_per_sample * samples_per_s,
-        "peak_memory_bytes": trainer.peak_memory(),
-        "final_loss": train_loss[-1],
-        "final_val_loss": val_loss[-1],
-        "final_metric": val_metric[-1],
-        "warning": "; ".join(notes) or None,
-    }
+    return TrainMetrics(
+        sync=mode, matmul_precision=getattr(trainer, "matmul_precision", None), compile_s=compile_s,
+        first_step_s=records[0].step_times[0], first_epoch_s=records[0].time_s if records[0].complete else None,
+        epoch_s=epoch_s, epochs_run=len(complete), steps_per_epoch=steps, budget_hit=budget_hit,
+        budget_cut_steps=cut.steps_run if cut is not None else None, global_batch=batch, step_s=per_step,
+        step_p90_s=s.p90, step_iqr_s=s.iqr, step_cv=s.cv, step_ci95_low_s=s.ci95_low, step_ci95_high_s=s.ci95_high,
+        us_per_sample=per_step / batch * 1e6, samples_per_s=samples_per_s,
+        epoch_samples_per_s=batch * steps / epoch_s if epoch_s else None, eval_s=summarize(eval_times).median,
+        flops_per_sample=flops_per_sample, achieved_flops_per_s=flops_per_sample * samples_per_s,
+        peak_memory_bytes=trainer.peak_memory(), final_loss=train_loss[-1], final_val_loss=val_loss[-1],
+        final_metric=val_metric[-1], warning="; ".join(notes) or None,
+    ).as_dict()

@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from xpubench import envnames
 from xpubench.errors import UserError
 
 META = "__meta__"
-CACHE_ENV = "XPUBENCH_WEIGHTS_DIR"    # folder of the trained-weights cache; "off" disables it
+CACHE_ENV = envnames.WEIGHTS_DIR    # folder of the trained-weights cache; "off" disables it
 # the fields of a case that decide the trained weights (precision and mode do not: training is fp32)
 INFERENCE_OPTIONS = ("weights_dir", "int8_mode")   # options that do not change the training
 TRAINING_FIELDS = ("workload", "backend", "device", "batch_size", "devices", "epochs", "steps",

@@ -16,93 +16,15 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
-from xpubench.harness.outcome import Outcome
-
-MEMORY_LIMIT_ENV = "XPUBENCH_MEMORY_LIMIT"   # bytes of address space (RLIMIT_AS) for CPU cases, from the runner
-PARENT_ENV = "XPUBENCH_PARENT_PID"           # the runner: when it dies, the worker kills itself
-
-HOST_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "defaultcpuallocator", "bad_alloc",
-                    "failed to map segment")
-# phrases only an accelerator's allocator writes (CUDA, ROCm/HIP, XLA, MPS); "resource_exhausted" is XLA's
-# status for any allocator, so on a cpu case it is host memory
-DEVICE_OOM_MARKERS = ("cuda out of memory", "cuda error: out of memory", "cudaerrormemoryallocation",
-                      "hip out of memory", "hiperroroutofmemory", "mps backend out of memory",
-                      "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "resource_exhausted",
-                      "oom when allocating")
-OOM_MARKERS = ("out of memory", "resource_exhausted", "resource exhausted", "oom when allocating",
-               "failed to allocate", "alloc_failed", *DEVICE_OOM_MARKERS, *HOST_OOM_MARKERS)
-USER_ERRORS = ("UserError", "DataUnavailable")  # bad input found inside the worker (e.g. a corrupt file)
+from xpubench import envnames
+from xpubench.devices.device import is_accelerator
+from xpubench.harness.failures import outcome_of_exception
 
 
-class OutOfMemory(MemoryError):
-    """An out-of-memory error reported for another process (a DDP rank), whose kind ('host' or
-    'device') was decided where the failure's own type and message were known."""
-
-    def __init__(self, message: str, kind: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-def is_accelerator(device: str) -> bool:
-    """Whether a device spelling ('cpu', 'gpu:0', 'cuda:0', 'tpu', 'mps') names an accelerator."""
-    return (device.split(":")[0].strip().lower() or "cpu") != "cpu"
-
-
-def classify_exception(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError):
-        return "oom"
-    text = f"{type(exc).__name__}: {exc}".lower()
-    return "oom" if any(marker in text for marker in OOM_MARKERS) else "error"
-
-
-def oom_kind_of(type_name: str, message: str, device: str) -> str:
-    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory error known by its type name
-    and message, raised in a case on ``device``. A cpu case is always host memory; on an accelerator
-    an allocator's device phrase means device memory, a MemoryError or the CPU allocator's text host
-    memory, and any other out-of-memory error (the framework's) device memory."""
-    text = message.lower()
-    if not is_accelerator(device):
-        return "host"
-    if any(m in text for m in DEVICE_OOM_MARKERS):
-        return "device"
-    if type_name == "MemoryError" or any(m in text for m in HOST_OOM_MARKERS):
-        return "host"
-    return "device"
-
-
-def oom_kind(exc: BaseException, device: str) -> str:
-    """'host' (RAM) or 'device' (accelerator memory) for an out-of-memory exception."""
-    if isinstance(exc, OutOfMemory) and exc.kind in ("host", "device"):
-        return exc.kind
-    return oom_kind_of("MemoryError" if isinstance(exc, MemoryError) else type(exc).__name__, str(exc), device)
-
-
-def outcome_of_exception(exc: BaseException, device: str) -> Outcome:
-    first_line = (str(exc).strip().splitlines() or [""])[0][:500]
-    name = type(exc).__name__
-    status = classify_exception(exc)
-    said = f"{name}: {first_line}" if first_line and not isinstance(exc, OutOfMemory) else first_line or name
-    if name in USER_ERRORS:
-        message = first_line or name  # already a complete sentence for the user
-    elif status == "oom":
-        message = f"{oom_kind(exc, device)} out of memory: {said}"
-    else:
-        message = said
-    outcome = Outcome(status=status, message=message)
-    outcome.metrics["error_type"] = name
-    outcome.metrics["traceback"] = traceback.format_exc()[-4000:]
-    return outcome
-
-
-def execute(case) -> Outcome:
-    if case.workload == "selftest":
-        from xpubench.harness import selftest
-
-        return selftest.run(case)
-    from xpubench.backends import run_case
+def execute(case):
+    from xpubench.harness.dispatch import run_case
 
     return run_case(case)
 
@@ -112,7 +34,7 @@ def apply_memory_limit(device: str) -> None:
     cases run without it: the CUDA, ROCm and TPU runtimes reserve far more address space than memory
     (unified virtual addressing, libtpu's mappings) and fail to start under any realistic cap; their
     device memory is bounded by the device itself. The cap is inherited by a CPU case's DDP ranks."""
-    value = os.environ.get(MEMORY_LIMIT_ENV)
+    value = os.environ.get(envnames.MEMORY_LIMIT)
     if value and not is_accelerator(device):
         import resource
 
@@ -133,7 +55,7 @@ def prepare_environment(device: str, environ=os.environ) -> None:
 def watch_parent(interval_s: float = 0.5) -> None:
     """If the runner dies (SIGKILL, closed terminal), end this worker and its children at once, so an
     orphan never competes with a resumed run for the device."""
-    parent = os.environ.get(PARENT_ENV)
+    parent = os.environ.get(envnames.PARENT_PID)
     if not parent or not parent.isdigit():
         return
     parent_pid = int(parent)

@@ -8,7 +8,7 @@ the worker processes, energy, cost, the model's provenance, a failure) has a gro
 ``metrics`` stay a flat JSON object (the file format does not change): ``Metrics.as_dict()`` writes it,
 and ``check(metrics)`` refuses a name nobody declared.
 
-Units: s (seconds), 1/s (per second), FLOP, FLOP/s, B (bytes), B/s, J (joules), W, USD, ratio (a
+Units: s (seconds), us (microseconds), 1/s (per second), FLOP, FLOP/s, B (bytes), B/s, J (joules), W, USD, ratio (a
 fraction: 0.42 = 42%), count, flag (true/false), text.
 """
 
@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-UNITS = ("s", "1/s", "FLOP", "FLOP/s", "FLOP/B", "B", "B/s", "J", "W", "USD", "ratio", "count", "flag", "text")
+UNITS = ("s", "us", "1/s", "FLOP", "FLOP/s", "FLOP/B", "B", "B/s", "J", "W", "USD", "ratio", "count", "flag", "text")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Metrics:
 
 @dataclass
 class Common(Metrics):
-    """Figures any case may carry."""
+    """Figures any case may carry (each mode's dataclass extends it)."""
 
     GROUP: ClassVar[str] = "common"
     warning: str | None = figure("text", "why a figure should not be trusted (unstable, few samples, budget cut, "
@@ -82,7 +82,7 @@ class Common(Metrics):
 
 
 @dataclass
-class MatmulMetrics(Metrics):
+class MatmulMetrics(Common):
     """N x N products (harness/matmul.py)."""
 
     GROUP: ClassVar[str] = "matmul"
@@ -102,7 +102,7 @@ class MatmulMetrics(Metrics):
 
 
 @dataclass
-class TrainMetrics(Metrics):
+class TrainMetrics(Common):
     """Training (harness/training.py)."""
 
     GROUP: ClassVar[str] = "train"
@@ -122,7 +122,7 @@ class TrainMetrics(Metrics):
     step_cv: float | None = figure("ratio", "coefficient of variation of steady steps")
     step_ci95_low_s: float | None = figure("s", "95% interval of step_s, low end")
     step_ci95_high_s: float | None = figure("s", "95% interval of step_s, high end")
-    us_per_sample: float | None = figure("s", "step_s / global_batch, in microseconds")
+    us_per_sample: float | None = figure("us", "step_s / global_batch, in microseconds")
     samples_per_s: float | None = figure("1/s", "global_batch / step_s")
     epoch_samples_per_s: float | None = figure("1/s", "samples of a steady epoch / epoch_s")
     eval_s: float | None = figure("s", "median validation pass (never part of epoch time)")
@@ -141,7 +141,7 @@ class TrainMetrics(Metrics):
 
 
 @dataclass
-class InferMetrics(Metrics):
+class InferMetrics(Common):
     """Inference (harness/inference.py)."""
 
     GROUP: ClassVar[str] = "infer"
@@ -158,7 +158,7 @@ class InferMetrics(Metrics):
     latency_cv: float | None = figure("ratio", "coefficient of variation of latency")
     latency_ci95_low_s: float | None = figure("s", "95% interval of latency_s, low end")
     latency_ci95_high_s: float | None = figure("s", "95% interval of latency_s, high end")
-    us_per_sample: float | None = figure("s", "latency_s / batch, in microseconds")
+    us_per_sample: float | None = figure("us", "latency_s / batch, in microseconds")
     batch_samples_per_s: float | None = figure("1/s", "batch / latency_s")
     pass_s: float | None = figure("s", "median pass over all samples, batches dispatched back to back")
     passes: int | None = figure("count", "passes measured")
@@ -191,7 +191,7 @@ class InferMetrics(Metrics):
 
 
 @dataclass
-class GenerateMetrics(Metrics):
+class GenerateMetrics(Common):
     """Generation with a KV cache (harness/generation.py)."""
 
     GROUP: ClassVar[str] = "generate"

@@ -273,13 +273,11 @@ class KerasAdapter:
 ADAPTERS = {"torch": TorchAdapter, "flax": FlaxAdapter, "keras": KerasAdapter}
 
 
-def run_case(case):
-    """A user-model case: load and register the model, then its backend's run_case (``case.backend``
-    "auto": the framework's); the result carries the model's name, class, framework, parameter count,
-    file sha256 and how its FLOPs were measured."""
+def prepare(case):
+    """A user-model case made runnable: the model loaded and registered as the workload ``case.workload``
+    in this process, ``case.backend`` "auto" resolved to its framework's. Returns (case, the metrics that
+    name the model: name, class, framework, parameter count, file sha256, how its FLOPs were measured)."""
     import dataclasses
-
-    from xpubench.backends import REGISTRY
 
     loaded = load(case)
     backend = case.backend
@@ -287,9 +285,4 @@ def run_case(case):
         backend = BACKEND_OF[loaded.framework]
         if backend == "keras":
             backend = f"keras:{sys.modules['keras'].backend.backend()}"
-    case = dataclasses.replace(case, backend=backend)
-    outcome = importlib.import_module(REGISTRY[backend.partition(":")[0]]).run_case(case)
-    outcome.metrics.update(loaded.metrics())
-    if loaded.flops is None and outcome.status == "ok":
-        outcome.metrics.update(flops_per_sample=None, achieved_flops_per_s=None)
-    return outcome
+    return dataclasses.replace(case, backend=backend), loaded.metrics()

@@ -17,12 +17,14 @@ REGISTRY: dict[str, str] = {
     "shakespeare_lstm": "xpubench.workloads.shakespeare_lstm",
     "weather_gru": "xpubench.workloads.weather_gru",
     "gpt": "xpubench.workloads.gpt",
+    "selftest": "xpubench.workloads.selftest",
 }
 
 # transformer workloads: registered (so a case may name them) but not yet in the default run, the
 # listings and the model-wide tests, which MODEL_WORKLOADS drives
 TRANSFORMER_WORKLOADS = ["gpt"]
-MODEL_WORKLOADS = [name for name in REGISTRY if name != "matmul" and name not in TRANSFORMER_WORKLOADS]
+# not models: matmul (N x N products) and selftest (deliberate faults, its own measurement)
+MODEL_WORKLOADS = [name for name in REGISTRY if name not in ("matmul", "selftest", *TRANSFORMER_WORKLOADS)]
 
 # workloads made at run time, in this process only: a user's model (xpubench.usermodel.load)
 RUNTIME: dict[str, ModuleType] = {}
@@ -43,3 +45,19 @@ def get_workload(name: str) -> ModuleType:
     if name not in REGISTRY:
         raise UserError(f"unknown workload {name!r}; choose from: {', '.join(REGISTRY)}")
     return importlib.import_module(REGISTRY[name])
+
+
+def spec_of(name: str, options: dict | None = None):
+    """The workload's spec for a case: ``configure(options)`` where the workload takes options (gpt's
+    preset and sizes), else its SPEC."""
+    mod = get_workload(name)
+    configure = getattr(mod, "configure", None)
+    return configure(options or {}) if configure else mod.SPEC
+
+
+def key_options(name: str) -> tuple[str, ...]:
+    """The case options that are part of a case's identity for this workload (``KEY_OPTIONS``: the
+    selftest's behaviour, gpt's preset), in plan.Case.key. Unknown workloads have none."""
+    if name not in REGISTRY and name not in RUNTIME:
+        return ()
+    return tuple(getattr(get_workload(name), "KEY_OPTIONS", ()))

@@ -1,26 +1,60 @@
-"""JAX backend: matmul, training and inference cases (CPU, GPU and TPU through PJRT); data parallel over
-N devices (and processes) when ``case.devices`` > 1 (``parallel.py``)."""
+"""JAX backend: matmul, training and inference adapters (CPU, GPU and TPU through PJRT); data parallel over
+N devices (and processes) when ``case.devices`` > 1: the same Trainer and Session contracts on a device
+mesh (``parallel.py``). JAX is imported only inside the methods."""
 
 from __future__ import annotations
 
-from xpubench.harness.outcome import Outcome
+from xpubench.backends.base import Backend
 
 
-def run_case(case) -> Outcome:
-    if case.precision == "tf32":
-        from xpubench.backends.jax_.device import jax_devices, tf32_unavailable
+class JaxBackend(Backend):
+    name = "jax"
 
-        problem = tf32_unavailable(jax_devices(case.device)[0])
-        if problem:
-            return Outcome(status="skipped", message=problem)
-    if case.mode == "matmul":
-        from xpubench.backends.jax_.matmul import run
-    elif case.devices > 1:
-        from xpubench.backends.jax_ import parallel
+    def unsupported(self, case) -> str | None:
+        if case.precision == "tf32":
+            from xpubench.backends.jax_.device import jax_devices, tf32_unavailable
 
-        run = parallel.run if case.mode == "train" else parallel.run_infer
-    elif case.mode == "train":
-        from xpubench.backends.jax_.train import run
-    else:
-        from xpubench.backends.jax_.infer import run
-    return run(case)
+            return tf32_unavailable(jax_devices(case.device)[0])
+        return None
+
+    def matmul_ops(self, case):
+        from xpubench.backends.jax_.matmul import ops_for
+
+        return ops_for(case)
+
+    def trainer(self, case, rank: int = 0, world: int = 1):
+        if case.devices > 1:
+            from xpubench.backends.jax_.parallel import ShardedJaxTrainer
+
+            return ShardedJaxTrainer(case)
+        from xpubench.backends.jax_.train import JaxTrainer
+
+        return JaxTrainer(case)
+
+    def session(self, case):
+        if case.devices > 1:
+            from xpubench.backends.jax_.parallel import ShardedSession
+
+            return ShardedSession(case)
+        from xpubench.backends.jax_.infer import JaxSession
+
+        return JaxSession(case)
+
+    def generator(self, case):
+        from xpubench.backends.jax_.generate import generator_for
+
+        return generator_for(case)
+
+    def finish(self, case) -> None:
+        if case.devices > 1:
+            from xpubench.backends.jax_ import distributed
+
+            distributed.shutdown()
+
+    def doctor_ops(self, device: str):
+        from xpubench.backends.jax_.doctor import doctor_ops
+
+        return doctor_ops(device)
+
+
+BACKEND = JaxBackend()

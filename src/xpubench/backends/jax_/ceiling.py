@@ -23,7 +23,7 @@ from xpubench.backends.jax_.device import DTYPES, jax_devices, kind_of, placemen
 from xpubench.backends.jax_.matmul import TOLERANCE, product_fn
 from xpubench.harness import bandwidth
 from xpubench.harness.ceiling import GemmOps, shaped_inputs_numpy
-from xpubench.workloads.matmul import MatmulOps
+from xpubench.harness.matmul import MatmulOps
 
 LOOP = 8
 TRIAD_SCALAR = 0.5

@@ -140,7 +140,3 @@ class JaxSession:
         """The Predictor for ``fn(params, extra, x)`` on the evaluation inputs (parallel.py: sharded)."""
         t = self.trainer
         return JaxPredictor(fn, params, extra, t.x_eval, t.batch, t.device)
-
-
-def run(case):
-    return inference.run_inference(case, JaxSession(case))

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xpubench.backends.jax_.device import DTYPES, jax_devices, placement
-from xpubench.workloads import matmul
+from xpubench.harness import matmul
 
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 2e-2, "fp16": 5e-3}
 
@@ -43,7 +43,3 @@ def ops_for(case) -> matmul.MatmulOps:
         placement=placement,
         tolerance=TOLERANCE[case.precision],
     )
-
-
-def run(case):
-    return matmul.measure(ops_for(case), case)

@@ -41,9 +41,8 @@ from xpubench.backends.jax_.train import (
     take_batch,
 )
 from xpubench.harness import inference
-from xpubench.harness.casedata import case_data
 from xpubench.harness.inference import predict_all
-from xpubench.harness.training import run_training
+from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
 AXIS = "data"
@@ -79,29 +78,26 @@ class ShardedJaxTrainer(JaxTrainer):
 
     def __init__(self, case):
         distributed.initialize()
-        mod = get_workload(case.workload)
         self.case, self.counter = case, 0
         self.mesh = make_mesh(distributed.mesh_devices(case.device, case.devices))
         self.device = next(d for d in self.mesh.devices.flat if d.process_index == jax.process_index())
-        ds, self.spec = case_data(case, mod.SPEC)
-        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
-        self.batch = case.batch_size or self.spec.batch_sizes[0]
-        self.global_batch = gb = self.batch * self.mesh.size
-        self.steps_per_epoch = len(ds.x_train) // gb
-        n = self.steps_per_epoch * gb
-        self.host_xs, self.host_ys = ds.x_train[:n], ds.y_train[:n]
+        setup = training_setup(case, self.mesh.size)   # learning rate scaled with the mesh under --lr-scaling
+        self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
+        self.batch, self.global_batch = setup.batch, setup.global_batch
+        self.steps_per_epoch = setup.steps_per_epoch
+        gb = self.global_batch
+        self.host_xs, self.host_ys = setup.x_train, setup.y_train
         self.data, self.repl = NamedSharding(self.mesh, P(None, AXIS)), NamedSharding(self.mesh, P())
         split = NamedSharding(self.mesh, P(AXIS))
         self.xs = global_array(self.host_xs.reshape(-1, gb, *self.host_xs.shape[1:]), self.data)
         self.ys = global_array(self.host_ys.reshape(-1, gb, *self.host_ys.shape[1:]), self.data)
-        self.x_eval, self.y_eval = ds.x_test, ds.y_test
-        self.eval_x = global_array(in_batches(ds.x_test, gb), self.data)
-        self.eval_y = global_array(in_batches(ds.y_test, gb), self.data)
-        model = mod.build_jax(self.spec)
+        self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
+        self.eval_x = global_array(in_batches(self.x_eval, gb), self.data)
+        self.eval_y = global_array(in_batches(self.y_eval, gb), self.data)
+        model = get_workload(case.workload).build_jax(self.spec)
         self.apply = make_apply(model, case.precision)
-        params, extra = init_variables(model, self.spec, ds.x_train[:1], case.seed)
-        scale = self.mesh.size if case.options.get("lr_scaling") else 1   # linear learning-rate scaling
-        tx = make_optimizer(self.spec, self.spec.learning_rate * scale)
+        params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
+        tx = make_optimizer(self.spec, setup.learning_rate)
         self.state = replicate((params, init_opt_state(tx, params, case.precision), extra), self.mesh)
         # the single-device trainer's key (seed + 1, folded with the step counter): the same dropout masks
         self.key_data = replicate(jax.random.key_data(jax.random.key(case.seed + 1)), self.mesh)
@@ -116,6 +112,9 @@ class ShardedJaxTrainer(JaxTrainer):
         self.order = np.arange(self.steps_per_epoch)
         self.memory = PeakMemory(list(self.mesh.devices.flat))
         self.wait_for_uploads()
+
+    def describe(self) -> dict:
+        return {**super().describe(), **data_parallel_metrics(self.mesh, self.batch)}
 
     def predict_eval(self):
         params, _, extra = self.state
@@ -181,29 +180,13 @@ class ShardedSession(JaxSession):
         t = self.trainer
         return ShardedPredictor(fn, params, extra, t.x_eval, t.batch, t.mesh)
 
+    def describe(self) -> dict:
+        return data_parallel_metrics(self.trainer.mesh, self.trainer.batch)
 
-def run(case):
-    """A data-parallel training case (``case.devices`` > 1)."""
-    trainer = ShardedJaxTrainer(case)
-    outcome = run_training(trainer, case, trainer.flops_per_sample)
-    trainer.report(outcome.metrics)
-    outcome.metrics.update(data_parallel_metrics(trainer.mesh, trainer.batch))
-    distributed.shutdown()
-    return outcome
-
-
-def run_infer(case):
-    """A data-parallel inference case: ``harness/inference.py`` with the sharded session."""
-    session = ShardedSession(case)
-    outcome = inference.run_inference(case, session)
-    if outcome.status == "ok":
-        outcome.metrics.update(data_parallel_metrics(session.trainer.mesh, session.trainer.batch))
-    distributed.shutdown()
-    return outcome
 
 
 def data_parallel_metrics(mesh: Mesh, per_device_batch: int) -> dict:
     return {"devices": int(mesh.size), "per_device_batch": per_device_batch,
-            "global_batch": per_device_batch * int(mesh.size), "processes": jax.process_count(),
+            "global_batch": per_device_batch * int(mesh.size), "world_size": jax.process_count(),
             "hosts": jax.process_count(),
             "parallelism": "jax.jit over a Mesh('data'): replicated parameters, batch split over devices"}

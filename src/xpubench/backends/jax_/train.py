@@ -25,9 +25,9 @@ import optax
 
 from xpubench.backends.jax_ import loss_scale
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
-from xpubench.harness.casedata import batch_order, case_data
+from xpubench.harness.casedata import batch_order
 from xpubench.harness.inference import batch_count, pad_rows
-from xpubench.harness.training import run_training
+from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
 
@@ -184,25 +184,23 @@ def autotune_setting(device) -> str | None:
 
 class JaxTrainer:
     def __init__(self, case):
-        mod = get_workload(case.workload)
         self.case = case
         (self.device,) = jax_devices(case.device)
-        ds, self.spec = case_data(case, mod.SPEC)
-        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
-        self.batch = self.global_batch = case.batch_size or self.spec.batch_sizes[0]
-        self.steps_per_epoch = len(ds.x_train) // self.batch
-        n = self.steps_per_epoch * self.batch
+        setup = training_setup(case)
+        self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
+        self.batch = self.global_batch = setup.batch
+        self.steps_per_epoch = setup.steps_per_epoch
 
         def put(a):
             return jax.device_put(a, self.device)
 
-        self.xs, self.ys = put(ds.x_train[:n]), put(ds.y_train[:n])
-        self.x_eval, self.y_eval = ds.x_test, ds.y_test
-        self.eval_x, self.eval_y = put(in_batches(ds.x_test, self.batch)), put(in_batches(ds.y_test, self.batch))
-        model = mod.build_jax(self.spec)
+        self.xs, self.ys = put(setup.x_train), put(setup.y_train)
+        self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
+        self.eval_x, self.eval_y = put(in_batches(self.x_eval, self.batch)), put(in_batches(self.y_eval, self.batch))
+        model = get_workload(case.workload).build_jax(self.spec)
         self.apply = make_apply(model, case.precision)
-        params, extra = init_variables(model, self.spec, ds.x_train[:1], case.seed)
-        tx = make_optimizer(self.spec, self.spec.learning_rate)
+        params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
+        tx = make_optimizer(self.spec, setup.learning_rate)
         self.state = put((params, init_opt_state(tx, params, case.precision), extra))
         self.key_data = put(jax.random.key_data(jax.random.key(case.seed + 1)))
         step = make_train_step(self.spec, self.apply, tx, self.batch, scaled=case.precision == "fp16")
@@ -289,16 +287,10 @@ class JaxTrainer:
     def peak_memory(self):
         return self.memory.read()
 
-    def report(self, metrics: dict) -> None:
+    def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
-        metrics["autotune"] = autotune_setting(self.device)
+        out = {"autotune": autotune_setting(self.device)}
         if self.case.precision == "fp16":
-            metrics.update(loss_scaling=loss_scale.DESCRIPTION,
-                           final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))
-
-
-def run(case):
-    trainer = JaxTrainer(case)
-    outcome = run_training(trainer, case, trainer.flops_per_sample)
-    trainer.report(outcome.metrics)
-    return outcome
+            out.update(loss_scaling=loss_scale.DESCRIPTION,
+                       final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))
+        return out

@@ -1,19 +1,35 @@
 """Keras 3 backend: the built-in workloads (and users' Keras models) trained with ``model.fit`` and run
 for inference with ``predict_on_batch`` / ``evaluate``, on Keras's jax, torch or tensorflow backend
-(``device.py``); matmul through ``keras.ops.matmul``. The measuring loops are the harness's."""
+(``device.py``); matmul through ``keras.ops.matmul``. The measuring loops are the harness's: fit runs as
+an epoch Trainer (harness/training.py StepTimer)."""
 
 from __future__ import annotations
 
-from xpubench.harness.outcome import Outcome
+from xpubench.backends.base import Backend
 
 
-def run_case(case) -> Outcome:
-    if case.devices != 1:
-        return Outcome(status="skipped", message="Keras cases run on one device (no data-parallel path)")
-    if case.mode == "matmul":
-        from xpubench.backends.keras_.matmul import run
-    elif case.mode == "train":
-        from xpubench.backends.keras_.train import run
-    else:
-        from xpubench.backends.keras_.infer import run
-    return run(case)
+class KerasBackend(Backend):
+    name = "keras"
+
+    def unsupported(self, case) -> str | None:
+        if case.devices != 1:
+            return "Keras cases run on one device (no data-parallel path)"
+        return None
+
+    def matmul_ops(self, case):
+        from xpubench.backends.keras_.matmul import ops_for
+
+        return ops_for(case)
+
+    def trainer(self, case, rank: int = 0, world: int = 1):
+        from xpubench.backends.keras_.train import KerasTrainer
+
+        return KerasTrainer(case)
+
+    def session(self, case):
+        from xpubench.backends.keras_.infer import KerasSession
+
+        return KerasSession(case)
+
+
+BACKEND = KerasBackend()

@@ -122,15 +122,17 @@ class KerasDevice:
             raise RuntimeError(f"Keras ({self.backend}) placed the model on {where}, not on {self.device_id}")
         return where
 
-    def peak_memory(self) -> int | None:
+    def peak_memory_counter(self):
+        """The native backend's peak-memory counter (reset right before measuring; docs/methodology.md),
+        or None on a backend that has none here (tensorflow)."""
         if self.backend == "jax":
-            from xpubench.backends.jax_.device import peak_memory_bytes
+            from xpubench.backends.jax_.device import PeakMemory
 
-            return peak_memory_bytes(self.native)
+            return PeakMemory([self.native])
         if self.backend == "torch":
-            from xpubench.backends.torch_.device import peak_memory_bytes
+            from xpubench.backends.torch_.device import PeakMemory
 
-            return peak_memory_bytes(self.native)
+            return PeakMemory(self.native)
         return None
 
 

@@ -58,8 +58,14 @@ class KerasPredictor:
     def placement(self) -> str:
         return self.trainer.device.placement(self.batches[0])
 
+    def reset_peak_memory(self) -> None:
+        self.memory = self.trainer.device.peak_memory_counter()
+        if self.memory is not None:
+            self.memory.reset()
+
     def peak_memory(self):
-        return self.trainer.device.peak_memory()
+        memory = getattr(self, "memory", None)
+        return memory.read() if memory is not None else None
 
 
 def int8_report(model) -> dict:
@@ -88,6 +94,11 @@ class KerasSession:
         self.spec = self.trainer.spec
         self.forward_flops = get_workload(case.workload).forward_flops(self.spec)
         self.y_eval = np.asarray(self.trainer.y_eval)
+
+    def describe(self) -> dict:
+        from xpubench.backends.keras_.train import keras_metrics
+
+        return keras_metrics(self.trainer)
 
     def precheck(self, precision: str) -> None:
         if precision == "int8":
@@ -146,12 +157,3 @@ class KerasSession:
             copy = keras.models.clone_model(model, clone_function=layer_copy)
             copy.set_weights([np.asarray(w) for w in model.get_weights()])
         return copy
-
-
-def run(case):
-    from xpubench.backends.keras_.train import keras_metrics
-
-    session = KerasSession(case)
-    outcome = inference.run_inference(case, session)
-    outcome.metrics.update(keras_metrics(session.trainer))
-    return outcome

@@ -1,4 +1,4 @@
-"""Keras 3 training with Keras's own ``model.fit``, measured by the harness (harness/epochs.py).
+"""Keras 3 training with Keras's own ``model.fit``, measured by the harness (harness/training.py).
 
 The model is the workload's Keras model (workloads/keras_models.py, or a user's), compiled with the
 spec's loss (from logits), metric and optimizer (Adam eps 1e-8 / RMSprop rho 0.9 eps 1e-7, as the
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of, set_precision
-from xpubench.harness.casedata import case_data
-from xpubench.harness.epochs import StepTimer, run_training_epochs
+from xpubench.harness.setup import training_setup
+from xpubench.harness.training import StepTimer
 from xpubench.workloads import get_workload
 from xpubench.workloads.keras_models import build_keras
 
@@ -102,7 +102,7 @@ def timing_callback(keras: Any, timer: StepTimer, pipelined: bool) -> Any:
 
 
 class KerasTrainer:
-    """An epoch Trainer (harness/epochs.py) over ``model.fit``; see the module docstring."""
+    """An epoch Trainer (harness/training.py) over ``model.fit``; see the module docstring."""
 
     def __init__(self, case):
         if case.devices != 1:
@@ -111,13 +111,11 @@ class KerasTrainer:
         self.case, self.keras_backend = case, keras_backend_of(case)
         self.keras = keras = import_keras(self.keras_backend)
         self.device = KerasDevice(keras, self.keras_backend, case.device)
-        ds, self.spec = case_data(case, mod.SPEC)
-        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
-        self.batch = self.global_batch = case.batch_size or self.spec.batch_sizes[0]
-        self.steps_per_epoch = len(ds.x_train) // self.batch
-        n = self.steps_per_epoch * self.batch
-        self.x, self.y = ds.x_train[:n], ds.y_train[:n]
-        self.x_eval, self.y_eval = ds.x_test, ds.y_test
+        setup = training_setup(case)
+        self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
+        self.batch = self.global_batch = setup.batch
+        self.steps_per_epoch = setup.steps_per_epoch
+        self.x, self.y, self.x_eval, self.y_eval = setup.x_train, setup.y_train, setup.x_eval, setup.y_eval
         self.matmul_precision = set_precision(keras, self.keras_backend, case.precision)
         keras.utils.set_random_seed(case.seed)
         self.jit = {"on": True, "off": False}.get(case.compile, "auto")
@@ -125,6 +123,9 @@ class KerasTrainer:
             self.model = build_keras(keras, mod, self.spec)
             compile_model(keras, self.model, self.spec, self.jit)
         self._placement = self.device.check_placement(self.model)
+
+    def describe(self) -> dict:
+        return keras_metrics(self)
 
     @property
     def compiled(self) -> bool:
@@ -179,15 +180,15 @@ class KerasTrainer:
     def placement(self) -> str:
         return self._placement
 
+    def reset_peak_memory(self) -> None:
+        self.memory = self.device.peak_memory_counter()
+        if self.memory is not None:
+            self.memory.reset()
+
     def peak_memory(self):
-        return self.device.peak_memory()
+        memory = getattr(self, "memory", None)
+        return memory.read() if memory is not None else None
 
-
-def run(case):
-    trainer = KerasTrainer(case)
-    outcome = run_training_epochs(trainer, case, trainer.flops_per_sample)
-    outcome.metrics.update(keras_metrics(trainer))
-    return outcome
 
 
 def keras_metrics(trainer: KerasTrainer) -> dict:

@@ -1,29 +1,64 @@
-"""PyTorch backend: matmul, training and inference cases; DistributedDataParallel training over N
-processes when ``case.devices`` > 1 (``ddp.py``)."""
+"""PyTorch backend: matmul, training and inference adapters on one device; DistributedDataParallel training
+over N processes when ``case.devices`` > 1 (``ddp.py`` starts the ranks). Torch is imported only inside
+the methods, so listing backends imports no framework."""
 
 from __future__ import annotations
 
-from xpubench.harness.outcome import Outcome
+from xpubench.backends.base import Backend, Unsupported
 
 NO_DDP_INFERENCE = ("data-parallel inference is not implemented for torch (DistributedDataParallel is a "
                     "training wrapper): run torch inference with --devices 1, or jax with --devices N")
 
 
-def run_case(case) -> Outcome:
-    if case.precision == "tf32":
-        from xpubench.backends.torch_.device import tf32_unavailable, torch_device
+class TorchBackend(Backend):
+    name = "torch"
 
-        problem = tf32_unavailable(torch_device(case.device))
-        if problem:
-            return Outcome(status="skipped", message=problem)
-    if case.mode == "matmul":
-        from xpubench.backends.torch_.matmul import run
-    elif case.mode == "train" and case.devices > 1:
-        from xpubench.backends.torch_.ddp import run
-    elif case.mode == "train":
-        from xpubench.backends.torch_.train import run
-    elif case.devices > 1:
-        return Outcome(status="skipped", message=NO_DDP_INFERENCE)
-    else:
-        from xpubench.backends.torch_.infer import run
-    return run(case)
+    def unsupported(self, case) -> str | None:
+        if case.mode == "infer" and case.devices > 1:
+            return NO_DDP_INFERENCE
+        if case.precision == "tf32":
+            from xpubench.backends.torch_.device import tf32_unavailable, torch_device
+
+            return tf32_unavailable(torch_device(case.device))
+        return None
+
+    def matmul_ops(self, case):
+        from xpubench.backends.torch_.matmul import ops_for
+
+        return ops_for(case)
+
+    def trainer(self, case, rank: int = 0, world: int = 1):
+        if world > 1:
+            from xpubench.backends.torch_.ddp import ddp_trainer
+
+            return ddp_trainer(case, rank, world)
+        from xpubench.backends.torch_.train import TorchTrainer
+
+        return TorchTrainer(case)
+
+    def launch(self, case, run):
+        if case.devices == 1:
+            return run(case)
+        from xpubench.backends.torch_ import ddp
+
+        return ddp.run(case, run)
+
+    def session(self, case):
+        if case.devices > 1:
+            raise Unsupported(NO_DDP_INFERENCE)
+        from xpubench.backends.torch_.infer import TorchSession
+
+        return TorchSession(case)
+
+    def generator(self, case):
+        from xpubench.backends.torch_.generate import generator_for
+
+        return generator_for(case)
+
+    def doctor_ops(self, device: str):
+        from xpubench.backends.torch_.doctor import doctor_ops
+
+        return doctor_ops(device)
+
+
+BACKEND = TorchBackend()

@@ -11,7 +11,7 @@ from xpubench.backends.torch_.device import DTYPES, placement, set_precision_mod
 from xpubench.backends.torch_.matmul import TOLERANCE
 from xpubench.harness import bandwidth
 from xpubench.harness.ceiling import GemmOps, shaped_inputs_numpy
-from xpubench.workloads.matmul import MatmulOps
+from xpubench.harness.matmul import MatmulOps
 
 SCALAR = 3.0
 

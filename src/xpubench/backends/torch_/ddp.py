@@ -35,7 +35,6 @@ from xpubench.backends.torch_.device import torch_device
 from xpubench.backends.torch_.train import TorchTrainer
 from xpubench.errors import UserError
 from xpubench.harness.cluster import Cluster, from_env
-from xpubench.harness.training import run_training
 
 LAUNCHER = "torch.distributed elastic_launch (torchrun's engine), c10d rendezvous"
 JOIN_TIMEOUT_S = 300
@@ -138,7 +137,7 @@ def raise_failure(exc, first_error: Path, device: str = "cpu"):
     corrupt data file) stays one (exit 2); an out-of-memory stays one (status oom) of the right kind:
     a rank killed by SIGKILL is host memory, a rank's "CUDA out of memory" on ``device`` device memory
     (``worker.OutOfMemory`` carries the kind decided from the rank's own error type and message)."""
-    from xpubench.harness.worker import USER_ERRORS, OutOfMemory, classify_exception, oom_kind_of
+    from xpubench.harness.failures import USER_ERRORS, OutOfMemory, classify_exception, oom_kind_of
 
     rank, failure = exc.get_first_failure()
     if failure.exitcode == -9:
@@ -163,7 +162,7 @@ def raise_failure(exc, first_error: Path, device: str = "cpu"):
 
 
 def _note_first_error(first_error: str, rank: int, exc: BaseException) -> None:
-    from xpubench.harness.worker import classify_exception
+    from xpubench.harness.failures import classify_exception
 
     try:
         fd = os.open(first_error, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -174,14 +173,12 @@ def _note_first_error(first_error: str, rank: int, exc: BaseException) -> None:
                    "message": (str(exc).strip().splitlines() or [""])[0][:500]}, fh)
 
 
-def _train_rank(case, rank: int, world: int):
+def ddp_trainer(case, rank: int, world: int) -> DDPTrainer:
+    """Rank ``rank``'s trainer: its model wrapped in DistributedDataParallel, its slice of every batch."""
     device = torch_device(case.device)
     ids = [device.index] if device.type == "cuda" else None
-    trainer = DDPTrainer(case, world_size=world, rank=rank,
-                         wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
-    outcome = run_training(trainer, case, trainer.flops_per_sample)
-    trainer.report(outcome.metrics)
-    return outcome
+    return DDPTrainer(case, world_size=world, rank=rank,
+                      wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
 
 
 def check_devices(case, cluster: Cluster) -> None:
@@ -198,15 +195,16 @@ def check_devices(case, cluster: Cluster) -> None:
         raise UserError(f"DistributedDataParallel runs on cpu (gloo) and CUDA GPUs (nccl), not on {case.device}")
 
 
-def run(case):
-    """A data-parallel training case (``case.devices`` > 1)."""
+def run(case, train):
+    """A data-parallel training case (``case.devices`` > 1): ``train(case, rank, world)`` (the harness's
+    harness.dispatch.train_one, module level so a spawned rank finds it) on every rank; rank 0's outcome
+    (or this host's first rank's) with the data-parallel layout added."""
     cluster = from_env()
     check_devices(case, cluster)
-    ranks = launch(case, _train_rank, cluster=cluster)
-    _, info, outcome = ranks[min(ranks)]   # rank 0 (or this host's first rank)
+    ranks = launch(case, train, cluster=cluster)
+    _, info, outcome = ranks[min(ranks)]
     outcome.metrics.update(info)
     outcome.metrics.update({
-        "devices": case.devices, "per_device_batch": case.batch_size,
-        "processes": info["world_size"], "hosts": cluster.num_processes,
+        "devices": case.devices, "per_device_batch": case.batch_size, "hosts": cluster.num_processes,
         "parallelism": f"DistributedDataParallel; {LAUNCHER}"})
     return outcome

@@ -130,7 +130,3 @@ class TorchSession:
             dtype = DTYPES[precision]
             return TorchPredictor(copy.deepcopy(model).to(dtype), t.x_eval, t.batch, t.device, dtype), {}
         return TorchPredictor(model, t.x_eval, t.batch, t.device), {}  # fp32, tf32
-
-
-def run(case):
-    return inference.run_inference(case, TorchSession(case))

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from xpubench.backends.torch_.device import DTYPES, placement, set_precision_mode, sync, torch_device
-from xpubench.workloads import matmul
+from xpubench.harness import matmul
 
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 2e-2, "fp16": 5e-3}
 
@@ -32,7 +32,3 @@ def ops_for(case) -> matmul.MatmulOps:
         placement=placement,
         tolerance=TOLERANCE[case.precision],
     )
-
-
-def run(case):
-    return matmul.measure(ops_for(case), case)

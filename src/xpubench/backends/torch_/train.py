@@ -32,8 +32,8 @@ from xpubench.backends.torch_.device import (
     sync,
     torch_device,
 )
-from xpubench.harness.casedata import batch_order, case_data
-from xpubench.harness.training import run_training
+from xpubench.harness.casedata import batch_order
+from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
 
@@ -109,14 +109,12 @@ def compile_choice(case, device: torch.device) -> tuple[bool, str | None]:
 
 class TorchTrainer:
     def __init__(self, case, world_size: int = 1, rank: int = 0, wrap=None):
-        mod = get_workload(case.workload)
         self.case, self.device = case, torch_device(case.device)
         set_precision_mode(case.precision)
         torch.manual_seed(case.seed)
-        ds, self.spec = case_data(case, mod.SPEC)
-        self.flops_per_sample = mod.forward_flops(self.spec) * self.spec.train_flops_factor
-        self.batch = case.batch_size or self.spec.batch_sizes[0]
-        self.global_batch = self.batch * world_size
+        setup = training_setup(case, world_size)
+        self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
+        self.batch, self.global_batch = setup.batch, setup.global_batch
         self.autotune = set_autotune(self.device)
         self.autocast = checked_autocast(self.device, case.precision)
         self.model = build_model(self.spec, case, self.device)
@@ -124,16 +122,15 @@ class TorchTrainer:
         self.compiled, self.compile_note = compile_choice(case, self.device)
         if self.compiled:
             self.net = torch.compile(self.net)
-        lr = self.spec.learning_rate * (world_size if case.options.get("lr_scaling") else 1)
-        self.opt = make_optimizer(self.spec, self.model.parameters(), self.device, lr)
+        self.opt = make_optimizer(self.spec, self.model.parameters(), self.device, setup.learning_rate)
         self.scaler = torch.amp.GradScaler(self.device.type) if case.precision == "fp16" else None
         # each rank trains on its own shard of every global batch
-        n = (len(ds.x_train) // self.global_batch) * self.global_batch
-        self.x = torch.from_numpy(np.ascontiguousarray(ds.x_train[:n])).to(self.device)
-        self.y = torch.from_numpy(np.ascontiguousarray(ds.y_train[:n])).to(self.device)
-        self.x_eval = torch.from_numpy(np.ascontiguousarray(ds.x_test)).to(self.device)
-        self.y_eval = torch.from_numpy(np.ascontiguousarray(ds.y_test)).to(self.device)
-        self.steps_per_epoch = n // self.global_batch
+        def put(a):
+            return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+        self.x, self.y = put(setup.x_train), put(setup.y_train)
+        self.x_eval, self.y_eval = put(setup.x_eval), put(setup.y_eval)
+        self.steps_per_epoch = setup.steps_per_epoch
         self.rank, self.world_size = rank, world_size
         self.order = np.arange(self.steps_per_epoch)
         self.memory = PeakMemory(self.device)
@@ -262,18 +259,10 @@ class TorchTrainer:
     def peak_memory(self):
         return self.memory.read()
 
-    def report(self, metrics: dict) -> None:
-        """What ran, added to a training case's metrics: compiled or eager (and why), autotuning, fp16's
-        loss scaling."""
-        metrics.update(compiled=self.compiled, autotune=self.autotune)
+    def describe(self) -> dict:
+        """What ran, added to a training case's metrics: compiled or eager (and why, as a warning),
+        autotuning, fp16's loss scaling."""
+        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": self.compile_note}
         if self.scaler is not None:
-            metrics.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
-        if self.compile_note:
-            metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), self.compile_note) if w)
-
-
-def run(case):
-    trainer = TorchTrainer(case)
-    outcome = run_training(trainer, case, trainer.flops_per_sample)
-    trainer.report(outcome.metrics)
-    return outcome
+            out.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
+        return out

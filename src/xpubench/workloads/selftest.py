@@ -13,6 +13,9 @@
   exit      exits with ``code`` (default 3), no result -> crash
   nan       succeeds with a NaN metric (written as null)
 ``case.options["placement"]`` overrides the reported placement (to exercise the placement check).
+
+A workload like the others (registered in workloads.REGISTRY), but its own measurement: it has ``run``,
+which harness/dispatch.py calls instead of a backend's adapters.
 """
 
 from __future__ import annotations
@@ -21,9 +24,32 @@ import ctypes
 import os
 import time
 
+from xpubench import envnames
 from xpubench.harness.outcome import Outcome
 
 BEHAVIOURS = ("ok", "sleep", "raise", "baddata", "segfault", "abort", "hang", "oom", "exit", "nan")
+KEY_OPTIONS = ("behaviour",)   # part of a case's identity (plan.Case.key)
+
+
+def case_options(options: dict) -> list[dict]:
+    """options["behaviours"] (names or tables like {behaviour = "sleep", seconds = 0.5}) -> one options
+    dict per selftest case; without it, one case with the options as given. Unknown ones: UserError."""
+    from xpubench.errors import UserError
+
+    wanted = options.get("behaviours")
+    base = {k: v for k, v in options.items() if k != "behaviours"}
+    if wanted is None:
+        return [base]
+    if not isinstance(wanted, list) or not wanted:
+        raise UserError(f"selftest behaviours must be a non-empty list, got {wanted!r}")
+    out = []
+    for item in wanted:
+        item = {"behaviour": item} if isinstance(item, str) else item
+        if not isinstance(item, dict) or item.get("behaviour") not in BEHAVIOURS:
+            name = item.get("behaviour") if isinstance(item, dict) else item
+            raise UserError(f"unknown selftest behaviour {name!r}; choose from: {', '.join(BEHAVIOURS)}")
+        out.append({**base, **item})
+    return out
 
 
 def run(case) -> Outcome:
@@ -44,9 +70,7 @@ def run(case) -> Outcome:
         while True:
             time.sleep(1)
     if behaviour == "oom":
-        from xpubench.harness.worker import MEMORY_LIMIT_ENV
-
-        cap = None if os.environ.get(MEMORY_LIMIT_ENV) else 1 << 30  # no limit: stop at 1 GiB, not the host's
+        cap = None if os.environ.get(envnames.MEMORY_LIMIT) else 1 << 30  # no limit: stop at 1 GiB, not the host's
         hog = []
         while True:
             if cap is not None and len(hog) * (256 << 20) >= cap:

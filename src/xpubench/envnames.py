@@ -1,0 +1,10 @@
+"""xpubench's own environment variables, named in one place. (The variables of other tools that change
+results -- OMP_NUM_THREADS, XLA_FLAGS, CUDA_VISIBLE_DEVICES, ... -- are devices/envvars.py's.)"""
+
+MEMORY_LIMIT = "XPUBENCH_MEMORY_LIMIT"      # runner -> worker: bytes of address space (RLIMIT_AS), CPU cases
+PARENT_PID = "XPUBENCH_PARENT_PID"          # runner -> worker: when that process dies, the worker kills itself
+COORDINATOR = "XPUBENCH_COORDINATOR"        # several hosts: process 0's HOST:PORT (harness/cluster.py)
+NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # several hosts: how many processes
+PROCESS_ID = "XPUBENCH_PROCESS_ID"          # several hosts: this process's id
+DATA_DIR = "XPUBENCH_DATA_DIR"              # user: where --data real looks without --data-dir
+WEIGHTS_DIR = "XPUBENCH_WEIGHTS_DIR"        # user: the trained-weights cache ("off" disables it)

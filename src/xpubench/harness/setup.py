@@ -1,0 +1,45 @@
+"""What every framework's trainer starts from, built once and framework-neutral: the workload's spec, the
+case's data (synthetic or real, harness/casedata.py), the batch per device and over all devices, the
+steps per epoch, the training FLOPs per sample and the learning rate (scaled linearly with the device
+count under ``--lr-scaling``). A backend's Trainer only turns these into its framework's objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xpubench.harness.casedata import case_data
+from xpubench.workloads import get_workload, spec_of
+
+
+@dataclass
+class TrainingSetup:
+    spec: Any                     # WorkloadSpec, adapted to real data's shapes
+    forward_flops: float          # analytic forward FLOPs of one sample
+    flops_per_sample: float       # training FLOPs of one sample (forward x spec.train_flops_factor)
+    batch: int                    # per device
+    world: int                    # devices (data-parallel ranks or mesh size)
+    global_batch: int             # batch x world
+    steps_per_epoch: int          # whole global batches in the training set
+    learning_rate: float
+    x_train: np.ndarray           # the first steps_per_epoch x global_batch training samples
+    y_train: np.ndarray
+    x_eval: np.ndarray
+    y_eval: np.ndarray
+
+
+def training_setup(case, world: int = 1) -> TrainingSetup:
+    mod = get_workload(case.workload)
+    ds, spec = case_data(case, spec_of(case.workload, case.options))
+    batch = case.batch_size or spec.batch_sizes[0]
+    global_batch = batch * world
+    steps = len(ds.x_train) // global_batch
+    n = steps * global_batch
+    forward = mod.forward_flops(spec)
+    scale = world if case.options.get("lr_scaling") else 1
+    return TrainingSetup(spec=spec, forward_flops=forward, flops_per_sample=forward * spec.train_flops_factor,
+                         batch=batch, world=world, global_batch=global_batch, steps_per_epoch=steps,
+                         learning_rate=spec.learning_rate * scale, x_train=ds.x_train[:n], y_train=ds.y_train[:n],
+                         x_eval=ds.x_test, y_eval=ds.y_test)
