@@ -16,6 +16,7 @@ import pytest
 
 from xpubench import envnames
 from xpubench.harness import worker
+from xpubench.harness.dispatch import add_described
 from xpubench.plan import Case
 
 CPU_CASE = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", batch_size=8, train_samples=32,
@@ -302,7 +303,7 @@ def test_a_failing_torch_compile_under_auto_trains_eager_and_says_why(monkeypatc
     case = dataclasses.replace(CPU_CASE, backend="torch")
     trainer = train.TorchTrainer(case)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
-    trainer.report(outcome.metrics)
+    add_described(outcome.metrics, trainer)
     assert outcome.metrics["compiled"] is False and outcome.metrics["compile_s"] is None
     assert "torch.compile failed (RuntimeError: InductorError: Failed to find C compiler" in outcome.metrics["warning"]
     with pytest.raises(RuntimeError, match="Failed to find C compiler"):

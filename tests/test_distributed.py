@@ -58,7 +58,7 @@ def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
     for r in results:
         assert r.status == "ok", r.message
         m = r.metrics
-        assert (m["hosts"], m["processes"], m["global_batch"], m["ddp_backend"]) == (2, 2, 32, "gloo")
+        assert (m["hosts"], m["world_size"], m["global_batch"], m["ddp_backend"]) == (2, 2, 32, "gloo")
     # one group: the replicas saw the same global batches and ended with the same validation loss
     assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
 
@@ -69,7 +69,7 @@ def test_jax_distributed_across_two_processes_on_loopback(tmp_path):
     for r in results:
         assert r.status == "ok", r.message
         m = r.metrics
-        assert (m["processes"], m["devices"], m["global_batch"]) == (2, 2, 32)
+        assert (m["world_size"], m["devices"], m["global_batch"]) == (2, 2, 32)
         assert r.placement.endswith("(2 devices)")
     assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
 

@@ -87,7 +87,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     for r in results:
         assert r.status == "ok", r.message
     assert (two.metrics["devices"], two.metrics["per_device_batch"], two.metrics["global_batch"]) == (2, 32, 64)
-    assert two.metrics["processes"] == 2 and two.metrics["ddp_backend"] == "gloo"
+    assert two.metrics["world_size"] == 2 and two.metrics["ddp_backend"] == "gloo"
     assert two.metrics["scaling_efficiency"] == pytest.approx(
         two.metrics["samples_per_s"] / (2 * one.metrics["samples_per_s"]))
     assert two.metrics["scaling_base_devices"] == 1 and "scaling_efficiency" not in one.metrics
@@ -95,7 +95,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
 
 
 def test_torch_data_parallel_inference_is_skipped_with_a_reason():
-    from xpubench.backends.torch_ import run_case
+    from xpubench.harness.dispatch import run_case
 
     outcome = run_case(Case(workload="mnist_cnn", backend="torch", device="cpu", mode="infer", batch_size=8,
                             devices=2))

@@ -135,7 +135,8 @@ class TrainMetrics(Common):
     tokens_per_s: float | None = figure("1/s", "token models: samples_per_s x sequence length", optional=True)
     attention_kernel: str | None = figure("text", "the attention implementation that ran (flash, efficient, "
                                                   "cudnn, math, xla)", optional=True)
-    loss_scale: float | None = figure("count", "fp16: the dynamic loss scale at the end", optional=True)
+    loss_scaling: str | None = figure("text", "fp16: how the loss is scaled (dynamic loss scaling)", optional=True)
+    final_loss_scale: float | None = figure("count", "fp16: the dynamic loss scale at the end", optional=True)
     keras_backend: str | None = figure("text", "Keras: the backend that ran fit", optional=True)
     keras_version: str | None = figure("text", "Keras: its version", optional=True)
 
@@ -253,6 +254,12 @@ class Scaling(Metrics):
     scaling_efficiency: float | None = figure("ratio", "speedup / (N / N0)", optional=True)
     scaling_note: str | None = figure("text", "why the efficiency is not hardware scaling", optional=True)
     world_size: int | None = figure("count", "processes (ranks) of a data-parallel case", optional=True)
+    rank: int | None = figure("count", "the rank whose figures these are (rank 0, or a host's first)", optional=True)
+    parallelism: str | None = figure("text", "how the devices work together (DDP and its launcher, a JAX mesh)",
+                                     optional=True)
+    ddp_backend: str | None = figure("text", "DistributedDataParallel's process group (gloo, nccl)", optional=True)
+    threads_per_process: int | None = figure("count", "CPU threads of each rank", optional=True)
+    pinned_cores: str | None = figure("text", "the CPU cores a rank is pinned to", optional=True)
     hosts: int | None = figure("count", "hosts of a multi-host case", optional=True)
 
 
