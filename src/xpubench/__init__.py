@@ -8,7 +8,8 @@ Notebook API (imports are lazy so `import xpubench` stays cheap)::
     xpubench.report(["a.jsonl", "b.jsonl"], "report.html")
 """
 
-__version__ = "0.1.0"
+from xpubench.version import __version__
+
 __all__ = ["__version__", "compare", "load", "report", "run"]
 
 

@@ -11,8 +11,8 @@ import math
 import os
 import sys
 
-from xpubench import __version__
 from xpubench.errors import UserError
+from xpubench.version import __version__
 
 EXIT_USAGE = 2
 

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xpubench import __version__
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
+from xpubench.version import __version__
 
 FORMAT = 1
 MAX_ENTRIES = 8          # most recent machine keys kept (e.g. several virtual environments)

@@ -21,7 +21,7 @@ import importlib
 import time
 from types import ModuleType
 
-from xpubench.energy import Clock, EnergyMeter, Unreadable
+from xpubench.energy.meter import Clock, EnergyMeter, Unreadable
 
 MIN_NVML_S = 1.0
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from xpubench.energy import Clock, EnergyMeter, Unreadable
+from xpubench.energy.meter import Clock, EnergyMeter, Unreadable
 
 POWERCAP = Path("/sys/class/powercap")
 HWMON = Path("/sys/class/hwmon")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from xpubench import __version__
 from xpubench.errors import UserError
 from xpubench.report import advice, charts, charts_training, sections
 from xpubench.report.content import Report, Section, TableBlock
@@ -15,6 +14,7 @@ from xpubench.report.environment import differences, file_fingerprints, missing,
 from xpubench.report.frame import ResultSet, ok_rows
 from xpubench.results import store
 from xpubench.results.fingerprint import utc_now
+from xpubench.version import __version__
 
 
 def _tables(*blocks: tuple[str, pd.DataFrame, str]) -> list[TableBlock]:

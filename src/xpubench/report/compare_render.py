@@ -6,7 +6,6 @@ import pandas as pd
 from rich.table import Table
 
 from xpubench.report import html as html_out
-from xpubench.report.compare import PROVISIONAL
 from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.tables import fmt_seconds
 
@@ -18,8 +17,9 @@ def explain(comparisons) -> str:
             "processes, then the samples within them, of both files; a difference is called only when the CI "
             f"excludes 1, the change is at least {change:.0%} and every process of one side was slower than "
             "every process of the other.")
-    if any(r.note == PROVISIONAL for c in comparisons for r in c.rows):
-        text += f" (provisional): {PROVISIONAL}."
+    provisional = next((r.note for c in comparisons for r in c.rows if r.verdict.endswith("(provisional)")), None)
+    if provisional:
+        text += f" (provisional): {provisional}."
     return text
 
 
@@ -33,14 +33,15 @@ def rows_frame(comparison) -> pd.DataFrame:
     """One comparison's rows as strings, in display order. A figure's (KxN): K processes of about N samples."""
     out = []
     for r in comparison.rows:
-        quiet = ("", "the 95% interval contains 1", PROVISIONAL)
+        quiet = ("", "the 95% interval contains 1")
         out.append({
             "case": r.key, "timing": r.figure or "n/a",
             f"A: {comparison.baseline}": _figure(r.median_a_s, r.n_a, r.processes_a),
             f"B: {comparison.other}": _figure(r.median_b_s, r.n_b, r.processes_b),
             "B/A": "n/a" if r.ratio is None else f"{r.ratio:.3f}",
             "95% CI": "n/a" if r.ci_low is None else f"{r.ci_low:.3f} - {r.ci_high:.3f}",
-            "verdict": r.verdict + (f" ({r.note})" if r.note not in quiet else ""),
+            "verdict": r.verdict + (f" ({r.note})" if r.note not in quiet and not r.verdict.endswith(
+                "(provisional)") else ""),
         })
     return pd.DataFrame(out)
 

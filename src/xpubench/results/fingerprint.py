@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xpubench import __version__
 from xpubench.devices import envvars
+from xpubench.version import __version__
 
 PACKAGES = ("numpy", "torch", "jax", "jaxlib", "flax", "optax", "keras", "torchao")
 
