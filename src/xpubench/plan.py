@@ -110,6 +110,12 @@ class PlanRequest:
     seed: int = 0
     quick: bool = False
     scaling: bool = False                     # sweep N = 1, 2, 4, ... devices
+    model: str | None = None                  # a user's model, "FILE.py:FUNCTION" (usermodel/)
+    input_shape: str | None = None            # its input, "28,28,1" (one sample, no batch axis)
+    input_dtype: str | None = None            # "float32" | "int32"
+    task: str | None = None                   # "classes:N" | "binary" | "regression:N" | "tokens:VOCAB"
+    prices: dict[str, float] = field(default_factory=dict)  # device ("cpu", "gpu", "gpu:1") -> USD per hour
+    budget_s: float | None = None             # the whole run's seconds, worker start and compile included
     options: dict[str, Any] = field(default_factory=dict)
 
 
