@@ -217,3 +217,23 @@ def store_results(path):
     from xpubench.results import store
 
     return store.load_file(path).results
+
+
+def test_a_change_measured_on_a_busier_machine_says_so(tmp_path):
+    """Every process of B slower (the verdict stands) but B's processes started at a 1-min load of 1.9 on
+    a machine that was at 0.2 for A: the row says other work may explain it. Same load: no such note."""
+    from xpubench.results import store
+    from xpubench.results.schema import Run
+
+    def with_load(src, name, load):
+        out = tmp_path / name
+        for run in store.load_file(src).runs:
+            store.append(out, Run(**{**run.__dict__, "machine": {"load_1m_start": load, "steal_fraction": 0.0}}))
+        return out
+
+    quiet = with_load(process_file("quiet.jsonl", [61.3, 60.8, 61.4], seed=1), "q.jsonl", 0.2)
+    busy = with_load(process_file("busy.jsonl", [40.1, 39.5, 41.0], seed=2), "b.jsonl", 1.9)
+    calm = with_load(process_file("calm.jsonl", [40.1, 39.5, 41.0], seed=3), "c.jsonl", 0.3)
+    [loaded, unloaded] = compare_files(quiet, busy, calm)
+    assert loaded.rows[0].significant and "busier machine: 1-min load 1.90 vs 0.20" in loaded.rows[0].note
+    assert unloaded.rows[0].significant and "busier" not in unloaded.rows[0].note

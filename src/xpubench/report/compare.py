@@ -47,6 +47,9 @@ RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "
 MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "matmul_precision": "matmul precision"}
 
 
+BUSIER_LOAD = 0.5     # 1-min load average (runnable tasks) more on the slower side: other work competed
+BUSIER_STEAL = 0.05   # or 5 points more of the CPU time taken by the hypervisor for other guests
+
 PROVISIONAL = ("one process on a side: the machine's noise between processes (1.8x seen on shared VMs) is "
                "not in the interval; measure with --processes 3 or more")
 
@@ -160,8 +163,34 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     if est is None:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: no timing samples")
+    note = est.note
+    if est.significant:
+        slow, fast = (rb, ra) if est.ratio > 1 else (ra, rb)
+        note = "; ".join(filter(None, [note, busier_machine(slow, fast)]))
     return CompareRow(**base, ratio=est.ratio, ci_low=est.low, ci_high=est.high, significant=est.significant,
-                      verdict=est.verdict, note=est.note)
+                      verdict=est.verdict, note=note)
+
+
+def _machine_mean(result, name: str) -> float | None:
+    values = [r.machine.get(name) for r in result.ok_runs]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return float(np.mean(values)) if values else None
+
+
+def busier_machine(slow, fast) -> str:
+    """Why a called change may be the machine's and not the code's: the slower side's processes started on
+    a busier machine (1-min load average) or lost more CPU time to the hypervisor (steal). "" if neither.
+    The verdict stands (the slower side was slower); the note says what else differed."""
+    parts = []
+    ls, lf = _machine_mean(slow, "load_1m_start"), _machine_mean(fast, "load_1m_start")
+    if ls is not None and lf is not None and ls - lf >= BUSIER_LOAD:
+        parts.append(f"1-min load {ls:.2f} vs {lf:.2f}")
+    ss, sf = _machine_mean(slow, "steal_fraction"), _machine_mean(fast, "steal_fraction")
+    if ss is not None and sf is not None and ss - sf >= BUSIER_STEAL:
+        parts.append(f"steal {ss:.0%} vs {sf:.0%} of CPU time")
+    if not parts:
+        return ""
+    return "slower side on a busier machine: " + ", ".join(parts) + "; other work may explain it"
 
 
 def _values(items: list[Entry], name: str) -> str:
