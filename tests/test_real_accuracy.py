@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists
                                 reason="../shared/datasets/mnist is not beside the checkout")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend):
     out = tmp_path / "real.jsonl"

@@ -76,10 +76,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     on_stack: set[str] = set()
     found: list[list[str]] = []
     counter = 0
-    for root in graph:
+    for root, targets in graph.items():
         if root in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
+        work = [(root, iter(sorted(targets)))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
