@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_dataset
 
 from xpubench.harness.inference import NotApplicable, check_int8_share
 from xpubench.plan import Case
 from xpubench.results.store import load_file
 from xpubench.workloads import get_workload
 
-POLARITY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "rt-polarity"
+POLARITY = shared_dataset("rt-polarity")
 
 
 def _tokens(spec, n, seed=0):
@@ -122,7 +123,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     assert abs(m["accuracy_delta"]) <= 0.1          # 40 samples, untrained: a loose sanity bound
 
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+MNIST = shared_dataset("mnist")
 
 
 @pytest.mark.skipif(not MNIST.is_dir(), reason="../shared/datasets/mnist is not beside the checkout")
