@@ -207,3 +207,20 @@ def test_the_progress_bar_shows_the_time_left():
     progress.budget(Budget(150.0, estimate=lambda c: 1.0, clock=clock))
     clock.now += 38.0
     assert progress.left_column.render(None).plain == "112 s of 150 s left"
+
+
+def test_the_dry_run_preview_says_what_the_budget_leaves_out():
+    from xpubench import estimate
+    from xpubench.harness.budget import preview
+
+    cases = [_case("matmul", "numpy", 1024), _case("mnist_cnn"), _case("weather_gru"), _case("mnist_cnn", "jax")]
+    seconds = {"matmul": 2.0, "mnist_cnn": 10.0, "weather_gru": 30.0}
+    ran, skipped = preview(cases, 2, 25.0, lambda c: seconds[c.workload])
+    # round 0: matmul 2, mnist 10 (12), weather 30 does not fit, mnist/jax 10 (22); round 1: matmul 2 (24)
+    assert skipped == [cases[2].key]
+    assert ran == {cases[0].key: 2, cases[1].key: 1, cases[3].key: 1}
+    env = {"host": {}, "backends": {}}
+    assert estimate.budget_note(cases, env, None, 3) is None
+    assert "fits every case" in estimate.budget_note(cases[:1], env, 1000.0, 1)
+    note = estimate.budget_note(cases, env, 1.0, 1)
+    assert "4 case(s) skipped" in note and "re-plans" in note

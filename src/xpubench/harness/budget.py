@@ -130,3 +130,20 @@ class Budget:
             return None
         return (f"the run's {self.total_s:g} s budget: {' and '.join(parts)} (took {self.elapsed():.0f} s); "
                 "give more with --budget SECONDS")
+
+
+def preview(cases: Iterable, processes: int, total_s: float, estimate: Callable[[object], float]
+            ) -> tuple[dict[str, int], list[str]]:
+    """What a run with this budget would do if every process took its estimate (``--dry-run``):
+    ({case key: processes run}, keys of the cases skipped), on a simulated clock."""
+    now = [0.0]
+    budget = Budget(total_s, estimate=estimate, clock=lambda: now[0])
+    ran: dict[str, int] = {}
+    for process in range(processes):
+        for case in budget.order(cases):
+            if case.key in budget.skipped or ran.get(case.key, 0) < process:
+                continue
+            if budget.admit(case, process) is None:
+                now[0] += estimate(case)
+                ran[case.key] = ran.get(case.key, 0) + 1
+    return ran, list(budget.skipped)
