@@ -1,14 +1,64 @@
-"""Shared test settings. Tests marked ``gpu``, ``tpu`` or ``mps`` run only where such a device exists
-(docs/accelerators.md): detection runs once, in a child process (so pytest itself never initialises
-CUDA or takes the TPU), and only when such tests are still selected after ``-m``."""
+"""Shared test settings and fixtures.
+
+- Tests marked ``gpu``, ``tpu`` or ``mps`` run only where such a device exists (docs/accelerators.md):
+  detection runs once, in a child process (so pytest itself never initialises CUDA or takes the TPU),
+  and only when such tests are still selected after ``-m``.
+- ``slow`` (registered in pyproject.toml) marks every test that trains a model or starts worker
+  processes: ``python -m pytest -m "not slow"`` is the quick loop.
+- The small real datasets: ``SHARED_DATASETS`` (``shared/datasets`` beside the checkout, the first such
+  folder above tests/) and ``shared_dataset(name)``; the fixtures ``shared_datasets`` and ``mnist_dir``
+  skip a test where they are absent.
+- The results files the report and compare tests read (real small runs, made once per session by
+  tests/report_runs.py): the fixtures ``report_base_file`` and ``report_slow_file`` (both slow to make).
+"""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
 DEVICE_MARKS = ("gpu", "tpu", "mps")
+_TESTS = Path(__file__).resolve().parent
+SHARED_DATASETS = next((p / "shared" / "datasets" for p in _TESTS.parents if (p / "shared" / "datasets").is_dir()),
+                       _TESTS.parents[1] / "shared" / "datasets")   # repo_root.parent / shared where absent
+
+
+def shared_dataset(name: str) -> Path:
+    """A dataset's folder in SHARED_DATASETS (it may not exist: check before use, or use the fixtures)."""
+    return SHARED_DATASETS / name
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    if not SHARED_DATASETS.is_dir():
+        pytest.skip(f"{SHARED_DATASETS} is not beside the checkout")
+    return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(shared_datasets) -> Path:
+    path = shared_datasets / "mnist"
+    if not (path / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip(f"{path} holds no MNIST files")
+    return path
+
+
+@pytest.fixture(scope="session")
+def report_base_file() -> Path:
+    """A real small run's results file (tests/report_runs.py base_file)."""
+    import report_runs
+
+    return report_runs.base_file()
+
+
+@pytest.fixture(scope="session")
+def report_slow_file() -> Path:
+    """The numpy matmul case made slower on purpose (tests/report_runs.py slow_file)."""
+    import report_runs
+
+    return report_runs.slow_file()
 
 
 @functools.cache

@@ -26,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+from conftest import shared_dataset
+
+MNIST = shared_dataset("mnist")
 MATMUL_N = 384
 SLOW_CASE = f"matmul/numpy/cpu/matmul/fp32/n{MATMUL_N}"
 MATMUL_NUMPY = ("-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")

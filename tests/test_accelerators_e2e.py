@@ -43,6 +43,7 @@ def check_results(rows: list[dict], device: str) -> None:
         assert r["placement"].split(" ")[0].split("..")[0] == device or r["case"]["devices"] > 1, r["placement"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "backend"), PATHS)
 def test_every_workload_precision_and_mode_runs_on_the_device(kind, backend, tmp_path):
     needs(kind, backend)
@@ -65,6 +66,7 @@ def test_every_workload_precision_and_mode_runs_on_the_device(kind, backend, tmp
             assert m["peak_memory_bytes"] is None or m["peak_memory_bytes"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "backend"), PATHS)
 def test_the_default_matmul_sweep_stays_below_the_spec_peak(kind, backend, tmp_path):
     needs(kind, backend)
@@ -78,6 +80,7 @@ def test_the_default_matmul_sweep_stays_below_the_spec_peak(kind, backend, tmp_p
         assert share is None or share <= 1.0, (r["case"]["key"], share)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "backend"), PATHS)
 def test_doctor_passes_on_the_device(kind, backend):
     needs(kind, backend)
@@ -87,6 +90,7 @@ def test_doctor_passes_on_the_device(kind, backend):
     assert proc.returncode == 0 and not failed, failed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "backend"), PATHS)
 def test_data_parallel_over_two_devices(kind, backend, tmp_path):
     needs(kind, backend)
@@ -102,6 +106,7 @@ def test_data_parallel_over_two_devices(kind, backend, tmp_path):
     assert row["status"] == "ok" and row["metrics"]["devices"] == 2, row["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_the_second_gpu_is_the_one_measured(backend, tmp_path):

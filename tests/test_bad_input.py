@@ -216,6 +216,7 @@ def test_output_without_permission(tmp, capsys, monkeypatch):
     check_one_line(*run_cli("run -w matmul -b numpy -o {tmp}/locked/r.jsonl", tmp, capsys), "permission denied")
 
 
+@pytest.mark.slow
 def test_disk_full_while_appending_loses_nothing(tmp, capsys, monkeypatch, machine):
     out = tmp / "full.jsonl"
     real_fsync, calls = os.fsync, []
@@ -311,6 +312,7 @@ CLI_DATA_CASES = {"IDX bad magic": "train-images-idx3-ubyte is not an IDX images
                   "CSV missing columns": "weather.csv has 1 column(s): expected a date-time column"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CLI_DATA_CASES)
 def test_bad_data_file_through_the_cli_is_the_case_result_and_exit_2(name, tmp_path, capsys, machine):
     workload = DATA_CASES[name][0]

@@ -42,6 +42,7 @@ def test_small_changes_and_few_samples_are_not_called():
     assert ratio_estimate([], [1.0]) is None
 
 
+@pytest.mark.slow
 def test_unchanged_case_is_not_significant_and_a_slowed_one_is(capsys):
     """Two independent recorded runs of the same case: different measurements, called "not significant";
     the run slowed on purpose, against the same first run and at the same threshold, called slower."""
@@ -68,6 +69,7 @@ def test_unchanged_case_is_not_significant_and_a_slowed_one_is(capsys):
     assert len([line for line in out.splitlines() if "/cpu/" in line]) == 7, out  # 3 matmul + 4 training
 
 
+@pytest.mark.slow
 def test_a_later_file_that_matches_nothing_is_left_out_with_a_warning(capsys):
     def other_size(record):
         if record["case"]["workload"] != "matmul":
@@ -86,6 +88,7 @@ def test_a_later_file_that_matches_nothing_is_left_out_with_a_warning(capsys):
         assert [c.other for c in compare_files(base, stranger, slow)] == ["slow"]
 
 
+@pytest.mark.slow
 def test_run_made_slower_on_purpose_shows_a_real_ratio(capsys):
     base, slow = runs.base_file(), runs.slow_file()
     [comparison] = compare_files(base, slow)
@@ -98,6 +101,7 @@ def test_run_made_slower_on_purpose_shows_a_real_ratio(capsys):
     assert code == 0 and "slower" in out and "warning: the cases differ" in out
 
 
+@pytest.mark.slow
 def test_environment_differences_are_listed(capsys):
     base = runs.base_file()
 
@@ -115,6 +119,7 @@ def test_environment_differences_are_listed(capsys):
     assert code == 0 and "warning: the environments differ" in out and "2.4.0" in out
 
 
+@pytest.mark.slow
 def test_a_different_synchronisation_mode_is_listed():
     base = runs.base_file()
 
@@ -147,6 +152,7 @@ def test_formats(capsys, tmp_path):
     assert "not significant" in table_out.read_text() and ratio in table_out.read_text()
 
 
+@pytest.mark.slow
 def test_refuses_with_one_line_when_nothing_matches(capsys):
     base = runs.base_file()
     matmul = runs.rewritten(base, "only-matmul.jsonl", lambda r: r if r["case"]["workload"] == "matmul" else None)

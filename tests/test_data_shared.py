@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import SHARED_DATASETS
 
 from xpubench import data
 from xpubench.errors import UserError
 from xpubench.workloads.base import WorkloadSpec
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"     # repo_root.parent / shared
+SHARED = SHARED_DATASETS
 
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")
 

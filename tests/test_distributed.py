@@ -52,6 +52,7 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
     return [r[0] for r in results]
 
 
+@pytest.mark.slow
 def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
     pytest.importorskip("torch")
     results = _two_processes(tmp_path, "torch")
@@ -63,6 +64,7 @@ def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
     assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_jax_distributed_across_two_processes_on_loopback(tmp_path):
     pytest.importorskip("jax")
     results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": ""})
@@ -174,6 +176,7 @@ DDP_CASE = ["-w", "mnist_cnn", "-b", "torch", "--devices", "2", "--batch-size", 
             "--epochs", "1000", "--train-samples", "64", "--eval-samples", "16", "--compile", "off"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
 def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
@@ -193,6 +196,7 @@ def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
     assert not (tmp_path / "killed.jsonl").exists() or (tmp_path / "killed.jsonl").read_text() == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
 def test_killed_worker_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")

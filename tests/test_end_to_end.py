@@ -25,6 +25,7 @@ def _env() -> dict:
     return dict(os.environ)
 
 
+@pytest.mark.slow
 def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
     out = tmp_path / "mm.jsonl"
     proc = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size", "128,256", "--time-budget", "0.3",
@@ -46,6 +47,7 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
     assert proc.stdout.count("numpy") >= 2 and proc.stdout.count("jax") >= 6
 
 
+@pytest.mark.slow
 def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
     out = tmp_path / "sweep.jsonl"
     proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu", "--batch-size", "64,32",
@@ -63,6 +65,7 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
     assert "1st epoch s" in proc.stdout and "step ms" in proc.stdout
 
 
+@pytest.mark.slow
 def test_every_workload_trains_in_both_frameworks(tmp_path):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer
     results = xpubench.run(processes=1, workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
@@ -78,6 +81,7 @@ def test_every_workload_trains_in_both_frameworks(tmp_path):
         assert r.samples["step_s"] == pytest.approx([r.metrics["epoch_s"] / 2]), r.key
 
 
+@pytest.mark.slow
 def test_sync_and_download_flags_reach_the_cases(tmp_path):
     from xpubench.cli import build_parser
     from xpubench.cli_run import request_from
@@ -97,6 +101,7 @@ def test_sync_and_download_flags_reach_the_cases(tmp_path):
         request("--sync", "never")
 
 
+@pytest.mark.slow
 def test_torch_compile_time_is_timed_apart_and_its_warm_up_step_undone(monkeypatch):
     """compile="on": compile_s is one warm-up step of the compiled model, whose update is undone (the
     first timed step then equals eager's). Dynamo's "eager" backend keeps it cheap; inductor is the same

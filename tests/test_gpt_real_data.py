@@ -12,17 +12,16 @@ validation loss 5.54 -> 2.97 (torch), 5.56 -> 2.62 (JAX) after 120 steps; torch 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
+from conftest import shared_dataset
 
 from xpubench import data
 from xpubench.workloads import gpt
 
 pytestmark = pytest.mark.slow
 
-CORPUS = next((p / "shared" / "datasets" / "tinyshakespeare" for p in Path(__file__).resolve().parents
-               if (p / "shared" / "datasets" / "tinyshakespeare" / "input.txt").is_file()), None)
+CORPUS = shared_dataset("tinyshakespeare") if (shared_dataset("tinyshakespeare") / "input.txt").is_file() else None
 STEPS = 120
 EVAL_WINDOWS = 256
 UNIGRAM_ENTROPY = 3.31      # nats: -sum p log p over tiny-shakespeare's 65 characters (3.3128)

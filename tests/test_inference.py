@@ -125,6 +125,7 @@ def _case(backend, precision="fp32", **kw):
     return Case(**{**base, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_infer_case_end_to_end(backend, tmp_path) -> None:
     """fp32 then bf16 on the same (cached) weights; the score equals the trainer's own evaluation."""

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_dataset
 
 from xpubench.harness.inference import NotApplicable, check_int8_share
 from xpubench.plan import Case
 from xpubench.results.store import load_file
 from xpubench.workloads import get_workload
 
-POLARITY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "rt-polarity"
+POLARITY = shared_dataset("rt-polarity")
 
 
 def _tokens(spec, n, seed=0):
@@ -103,6 +104,7 @@ def test_torch_static_int8_convolutions(workload) -> None:
     assert rel < 0.05, rel                          # measured 1.6% (mnist_cnn), 2.1% (resnet)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     """The inference case end to end (it used to be recorded as skipped: int8 covered 0.2%): 2 training
@@ -121,7 +123,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     assert abs(m["accuracy_delta"]) <= 0.1          # 40 samples, untrained: a loose sanity bound
 
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+MNIST = shared_dataset("mnist")
 
 
 @pytest.mark.skipif(not MNIST.is_dir(), reason="../shared/datasets/mnist is not beside the checkout")
@@ -293,6 +295,7 @@ def _bytes(size: str) -> float:
     return float(value) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
 
 
+@pytest.mark.slow
 def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
     """`xpubench run -w imdb_lstm --precision fp32,bf16,int8` end to end on the smallest settings (2 training
     steps, 128 synthetic samples): the printed table has one row per precision, each with the model

@@ -144,6 +144,7 @@ def selftest(behaviour, **opts) -> Case:
                 options={"behaviour": behaviour, **opts})
 
 
+@pytest.mark.slow
 def test_worker_exiting_137_is_host_oom(tmp_path):
     outcome, _ = runner.run_one(selftest("exit", code=137), timeout_s=30, workdir=tmp_path)
     assert outcome["status"] == "oom", outcome
@@ -168,6 +169,7 @@ def _children_running(module: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 def test_worker_killed_by_sigkill_is_host_oom_with_the_memory_limit_named(tmp_path):
     killed: list[int] = []

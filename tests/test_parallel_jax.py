@@ -65,6 +65,7 @@ def _run_script(code: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow
 def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_every_sample():
     out = _run_script(CHECKS)
     assert out["global_batch"] == [128, 128]
@@ -79,6 +80,7 @@ def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_e
     assert out["pred_max_diff"] < 1e-5 and out["argmax_equal"]
 
 
+@pytest.mark.slow
 def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
     out = tmp_path / "dp.jsonl"
     proc = subprocess.run(

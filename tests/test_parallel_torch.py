@@ -49,6 +49,7 @@ def _boom(case, rank, world):
     torch.distributed.barrier()
 
 
+@pytest.mark.slow
 def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch():
     import dataclasses
 
@@ -67,6 +68,7 @@ def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_an_exception_in_one_rank_is_the_case_error():
     from xpubench.backends.torch_ import ddp
 
@@ -74,6 +76,7 @@ def test_an_exception_in_one_rank_is_the_case_error():
         ddp.launch(CASE, _boom)
 
 
+@pytest.mark.slow
 def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     out = tmp_path / "scaling.jsonl"
     proc = subprocess.run(

@@ -4,19 +4,19 @@ other 2,000 (the loader cuts a lone t10k split 80/20), in both frameworks, throu
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import shared_dataset
 
 import xpubench
 from xpubench.results.store import load_file
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+MNIST = shared_dataset("mnist")
 
 pytestmark = pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists(),
                                 reason="../shared/datasets/mnist is not beside the checkout")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend):
     out = tmp_path / "real.jsonl"

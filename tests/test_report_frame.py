@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 import report_runs as runs
 
 import xpubench
@@ -47,6 +48,7 @@ def sentences(results) -> str:
     return "\n".join(advice.advice(ResultSet.load(results)))
 
 
+@pytest.mark.slow
 def test_load_gives_one_row_per_case_with_flat_columns():
     frame = xpubench.load([runs.base_file(), runs.slow_file()])
     assert isinstance(frame, pd.DataFrame) and len(frame) == 8
@@ -61,6 +63,7 @@ def test_load_gives_one_row_per_case_with_flat_columns():
     assert sorted(train["batch_size"].tolist()) == [32, 32, 64, 64] and (train["timing"] == "step_s").all()
 
 
+@pytest.mark.slow
 def test_run_returns_results_and_report_writes_a_page(tmp_path):
     out = tmp_path / "tiny.jsonl"
     results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[64], time_budget_s=0.2, output=out,

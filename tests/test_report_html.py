@@ -35,6 +35,7 @@ def coloured_pixels(image: Image.Image) -> int:
     return int(((rgb.max(axis=2) - rgb.min(axis=2)) > 80).sum())
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_and_has_every_section(two_file_report):
     page = two_file_report.read_text()
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", page), "external reference"
@@ -56,6 +57,7 @@ def test_html_is_self_contained_and_has_every_section(two_file_report):
         assert "Misclassified mnist_cnn test images" in page
 
 
+@pytest.mark.slow
 def test_chromium_renders_the_charts(two_file_report, tmp_path):
     exe = chromium()
     if exe is None:
@@ -72,6 +74,7 @@ def test_chromium_renders_the_charts(two_file_report, tmp_path):
     assert coloured_pixels(image) > 20_000, "no chart colours on the page: charts did not render"
 
 
+@pytest.mark.slow
 def test_strings_from_result_files_are_escaped(tmp_path):
     def inject(record):
         record["case"]["device"] = SCRIPT if record["case"]["backend"] == "numpy" else record["case"]["device"]
@@ -96,6 +99,7 @@ def test_strings_from_result_files_are_escaped(tmp_path):
     assert "<script" not in compare_out.read_text()
 
 
+@pytest.mark.slow
 def test_markdown_report_has_png_charts_beside_it(tmp_path):
     out = tmp_path / "report.md"
     assert main(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(out), "--format", "md"]) == 0
@@ -108,6 +112,7 @@ def test_markdown_report_has_png_charts_beside_it(tmp_path):
     assert "| workload |" in text and "## Which device for what" in text
 
 
+@pytest.mark.slow
 def test_report_refuses_bad_input_with_one_line(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

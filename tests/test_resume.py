@@ -44,6 +44,7 @@ def workers_of(parent_pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_killed_run_resumes_every_case_exactly_once(tmp_path):
     config, out = tmp_path / "sweep.toml", tmp_path / "r.jsonl"

@@ -12,6 +12,7 @@ def selftest(behaviour, **opts):
                 options={"behaviour": behaviour, **opts})
 
 
+@pytest.mark.slow
 def test_faults_are_recorded_and_good_cases_still_run(tmp_path):
     out = tmp_path / "r.jsonl"
     cases = [selftest("ok"), selftest("segfault"), selftest("hang"), selftest("raise"),
@@ -30,6 +31,7 @@ def test_faults_are_recorded_and_good_cases_still_run(tmp_path):
     assert all(r.fingerprint == {"hostname": "t"} for r in loaded)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes,expected", [((64, 128, 256), ["oom", "skipped", "skipped"])])
 def test_batches_larger_than_an_oom_are_skipped_not_shrunk(tmp_path, sizes, expected):
     cases = [Case(workload="selftest", backend="numpy", device="cpu", mode="train", batch_size=b,

@@ -6,6 +6,8 @@ matmuls. Each failure is recorded with the right status and message, in plan ord
 
 import functools
 
+import pytest
+
 import xpubench
 from xpubench.api import plan_path
 from xpubench.plan import Case
@@ -22,6 +24,7 @@ def environment():
 FAULTS = {"segfault": "crash", "oom": "oom", "hang": "timeout", "raise": "error"}
 
 
+@pytest.mark.slow
 def test_four_faults_and_every_other_case_ok(tmp_path):
     out = tmp_path / "sweep.jsonl"
     behaviours = ["ok", "segfault", {"behaviour": "sleep", "seconds": 0.2}, "oom", "hang", "raise", "nan"]
@@ -54,6 +57,7 @@ def test_four_faults_and_every_other_case_ok(tmp_path):
     assert [len(r.runs) for r in saved] == [2 if r.status == "ok" else 1 for r in saved]
 
 
+@pytest.mark.slow
 def test_batches_given_out_of_order_are_run_ascending_and_skipped_after_oom(tmp_path):
     results = xpubench.run(
         workloads=["selftest"], backends=["numpy"], batch_sizes=[1024, 256, 512, 256],
@@ -65,6 +69,7 @@ def test_batches_given_out_of_order_are_run_ascending_and_skipped_after_oom(tmp_
     assert "larger than batch size 256, which ran out of memory" in results[1].message
 
 
+@pytest.mark.slow
 def test_placement_mismatch_is_an_error_not_a_silent_fallback(tmp_path):
     results = xpubench.run(
         workloads=["selftest"], backends=["numpy"], output=tmp_path / "p.jsonl", environment=environment(),

@@ -120,6 +120,8 @@ class RunHooks:
     on_start: Callable[[Case, int], None] | None = None                # (case, process index)
     on_result: Callable[[Run], None] | None = None                     # one process's run
     on_warning: Callable[[str], None] | None = None
+    on_budget: Callable[[Any], None] | None = None                    # the run's harness.budget.Budget
+    on_cut: Callable[[Case, int], None] | None = None                  # a process the budget left out
 
 
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
@@ -132,11 +134,19 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     Pass a PlanRequest or its fields as keywords (``workloads=["matmul"], backends=["numpy"]``).
     With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
     in FILE run. Returns one Result per case (for resume: the earlier ones too).
+
+    ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
+    the whole run, detection, worker start and compilation included (harness/budget.py); a resumed run
+    has no budget: it finishes what is left.
     """
+    import time
+
     from xpubench.devices.device import is_accelerator
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
 
+    began = time.monotonic()
     hooks = hooks or RunHooks()
+    budget = None
     check_run_settings(timeout_s, memory_limit_bytes, processes)
     previous: list[Run] = []
     with contextlib.ExitStack() as stack:
@@ -154,6 +164,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             env = environment or (_detect() if left else {})
         else:
             request = _request(request, request_fields)
+            _check_budget(request.budget_s)
             out = Path(output) if output else default_output()
             store.check_writable(out)
             if out.exists() and out.stat().st_size:
@@ -164,15 +175,20 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             left = len(cases) * processes
             for note in planned.notes:
                 _warn(hooks, note)
+            budget = _budget(request, env, began)
+            if budget:
+                cases = budget.order(cases)
             out.touch()
             _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
-                                     "processes": processes})
+                                     "processes": processes, "budget_s": budget.total_s if budget else None})
             stack.enter_context(store.exclusive(plan_path(out)))
         if memory_limit_bytes and any(is_accelerator(c.device) for c in cases):
             _warn(hooks, "--memory-limit applies to CPU cases only: accelerator cases run without an address-space "
                   "cap (their runtimes reserve more address space than memory)")
         if hooks.on_plan:
             hooks.on_plan(cases, processes, left)
+        if budget and hooks.on_budget:
+            hooks.on_budget(budget)
         quick_default = 600.0 if all(c.steps for c in cases if c.mode != "matmul") else DEFAULT_TIMEOUT_S
         fp = fingerprint(env)
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
@@ -181,9 +197,26 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         runs = run_cases(
             cases, out, fingerprint=fp, processes=processes, timeout_s=timeout_s or quick_default,
             memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
-            earlier=previous,
+            earlier=previous, budget=budget, on_cut=hooks.on_cut,
         )
+    said = budget.summary(processes) if budget else None
+    if said:
+        _warn(hooks, said)
     return aggregate_all(previous + runs)
+
+
+def _check_budget(b) -> None:
+    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
+        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
+
+
+def _budget(request: PlanRequest, env: dict, began: float):
+    """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called."""
+    from xpubench.estimate import case_seconds
+    from xpubench.harness.budget import Budget, default_budget
+
+    total = default_budget(request.budget_s, workloads_given=request.workloads is not None)
+    return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began) if total else None
 
 
 def _runs_left(cases: list[Case], processes: int, previous: list[Run]) -> int:

@@ -220,6 +220,7 @@ def _execute_run(args, console) -> int:
         progress.result(result)
 
     hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=on_result,
+                         on_budget=progress.budget, on_cut=progress.cut,
                          on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
     if args.resume:
         out = Path(args.resume)

@@ -93,3 +93,20 @@ def describe(seconds: float) -> str:
     if seconds < 5400:
         return f"{math.ceil(seconds / 60)} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def budget_note(cases, env: dict, budget_s: float | None, processes: int) -> str | None:
+    """One sentence for ``--dry-run``: what the run's budget would leave out if every worker process took
+    its estimate (the run itself re-plans from what the processes measure)."""
+    from xpubench.harness.budget import preview
+
+    if not budget_s:
+        return None
+    ran, skipped = preview(cases, processes, budget_s, lambda case: case_seconds(case, env)[0])
+    fewer = sum(1 for n in ran.values() if n < processes)
+    if not skipped and not fewer:
+        return f"the run's {budget_s:g} s budget fits every case at these estimates"
+    said = [f"{len(skipped)} case(s) skipped ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})"
+            if skipped else "", f"{fewer} case(s) with fewer than {processes} processes" if fewer else ""]
+    return (f"the run's {budget_s:g} s budget would leave out, at these estimates: "
+            f"{' and '.join(s for s in said if s)}; the run re-plans from what each case measures")

@@ -22,6 +22,7 @@ from pathlib import Path
 from xpubench import envnames
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.harness import failures
+from xpubench.harness.budget import Budget
 from xpubench.harness.metrics import add_peak_metrics
 from xpubench.harness.outcome import Outcome
 from xpubench.plan import Case
@@ -130,6 +131,8 @@ def run_cases(
     on_start: Callable[[Case, int], None] | None = None,
     on_result: Callable[[Run], None] | None = None,
     earlier: Iterable[Run] = (),
+    budget: Budget | None = None,
+    on_cut: Callable[[Case, int], None] | None = None,
 ) -> list[Run]:
     """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
     appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call.
@@ -138,7 +141,11 @@ def run_cases(
     their OOMs still skip larger batches. A case whose process did not end ok runs no further processes
     (a crash or a timeout would only repeat; its runs so far are kept). If appending fails (disk full),
     the runs of this call not yet in the file are saved next to it (or in the temp folder) and
-    AppendError says where; nothing that ran is lost."""
+    AppendError says where; nothing that ran is lost.
+
+    With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
+    not fit in the time left is recorded as skipped with the reason, a further process that does not fit
+    is not started (``on_cut``), and each worker's timeout is capped by the time left."""
     runs: list[Run] = []
     oom_at: dict[tuple, int] = {}
     earlier = list(earlier)
@@ -146,8 +153,14 @@ def run_cases(
     stopped = {r.case.get("run_id") for r in earlier if r.status != "ok"}
     for r in earlier:
         _note_oom(oom_at, Case.from_dict(r.case), r.status)
-    for case, process in schedule(list(cases), processes):
+    cases = budget.order(cases) if budget else list(cases)
+    for case, process in schedule(cases, processes):
         if (case.run_id, process) in done or case.run_id in stopped:
+            continue
+        over = budget.admit(case, process) if budget else None
+        if over and process > 0:
+            if on_cut:
+                on_cut(case, process)
             continue
         if on_start:
             on_start(case, process)
@@ -157,9 +170,11 @@ def run_cases(
         if case.batch_size and group in oom_at and case.batch_size > oom_at[group]:
             outcome, wall = {"status": "skipped", "message": (
                 f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
+        elif over:
+            outcome, wall = {"status": "skipped", "message": over}, 0.0
         else:
             limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
-            outcome, wall = run_one(case, timeout_s=timeout_s, memory_limit_bytes=limit)
+            outcome, wall = _run_within(budget, case, timeout_s, limit)
         state = machine.state(before, machine.snapshot())
         _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
@@ -184,6 +199,17 @@ def run_cases(
         if on_result:
             on_result(run)
     return runs
+
+
+def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None) -> tuple[dict, float]:
+    """run_one, its timeout capped by the budget's time left; the budget re-plans from its wall time."""
+    capped = budget.timeout(timeout_s) if budget else timeout_s
+    outcome, wall = run_one(case, timeout_s=capped, memory_limit_bytes=limit)
+    if budget:
+        budget.record(case, wall)
+        if outcome["status"] == "timeout" and capped < timeout_s:
+            outcome["message"] = f"{outcome.get('message')} (the run's {budget.total_s:g} s budget was spent)"
+    return outcome, wall
 
 
 def _note_oom(oom_at: dict[tuple, int], case: Case, status: str) -> None:

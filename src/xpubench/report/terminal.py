@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from xpubench.report.tables import (
     inference_table,
@@ -18,14 +26,29 @@ STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "ye
                 "error": "red"}
 
 
+class BudgetLeftColumn(ProgressColumn):
+    """The run budget's time left ("112 s of 150 s left"), read at every refresh; empty without a budget."""
+
+    def __init__(self):
+        super().__init__()
+        self.budget = None
+
+    def render(self, task) -> Text:
+        if self.budget is None:
+            return Text("")
+        return Text(f"{self.budget.left():.0f} s of {self.budget.total_s:g} s left", style="cyan")
+
+
 class RunProgress:
     """A rich progress bar fed by api.RunHooks; prints one line per finished case."""
 
     def __init__(self, console: Console, enabled: bool = True):
         self.console = console
         self.enabled = enabled
+        self.left_column = BudgetLeftColumn()
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True, disable=not enabled)
+                                 TimeElapsedColumn(), self.left_column, console=console, transient=True,
+                                 disable=not enabled)
         self.task = None
         self.processes = 1
 
@@ -43,6 +66,14 @@ class RunProgress:
                                f"({len(cases)} cases x {processes} processes)")
         self.processes = processes
         self.task = self.progress.add_task("starting", total=left)
+
+    def budget(self, budget) -> None:
+        """The run's harness.budget.Budget: its time left is shown beside the bar."""
+        self.left_column.budget = budget
+
+    def cut(self, case, process: int) -> None:
+        """A process the budget left out: it counts as done, silently."""
+        self.progress.advance(self.task)
 
     def start(self, case, process: int) -> None:
         self.progress.update(self.task, description=f"{case.key} [{process + 1}/{self.processes}]")

@@ -1,0 +1,226 @@
+"""The whole run's time budget (harness/budget.py) and its hooks in the runner and api.run, with a fake
+clock and fake worker durations: no process starts and no real time is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from xpubench.harness import budget as budget_mod
+from xpubench.harness import runner
+from xpubench.harness.budget import Budget, default_budget, first_cases_first
+from xpubench.plan import Case
+from xpubench.results.aggregate import aggregate_all
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _case(workload="mnist_cnn", backend="torch", size=None, batch=32) -> Case:
+    if workload == "matmul":
+        return Case(workload="matmul", backend=backend, device="cpu", mode="matmul", size=size or 1024)
+    return Case(workload=workload, backend=backend, device="cpu", mode="train", batch_size=batch, steps=2)
+
+
+def _fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float], hang_key: str | None = None):
+    """runner.run_one replaced: each case 'takes' its duration on the fake clock; ``hang_key`` never
+    ends, so it lasts exactly the timeout it is given. Returns the timeouts given, by case key."""
+    timeouts: dict[str, list[float]] = {}
+
+    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None):
+        timeouts.setdefault(case.key, []).append(timeout_s)
+        if case.key == hang_key:
+            clock.now += timeout_s
+            return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, timeout_s
+        clock.now += durations[case.key]
+        return {"status": "ok", "metrics": {}}, durations[case.key]
+
+    monkeypatch.setattr(runner, "run_one", fake_run_one)
+    return timeouts
+
+
+def test_the_default_run_gets_150_s_and_a_named_workload_none():
+    assert default_budget(None, workloads_given=False) == budget_mod.DEFAULT_RUN_BUDGET_S == 150.0
+    assert default_budget(None, workloads_given=True) is None
+    assert default_budget(40, workloads_given=True) == 40.0
+    assert default_budget(40, workloads_given=False) == 40.0
+
+
+def test_each_workload_first_case_comes_first_and_order_inside_a_group_is_kept():
+    cases = [_case("matmul", "numpy", 1024), _case("matmul", "numpy", 2048), _case("matmul", "torch", 1024),
+             _case("mnist_cnn", "torch", batch=32), _case("mnist_cnn", "torch", batch=64),
+             _case("weather_gru", "torch"), _case("mnist_cnn", "jax"), _case("weather_gru", "jax")]
+    ordered = [c.key for c in first_cases_first(cases)]
+    firsts = ordered[:3]
+    assert [k.split("/")[0] for k in firsts] == ["matmul", "mnist_cnn", "weather_gru"]
+    pair_firsts = ordered[3:6]   # then the first case of each workload x backend not yet seen
+    assert {k.split("/")[1] for k in pair_firsts} == {"torch", "jax"}
+    assert ordered.index("mnist_cnn/torch/cpu/train/fp32/b32") < ordered.index("mnist_cnn/torch/cpu/train/fp32/b64")
+    assert ordered.index("matmul/numpy/cpu/matmul/fp32/n1024") < ordered.index("matmul/numpy/cpu/matmul/fp32/n2048")
+    assert sorted(ordered) == sorted(c.key for c in cases)
+
+
+def test_a_case_that_cannot_fit_is_skipped_with_the_reason():
+    clock = FakeClock()
+    estimates = {"mnist_cnn": 30.0, "weather_gru": 80.0}
+    b = Budget(100.0, estimate=lambda c: estimates[c.workload], clock=clock)
+    mnist, weather = _case("mnist_cnn"), _case("weather_gru")
+    assert b.admit(mnist, 0) is None
+    clock.now += 30.0
+    b.record(mnist, 30.0)
+    reason = b.admit(weather, 0)
+    assert reason and "150" not in reason and "100 s budget has 70 s left" in reason and "80 s" in reason
+    assert "--budget" in reason
+    assert b.skipped == [weather.key]
+    assert b.admit(mnist, 1) is None             # 30 s still fits in 70 s
+    clock.now += 50.0
+    assert b.admit(mnist, 2) == "process 3 does not fit"   # 30 s > 20 s left: cut, not skipped
+    assert b.cut == {mnist.key: 1} and b.skipped == [weather.key]
+
+
+def test_replanning_scales_the_remaining_estimates_by_what_finished_cases_measured():
+    clock = FakeClock()
+    b = Budget(100.0, estimate=lambda c: 10.0, clock=clock)
+    a, c = _case("mnist_cnn"), _case("weather_gru")
+    assert b.scale == 1.0 and b.expected(c) == 10.0
+    clock.now += 30.0
+    b.record(a, 30.0)                             # took 3x its estimate
+    assert b.scale == pytest.approx(3.0)
+    assert b.expected(c) == pytest.approx(30.0)
+    b.record(a, 10.0)                             # 40 s measured for 20 s estimated
+    assert b.scale == pytest.approx(2.0)
+    clock.now = 1000.0 + 85.0                     # 15 s left: 20 s expected no longer fits, 10 s would
+    assert "about 20 s" in b.admit(c, 0) and "x 2.00" in b.admit(c, 0)
+    b.record(a, 0.0)                              # a process that never ran (skipped) says nothing
+    assert b.scale == pytest.approx(2.0)
+
+
+def test_the_worker_timeout_is_capped_by_the_time_left_plus_a_margin():
+    clock = FakeClock()
+    b = Budget(100.0, estimate=lambda c: 1.0, clock=clock, margin_s=10.0)
+    assert b.timeout(600.0) == 110.0
+    assert b.timeout(50.0) == 50.0
+    clock.now += 95.0
+    assert b.timeout(600.0) == 15.0
+    clock.now += 500.0                            # over budget: only the margin
+    assert b.timeout(600.0) == 10.0
+
+
+def test_runner_every_workload_gets_a_case_and_what_cannot_fit_is_recorded_skipped(monkeypatch, tmp_path):
+    clock = FakeClock()
+    cases = [_case("matmul", "numpy", 1024), _case("matmul", "numpy", 2048), _case("matmul", "numpy", 4096),
+             _case("mnist_cnn", batch=32), _case("mnist_cnn", batch=64), _case("weather_gru")]
+    durations = {c.key: 10.0 for c in cases}
+    _fake_runner(monkeypatch, clock, durations)
+    b = Budget(45.0, estimate=lambda c: 10.0, clock=clock)
+    cut = []
+    out = tmp_path / "r.jsonl"
+    runs = runner.run_cases(cases, out, fingerprint={}, processes=2, budget=b,
+                            on_cut=lambda case, p: cut.append((case.key, p)))
+    ran = [(r.key, r.process, r.status) for r in runs]
+    # round 0, first cases first: matmul n1024, mnist b32, weather, then matmul n2048 (40 s spent)
+    ok_first = [k for k, p, s in ran if s == "ok" and p == 0]
+    assert {k.split("/")[0] for k in ok_first} == {"matmul", "mnist_cnn", "weather_gru"}
+    assert ok_first[:3] == [cases[0].key, cases[3].key, cases[5].key]
+    skipped = {k: s for k, p, s in ran if s == "skipped"}
+    assert set(skipped) == {cases[2].key, cases[4].key}
+    assert all("budget" in r.message for r in runs if r.status == "skipped")
+    assert not any(p == 1 for k, p, s in ran)     # no second process fits: cut, not recorded
+    assert len(cut) == 4
+    results = aggregate_all(runner_runs_from(out))
+    assert {r.key: r.status for r in results}[cases[2].key] == "skipped"   # in the file, for the reports
+    assert len(results) == len(cases)
+
+
+def runner_runs_from(path):
+    from xpubench.results import store
+
+    return store.load_file(path).runs
+
+
+def test_runner_caps_a_hung_workers_timeout_so_the_run_ends_near_its_budget(monkeypatch):
+    clock = FakeClock()
+    hung, after = _case("mnist_cnn"), _case("weather_gru")
+    timeouts = _fake_runner(monkeypatch, clock, {after.key: 5.0}, hang_key=hung.key)
+    b = Budget(60.0, estimate=lambda c: 5.0, clock=clock, margin_s=10.0)
+    runs = runner.run_cases([hung, after], None, fingerprint={}, processes=1, timeout_s=600.0, budget=b)
+    assert timeouts[hung.key] == [70.0]           # 60 s left + 10 s margin, not 600 s
+    assert runs[0].status == "timeout" and "60 s budget was spent" in runs[0].message
+    assert runs[1].status == "skipped"            # nothing left for the next case
+    assert clock.now - 1000.0 <= 60.0 + 10.0
+
+
+def test_runner_without_a_budget_keeps_the_plan_order_and_the_timeout(monkeypatch):
+    clock = FakeClock()
+    cases = [_case("matmul", "numpy", 1024), _case("matmul", "numpy", 2048), _case("mnist_cnn")]
+    timeouts = _fake_runner(monkeypatch, clock, {c.key: 100.0 for c in cases})
+    runs = runner.run_cases(cases, None, fingerprint={}, processes=1, timeout_s=600.0)
+    assert [r.key for r in runs] == [c.key for c in cases]
+    assert all(t == [600.0] for t in timeouts.values())
+
+
+def test_api_run_gives_the_default_run_a_budget_and_writes_it_to_the_plan(monkeypatch, tmp_path):
+    import json
+
+    from xpubench import api
+
+    seen = {}
+
+    def fake_run_cases(cases, out, **kwargs):
+        seen.update(kwargs, cases=cases)
+        return []
+
+    monkeypatch.setattr(runner, "run_cases", fake_run_cases)
+    env = {"host": {}, "backends": {"numpy": {"installed": True, "devices": [{"id": "cpu", "kind": "cpu"}]}}}
+    got = []
+    hooks = api.RunHooks(on_budget=got.append, on_warning=lambda w: None)
+    api.run(output=tmp_path / "a.jsonl", environment=env, hooks=hooks)
+    assert seen["budget"].total_s == 150.0 and got == [seen["budget"]]
+    assert json.loads((tmp_path / "a.jsonl.plan.json").read_text())["settings"]["budget_s"] == 150.0
+    api.run(output=tmp_path / "b.jsonl", environment=env, hooks=hooks, workloads=["matmul"])
+    assert seen["budget"] is None
+    api.run(output=tmp_path / "c.jsonl", environment=env, hooks=hooks, workloads=["matmul"], budget_s=30)
+    assert seen["budget"].total_s == 30.0
+
+
+@pytest.mark.parametrize("bad", [0, -5, "fast", True, float("inf")])
+def test_a_bad_budget_is_one_line(bad, tmp_path):
+    from xpubench import api
+    from xpubench.errors import UserError
+
+    with pytest.raises(UserError, match="--budget"):
+        api.run(output=tmp_path / "a.jsonl", environment={}, workloads=["matmul"], budget_s=bad)
+
+
+def test_the_progress_bar_shows_the_time_left():
+    from rich.console import Console
+
+    from xpubench.report.terminal import RunProgress
+
+    clock = FakeClock()
+    progress = RunProgress(Console(file=None, force_terminal=False), enabled=False)
+    assert progress.left_column.render(None).plain == ""
+    progress.budget(Budget(150.0, estimate=lambda c: 1.0, clock=clock))
+    clock.now += 38.0
+    assert progress.left_column.render(None).plain == "112 s of 150 s left"
+
+
+def test_the_dry_run_preview_says_what_the_budget_leaves_out():
+    from xpubench import estimate
+    from xpubench.harness.budget import preview
+
+    cases = [_case("matmul", "numpy", 1024), _case("mnist_cnn"), _case("weather_gru"), _case("mnist_cnn", "jax")]
+    seconds = {"matmul": 2.0, "mnist_cnn": 10.0, "weather_gru": 30.0}
+    ran, skipped = preview(cases, 2, 25.0, lambda c: seconds[c.workload])
+    # round 0: matmul 2, mnist 10 (12), weather 30 does not fit, mnist/jax 10 (22); round 1: matmul 2 (24)
+    assert skipped == [cases[2].key]
+    assert ran == {cases[0].key: 2, cases[1].key: 1, cases[3].key: 1}
+    env = {"host": {}, "backends": {}}
+    assert estimate.budget_note(cases, env, None, 3) is None
+    assert "fits every case" in estimate.budget_note(cases[:1], env, 1000.0, 1)
+    note = estimate.budget_note(cases, env, 1.0, 1)
+    assert "4 case(s) skipped" in note and "re-plans" in note

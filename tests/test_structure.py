@@ -1,0 +1,148 @@
+"""The code's shape: no import cycle among src/xpubench modules (imports inside functions count too) and
+no source file over 400 lines. Built from the source with ast; nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = "xpubench"
+MAX_LINES = 400
+
+
+def module_files(src: Path = SRC) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package (a package is its __init__)."""
+    out = {}
+    for path in sorted((src / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names (``from . import x`` / ``from ..a import b`` resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _nearest(name: str, modules: dict[str, Path]) -> str | None:
+    """The module ``name`` is, or the nearest package above it that is one of ours."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Our modules that ``module`` imports anywhere in its file (top level, functions, classes, guards).
+    ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, is_package, node)
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == PACKAGE or name.startswith(PACKAGE + "."):
+                target = _nearest(name, modules)
+                if target and target != module:
+                    found.add(target)
+    return found
+
+
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+    modules = module_files(src)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root, targets in graph.items():
+        if root in index:
+            continue
+        work = [(root, iter(sorted(targets)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _edges_inside(graph: dict[str, set[str]], component: list[str]) -> str:
+    members = set(component)
+    return "; ".join(f"{a} -> {b}" for a in component for b in sorted(graph[a] & members))
+
+
+def test_no_import_cycle_among_src_modules():
+    graph = import_graph()
+    found = cycles(graph)
+    assert not found, "import cycles (imports inside functions count):\n" + "\n".join(
+        f"  {' <-> '.join(c)}: {_edges_inside(graph, c)}" for c in found)
+
+
+def test_no_source_file_over_400_lines():
+    long = {str(p.relative_to(SRC)): n for p in module_files().values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"split these files (over {MAX_LINES} lines): {long}"
+
+
+def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from xpubench.sub import b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .. import c\n")
+    (pkg / "c.py").write_text("import xpubench.a as a\n")
+    (pkg / "d.py").write_text("from xpubench import a\n")   # imports into the cycle, is not part of it
+    graph = import_graph(tmp_path)
+    assert graph["xpubench.sub.b"] == {"xpubench.c"}
+    assert graph["xpubench.d"] == {"xpubench.a"}
+    assert cycles(graph) == [["xpubench.a", "xpubench.c", "xpubench.sub.b"]]
+    (pkg / "c.py").write_text("import numpy\n")
+    assert cycles(import_graph(tmp_path)) == []
