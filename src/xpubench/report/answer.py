@@ -47,7 +47,8 @@ def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
         return ""
     rows = rows.sort_values("_rate", ascending=False)
     best = rows.iloc[0]
-    head = f"{best['workload']} ({best['mode']}): fastest here {_name(best)}"
+    what = best["workload"] if best["mode"] in ("train", "matmul") else f"{best['workload']} ({best['mode']})"
+    head = f"{what}: fastest here {_name(best)}"
     others = rows[[_name(r) != _name(best) for _, r in rows.iterrows()]]
     if others.empty:
         return f"{head} (the only backend/device measured)"

@@ -69,11 +69,16 @@ class Table:
         (default: the console's); plain text (no box, no style) when the console is not a terminal."""
         width = width or console.width
         cells = self.frame()
-        for level in sorted({c.priority for c in self.columns}, reverse=True):
-            kept = [c for c in self.columns if c.priority <= level]
+        kept = list(self.columns)
+        # the drop order: the least important first, the rightmost of equal importance first
+        order = sorted((c for c in self.columns if c.priority != ALWAYS),
+                       key=lambda c: (-c.priority, -self.columns.index(c)))
+        table = self._rich(console, kept, cells)
+        for column in order:
+            if _natural_width(console, table) <= width:
+                break
+            kept.remove(column)
             table = self._rich(console, kept, cells)
-            if _natural_width(console, table) <= width or level == ALWAYS:
-                return table
         return table
 
     def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame) -> RichTable:

@@ -143,7 +143,9 @@ def inference_table(frame: pd.DataFrame) -> Table:
 
     def delta(r):
         value = num(r, f"{r.get('metric_name') or 'metric'}_delta")
-        return "n/a" if value is None else f"{value:+.4f}"
+        if value is None:
+            return "-" if r["precision"] == "fp32" else "n/a"
+        return f"{value:+.4f}"
 
     cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
             Column("latency p50", lambda r: noisy(r, fmt_seconds(num(r, "latency_s")))),
@@ -187,7 +189,7 @@ def speedup_table(frame: pd.DataFrame) -> Table:
             Column("device", lambda r: f"{r['device']} ({r.get('device_name') or 'n/a'})", text=True),
             Column("CPU baseline", lambda r: f"{base_of(r)['source']}: {base_of(r).get('device_name') or 'cpu'}",
                    priority=LOW, text=True),
-            Column("speedup cold", cold), Column("speedup warm", warm)]
+            Column("speedup cold", cold, priority=ALWAYS), Column("speedup warm", warm, priority=ALWAYS)]
     return Table("Speedup over the CPU", cols, rows)
 
 
@@ -231,6 +233,6 @@ def status_table(frame: pd.DataFrame) -> Table:
                 text = (text + "; " if text else "") + f"batch {fit} fitted"
         return text
 
-    cols = [_text("file", "source", priority=LOW), _text("case", "key"), _text("status", "status"),
+    cols = [*([_text("file", "source", priority=LOW)] if many_sources(frame) else []), _text("case", "key"), _text("status", "status"),
             Column("message", message, text=True)]
     return Table("Cases that did not finish ok", cols, bad)
