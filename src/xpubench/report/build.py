@@ -87,7 +87,8 @@ def build_report(loaded) -> Report:
             tables=_model(tables.training_table(frame)) + _tables(
                 ("Epoch time and step/sample time by batch size x device", sections.batch_pivot(frame), "")),
             charts=_charts(charts.throughput_chart(frame), charts.batch_chart(frame),
-                           charts_training.curves_chart(frame, data.items))))
+                           charts_training.curves_chart(frame, data.items),
+                           charts_training.curves_chart(frame, data.items, synthetic=True))))
     if not ok_rows(frame, "matmul").empty:
         secs.append(Section("Matrix multiply", "matmul", intro=(
             "Cold = the first product (compile, library and thread-pool start included); warm = median of "
