@@ -118,5 +118,6 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
     if output is not None:
         path = shlex.quote(str(output))
         lines.append(f"- results: {output}")
-        lines.append(f"- report: xpubench report {path} -o report.html")
+        lines.append("- the report (charts and every table):")
+        lines.append(f"  xpubench report {path} -o report.html")
     return lines if len(lines) > 2 else []
