@@ -4,14 +4,13 @@ page, curves of synthetic data labelled as such, and `xpubench run` output that 
 import dataclasses
 import io
 
-import pandas as pd
 import pytest
 from rich.console import Console
 from test_report_frame import FINGERPRINT, record
 
 from xpubench.report import charts
 from xpubench.report.chart_labels import overlapping
-from xpubench.report.frame import ResultSet, results_frame
+from xpubench.report.frame import results_frame
 
 LONG_WORKLOADS = ("cifar10_resnet18", "fashion_mnist_mlp", "imdb_lstm", "mnist_cnn", "tiny_transformer_lm",
                   "wikitext_gpt_small")
@@ -81,7 +80,7 @@ def overflowing_tables(page: str, tmp_path, width: int) -> list[str]:
     import json
     import re
 
-    title = re.search(r"<title>(.*?)</title>", proc.stdout, re.S)
+    title = re.search(r"<title>(.*?)</title>", proc.stdout, re.DOTALL)
     assert title, proc.stderr[-2000:]
     return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 

@@ -236,3 +236,24 @@ def status_table(frame: pd.DataFrame) -> Table:
     cols = [*([_text("file", "source", priority=LOW)] if many_sources(frame) else []), _text("case", "key"), _text("status", "status"),
             Column("message", message, text=True)]
     return Table("Cases that did not finish ok", cols, bad)
+
+
+def every_table(frame: pd.DataFrame) -> list[Table]:
+    """The tables every output shares, in the order `xpubench run --verbose` prints them."""
+    return [matmul_table(frame), training_table(frame), inference_table(frame), speedup_table(frame),
+            scaling_table(frame), status_table(frame)]
+
+
+def tables_of(loaded) -> dict[str, pd.DataFrame]:
+    """For a notebook: every non-empty table of results (paths, store.load_results output or a list of
+    Result) as DataFrames of formatted strings, by title."""
+    from xpubench.report.frame import results_frame
+    from xpubench.results import store
+
+    if isinstance(loaded, (str, bytes)) or hasattr(loaded, "__fspath__"):
+        loaded = [loaded]
+    loaded = list(loaded)
+    if loaded and (isinstance(loaded[0], str) or hasattr(loaded[0], "__fspath__")):
+        loaded = store.load_results(loaded)
+    frame = results_frame(loaded)
+    return {t.title: t.frame() for t in every_table(frame) if not t.empty} if not frame.empty else {}

@@ -67,18 +67,12 @@ def headline(result) -> str:
     return ""
 
 
-def full_tables(frame) -> list[tables.Table]:
-    """The tables every output shares (report/tables.py), in the order a run prints them."""
-    return [tables.matmul_table(frame), tables.training_table(frame), tables.inference_table(frame),
-            tables.speedup_table(frame), tables.scaling_table(frame), tables.status_table(frame)]
-
-
 def print_run_tables(results, console: Console) -> None:
     """Every full table of these results (`xpubench run --verbose`)."""
     data = ResultSet.load(results)
     if data.frame.empty:
         return
-    for table in full_tables(data.frame):
+    for table in tables.every_table(data.frame):
         print_table(table, console)
     _print_noisy(data, console)
 
