@@ -199,7 +199,7 @@ def _dry_run(args, console) -> int:
 
 def _execute_run(args, console) -> int:
     from xpubench import api
-    from xpubench.report.terminal import RunProgress, print_run_tables
+    from xpubench.report.terminal import RunProgress, print_run_output
 
     if getattr(args, "dry_run", False):
         return _dry_run(args, console)
@@ -231,8 +231,7 @@ def _execute_run(args, console) -> int:
         with progress:
             results = api.run(request, output=out, timeout_s=timeout, memory_limit_bytes=memory_limit,
                               processes=processes, hooks=hooks)
-    print_run_tables(results, console)
-    console.print(f"results: {out}", highlight=False)
+    print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
     return summarize_failures(fresh)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, sections
+from xpubench.report import advice, charts, charts_training, sections, tables
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -19,6 +19,16 @@ from xpubench.version import __version__
 
 def _tables(*blocks: tuple[str, pd.DataFrame, str]) -> list[TableBlock]:
     return [TableBlock(title, frame, note) for title, frame, note in blocks if not frame.empty]
+
+
+def _model(table: tables.Table, title: str | None = None, note: str = "") -> list[TableBlock]:
+    """A table of report/tables.py as blocks: one per part when the table is split (so it fits a page)."""
+    if table.empty:
+        return []
+    parts = table.split()
+    if len(parts) == 1:
+        return [TableBlock(table.title if title is None else title, parts[0][1], note)]
+    return [TableBlock(t, f, note if i == len(parts) - 1 else "") for i, (t, f) in enumerate(parts)]
 
 
 def _charts(*made) -> list:
@@ -74,23 +84,23 @@ def build_report(loaded) -> Report:
         secs.append(Section("Training", "training", intro=(
             "Compile and the first epoch are apart from the steady state: epoch = median over epochs 2+, "
             "step = median steady step (IQR beside it)."),
-            tables=_tables(("Every training case", sections.training_table(frame), ""),
-                           ("Epoch time and step/sample time by batch size x device", sections.batch_pivot(frame),
-                            "")),
+            tables=_model(tables.training_table(frame)) + _tables(
+                ("Epoch time and step/sample time by batch size x device", sections.batch_pivot(frame), "")),
             charts=_charts(charts.throughput_chart(frame), charts.batch_chart(frame),
-                           charts_training.curves_chart(frame, data.items))))
+                           charts_training.curves_chart(frame, data.items),
+                           charts_training.curves_chart(frame, data.items, synthetic=True))))
     if not ok_rows(frame, "matmul").empty:
         secs.append(Section("Matrix multiply", "matmul", intro=(
             "Cold = the first product (compile, library and thread-pool start included); warm = median of "
             "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate)."),
-            tables=_tables(("FLOP/s per device, dtype and N", sections.matmul_table(frame), _peak_note(frame))),
+            tables=_model(tables.matmul_table(frame), note=_peak_note(frame)),
             charts=_charts(charts.matmul_chart(frame), charts.roofline_chart(frame))))
-    speedups = sections.speedup_table(frame)
+    speedups = tables.speedup_table(frame)
     secs.append(Section("Speedup over the CPU", "speedup", intro=(
         "Each accelerator case over the same case on the CPU (same file when it has one). Matmul: FLOP/s "
         "ratios; training: cold = first-epoch time ratio, warm = steady samples/s ratio." if not speedups.empty
         else "No accelerator case with a matching CPU case in these files: no speedup to show."),
-        tables=_tables(("", speedups, ""))))
+        tables=_model(speedups, "")))
     fw = sections.framework_table(data)
     if not fw.empty:
         secs.append(Section("PyTorch against JAX", "frameworks", intro=(
@@ -101,10 +111,10 @@ def build_report(loaded) -> Report:
         secs.append(Section("Inference and precision", "inference", intro=(
             "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
             "of the converted model and its change against fp32 on the same samples."),
-            tables=_tables(("", sections.inference_table(frame), "")), charts=_charts(charts.inference_chart(frame))))
-    scaling = sections.scaling_table(frame)
+            tables=_model(tables.inference_table(frame), ""), charts=_charts(charts.inference_chart(frame))))
+    scaling = tables.scaling_table(frame)
     if not scaling.empty:
-        secs.append(Section("Data-parallel scaling", "scaling", tables=_tables(("", scaling, "")),
+        secs.append(Section("Data-parallel scaling", "scaling", tables=_model(scaling, ""),
                             charts=_charts(charts.scaling_chart(frame))))
     gallery = charts_training.gallery_charts(frame, data.items)
     if gallery:
@@ -123,9 +133,9 @@ def build_report(loaded) -> Report:
             "machine's state changed between processes (another job, the hypervisor, thread placement). "
             "What the machine was doing around each process: load average, clock, steal time (on a VM)."),
             tables=_tables(("", disagree, ""))))
-    failed = sections.status_table(frame)
+    failed = tables.status_table(frame)
     if not failed.empty:
-        secs.append(Section("Cases that did not finish ok", "failed", tables=_tables(("", failed, ""))))
+        secs.append(Section("Cases that did not finish ok", "failed", tables=_model(failed, "")))
     secs.append(Section("Environments", "environments", intro="Where and with what each file was measured.",
                         tables=_tables(("", environment_table(data), ""))))
     warnings = [w for f in (loaded if isinstance(loaded, list) else []) for w in getattr(f, "warnings", [])]

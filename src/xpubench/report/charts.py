@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from xpubench.report.chart_labels import fit_x_labels
 from xpubench.report.content import Chart
 from xpubench.report.frame import column, many_sources, ok_rows, series_label
 
@@ -99,6 +100,15 @@ def grouped_bars(ax, groups: list[str], series: list[str], value, err=None, pale
 
 def throughput_chart(frame: pd.DataFrame) -> Chart | None:
     """Training samples/s per workload, one bar per backend/device (its best batch size)."""
+    made = throughput_figure(frame)
+    if made is None:
+        return None
+    fig, _, caption = made
+    return Chart("throughput", "Training throughput", caption, png(fig))
+
+
+def throughput_figure(frame: pd.DataFrame):
+    """(figure, its axes, caption) of throughput_chart, or None; the workload labels never overlap."""
     rows = ok_rows(frame, "train")
     rows = rows[column(rows, "samples_per_s").notna()]
     if rows.empty:
@@ -128,11 +138,12 @@ def throughput_chart(frame: pd.DataFrame) -> Chart | None:
     ax.set_title("Training throughput per workload and device (best batch size of each)")
     ax.legend(fontsize=8, ncols=2 if len(series) > 5 else 1)
     ax.grid(axis="y", alpha=0.3)
+    fit_x_labels(fig, ax)
     batches = ", ".join(f"{r.workload} {r.series}: b{int(r.batch_size)}" for r in best.itertuples()
                         if pd.notna(r.batch_size))
-    return Chart("throughput", "Training throughput", "Steady-state samples/s (global batch / median step "
-                 "time, epochs 2+); bars at each device's fastest batch size (" + batches + "); whiskers: "
-                 "95% bootstrap interval of the median step.", png(fig))
+    return fig, ax, ("Steady-state samples/s (global batch / median step time, epochs 2+); bars at each "
+                     "device's fastest batch size (" + batches + "); whiskers: 95% bootstrap interval of the "
+                     "median step.")
 
 
 def batch_chart(frame: pd.DataFrame) -> Chart | None:
@@ -279,6 +290,7 @@ def inference_chart(frame: pd.DataFrame) -> Chart | None:
         log = log_if_wide(ax, column(rows, metric) / scale)
         ax.set_ylabel(label + (", log scale" if log else ""))
         ax.tick_params(axis="x", labelsize=8)
+        fit_x_labels(fig, ax)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8, title="precision")
     fig.suptitle("Inference: throughput and model size per precision")

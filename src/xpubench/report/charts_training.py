@@ -34,9 +34,14 @@ def metric_name(workload: str) -> str:
     return spec.metric if spec is not None else "metric"
 
 
-def curves_chart(frame: pd.DataFrame, items) -> Chart | None:
-    """Per workload: training loss and validation metric per epoch, one line per run."""
+def curves_chart(frame: pd.DataFrame, items, *, synthetic: bool = False) -> Chart | None:
+    """Per workload: training loss and validation metric per epoch, one line per run; the runs on real
+    data (``synthetic=False``) or those on synthetic data (random labels: the validation metric means
+    nothing, the chart says so and comes folded)."""
     rows = ok_rows(frame, "train")
+    if not rows.empty:
+        on_synthetic = rows["data"].fillna("synthetic") == "synthetic"
+        rows = rows[on_synthetic if synthetic else ~on_synthetic]
     rows = rows[[bool(items[i].result.series.get("train_loss")) for i in rows["entry"]]] if not rows.empty else rows
     if rows.empty:
         return None
@@ -57,9 +62,11 @@ def curves_chart(frame: pd.DataFrame, items) -> Chart | None:
                 if values:
                     ax.plot(np.arange(1, len(values) + 1), values, "o-", ms=3, color=palette[label], label=label)
         metric = metric_name(workload)
-        loss_ax.set_title(f"{workload}: training loss")
+        tag = " (synthetic data)" if synthetic else ""
+        loss_ax.set_title(f"{workload}: training loss{tag}")
         loss_ax.set_ylabel("mean training loss")
-        metric_ax.set_title(f"{workload}: validation {metric}")
+        metric_ax.set_title(f"{workload}: validation {metric}" + (" (synthetic data: meaningless)" if synthetic
+                                                                  else ""))
         metric_ax.set_ylabel(f"validation {metric}" + (" (fraction correct)" if metric == "accuracy" else ""))
         for ax in (loss_ax, metric_ax):
             ax.set_xlabel("epoch")
@@ -67,9 +74,16 @@ def curves_chart(frame: pd.DataFrame, items) -> Chart | None:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
     fig.tight_layout()
+    if synthetic:
+        return Chart("curves_synthetic", "Training curves on synthetic data (random labels: the validation "
+                     "metric means nothing)", "Runs on generated inputs with random labels, made to time the "
+                     "hardware: the loss shows the training loop runs; no accuracy can be learned from "
+                     "random labels, so the validation metric says nothing about the model. Measure with "
+                     "--data real for meaningful curves.", png(fig), folded=True)
     return Chart("curves", "Training curves", "Mean training loss of each epoch's steps and the validation "
-                 "metric after each epoch. Short benchmark runs are far from converged: these curves show "
-                 "that training works and that devices/frameworks agree, not final quality.", png(fig))
+                 "metric after each epoch, on real data. Short benchmark runs are far from converged: these "
+                 "curves show that training works and that devices/frameworks agree, not final quality.",
+                 png(fig))
 
 
 def _gallery_source(frame: pd.DataFrame, items, workload: str):

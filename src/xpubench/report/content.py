@@ -21,6 +21,7 @@ class Chart:
     title: str
     caption: str
     png: bytes
+    folded: bool = False  # shown collapsed (HTML <details>): secondary, e.g. curves of synthetic data
 
 
 @dataclass

@@ -23,7 +23,8 @@ h3{margin:1.4em 0 .4em;font-size:1.02em}
 table{border-collapse:collapse;margin:.4em 0 1em;font-size:13px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #dde3ea;padding:3px 8px;text-align:right;vertical-align:top;white-space:nowrap}
 td.text{white-space:normal}.scroll{overflow-x:auto}
-th{background:#f1f4f8}td.text,th.text{text-align:left}
+th{background:#f1f4f8;white-space:normal;min-width:3em}
+details{margin:1em 0}summary{cursor:pointer;color:#596275}td.text,th.text{text-align:left}
 tr:nth-child(even) td{background:#fafbfc}
 .noisy{color:#b45309;font-weight:bold}
 .warn{background:#fff7e6;border-left:4px solid #f0a020;padding:6px 12px;margin:1em 0}
@@ -89,8 +90,11 @@ def _table_block(block: TableBlock) -> str:
 
 
 def _chart_block(chart: Chart) -> str:
-    return (f'<figure id="{esc(chart.name)}">{image_html(chart.png, chart.title)}'
-            f"<figcaption><strong>{esc(chart.title)}.</strong> {esc(chart.caption)}</figcaption></figure>")
+    figure = (f'<figure id="{esc(chart.name)}">{image_html(chart.png, chart.title)}'
+              f"<figcaption><strong>{esc(chart.title)}.</strong> {esc(chart.caption)}</figcaption></figure>")
+    if chart.folded:
+        return f"<details><summary>{esc(chart.title)} (click to show)</summary>{figure}</details>"
+    return figure
 
 
 def section_html(section: Section) -> str:

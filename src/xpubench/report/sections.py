@@ -1,4 +1,6 @@
-"""The report's tables, as DataFrames of formatted strings (the HTML and Markdown writers share them).
+"""The report-only tables, as DataFrames of formatted strings (the HTML and Markdown writers share them):
+the batch pivot, PyTorch against JAX, the spread of every figure and the processes that disagreed. The
+tables the terminal shows too are defined once in report/tables.py.
 
 Every function takes the results frame (report/frame.py) and returns a DataFrame, empty when the
 files hold nothing for it. A figure the harness flagged as noisy ends in content.NOISY_MARK.
@@ -10,58 +12,12 @@ import numpy as np
 import pandas as pd
 
 from xpubench.report.compare import ratio_estimate
-from xpubench.report.content import NOISY_MARK
 from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
+from xpubench.report.tables import batch as _batch
 from xpubench.report.tables import fmt, fmt_seconds
-from xpubench.units import fmt_bytes, fmt_flops
-
-
-def _num(row, name: str):
-    value = row.get(name)
-    return None if value is None or pd.isna(value) else value
-
-
-def _noisy(row, text: str) -> str:
-    return text + NOISY_MARK if row.get("noisy") else text
-
-
-def _pct(value, *, estimate=False) -> str:
-    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}" + (" (est.)" if estimate else "")
-
-
-def _ident(row, multi: bool) -> dict[str, str]:
-    out = {"file": str(row["source"])} if multi else {}
-    out.update(backend=str(row["backend"]), device=str(row["device"]), chip=str(row.get("device_name") or "n/a"),
-               dtype=str(row["precision"]))
-    return out
-
-
-def _batch(row) -> str:
-    if pd.isna(row.get("batch_size")):
-        return "n/a"
-    devices = int(row.get("devices") or 1)
-    return f"{int(row['batch_size'])}" + (f" x{devices}" if devices > 1 else "")
-
-
-def training_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = ok_rows(frame, "train")
-    multi = many_sources(rows)
-    out = []
-    for _, r in rows.sort_values(["workload", "backend", "device", "precision", "batch_size"]).iterrows():
-        out.append({
-            "workload": r["workload"], **_ident(r, multi), "batch": _batch(r),
-            "compile": fmt_seconds(_num(r, "compile_s")), "1st epoch": fmt_seconds(_num(r, "first_epoch_s")),
-            "epoch": fmt_seconds(_num(r, "epoch_s")),
-            "step (p50)": _noisy(r, fmt_seconds(_num(r, "step_s"))),
-            "step IQR": fmt_seconds(_num(r, "step_iqr_s")),
-            "µs/sample": fmt(_num(r, "us_per_sample"), ",.0f"),
-            "samples/s": _noisy(r, fmt(_num(r, "samples_per_s"), ",.0f")),
-            "achieved": fmt_flops(_num(r, "achieved_flops_per_s")),
-            "MFU": _pct(_num(r, "mfu"), estimate=bool(_num(r, "peak_is_estimate"))),
-            "peak mem": fmt_bytes(_num(r, "peak_memory_bytes")),
-            "loss": fmt(_num(r, "final_loss"), ".4f"), "val metric": fmt(_num(r, "final_metric"), ".4f"),
-        })
-    return pd.DataFrame(out)
+from xpubench.report.tables import noisy as _noisy
+from xpubench.report.tables import num as _num
+from xpubench.report.tables import pct as _pct
 
 
 def batch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
@@ -81,64 +37,6 @@ def batch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.reset_index().drop(columns="order").fillna("-")
     table.columns.name = None
     return table
-
-
-def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = ok_rows(frame, "matmul")
-    multi = many_sources(rows)
-    out = []
-    for _, r in rows.sort_values(["backend", "device", "precision", "size"]).iterrows():
-        warm, iqr = _num(r, "warm_s"), _num(r, "warm_iqr_s")
-        out.append({
-            **_ident(r, multi), "N": str(int(r["size"])),
-            "cold": fmt_flops(_num(r, "cold_flops_per_s")), "warm": _noisy(r, fmt_flops(_num(r, "warm_flops_per_s"))),
-            "warm spread (IQR)": "n/a" if not (warm and iqr is not None) else f"±{iqr / warm / 2:.1%}",
-            "cold time": fmt_seconds(_num(r, "cold_s")), "warm time": fmt_seconds(warm),
-            "% of peak": _pct(_num(r, "pct_of_peak"), estimate=bool(_num(r, "peak_is_estimate"))),
-        })
-    return pd.DataFrame(out)
-
-
-def _cpu_match(frame: pd.DataFrame, r) -> pd.Series | None:
-    """The same case on the CPU: the same file first, then any other file."""
-    cands = ok_rows(frame)
-    same = ((cands["device"] == "cpu") & (cands["workload"] == r["workload"]) & (cands["backend"] == r["backend"])
-            & (cands["mode"] == r["mode"]) & (cands["precision"] == r["precision"]))
-    for name in ("batch_size", "size"):
-        same &= (cands[name] == r[name]).fillna(False) | (cands[name].isna() & pd.isna(r[name]))
-    cands = cands[same & (cands["devices"] == 1)]
-    if cands.empty:
-        return None
-    local = cands[cands["source"] == r["source"]]
-    return (local if not local.empty else cands).iloc[0]
-
-
-def speedup_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every non-CPU case over the same case on the CPU: cold (first call / first epoch) and warm."""
-    rows = ok_rows(frame)
-    rows = rows[(rows["device"] != "cpu")]
-    out = []
-    for _, r in rows.iterrows():
-        cpu = _cpu_match(frame, r)
-        if cpu is None:
-            continue
-        if r["mode"] == "matmul":
-            cold = _ratio(_num(r, "cold_flops_per_s"), _num(cpu, "cold_flops_per_s"))
-            warm = _ratio(_num(r, "warm_flops_per_s"), _num(cpu, "warm_flops_per_s"))
-            what = f"N={int(r['size'])}"
-        else:
-            cold = _ratio(_num(cpu, "first_epoch_s"), _num(r, "first_epoch_s"))
-            warm = _ratio(_num(r, "samples_per_s"), _num(cpu, "samples_per_s"))
-            what = f"batch {_batch(r)}"
-        out.append({"workload": r["workload"], "case": f"{r['mode']} {r['precision']} {what}",
-                    "backend": r["backend"], "device": f"{r['device']} ({r.get('device_name') or 'n/a'})",
-                    "CPU baseline": f"{cpu['source']}: {cpu.get('device_name') or 'cpu'}",
-                    "speedup cold": cold, "speedup warm": _noisy(r, warm)})
-    return pd.DataFrame(out)
-
-
-def _ratio(num, den) -> str:
-    return "n/a" if not num or not den else f"{num / den:,.2f}x"
 
 
 def framework_table(data: ResultSet) -> pd.DataFrame:
@@ -170,46 +68,6 @@ def framework_table(data: ResultSet) -> pd.DataFrame:
 def _median(data: ResultSet, row):
     """The case's figure: the median of its processes' medians (the metric named like its samples)."""
     return _num(row, row["timing"]) if row.get("timing") else None
-
-
-def inference_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = ok_rows(frame, "infer")
-    multi = many_sources(rows)
-    out = []
-    for _, r in rows.sort_values(["workload", "backend", "device", "batch_size", "precision"]).iterrows():
-        metric = str(r.get("metric_name") or "metric")
-        value, delta = _num(r, metric) if metric in r else None, _num(r, f"{metric}_delta")
-        out.append({
-            "workload": r["workload"], **_ident(r, multi), "batch": _batch(r),
-            "latency p50": _noisy(r, fmt_seconds(_num(r, "latency_s"))),
-            "latency p90": fmt_seconds(_num(r, "latency_p90_s")),
-            "samples/s": fmt(_num(r, "samples_per_s"), ",.0f"),
-            "model size": fmt_bytes(_num(r, "model_bytes")),
-            "size vs fp32": "n/a" if _num(r, "size_ratio") is None else f"{_num(r, 'size_ratio'):.0%}",
-            metric if metric != "metric" else "quality": fmt(value, ".4f"),
-            "Δ vs fp32": "n/a" if delta is None else f"{delta:+.4f}",
-        })
-    return pd.DataFrame(out)
-
-
-def scaling_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Data-parallel cases (more than one device), against the one-device case where there is one."""
-    rows = ok_rows(frame)
-    out = []
-    for _, r in rows[rows["devices"] > 1].sort_values(["workload", "backend", "devices"]).iterrows():
-        single = rows[(rows["source"] == r["source"]) & (rows["workload"] == r["workload"])
-                      & (rows["backend"] == r["backend"]) & (rows["device"] == r["device"])
-                      & (rows["precision"] == r["precision"]) & (rows["mode"] == r["mode"])
-                      & (rows["batch_size"] == r["batch_size"]).fillna(False) & (rows["devices"] == 1)]
-        sps, one = _num(r, "samples_per_s"), (_num(single.iloc[0], "samples_per_s") if not single.empty else None)
-        eff = _num(r, "scaling_efficiency")
-        if eff is None and sps and one:
-            eff = sps / (one * int(r["devices"]))
-        out.append({"workload": r["workload"], "backend": r["backend"], "device": r["device"],
-                    "devices": str(int(r["devices"])), "global batch": fmt(_num(r, "global_batch"), ",.0f"),
-                    "samples/s": _noisy(r, fmt(sps, ",.0f")), "1 device samples/s": fmt(one, ",.0f"),
-                    "speedup": _ratio(sps, one), "efficiency": _pct(eff)})
-    return pd.DataFrame(out)
 
 
 def spread_table(data: ResultSet) -> pd.DataFrame:
@@ -268,11 +126,3 @@ def _ci(r):
     prefix = str(r["timing"])[:-2] if r.get("timing") in ("warm_s", "step_s", "latency_s") else None
     lo, hi = (_num(r, f"{prefix}_ci95_low_s"), _num(r, f"{prefix}_ci95_high_s")) if prefix else (None, None)
     return (lo, hi) if lo is not None and hi is not None else (None, None)
-
-
-def status_table(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    bad = frame[frame["status"] != "ok"]
-    return pd.DataFrame([{"file": r["source"], "case": r["key"], "status": r["status"],
-                          "message": str(r["message"] or "")[:300]} for _, r in bad.iterrows()])

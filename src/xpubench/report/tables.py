@@ -1,14 +1,26 @@
-"""Rich tables of results (terminal); the same rows feed the Markdown and HTML reports."""
+"""The report's tables, each defined once (report/table_model.py): training, matrix multiply, inference,
+speedup over the CPU, data-parallel scaling and the cases that did not finish ok.
+
+Every function takes the results frame (report/frame.py) and returns a Table (empty when the files hold
+nothing for it); the terminal, Markdown and HTML render the same Table. A figure the harness flagged as
+noisy ends in content.NOISY_MARK. The cases a row is read against come from report/related.py.
+"""
 
 from __future__ import annotations
 
 import math
 
-from rich.table import Table
+import pandas as pd
+
+from xpubench.report import related
+from xpubench.report.content import NOISY_MARK
+from xpubench.report.frame import many_sources, ok_rows
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.units import fmt_bytes, fmt_flops
 
 
 def fmt(value, spec: str = ",.1f", scale: float = 1.0, unit: str = "") -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value * scale:{spec}}{unit}"
 
@@ -24,148 +36,224 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds * 1e6:,.3g} µs"
 
 
-def cpu_baseline(results, r, metric: str):
-    """The same backend, precision and size on the CPU: the seeds' 'speedup over CPU'."""
-    for other in results:
-        c, oc = r.case, other.case
-        if (oc["device"] == "cpu" and oc["backend"] == c["backend"] and oc["precision"] == c["precision"]
-                and oc.get("size") == c.get("size") and oc["mode"] == c["mode"]):
-            return other.metrics.get(metric)
-    return None
+def num(row, name: str):
+    """A metric of a row, None when missing."""
+    if row is None:
+        return None
+    value = row.get(name)
+    return None if value is None or pd.isna(value) else value
 
 
-def matmul_table(results) -> Table:
-    t = Table(title="Matrix multiply (N x N): cold = first call incl. compile, warm = steady state")
-    for col in ("backend", "device", "dtype", "N", "cold GFLOP/s", "warm GFLOP/s", "warm spread",
-                "% of peak", "speedup vs CPU cold / warm"):
-        t.add_column(col, justify="right" if col not in ("backend", "device", "dtype") else "left")
-    for r in sorted(results, key=lambda r: (r.case["backend"], r.case["device"], r.case["precision"],
-                                            r.case["size"])):
-        m, c = r.metrics, r.case
-        spread = f"±{m['warm_iqr_s'] / m['warm_s'] / 2:.0%} IQR" + (" !" if m.get("warning") else "")
-        pct = m.get("pct_of_peak")
-        pct_s = "n/a" if pct is None else f"{pct:.0%}" + (" (est.)" if m.get("peak_is_estimate") else "")
-        if c["device"] == "cpu":
-            speed = "-"
-        else:
-            cold0, warm0 = cpu_baseline(results, r, "cold_flops_per_s"), cpu_baseline(results, r, "warm_flops_per_s")
-            speed = (f"{m['cold_flops_per_s'] / cold0:,.1f}x / {m['warm_flops_per_s'] / warm0:,.1f}x"
-                     if cold0 and warm0 else "no CPU run")
-        t.add_row(c["backend"], c["device"], c["precision"], str(c["size"]),
-                  fmt(m["cold_flops_per_s"], scale=1e-9), fmt(m["warm_flops_per_s"], scale=1e-9), spread,
-                  pct_s, speed)
-    return t
+def noisy(row, text: str) -> str:
+    return text + NOISY_MARK if row.get("noisy") else text
 
 
-def training_table(results) -> Table:
-    t = Table(title="Training: first epoch (incl. compile) apart from steady epochs (median)")
-    cols = ("workload", "backend", "device", "prec", "batch", "compile s", "1st epoch s", "epoch s",
-            "step ms (p50/p90)", "µs/sample", "samples/s", "TFLOP/s", "MFU", "loss", "val")
-    for col in cols:
-        t.add_column(col, justify="left" if col in cols[:4] else "right")
-    for r in sorted(results, key=lambda r: (r.case["workload"], r.case["backend"], r.case["device"],
-                                            r.case["precision"], r.case.get("batch_size") or 0)):
-        m, c = r.metrics, r.case
-        batch = str(c.get("batch_size")) + (f" x{c['devices']}" if c.get("devices", 1) > 1 else "")
-        step = f"{fmt(m.get('step_s'), ',.1f', 1e3)} / {fmt(m.get('step_p90_s'), ',.1f', 1e3)}"
-        mfu = m.get("mfu")
-        t.add_row(c["workload"], c["backend"], c["device"], c["precision"], batch,
-                  fmt(m.get("compile_s"), ".2f"), fmt(m.get("first_epoch_s"), ".2f"), fmt(m.get("epoch_s"), ".2f"),
-                  step, fmt(m.get("us_per_sample"), ",.0f"), fmt(m.get("samples_per_s"), ",.0f"),
-                  fmt(m.get("achieved_flops_per_s"), ".3f", 1e-12),
-                  "n/a" if mfu is None else f"{mfu:.1%}" + (" (est.)" if m.get("peak_is_estimate") else ""),
-                  fmt(m.get("final_loss"), ".4f"), fmt(m.get("final_metric"), ".4f"))
-    return t
+def pct(value, *, estimate=False) -> str:
+    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}" + (" (est.)" if estimate else "")
 
 
-def status_table(results) -> Table:
-    t = Table(title="Cases that did not finish ok")
-    for col in ("case", "status", "message"):
-        t.add_column(col)
-    for r in results:
-        t.add_row(r.key, r.status, r.message)
-    return t
+def ratio(top, bottom) -> str:
+    return "n/a" if not top or not bottom else f"{top / bottom:,.2f}x"
 
 
-def _fp32_sibling(results, r):
-    """The fp32 inference result of the same workload, backend, device, batch size and data."""
-    c = r.case
-    for other in results:
-        oc = other.case
-        if oc["precision"] == "fp32" and oc["mode"] == "infer" and all(
-                oc.get(k) == c.get(k) for k in ("workload", "backend", "device", "batch_size", "devices", "data")):
-            return other
-    return None
+def batch(row) -> str:
+    if pd.isna(row.get("batch_size")):
+        return "n/a"
+    devices = int(row.get("devices") or 1)
+    return f"{int(row['batch_size'])}" + (f" x{devices}" if devices > 1 else "")
 
 
-def inference_table(results) -> Table:
-    """Inference side by side per precision: size, latency, throughput and quality vs fp32."""
-    from xpubench.units import fmt_bytes
-
-    t = Table(title="Inference (each row: the same trained weights; deltas vs their fp32)")
-    cols = ("workload", "backend", "device", "prec", "batch", "n", "size", "compile+1st s", "ms/batch p50/p90",
-            "samples/s", "x fp32", "quality", "Δ fp32")
-    for col in cols:
-        t.add_column(col, justify="left" if col in cols[:4] else "right",
-                     no_wrap=col in ("workload", "size", "compile+1st s", "ms/batch p50/p90", "quality", "Δ fp32"))
-    order = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3, "int8": 4}
-    for r in sorted(results, key=lambda r: (r.case["workload"], r.case["backend"], r.case["device"],
-                                            r.case.get("batch_size") or 0, order.get(r.case["precision"], 9))):
-        m, c = r.metrics, r.case
-        name = m.get("metric_name") or "metric"
-        size = fmt_bytes(m.get("model_bytes"))
-        if m.get("size_ratio") is not None:
-            size += f" ({m['size_ratio']:.0%})"
-        base = _fp32_sibling(results, r)
-        speed = "-" if c["precision"] == "fp32" else "n/a"
-        if base is not None and c["precision"] != "fp32" and m.get("samples_per_s") and base.metrics.get(
-                "samples_per_s"):
-            speed = f"{m['samples_per_s'] / base.metrics['samples_per_s']:.2f}x"
-        delta = m.get(f"{name}_delta")
-        if delta is None:
-            vs = "-" if c["precision"] == "fp32" else "n/a"
-        else:
-            vs = f"{delta * 100:+.2f} pt" if name == "accuracy" else f"{delta:+.2g}"
-        value = m.get(name)
-        short = {"accuracy": "acc"}.get(name, name)
-        shown = "n/a" if value is None else (f"{short} {value:.2%}" if name == "accuracy" else f"{short} {value:.4g}")
-        lat = f"{fmt(m.get('latency_s'), ',.1f', 1e3)} / {fmt(m.get('latency_p90_s'), ',.1f', 1e3)}"
-        first = fmt(m.get("first_call_s"), ".2f")
-        if m.get("compile_s") is not None:
-            first = f"{m['compile_s']:.2f}+{first}"
-        t.add_row(c["workload"], c["backend"], c["device"], c["precision"], str(c.get("batch_size")),
-                  f"{m.get('eval_samples', 0):,}", size, first, lat + (" !" if m.get("warning") else ""),
-                  fmt(m.get("samples_per_s"), ",.0f"), speed, shown, vs)
-    return t
+def _text(name: str, key: str, priority: int = ALWAYS) -> Column:
+    return Column(name, lambda r: str(r.get(key)), priority=priority, text=True)
 
 
-def scaling_rows(results) -> list:
-    """The results of every case group (workload, backend, device, mode, precision, per-device batch)
-    that ran on more than one device, with their fewer-device siblings."""
-    def group(r):
-        return tuple(r.case.get(k) for k in ("workload", "backend", "device", "mode", "precision", "batch_size"))
-    multi = {group(r) for r in results if (r.case.get("devices") or 1) > 1}
-    return [r for r in results if group(r) in multi]
+def identity(rows: pd.DataFrame, *, chip_priority: int = LOW) -> list[Column]:
+    """file (when the rows come from several), backend, device, chip, dtype."""
+    cols = [_text("file", "source")] if many_sources(rows) else []
+    return cols + [_text("backend", "backend"), _text("device", "device"),
+                   Column("chip", lambda r: str(r.get("device_name") or "n/a"), priority=chip_priority, text=True),
+                   _text("dtype", "precision")]
 
 
-def scaling_table(results) -> Table:
-    """Data parallel: samples/s per device count N, with speedup and efficiency against the fewest
-    devices of the same case (harness/scaling.py)."""
-    t = Table(title="Data parallel: throughput by device count (efficiency = speedup / (N / N0))")
-    cols = ("workload", "backend", "device", "mode", "prec", "N", "batch/device", "global batch", "samples/s",
-            "speedup", "efficiency")
-    for col in cols:
-        t.add_column(col, justify="left" if col in cols[:5] else "right")
-    for r in sorted(results, key=lambda r: (r.case["workload"], r.case["backend"], r.case["device"],
-                                            r.case["mode"], r.case["precision"], r.case.get("batch_size") or 0,
-                                            r.case.get("devices", 1))):
-        m, c = r.metrics, r.case
-        n = c.get("devices", 1)
-        eff = m.get("scaling_efficiency")
-        base = m.get("scaling_base_devices")
-        t.add_row(c["workload"], c["backend"], c["device"], c["mode"], c["precision"], str(n),
-                  str(c.get("batch_size")), str(m.get("global_batch") or (c.get("batch_size") or 0) * n),
-                  fmt(m.get("samples_per_s"), ",.0f"),
-                  "-" if eff is None else f"{m['scaling_speedup']:.2f}x vs N={base}",
-                  "-" if eff is None else f"{eff:.0%}" + (" (shared cores)" if m.get("scaling_note") else ""))
-    return t
+def training_table(frame: pd.DataFrame) -> Table:
+    rows = ok_rows(frame, "train")
+    if not rows.empty:
+        rows = rows.sort_values(["workload", "backend", "device", "precision", "batch_size"])
+    cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
+            Column("compile", lambda r: fmt_seconds(num(r, "compile_s")), priority=2, group="time"),
+            Column("1st epoch", lambda r: fmt_seconds(num(r, "first_epoch_s")), group="time"),
+            Column("epoch", lambda r: fmt_seconds(num(r, "epoch_s")), priority=2, group="time"),
+            Column("step (p50)", lambda r: noisy(r, fmt_seconds(num(r, "step_s"))), group="time"),
+            Column("step IQR", lambda r: fmt_seconds(num(r, "step_iqr_s")), priority=LOW, group="time"),
+            Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
+            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f")), group="time"),
+            Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
+            Column("MFU", lambda r: pct(num(r, "mfu"), estimate=bool(num(r, "peak_is_estimate"))), priority=2,
+                   group="use"),
+            Column("peak mem", lambda r: fmt_bytes(num(r, "peak_memory_bytes")), priority=LOW, group="use"),
+            Column("loss", lambda r: fmt(num(r, "final_loss"), ".4f"), priority=2, group="use"),
+            Column("val metric", lambda r: fmt(num(r, "final_metric"), ".4f"), priority=2, group="use")]
+    return Table("Every training case", cols, rows,
+                 parts={"time": "Every training case: time", "use": "Every training case: use of the chip, "
+                                                                  "memory and result"})
+
+
+def matmul_table(frame: pd.DataFrame) -> Table:
+    rows = ok_rows(frame, "matmul")
+    if not rows.empty:
+        rows = rows.sort_values(["backend", "device", "precision", "size"])
+
+    def spread(r):
+        warm, iqr = num(r, "warm_s"), num(r, "warm_iqr_s")
+        return "n/a" if not (warm and iqr is not None) else f"±{iqr / warm / 2:.1%}"
+
+    cols = [*identity(rows), Column("N", lambda r: str(int(r["size"]))),
+            Column("cold", lambda r: fmt_flops(num(r, "cold_flops_per_s"))),
+            Column("warm", lambda r: noisy(r, fmt_flops(num(r, "warm_flops_per_s")))),
+            Column("warm spread (IQR)", spread, priority=2),
+            Column("cold time", lambda r: fmt_seconds(num(r, "cold_s")), priority=LOW),
+            Column("warm time", lambda r: fmt_seconds(num(r, "warm_s")), priority=LOW),
+            Column("% of peak", lambda r: pct(num(r, "pct_of_peak"), estimate=bool(num(r, "peak_is_estimate"))),
+                   priority=2)]
+    return Table("FLOP/s per device, dtype and N", cols, rows)
+
+
+def _x_fp32(frame: pd.DataFrame):
+    def cell(r) -> str:
+        if r["precision"] == "fp32":
+            return "-"
+        base = related.fp32_sibling(frame, r)
+        return "n/a" if base is None else ratio(num(r, "samples_per_s"), num(base, "samples_per_s"))
+    return cell
+
+
+def _metric_name(rows: pd.DataFrame) -> str:
+    names = [str(n) for n in rows.get("metric_name", pd.Series(dtype=object)).dropna().unique()]
+    return names[0] if len(names) == 1 else "quality"
+
+
+def inference_table(frame: pd.DataFrame) -> Table:
+    rows = ok_rows(frame, "infer")
+    if not rows.empty:
+        rows = rows.sort_values(["workload", "backend", "device", "batch_size", "precision"])
+
+    def quality(r):
+        metric = str(r.get("metric_name") or "metric")
+        return fmt(num(r, metric) if metric in r else None, ".4f")
+
+    def delta(r):
+        value = num(r, f"{r.get('metric_name') or 'metric'}_delta")
+        if value is None:
+            return "-" if r["precision"] == "fp32" else "n/a"
+        return f"{value:+.4f}"
+
+    cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
+            Column("latency p50", lambda r: noisy(r, fmt_seconds(num(r, "latency_s")))),
+            Column("latency p90", lambda r: fmt_seconds(num(r, "latency_p90_s")), priority=LOW),
+            Column("samples/s", lambda r: fmt(num(r, "samples_per_s"), ",.0f")),
+            Column("x fp32", _x_fp32(frame), priority=2),
+            Column("model size", lambda r: fmt_bytes(num(r, "model_bytes")), priority=LOW),
+            Column("size vs fp32", lambda r: "n/a" if num(r, "size_ratio") is None else f"{num(r, 'size_ratio'):.0%}",
+                   priority=LOW),
+            Column(_metric_name(rows), quality, priority=2), Column("Δ vs fp32", delta, priority=2)]
+    return Table("Inference", cols, rows)
+
+
+def speedup_table(frame: pd.DataFrame) -> Table:
+    """Every non-CPU case over the same case on the CPU: cold (first call / first epoch) and warm."""
+    rows = ok_rows(frame)
+    if not rows.empty:
+        rows = rows[rows["device"] != "cpu"]
+        base = {i: related.cpu_baseline(frame, r) for i, r in rows.iterrows()}
+        rows = rows[[base[i] is not None for i in rows.index]]
+    base_of = (lambda r: base[r.name]) if not rows.empty else None
+
+    def what(r):
+        return f"N={int(r['size'])}" if r["mode"] == "matmul" else f"batch {batch(r)}"
+
+    def cold(r):
+        cpu = base_of(r)
+        if r["mode"] == "matmul":
+            return ratio(num(r, "cold_flops_per_s"), num(cpu, "cold_flops_per_s"))
+        return ratio(num(cpu, "first_epoch_s"), num(r, "first_epoch_s"))
+
+    def warm(r):
+        cpu = base_of(r)
+        if r["mode"] == "matmul":
+            return noisy(r, ratio(num(r, "warm_flops_per_s"), num(cpu, "warm_flops_per_s")))
+        return noisy(r, ratio(num(r, "samples_per_s"), num(cpu, "samples_per_s")))
+
+    cols = [_text("workload", "workload"),
+            Column("case", lambda r: f"{r['mode']} {r['precision']} {what(r)}", text=True),
+            _text("backend", "backend"),
+            Column("device", lambda r: f"{r['device']} ({r.get('device_name') or 'n/a'})", text=True),
+            Column("CPU baseline", lambda r: f"{base_of(r)['source']}: {base_of(r).get('device_name') or 'cpu'}",
+                   priority=LOW, text=True),
+            Column("speedup cold", cold, priority=ALWAYS), Column("speedup warm", warm, priority=ALWAYS)]
+    return Table("Speedup over the CPU", cols, rows)
+
+
+def scaling_table(frame: pd.DataFrame) -> Table:
+    """Data-parallel cases (more than one device), against the same case on the fewest devices."""
+    rows = ok_rows(frame)
+    if not rows.empty:
+        rows = rows[rows["devices"] > 1].sort_values(["workload", "backend", "devices"])
+
+    def base(r):
+        return related.scaling_baseline(frame, r)
+
+    def speedup(r):
+        b = base(r)
+        return "n/a" if b is None else f"{ratio(num(r, 'samples_per_s'), num(b, 'samples_per_s'))} vs N={int(b['devices'])}"
+
+    def efficiency(r):
+        eff, b, sps = num(r, "scaling_efficiency"), base(r), num(r, "samples_per_s")
+        if eff is None and b is not None and sps and num(b, "samples_per_s"):
+            eff = sps / (num(b, "samples_per_s") * int(r["devices"]) / int(b["devices"]))
+        return pct(eff) + (" (shared cores)" if num(r, "scaling_note") else "")
+
+    cols = [_text("workload", "workload"), _text("backend", "backend"), _text("device", "device"),
+            _text("mode", "mode", priority=2), _text("dtype", "precision", priority=2),
+            Column("devices", lambda r: str(int(r["devices"]))),
+            Column("global batch", lambda r: fmt(num(r, "global_batch"), ",.0f"), priority=LOW),
+            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f"))),
+            Column("base samples/s", lambda r: fmt(num(base(r), "samples_per_s"), ",.0f"), priority=2),
+            Column("speedup", speedup), Column("efficiency", efficiency)]
+    return Table("Data-parallel scaling (efficiency = speedup / (N / N0))", cols, rows)
+
+
+def status_table(frame: pd.DataFrame) -> Table:
+    bad = frame[frame["status"] != "ok"] if not frame.empty else frame
+
+    def message(r):
+        text = str(r["message"] or "")[:300]
+        if r["status"] == "oom":
+            fit = related.largest_batch_that_fit(frame, r)
+            if fit is not None:
+                text = (text + "; " if text else "") + f"batch {fit} fitted"
+        return text
+
+    cols = [*([_text("file", "source", priority=LOW)] if many_sources(frame) else []), _text("case", "key"), _text("status", "status"),
+            Column("message", message, text=True)]
+    return Table("Cases that did not finish ok", cols, bad)
+
+
+def every_table(frame: pd.DataFrame) -> list[Table]:
+    """The tables every output shares, in the order `xpubench run --verbose` prints them."""
+    return [matmul_table(frame), training_table(frame), inference_table(frame), speedup_table(frame),
+            scaling_table(frame), status_table(frame)]
+
+
+def tables_of(loaded) -> dict[str, pd.DataFrame]:
+    """For a notebook: every non-empty table of results (paths, store.load_results output or a list of
+    Result) as DataFrames of formatted strings, by title."""
+    from xpubench.report.frame import results_frame
+    from xpubench.results import store
+
+    if isinstance(loaded, (str, bytes)) or hasattr(loaded, "__fspath__"):
+        loaded = [loaded]
+    loaded = list(loaded)
+    if loaded and (isinstance(loaded[0], str) or hasattr(loaded[0], "__fspath__")):
+        loaded = store.load_results(loaded)
+    frame = results_frame(loaded)
+    return {t.title: t.frame() for t in every_table(frame) if not t.empty} if not frame.empty else {}

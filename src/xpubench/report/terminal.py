@@ -1,4 +1,5 @@
-"""What `xpubench run` shows in the terminal: a progress bar while cases run, tables at the end."""
+"""What `xpubench run` shows in the terminal: a progress bar while cases run; at the end a compact
+summary, the full tables (with --verbose) and the answer."""
 
 from __future__ import annotations
 
@@ -13,14 +14,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from xpubench.report.tables import (
-    inference_table,
-    matmul_table,
-    scaling_rows,
-    scaling_table,
-    status_table,
-    training_table,
-)
+from xpubench.report import tables
+from xpubench.report.frame import ResultSet
+from xpubench.report.summary import summary_table
+from xpubench.report.table_model import print_table
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -82,7 +79,8 @@ class RunProgress:
         style = STATUS_STYLE.get(run.status, "")
         detail = headline(run) if run.status == "ok" else run.message
         mark = f" [{run.process + 1}/{run.processes}]" if run.processes > 1 else ""
-        self.console.print(f"[{style}]{run.status:>7}[/] {run.key}{mark}  {detail}", highlight=False)
+        self.console.print(f"[{style}]{run.status:>7}[/] {run.key}{mark}  {detail}", highlight=False,
+                           overflow="fold")
         self.progress.advance(self.task)
 
 
@@ -101,23 +99,39 @@ def headline(result) -> str:
 
 
 def print_run_tables(results, console: Console) -> None:
-    ok = [r for r in results if r.status == "ok"]
-    mm = [r for r in ok if r.case.get("mode") == "matmul"]
-    train = [r for r in ok if r.case.get("mode") == "train" and r.case.get("workload") != "selftest"]
-    infer = [r for r in ok if r.case.get("mode") == "infer"]
-    if mm:
-        console.print(matmul_table(mm))
-    if train:
-        console.print(training_table(train))
-    if infer:
-        console.print(inference_table(infer))
-    parallel = scaling_rows(train + infer)
-    if parallel:
-        console.print(scaling_table(parallel))
-    bad = [r for r in results if r.status != "ok"]
-    if bad:
-        console.print(status_table(bad))
-    for r in ok:
-        if r.metrics.get("process_disagreement"):
-            note = next(w for w in r.metrics["warning"].split("; ") if w.startswith(("bimodal", "processes disagree")))
-            console.print(f"[yellow]noisy:[/] {r.key}: {note}", highlight=False)
+    """Every full table of these results (`xpubench run --verbose`)."""
+    data = ResultSet.load(results)
+    if data.frame.empty:
+        return
+    for table in tables.every_table(data.frame):
+        print_table(table, console)
+    _print_noisy(data, console)
+
+
+def print_summary(results, console: Console) -> None:
+    """The compact summary: one row per case, fitting the console's width."""
+    data = ResultSet.load(results)
+    if not data.frame.empty:
+        print_table(summary_table(data.frame), console)
+
+
+def _print_noisy(data: ResultSet, console: Console) -> None:
+    frame = data.frame
+    if "process_disagreement" not in frame:
+        return
+    for _, r in frame[frame["process_disagreement"].notna()].iterrows():
+        note = next((w for w in str(r.get("warning") or "").split("; ")
+                     if w.startswith(("bimodal", "processes disagree"))), str(r["process_disagreement"]))
+        console.print(f"noisy: {r['key']}: {note}", highlight=False, overflow="fold")
+
+
+def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
+    """All `xpubench run` prints after its cases: the summary, the full tables with ``verbose``, then the
+    answer (report/answer.py) with where the results are and how to make the report."""
+    from xpubench.report.answer import answer_lines
+
+    print_summary(results, console)
+    if verbose:
+        print_run_tables(results, console)
+    for line in answer_lines(ResultSet.load(results), output):
+        console.print(line, highlight=False, overflow="fold")

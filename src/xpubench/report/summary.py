@@ -1,0 +1,78 @@
+"""The compact summary `xpubench run` prints first: one row per case with its headline figure, the
+figure's spread and its ratio to the best case of the same workload in the same file; short headers, and
+the least important columns dropped on a narrow terminal (report/table_model.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from xpubench.report import related
+from xpubench.report.table_model import ALWAYS, Column, Table
+from xpubench.report.tables import fmt, noisy, num
+from xpubench.units import fmt_flops
+
+HEADLINE_RATE = {"matmul": "warm_flops_per_s", "train": "samples_per_s", "infer": "samples_per_s"}
+
+
+def headline_rate(row) -> float | None:
+    """The case's headline figure as a rate (higher is better): FLOP/s for matmul, else samples/s."""
+    name = HEADLINE_RATE.get(str(row.get("mode")))
+    return num(row, name) if name and row.get("status") == "ok" else None
+
+
+def figure(row) -> str:
+    if row.get("status") != "ok":
+        return str(row.get("status"))
+    rate = headline_rate(row)
+    text = fmt_flops(rate) if row.get("mode") == "matmul" else fmt(rate, ",.0f", unit=" samples/s")
+    return noisy(row, text)
+
+
+def spread(row) -> str:
+    """Half the 95% interval of the headline time over its median (the two-level bootstrap), else half
+    the samples' IQR over their median; "-" when neither is known."""
+    timing = row.get("timing")
+    if row.get("status") != "ok" or not isinstance(timing, str):
+        return "-"
+    prefix = timing[:-2]
+    median, low, high = num(row, timing), num(row, f"{prefix}_ci95_low_s"), num(row, f"{prefix}_ci95_high_s")
+    if median and low is not None and high is not None:
+        return f"±{(high - low) / 2 / median:.0%}"
+    iqr = num(row, f"{prefix}_iqr_s")
+    return f"±{iqr / 2 / median:.0%} IQR" if median and iqr is not None else "-"
+
+
+def versus_best(frame: pd.DataFrame):
+    def cell(row) -> str:
+        rate = headline_rate(row)
+        if rate is None:
+            return "-"
+        rates = [headline_rate(r) for _, r in related.workload_rows(frame, row).iterrows()]
+        best = max((r for r in rates if r), default=None)
+        if not best:
+            return "n/a"
+        return "best" if rate >= best else f"{rate / best:.2f}x"
+    return cell
+
+
+def what(row) -> str:
+    if row.get("mode") == "matmul" and pd.notna(row.get("size")):
+        return f"N={int(row['size'])}"
+    if pd.isna(row.get("batch_size")):
+        return "-"
+    devices = int(row.get("devices") or 1)
+    return f"b{int(row['batch_size'])}" + (f"x{devices}" if devices > 1 else "")
+
+
+def summary_table(frame: pd.DataFrame) -> Table:
+    rows = frame[frame["workload"] != "selftest"] if not frame.empty else frame
+    cols = [Column("workload", lambda r: str(r["workload"]), text=True),
+            Column("mode", lambda r: str(r["mode"]), text=True, priority=3),
+            Column("backend", lambda r: str(r["backend"]), text=True),
+            Column("device", lambda r: str(r["device"]), text=True),
+            Column("dtype", lambda r: str(r["precision"]), text=True, priority=2),
+            Column("size", what, priority=1),
+            Column("figure", figure, priority=ALWAYS),
+            Column("±95%", spread, priority=1),
+            Column("vs best", versus_best(frame), priority=ALWAYS)]
+    return Table("Summary (vs best: against the fastest case of the same workload here)", cols, rows)

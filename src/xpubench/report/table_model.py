@@ -1,0 +1,103 @@
+"""One table model for every output: a title, columns (name, unit, how a row's cell is written, and how
+important the column is) and the rows of the results frame they are read from.
+
+The same Table renders to the terminal (rich; the least important columns are dropped until it fits the
+width, and a pipe gets plain text), and to Markdown and HTML (:meth:`Table.frame`, every column, split
+by column group where a page would need a horizontal scroll bar).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table as RichTable
+
+ALWAYS = 0     # priority: kept at any width
+LOW = 3        # the first dropped on a narrow terminal
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    cell: Callable[[pd.Series], str]   # the row's formatted cell
+    unit: str = ""                     # shown in the header: "compile (s)"; "" when the cell carries it
+    priority: int = 1                  # 0 = always shown; higher = dropped earlier when narrow
+    text: bool = False                 # words (left-aligned) rather than a figure
+    group: str = ""                    # "" = identifies the row (repeated in every part of a split)
+
+    @property
+    def header(self) -> str:
+        return f"{self.name} ({self.unit})" if self.unit else self.name
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[Column]
+    rows: pd.DataFrame                 # rows of the results frame (report/frame.py), in display order
+    note: str = ""
+    parts: dict[str, str] = field(default_factory=dict)  # column group -> title of that part
+
+    @property
+    def empty(self) -> bool:
+        return self.rows is None or self.rows.empty
+
+    def frame(self, columns: list[Column] | None = None) -> pd.DataFrame:
+        """The table as a DataFrame of strings (every column, or the ones given)."""
+        cols = self.columns if columns is None else columns
+        if self.empty:
+            return pd.DataFrame()
+        records = [[c.cell(r) for c in cols] for _, r in self.rows.iterrows()]
+        return pd.DataFrame(records, columns=[c.header for c in cols])
+
+    def split(self) -> list[tuple[str, pd.DataFrame]]:
+        """(title, frame) per column group named in ``parts``, each with the identifying columns; the
+        whole table as one part when it has no parts."""
+        if not self.parts:
+            return [(self.title, self.frame())]
+        ident = [c for c in self.columns if not c.group]
+        return [(title, self.frame(ident + [c for c in self.columns if c.group == group]))
+                for group, title in self.parts.items()]
+
+    def rich(self, console: Console, width: int | None = None) -> RichTable:
+        """The table for the terminal: the least important columns dropped until it fits ``width``
+        (default: the console's); plain text (no box, no style) when the console is not a terminal."""
+        width = width or console.width
+        cells = self.frame()
+        kept = list(self.columns)
+        # the drop order: the least important first, the rightmost of equal importance first
+        order = sorted((c for c in self.columns if c.priority != ALWAYS),
+                       key=lambda c: (-c.priority, -self.columns.index(c)))
+        table = self._rich(console, kept, cells)
+        for column in order:
+            if _natural_width(console, table) <= width:
+                break
+            kept.remove(column)
+            table = self._rich(console, kept, cells)
+        return table
+
+    def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame) -> RichTable:
+        plain = not console.is_terminal
+        table = RichTable(title=self.title, box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD,
+                          show_edge=not plain, header_style="" if plain else "bold", title_style="")
+        for c in kept:
+            table.add_column(c.header, justify="left" if c.text else "right", overflow="fold")
+        for _, row in cells.iterrows():
+            table.add_row(*(str(row[c.header]) for c in kept))
+        return table
+
+
+def _natural_width(console: Console, table: RichTable) -> int:
+    return Measurement.get(console, console.options.update_width(10_000), table).maximum
+
+
+def print_table(table: Table, console: Console) -> None:
+    if not table.empty:
+        console.print(table.rich(console), highlight=False)
+        if table.note:
+            console.print(table.note, highlight=False)

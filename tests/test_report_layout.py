@@ -1,0 +1,173 @@
+"""The report reads at a glance: chart labels that don't overlap, a training table that fits a laptop
+page, curves of synthetic data labelled as such, and `xpubench run` output that fits the terminal."""
+
+import dataclasses
+import io
+
+import pytest
+from rich.console import Console
+from test_report_frame import FINGERPRINT, record
+
+from xpubench.report import charts
+from xpubench.report.chart_labels import overlapping
+from xpubench.report.frame import results_frame
+
+LONG_WORKLOADS = ("cifar10_resnet18", "fashion_mnist_mlp", "imdb_lstm", "mnist_cnn", "tiny_transformer_lm",
+                  "wikitext_gpt_small")
+
+
+def many_workloads(backends=("torch", "jax"), devices=("cpu", "gpu:0")):
+    return [record(workload=w, backend=b, device=d, step=0.01 * (i + 1), seed=i)
+            for i, w in enumerate(LONG_WORKLOADS) for b in backends for d in devices]
+
+
+@pytest.mark.parametrize("backends,devices", [(("torch",), ("cpu",)), (("torch", "jax"), ("cpu", "gpu:0"))])
+def test_throughput_chart_workload_labels_do_not_overlap(backends, devices):
+    fig, ax = charts.throughput_figure(results_frame(many_workloads(backends, devices)))[:2]
+    labels = ax.get_xticklabels()
+    assert [t.get_text() for t in labels] == sorted(LONG_WORKLOADS)
+    assert overlapping(fig, labels) == []
+
+
+def test_overlap_check_catches_crowded_labels():
+    """The check itself: six long labels crammed into a narrow figure do overlap."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2))
+    ax = fig.add_subplot()
+    ax.set_xticks(range(6), LONG_WORKLOADS)
+    assert overlapping(fig, ax.get_xticklabels())
+
+
+LONG_CHIP = "AMD EPYC 7B13 64-Core Processor with a long marketing name"
+
+
+def training_results():
+    """Training cases of two workloads, two backends, two devices, three batch sizes, every metric the
+    training table shows, on a chip with a long name."""
+    cpu = {**FINGERPRINT["backends"]["torch"]["devices"][0], "name": LONG_CHIP}
+    fp = {**FINGERPRINT, "backends": {b: {"installed": True, "devices": [cpu, FINGERPRINT["backends"][b]["devices"][1]]}
+                                      for b in ("torch", "jax")}}
+    out = []
+    for i, (w, b, d, batch) in enumerate((w, b, d, batch) for w in ("cifar10_resnet18", "mnist_cnn")
+                                         for b in ("torch", "jax") for d in ("cpu", "gpu:0") for batch in (32, 256, 4096)):
+        r = record(workload=w, backend=b, device=d, batch=batch, step=0.0123 * (i + 1), seed=i, compile_s=12.345,
+                   first_epoch_s=123.4, epoch_s=98.76, step_iqr_s=0.00123, us_per_sample=1234.0,
+                   achieved_flops_per_s=1.234e13, mfu=0.1234, peak_is_estimate=True, peak_memory_bytes=12.3e9)
+        out.append(dataclasses.replace(r, fingerprint=fp))
+    return out
+
+
+def chromium():
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def overflowing_tables(page: str, tmp_path, width: int) -> list[str]:
+    """Render the page in headless Chromium at ``width`` px and return the title of every table wider
+    than its box (a horizontal scroll bar). The measuring script goes into a copy of the page only."""
+    import subprocess
+
+    probe = ("<script>document.title = JSON.stringify([...document.querySelectorAll('.scroll')]"
+             ".filter(d => d.scrollWidth > d.clientWidth + 1)"
+             ".map(d => (d.previousElementSibling || {}).textContent || '?'))</script>")
+    path = tmp_path / "probe.html"
+    path.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+    proc = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           f"--window-size={width},900", path.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+    import json
+    import re
+
+    title = re.search(r"<title>(.*?)</title>", proc.stdout, re.DOTALL)
+    assert title, proc.stderr[-2000:]
+    return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
+def test_training_tables_fit_a_laptop_page(tmp_path):
+    from xpubench.report import html
+    from xpubench.report.build import build_report
+
+    report = build_report(training_results())
+    training = next(s for s in report.sections if s.anchor == "training")
+    titles = [t.title for t in training.tables]
+    assert "Every training case: time" in titles  # split: a page cannot hold every column at once
+    wide = overflowing_tables(html.render(report), tmp_path, 1366)
+    assert not [t for t in wide if t.startswith("Every training case")], wide
+    assert overflowing_tables(html.render(report), tmp_path, 500), "the probe finds a table that overflows"
+
+
+def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_prominent():
+    from xpubench.report import html
+    from xpubench.report.build import build_report
+
+    synthetic = record(workload="mnist_cnn", backend="torch")
+    on_real = record(workload="mnist_cnn", backend="jax", seed=3)
+    real = dataclasses.replace(on_real, case={**on_real.case, "data": "real"})
+    report = build_report([synthetic, real])
+    training = next(s for s in report.sections if s.anchor == "training")
+    curves = {c.name: c for c in training.charts if c.name.startswith("curves")}
+    assert set(curves) == {"curves", "curves_synthetic"}
+    assert not curves["curves"].folded and "synthetic" not in curves["curves"].title
+    assert curves["curves_synthetic"].folded and "means nothing" in curves["curves_synthetic"].title
+    page = html.render(report)
+    folded = page[page.index("<details>"):page.index("</details>")]
+    assert 'id="curves_synthetic"' in folded and 'id="curves"' not in folded
+    only_synthetic = build_report([synthetic])
+    names = [c.name for s in only_synthetic.sections for c in s.charts]
+    assert "curves_synthetic" in names and "curves" not in names
+
+
+def run_output(results, *, width: int, terminal: bool, verbose: bool) -> str:
+    from xpubench.report.terminal import print_run_output
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=terminal, color_system=None)
+    print_run_output(results, console, "results/run.jsonl", verbose=verbose)
+    return console.file.getvalue()
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_run_output_fits_100_columns_and_cuts_nothing(terminal, verbose):
+    results = many_workloads() + training_results() + [record(workload="imdb_lstm", status="oom", batch=4096)]
+    text = run_output(results, width=100, terminal=terminal, verbose=verbose)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "…" not in text                         # no cell cut short ("cifar10_r…")
+    summary = [line for line in lines if "cifar10_resnet18" in line]
+    assert summary and all("samples/s" in line for line in summary[:4])
+    assert ("┃" in text) == terminal               # a pipe gets plain text, no box drawing
+    assert "Answer:" in text and ("Every training case" in text) == verbose
+
+
+def test_summary_drops_low_priority_columns_when_narrow():
+    from xpubench.report.summary import summary_table
+
+    frame = results_frame(many_workloads())
+    wide = run_output(many_workloads(), width=200, terminal=False, verbose=False)
+    narrow = run_output(many_workloads(), width=60, terminal=False, verbose=False)
+    assert "dtype" in wide.splitlines()[1] and "dtype" not in narrow.splitlines()[1]
+    assert [c.name for c in summary_table(frame).columns][:2] == ["workload", "mode"]
+    assert max(len(line) for line in narrow.splitlines()) <= 60
+
+
+@pytest.mark.slow
+def test_real_run_prints_within_100_columns(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import xpubench
+
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(Path(xpubench.__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "xpubench", "run", "-w", "matmul", "-b", "numpy", "--size", "64",
+                           "--time-budget", "0.2", "--processes", "1", "-o", "mm.jsonl"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "vs best" in proc.stdout and "matmul: fastest here numpy cpu" in proc.stdout
+    assert "xpubench report mm.jsonl -o report.html" in lines[-1]
