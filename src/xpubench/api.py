@@ -78,16 +78,18 @@ def _read_plan(output: Path) -> tuple[list[Case], dict]:
 
 
 def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
+    """The run settings (flags, a config file or keywords), checked here only: one line each."""
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise UserError(f"--processes must be a whole number of at least 1, got {processes!r}")
     if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
                                   or not 0 < timeout_s < float("inf")):
         raise UserError(f"--timeout must be a number of seconds above 0, got {timeout_s!r}")
     if memory_limit_bytes is not None and (isinstance(memory_limit_bytes, bool)
-                                           or not isinstance(memory_limit_bytes, int)
-                                           or memory_limit_bytes < MIN_MEMORY_LIMIT):
-        raise UserError(f"--memory-limit {memory_limit_bytes!r} bytes is too small: a worker needs at least "
-                        "256M of address space (torch about 1G, jax about 2G)")
+                                           or not isinstance(memory_limit_bytes, int)):
+        raise UserError(f"--memory-limit must be a size like \"8G\" or a number of bytes, got {memory_limit_bytes!r}")
+    if memory_limit_bytes is not None and memory_limit_bytes < MIN_MEMORY_LIMIT:
+        raise UserError(f"--memory-limit of {memory_limit_bytes / (1 << 20):g} MiB is too small: a worker needs at "
+                        "least 256M of address space (torch about 1G, jax about 2G)")
 
 
 @dataclasses.dataclass
@@ -245,19 +247,16 @@ def _detect() -> dict:
 
 
 def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
+    """A PlanRequest and keywords (a field's name, or an option's TOML key: options.request_fields)."""
+    from xpubench.options import request_fields
     from xpubench.plan import validate
 
     request = request or PlanRequest()
     if fields:
-        known = {f.name for f in dataclasses.fields(PlanRequest)}
-        lists = {"workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes", "device_counts"}
-        plural = {name[:-1]: name for name in lists}  # workload="matmul" means workloads=["matmul"]
-        fields = {plural.get(k, k): v for k, v in fields.items()}
-        unknown = sorted(set(fields) - known)
-        if unknown:
-            raise UserError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        fields = {k: [v] if k in lists and isinstance(v, (str, int)) else v for k, v in fields.items()}
-        request = dataclasses.replace(request, **fields)
+        updates = request_fields(fields)
+        if isinstance(updates.get("options"), dict) and isinstance(request.options, dict):
+            updates["options"] = {**request.options, **updates["options"]}
+        request = dataclasses.replace(request, **updates)
     validate(request)  # bad input fails fast, before device detection
     return request
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 
 from xpubench.errors import UserError
+from xpubench.options import add_run_arguments
+from xpubench.options_text import csv
 from xpubench.version import __version__
 
 EXIT_USAGE = 2
@@ -20,57 +21,6 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too by default)
         raise UserError(f"{message} (see `{self.prog} --help`)")
-
-
-def _csv(kind, name: str):
-    def parse(text: str):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"empty {name} list: nothing to run")
-        try:
-            values = [kind(t) for t in items]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a comma-separated list of numbers: {text!r}") from None
-        if kind is int and any(v <= 0 for v in values):
-            raise argparse.ArgumentTypeError(f"{name} must be above 0: {text!r}")
-        return values
-    return parse
-
-
-def parse_size(text: str) -> int:
-    """'8G', '512M', '1.5g', '4096' (bytes) -> bytes; at least api.MIN_MEMORY_LIMIT."""
-    from xpubench.api import MIN_MEMORY_LIMIT
-
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().removesuffix("ib").rstrip("b")
-    try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
-    except ValueError:
-        raise UserError(f"--memory-limit: not a memory size: {text!r} (try 4G or 512M)") from None
-    if not math.isfinite(value) or value <= 0:
-        raise UserError(f"--memory-limit must be a positive size like 8G, got {text!r}")
-    if value < MIN_MEMORY_LIMIT:
-        raise UserError(f"--memory-limit {text} is too small: a worker needs at least 256M of address space "
-                        "(torch about 1G, jax about 2G)")
-    return int(value)
-
-
-def _size_bytes(text: str) -> int:
-    try:
-        return parse_size(text)
-    except UserError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--memory-limit").lstrip(": ")) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
-    return value
 
 
 def _percent(text: str) -> float:
@@ -83,19 +33,7 @@ def _percent(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from xpubench.plan import SYNC_MODES
-
     p = _Parser(prog="xpubench", description="Deep-learning speed on this hardware, per framework and device.")
     p.add_argument("--version", action="version", version=f"xpubench {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -106,58 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="workloads, backends and devices")
 
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
-    run.add_argument("-w", "--workload", type=_csv(str, "workload"), help="comma list (default: all)")
-    run.add_argument("-b", "--backend", type=_csv(str, "backend"), help="numpy, torch, jax (default: installed)")
-    run.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
-    run.add_argument("-p", "--precision", "--dtype", type=_csv(str, "precision"), help="fp32,tf32,bf16,fp16,int8")
-    run.add_argument("--batch-size", type=_csv(int, "batch size"), help="per-device batch sizes")
-    run.add_argument("--size", type=_csv(int, "matrix size"), help="matmul N (default 1024,2048,4096)")
-    run.add_argument("--mode", type=_csv(str, "mode"), help="train, infer (default train)")
-    run.add_argument("--devices", help="data-parallel device count N, or 'all'")
-    run.add_argument("--scaling", action="store_true", help="sweep N = 1, 2, 4, ... devices")
-    run.add_argument("--lr-scaling", action="store_true", help="scale the learning rate linearly with N")
-    run.add_argument("--coordinator", metavar="HOST:PORT",
-                     help="several hosts: process 0's address (docs/distributed.md)")
-    run.add_argument("--num-processes", metavar="P", help="several hosts: how many processes (one per host)")
-    run.add_argument("--process-id", metavar="I", help="several hosts: this process's id, 0..P-1")
-    run.add_argument("--epochs", type=_positive)
-    run.add_argument("--steps", type=_positive, help="cap on steps per epoch")
-    run.add_argument("--train-samples", type=_positive)
-    run.add_argument("--eval-samples", type=_positive)
-    run.add_argument("--time-budget", type=_seconds, help="seconds of measurement per case")
-    run.add_argument("--save-weights", metavar="DIR",
-                     help="inference cases keep the weights they train in DIR (.npz; default: a temp cache)")
-    run.add_argument("--data", choices=["synthetic", "real"], default=None)
-    run.add_argument("--data-dir")
-    run.add_argument("--download", action="store_true",
-                     help="with --data real: fetch missing dataset files (checksum-verified) into the data dir")
-    run.add_argument("--sync", choices=SYNC_MODES, default=None,
-                     help="training: synchronise every step (per-step times; default on CPUs) or once per "
-                          "steady epoch (pipelined; default on accelerators)")
-    run.add_argument("--compile", choices=["auto", "on", "off"], default=None)
-    run.add_argument("--seed", type=int, default=None)
-    run.add_argument("--quick", action="store_true", help="a few steps per case (the default with no -w)")
-    run.add_argument("--config", help="TOML file with the same options")
-    run.add_argument("-o", "--output", help="results file (JSON Lines)")
-    run.add_argument("--resume", help="finish the cases of an interrupted results file")
-    run.add_argument("--processes", type=_positive, metavar="K",
-                     help="worker processes per case, interleaved with the other cases (default 3; the "
-                          "machine's noise between processes is measured only with 2 or more)")
-    run.add_argument("--timeout", type=_seconds, help="seconds per worker process before it is killed")
-    run.add_argument("--memory-limit", type=_size_bytes,
-                     help="address-space cap (RLIMIT_AS) per worker of a CPU case, e.g. 8G; accelerator cases "
-                          "run without it (CUDA, ROCm and libtpu reserve more address space than memory)")
-    run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
-                     help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--dry-run", action="store_true",
-                     help="print the cases the run would execute and an estimate of its time; run nothing")
-    run.add_argument("--env-file", metavar="FILE",
-                     help="with --dry-run: plan for the machine FILE describes (`xpubench env --json` saved there)")
+    add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
 
     doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
-    doc.add_argument("-b", "--backend", type=_csv(str, "backend"), help="numpy, torch, jax (default: installed)")
-    doc.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
+    doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")

@@ -2,144 +2,32 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
+from xpubench import options
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest
 
-# TOML key -> (PlanRequest field, list-valued)
-CONFIG_KEYS = {
-    "workload": ("workloads", True), "backend": ("backends", True), "device": ("devices", True),
-    "precision": ("precisions", True), "batch_size": ("batch_sizes", True), "size": ("sizes", True),
-    "mode": ("modes", True), "epochs": ("epochs", False), "steps": ("steps", False),
-    "train_samples": ("train_samples", False), "eval_samples": ("eval_samples", False),
-    "time_budget": ("time_budget_s", False), "data": ("data", False), "data_dir": ("data_dir", False),
-    "compile": ("compile", False), "seed": ("seed", False), "quick": ("quick", False),
-}
-RUN_KEYS = {"output", "timeout", "memory_limit", "processes", "devices", "scaling", "lr_scaling", "selftest", "options",
-            "save_weights", "download", "sync"}
-# flags that shape the plan: with --resume the plan comes from the results file instead
-PLAN_FLAGS = ("workload", "backend", "device", "precision", "batch_size", "size", "mode", "devices", "epochs",
-              "steps", "train_samples", "eval_samples", "time_budget", "data", "data_dir", "compile", "seed",
-              "config", "output", "selftest", "save_weights", "sync", "processes")
-PLAN_BOOL_FLAGS = ("scaling", "lr_scaling", "quick", "download")
-
-
-def _count(text) -> int:
-    value = None
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    elif isinstance(text, str) and text.strip().isdigit():
-        value = int(text)
-    if value is None or value < 1:
-        raise UserError(f"--devices must be a whole number of at least 1, or 'all'; got {text!r}")
-    return value
-
-
-def read_config(path: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file {path} does not exist (or is not a file)")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"config file {path} is not a text (UTF-8) file: give a TOML file") from None
-    except OSError as exc:
-        raise UserError(f"config file {path} is unreadable: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"config file {path} is not valid TOML: {exc}") from None
-    section = data.get("run", data)
-    if not isinstance(section, dict):
-        raise UserError(f"config file {path}: [run] must be a table of options")
-    unknown = sorted(set(section) - set(CONFIG_KEYS) - RUN_KEYS - {"run"})
-    if unknown:
-        raise UserError(f"config file {path}: unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(sorted(set(CONFIG_KEYS) | RUN_KEYS))}")
-    return section
-
-
-def _run_options(config: dict, args) -> dict:
-    """output / timeout / memory_limit / processes from the file, then the flags; each checked."""
-    from xpubench.cli import parse_size
-
-    opts = {}
-    for key in ("output", "timeout", "memory_limit", "processes"):
-        value = getattr(args, key, None)
-        opts[key] = value if value is not None else config.get(key)
-    if opts["output"] is not None and not isinstance(opts["output"], str):
-        raise UserError(f"output must be a file name, got {opts['output']!r}")
-    t = opts["timeout"]
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
-        raise UserError(f"timeout must be a number of seconds above 0, got {t!r}")
-    m = opts["memory_limit"]
-    if isinstance(m, (str, int)) and not isinstance(m, bool):
-        opts["memory_limit"] = parse_size(str(m))
-    elif m is not None:
-        raise UserError(f"memory_limit must be a size like \"8G\", got {m!r}")
-    k = opts["processes"]
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise UserError(f"processes must be a whole number of at least 1, got {k!r}")
-    return opts
-
 
 def request_from(args) -> tuple[PlanRequest, dict]:
-    """Merge the TOML file (if any) under the command-line flags."""
-    config = read_config(args.config) if args.config else {}
-    fields: dict = {}
-    for key, (field, is_list) in CONFIG_KEYS.items():
-        value = config.get(key)
-        if value is not None and is_list and not isinstance(value, list):
-            value = [value]
-        if value is not None:
-            fields[field] = value
-    flag_values = {
-        "workloads": args.workload, "backends": args.backend, "devices": args.device,
-        "precisions": args.precision, "batch_sizes": args.batch_size, "sizes": args.size,
-        "modes": args.mode, "epochs": args.epochs, "steps": args.steps, "train_samples": args.train_samples,
-        "eval_samples": args.eval_samples, "time_budget_s": args.time_budget, "data": args.data,
-        "data_dir": args.data_dir, "compile": args.compile, "seed": args.seed,
-    }
-    fields.update({k: v for k, v in flag_values.items() if v is not None})
-    if args.quick or config.get("quick") or not fields.get("workloads"):
-        fields["quick"] = True
-    run_opts = _run_options(config, args)
-    devices = args.devices if args.devices is not None else config.get("devices")
-    if devices is not None:
-        fields["device_counts"] = [0] if str(devices) == "all" else [_count(devices)]
-    fields["scaling"] = args.scaling or bool(config.get("scaling"))
-    options = config.get("options", {})
-    if not isinstance(options, dict):
-        raise UserError(f"options must be a table of name = value, got {options!r}")
-    options = dict(options)
-    if args.lr_scaling or config.get("lr_scaling"):
-        options["lr_scaling"] = True
-    sync = getattr(args, "sync", None) or config.get("sync")
-    if sync is not None:
-        options["sync"] = sync          # checked with the plan (plan.validate)
-    if getattr(args, "download", False) or config.get("download"):
-        options["download"] = True
-    save = getattr(args, "save_weights", None) or config.get("save_weights")
-    if save is not None:
-        options["weights_dir"] = _weights_dir(save)
-    behaviours = args.selftest or config.get("selftest")
-    if behaviours is not None:
-        options["behaviours"] = behaviours if isinstance(behaviours, list) else [behaviours]
-        fields.setdefault("workloads", ["selftest"])
-    if options:
-        fields["options"] = options
-    if options.get("download") and fields.get("data") != "real":
+    """(the PlanRequest, the run settings: output, timeout, memory_limit, processes) from the TOML file
+    (if any) under the command-line flags; options.OPTIONS says where each value goes."""
+    values = options.read_config(args.config) if args.config else {}
+    values.update(options.from_flags(args))
+    if not values.get("workload"):
+        values["quick"] = True         # the brief default run (no -w): a few steps per case
+    fields, run_opts = options.split(values)
+    opts = fields.get("options", {})
+    if opts.get("download") and fields.get("data") != "real":
         raise UserError("--download fetches real datasets: use it with --data real")
     if fields.get("data") == "real" and fields.get("data_dir") is None:
         fields["data_dir"] = _default_data_dir()
-    if options.get("download"):
+    if opts.get("download"):
         _make_data_dir(fields["data_dir"])
-    return PlanRequest(**fields), run_opts
+    if "weights_dir" in opts:
+        opts["weights_dir"] = _weights_dir(opts["weights_dir"])
+    return PlanRequest(**fields), {k: run_opts.get(k) for k in ("output", "timeout", "memory_limit", "processes")}
 
 
 def _make_data_dir(path) -> None:
@@ -171,12 +59,10 @@ def _default_data_dir() -> str:
 
 
 def _check_resume_flags(args) -> None:
-    given = [f for f in PLAN_FLAGS if getattr(args, f, None) is not None]
-    given += [f for f in PLAN_BOOL_FLAGS if getattr(args, f, False)]
+    given = options.refused_with_resume(args)
     if given:
-        flags = ", ".join("--" + f.replace("_", "-") for f in given)
-        raise UserError(f"--resume takes the plan from the results file: drop {flags} "
-                        "(only --timeout and --memory-limit go with --resume)")
+        raise UserError(f"--resume takes the plan from the results file: drop {', '.join(given)} "
+                        f"(only {' and '.join(options.with_resume_flags())} go with --resume)")
 
 
 def execute_run(args, console) -> int:
@@ -207,7 +93,7 @@ def _execute_run(args, console) -> int:
         raise UserError("--env-file describes another machine: use it with --dry-run (a run measures this one)")
     if args.resume:
         _check_resume_flags(args)
-        timeout, memory_limit, processes = _run_options({}, args)["timeout"], args.memory_limit, None
+        timeout, memory_limit, processes = args.timeout, args.memory_limit, None
     else:
         request, opts = request_from(args)
         timeout, memory_limit, processes = opts["timeout"], opts["memory_limit"], opts["processes"]

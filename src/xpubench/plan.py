@@ -139,9 +139,8 @@ def _check_list(name: str, value) -> None:
 
 def validate(req: PlanRequest) -> None:
     """Everything about the request that can be checked without looking at the machine."""
-    for name in ("workloads", "backends", "devices", "precisions", "batch_sizes", "sizes", "modes",
-                 "device_counts"):
-        _check_list(name.replace("_", " "), getattr(req, name))
+    for name, label in LIST_LABELS.items():
+        _check_list(label, getattr(req, name))
     _check_choice("workload", req.workloads, list(REGISTRY))
     _check_choice("backend", req.backends, BACKENDS)
     _check_choice("precision", req.precisions, PRECISIONS)
@@ -153,7 +152,7 @@ def validate(req: PlanRequest) -> None:
             raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
     for name in ("batch_sizes", "sizes"):
         for v in getattr(req, name) or []:
-            _check_positive(name.replace("_", " ")[:-1], v)
+            _check_positive(LIST_LABELS[name], v)
     for v in req.device_counts or []:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
@@ -179,6 +178,59 @@ def validate(req: PlanRequest) -> None:
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
     selftest.case_options(req.options)   # its behaviours, checked (workloads/selftest.py)
+    _check_model(req)
+    _check_run_extras(req)
+
+
+LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "device", "precisions": "precision",
+               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count"}
+
+
+def _check_model(req: PlanRequest) -> None:
+    """--model FILE.py:FUNCTION and what it is fed (usermodel/): the file, its function, the strings."""
+    from xpubench.usermodel.reference import parse_reference
+    from xpubench.usermodel.spec import parse_dtype, parse_shape, parse_task
+
+    described = [n for n in ("input_shape", "input_dtype", "task") if getattr(req, n) is not None]
+    if req.model is None:
+        if described:
+            flags = ", ".join("--" + n.replace("_", "-") for n in described)
+            raise UserError(f"{flags} describe(s) the input of --model: give --model FILE.py:FUNCTION too")
+        return
+    if not isinstance(req.model, str):
+        raise UserError(f"--model must be FILE.py:FUNCTION, got {req.model!r}")
+    parse_reference(req.model)
+    if req.input_shape is not None:
+        parse_shape(req.input_shape)
+    if req.input_dtype is not None:
+        parse_dtype(req.input_dtype)
+    if req.task is not None:
+        parse_task(req.task)
+
+
+def _check_run_extras(req: PlanRequest) -> None:
+    """Prices (device -> USD per hour), the run's budget and the gpt options."""
+    from xpubench.devices.device import Device
+    from xpubench.workloads import gpt
+
+    if not isinstance(req.prices, dict):
+        raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
+    for device, usd in req.prices.items():
+        try:
+            Device.parse(device)
+        except ValueError as exc:
+            raise UserError(f"prices: {exc}") from None
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
+            raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
+    b = req.budget_s
+    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
+        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
+    if any(k in req.options for k in gpt.OPTIONS):
+        gpt.configure(req.options)
+    for key, least in (("prompt_len", 1), ("new_tokens", 2)):
+        v = req.options.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise UserError(f"--{key.replace('_', '-')} must be a whole number of at least {least}, got {v!r}")
 
 
 def _unique(values):
