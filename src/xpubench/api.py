@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
@@ -125,13 +126,15 @@ class RunHooks:
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
-        hooks: RunHooks | None = None, **request_fields: Any) -> list[Result]:
+        hooks: RunHooks | None = None, measure_ceilings: bool = False, **request_fields: Any) -> list[Result]:
     """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
     interleaved with the other cases), append each process's result to ``output`` as it ends.
 
     Pass a PlanRequest or its fields as keywords (``workloads=["matmul"], backends=["numpy"]``).
     With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
-    in FILE run. Returns one Result per case (for resume: the earlier ones too).
+    in FILE run. Returns one Result per case (for resume: the earlier ones too). The measured ceilings the
+    results are ranked against come from the cache; ``measure_ceilings=True`` measures the missing ones
+    first (docs/ceilings.md).
     """
     from xpubench.devices.device import is_accelerator
     from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
@@ -175,6 +178,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             hooks.on_plan(cases, processes, left)
         quick_default = 600.0 if all(c.steps for c in cases if c.mode != "matmul") else DEFAULT_TIMEOUT_S
         fp = fingerprint(env)
+        if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
+            fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)

@@ -11,6 +11,7 @@ import math
 import os
 import sys
 
+from xpubench.ceilings import cli as ceilings_cli
 from xpubench.errors import UserError
 from xpubench.version import __version__
 
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("-d", "--device", type=_csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
+    ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
+
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+")
     rep.add_argument("-o", "--output", default="xpubench-report.html")
@@ -229,6 +232,7 @@ def cmd_env(args, console) -> int:
         print(json.dumps(env, indent=2))
     else:
         render_environment(env, console)
+        console.print(ceilings_cli.cached_table(env))   # the measured ceilings of this machine, if cached
     return 0
 
 
@@ -290,7 +294,7 @@ def cmd_compare(args, console) -> int:
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,6 +11,7 @@ import pandas as pd
 
 from xpubench.report.compare import ratio_estimate
 from xpubench.report.content import NOISY_MARK
+from xpubench.report.costs import peak_cell
 from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
 from xpubench.report.tables import fmt, fmt_seconds
 from xpubench.units import fmt_bytes, fmt_flops
@@ -57,7 +58,7 @@ def training_table(frame: pd.DataFrame) -> pd.DataFrame:
             "µs/sample": fmt(_num(r, "us_per_sample"), ",.0f"),
             "samples/s": _noisy(r, fmt(_num(r, "samples_per_s"), ",.0f")),
             "achieved": fmt_flops(_num(r, "achieved_flops_per_s")),
-            "MFU": _pct(_num(r, "mfu"), estimate=bool(_num(r, "peak_is_estimate"))),
+            "MFU": peak_cell(r, "mfu"),
             "peak mem": fmt_bytes(_num(r, "peak_memory_bytes")),
             "loss": fmt(_num(r, "final_loss"), ".4f"), "val metric": fmt(_num(r, "final_metric"), ".4f"),
         })
@@ -94,7 +95,7 @@ def matmul_table(frame: pd.DataFrame) -> pd.DataFrame:
             "cold": fmt_flops(_num(r, "cold_flops_per_s")), "warm": _noisy(r, fmt_flops(_num(r, "warm_flops_per_s"))),
             "warm spread (IQR)": "n/a" if not (warm and iqr is not None) else f"±{iqr / warm / 2:.1%}",
             "cold time": fmt_seconds(_num(r, "cold_s")), "warm time": fmt_seconds(warm),
-            "% of peak": _pct(_num(r, "pct_of_peak"), estimate=bool(_num(r, "peak_is_estimate"))),
+            "% of peak": peak_cell(r, "pct_of_peak"),
         })
     return pd.DataFrame(out)
 

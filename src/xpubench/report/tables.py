@@ -6,6 +6,8 @@ import math
 
 from rich.table import Table
 
+from xpubench.report.costs import peak_cell
+
 
 def fmt(value, spec: str = ",.1f", scale: float = 1.0, unit: str = "") -> str:
     if value is None:
@@ -43,8 +45,7 @@ def matmul_table(results) -> Table:
                                             r.case["size"])):
         m, c = r.metrics, r.case
         spread = f"±{m['warm_iqr_s'] / m['warm_s'] / 2:.0%} IQR" + (" !" if m.get("warning") else "")
-        pct = m.get("pct_of_peak")
-        pct_s = "n/a" if pct is None else f"{pct:.0%}" + (" (est.)" if m.get("peak_is_estimate") else "")
+        pct_s = peak_cell(m, "pct_of_peak")
         if c["device"] == "cpu":
             speed = "-"
         else:
@@ -68,12 +69,11 @@ def training_table(results) -> Table:
         m, c = r.metrics, r.case
         batch = str(c.get("batch_size")) + (f" x{c['devices']}" if c.get("devices", 1) > 1 else "")
         step = f"{fmt(m.get('step_s'), ',.1f', 1e3)} / {fmt(m.get('step_p90_s'), ',.1f', 1e3)}"
-        mfu = m.get("mfu")
         t.add_row(c["workload"], c["backend"], c["device"], c["precision"], batch,
                   fmt(m.get("compile_s"), ".2f"), fmt(m.get("first_epoch_s"), ".2f"), fmt(m.get("epoch_s"), ".2f"),
                   step, fmt(m.get("us_per_sample"), ",.0f"), fmt(m.get("samples_per_s"), ",.0f"),
                   fmt(m.get("achieved_flops_per_s"), ".3f", 1e-12),
-                  "n/a" if mfu is None else f"{mfu:.1%}" + (" (est.)" if m.get("peak_is_estimate") else ""),
+                  peak_cell(m, "mfu"),
                   fmt(m.get("final_loss"), ".4f"), fmt(m.get("final_metric"), ".4f"))
     return t
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from xpubench.report import costs
 from xpubench.report.tables import (
     inference_table,
     matmul_table,
@@ -80,6 +81,9 @@ def print_run_tables(results, console: Console) -> None:
         console.print(training_table(train))
     if infer:
         console.print(inference_table(infer))
+    efficiency = costs.terminal_table(ok)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
+    if efficiency is not None:
+        console.print(efficiency)
     parallel = scaling_rows(train + infer)
     if parallel:
         console.print(scaling_table(parallel))
