@@ -71,7 +71,7 @@ class EnergyWindows:
         """The Energy metrics (results/metrics.py) over the windows read; None values are left out."""
         reading = self.total()
         out = energy_figures(reading, steps=steps, samples=samples, epochs=epochs)
-        out["energy_seconds"] = reading.seconds
+        out["energy_seconds"] = reading.seconds if reading.joules is not None else None
         return {k: v for k, v in out.items() if v is not None}
 
 
