@@ -101,16 +101,16 @@ def section(data: ResultSet) -> Section | None:
     eff, money = efficiency_table(frame), cost_energy_table(frame)
     if eff.empty and money.empty:
         return None
+    eff_note = ("% of peak: against the chip's dense peak (a CPU's is an estimate from the clock the OS reports; "
+                "a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
+                "fastest matmul the ceiling search (`xpubench ceilings`) or this file measured for the same "
+                "backend, device and precision; 'within noise' when the excess is inside both figures' 95% "
+                "intervals.")
+    money_note = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
+                  "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
     tables = [TableBlock(title, table, note) for title, table, note in (
-        ("Achieved FLOP/s against the spec peak and the measured ceiling", eff,
-         "% of peak: against the chip's dense peak (a CPU's is an estimate from the clock the OS reports; a "
-         "result above it is ranked against the measured ceiling instead). % of ceiling: against the fastest "
-         "matmul the ceiling search (`xpubench ceilings`) or this file measured for the same backend, device "
-         "and precision; 'within noise' when the excess is inside both figures' 95% intervals."),
-        ("Cost and energy", money,
-         "$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
-         "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
-    ) if not table.empty]
+        ("Achieved FLOP/s against the spec peak and the measured ceiling", eff, eff_note),
+        ("Cost and energy", money, money_note)) if not table.empty]
     chart = roofline_chart(frame)
     return Section("Efficiency, energy and cost", "efficiency", intro=(
         "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
