@@ -231,3 +231,18 @@ def test_the_report_section_shows_cost_energy_and_efficiency():
     assert list(money["energy source"]) == ["n/a: no CPU energy counter"]
     assert set(eff["% of ceiling"]) == {"50%", "10%"}
     assert sec.charts and sec.charts[0].name == "roofline"
+
+
+def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
+    from xpubench.report.advice import time_and_cost
+    from xpubench.report.frame import ResultSet
+
+    cpu = train(10e9, price=0.10)
+    gpu = train(10e9, price=2.50)
+    gpu.case = {**gpu.case, "device": "gpu:0", "backend": "torch"}
+    cpu.metrics["samples_per_s"], gpu.metrics["samples_per_s"] = 1000.0, 10000.0   # 10x faster, 25x the price
+    results = [cpu, gpu]
+    annotate(results)
+    lines = time_and_cost(ResultSet.load(results))
+    assert len(lines) == 1 and "the rankings differ" in lines[0]
+    assert "torch gpu:0 is faster than numpy cpu (10.00x) but numpy cpu is cheaper" in lines[0]

@@ -243,7 +243,8 @@ def time_and_cost(data: ResultSet) -> list[str]:
             ranking = rank_time_and_cost(options)
             what = f"{workload} {'training' if mode == 'train' else 'inference'}"
             priced = ", ".join(f"{k} ${options[k][1]:.4g}" for k in ranking.by_cost)
-            text = (f"{what}, per {unit}: by time {' > '.join(ranking.by_time)}; by cost {priced or 'n/a'}"
+            timed = ", ".join(f"{k} {fmt_seconds(options[k][0])}" for k in ranking.by_time)
+            text = (f"{what}, per {unit}: by time {timed}; by cost {priced or 'n/a'}"
                     + (f" (no price: {', '.join(ranking.unpriced)})" if ranking.unpriced else ""))
             if len(ranking.by_cost) < 2:
                 lines.append(text + ".")
