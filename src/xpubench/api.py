@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
@@ -129,7 +130,7 @@ class RunHooks:
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
-        hooks: RunHooks | None = None, **request_fields: Any) -> list[Result]:
+        hooks: RunHooks | None = None, measure_ceilings: bool = False, **request_fields: Any) -> list[Result]:
     """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
     interleaved with the other cases), append each process's result to ``output`` as it ends.
 
@@ -140,6 +141,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
     the whole run, detection, worker start and compilation included (harness/budget.py); a resumed run
     has no budget: it finishes what is left.
+    The measured ceilings the
+    results are ranked against come from the cache; ``measure_ceilings=True`` measures the missing ones
+    first (docs/ceilings.md).
     """
     import time
 
@@ -193,6 +197,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             hooks.on_budget(budget)
         quick_default = 600.0 if all(c.steps for c in cases if c.mode != "matmul") else DEFAULT_TIMEOUT_S
         fp = fingerprint(env)
+        if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
+            fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)

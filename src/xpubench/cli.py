@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from xpubench.ceilings import cli as ceilings_cli
 from xpubench.errors import UserError
 from xpubench.options import add_run_arguments
 from xpubench.options_text import csv
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+")
@@ -120,6 +123,7 @@ def cmd_env(args, console) -> int:
         print(json.dumps(env, indent=2))
     else:
         render_environment(env, console)
+        console.print(ceilings_cli.cached_table(env))   # the measured ceilings of this machine, if cached
     return 0
 
 
@@ -181,7 +185,7 @@ def cmd_compare(args, console) -> int:
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings}
 
 if __name__ == "__main__":
     sys.exit(main())

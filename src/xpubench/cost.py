@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from xpubench.errors import UserError
@@ -116,6 +116,41 @@ def price_for(prices: Mapping[str, float], device: str, devices: int = 1) -> flo
             return None
         total += price if kind not in ("cpu", "mps") or i == 0 else 0.0   # CPU "devices" share one CPU
     return total
+
+
+def price_for_case(prices: Mapping[str, float] | None, device: str, devices: int = 1) -> float | None:
+    """The price per hour of a case on ``devices`` devices from ``device``: the exact id ("gpu:1") first,
+    then its kind ("gpu"); None when no price matches (or none was given)."""
+    return price_for(prices, device, devices or 1) if prices else None
+
+
+def priced(cases: list, prices: Mapping[str, float] | None) -> list:
+    """The plan's cases with ``options["price_per_hour"]`` set where a price matches their device(s)
+    (plan.build_cases: the one hook). Cases without a matching price are returned as they are."""
+    if prices:
+        if not isinstance(prices, Mapping):
+            raise UserError(f"prices must be a table of DEVICE = USD per hour, got {prices!r}")
+        prices = {normalise_device(str(k)): _price(v, f"price of {k}") for k, v in prices.items()}
+    out = []
+    for case in cases:
+        price = price_for_case(prices, case.device, case.devices)
+        out.append(case if price is None else replace(case, options={**case.options, "price_per_hour": price}))
+    return out
+
+
+def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> dict:
+    """The Cost metrics of one result (results/metrics.py): training -> $ per 1M samples and per steady
+    epoch; inference -> $ per 1M predictions; ``cost_na`` with the reason where no price was given."""
+    if price_per_hour is None:
+        return {"cost_na": "n/a: no price for this device (--price-per-hour DEVICE=USD or --prices FILE)"}
+    if mode == "train":
+        figures = cost_figures(price_per_hour, samples_per_s=metrics.get("samples_per_s"),
+                               epoch_s=metrics.get("epoch_s"))
+    elif mode == "infer":
+        figures = cost_figures(price_per_hour, predictions_per_s=metrics.get("samples_per_s"))
+    else:
+        figures = {"usd_per_hour": price_per_hour}
+    return {k: v for k, v in figures.items() if v is not None}
 
 
 def cost_figures(price_per_hour: float | None, *, samples_per_s: float | None = None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench.cost import priced
 from xpubench.errors import UserError
 from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     BACKENDS,
@@ -258,7 +259,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
             for workload in workloads:
-                cases += _cases_for(req, env, workload, backend, device)
+                cases += priced(_cases_for(req, env, workload, backend, device), req.prices)  # cost.py
     if not cases:
         raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
                         "add -b torch or -b jax, or choose -w matmul")

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.energy.meter import Unavailable
+from xpubench.energy.windows import EnergyWindows, meter_for_case
 from xpubench.harness.stats import summarize
 from xpubench.results.metrics import InferMetrics
 
@@ -99,8 +101,10 @@ def score(spec, out: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def measure(predictor: Predictor, budget_s: float | None = None,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[dict, dict, np.ndarray]:
-    """Run the timed regions; returns (metrics, raw samples, outputs of the last pass on the host)."""
+            clock: Callable[[], float] = time.perf_counter, energy=None) -> tuple[dict, dict, np.ndarray]:
+    """Run the timed regions; returns (metrics, raw samples, outputs of the last pass on the host).
+    ``energy`` (energy/windows.py EnergyWindows): read around each timed pass."""
+    energy = energy or EnergyWindows(Unavailable("no energy meter was given"))
     budget = budget_s or DEFAULT_BUDGET_S
     nb = batch_count(predictor.n, predictor.batch)
     compile_s = predictor.compile()
@@ -127,11 +131,12 @@ def measure(predictor: Predictor, budget_s: float | None = None,
         if len(passes) >= PASSES[0] and (clock() - begin > budget or len(passes) >= 3
                                          and clock() - begin > 0.5 * budget):
             break
-        t0 = clock()
-        handles = [predictor.predict(i) for i in range(nb)]
-        for h in handles:
-            predictor.sync(h)
-        passes.append(clock() - t0)
+        with energy.window():
+            t0 = clock()
+            handles = [predictor.predict(i) for i in range(nb)]
+            for h in handles:
+                predictor.sync(h)
+            passes.append(clock() - t0)
     outputs = collect(predictor, handles)
     lat, pas = summarize(latency), summarize(passes)
     warning = "; ".join(w for w in (lat.warning and f"latency: {lat.warning}",
@@ -144,7 +149,7 @@ def measure(predictor: Predictor, budget_s: float | None = None,
         batch_samples_per_s=predictor.batch / lat.median, pass_s=pas.median, passes=len(passes),
         samples_per_s=predictor.n / pas.median, model_bytes=predictor.model_bytes(),
         peak_memory_bytes=predictor.peak_memory(), warning=warning,
-    ).as_dict()
+    ).as_dict() | energy.figures(steps=nb * len(passes), samples=predictor.n * len(passes))
     return metrics, {"latency_s": latency, "pass_s": passes}, outputs
 
 
@@ -230,7 +235,7 @@ def run_inference(case, session: Session):
         reference = quality(spec, predict_all(fp32), session.y_eval, prefix="fp32_")
         fp32_bytes = fp32.model_bytes()
     predictor, report = session.predictor(case.precision)
-    metrics, samples, outputs = measure(predictor, case.time_budget_s)
+    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case)))
     metrics.update(quality(spec, outputs, session.y_eval))
     if reference:
         compare_to_fp32(spec, metrics, reference, fp32_bytes)

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from xpubench.devices.device import is_accelerator
+from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
 from xpubench.plan import SYNC_MODES
@@ -165,12 +166,14 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     records: list[EpochRecord] = []
     eval_times, train_loss, val_loss, val_metric = [], [], [], []
     budget_hit = False
+    energy = EnergyWindows(meter_for_case(case))   # read around the steady epochs (energy/windows.py)
     begin = clock()
     for epoch in range(epochs):
         trainer.start_epoch(epoch)
         timer = StepTimer(trainer.sync, clock, steps=steps, epoch=epoch, pipelined=mode == "epoch" and epoch > 0,
                           budget=budget, begin=begin, check_in_steps=check_in_steps)
-        loss = run_epoch(epoch, steps, timer)
+        with energy.window(keep=epoch > 0 or epochs == 1):
+            loss = run_epoch(epoch, steps, timer)
         if timer.record is None or timer.record.steps_run < 1:
             raise RuntimeError(f"epoch {epoch + 1}: the trainer's loop ran no measured step")
         records.append(timer.record)
@@ -189,7 +192,8 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     epoch_times = [r.time_s for r in records if r.complete]
     return Outcome(
         metrics=_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
-                         val_metric, flops_per_sample, budget_hit),
+                         val_metric, flops_per_sample, budget_hit) | training_figures(energy, records,
+                                                                                      trainer.global_batch),
         samples={"step_s": _steady_steps(records), "epoch_s": epoch_times,
                  "first_epoch_step_s": records[0].step_times, "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},

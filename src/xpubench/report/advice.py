@@ -220,11 +220,46 @@ def noise_note(data: ResultSet) -> list[str]:
              "difference is small.")]
 
 
+def time_and_cost(data: ResultSet) -> list[str]:
+    """With prices: per workload and mode, the setups ranked by time and by cost (each at its fastest
+    batch size), and where the two rankings differ (cost.rank_time_and_cost)."""
+    from xpubench.cost import rank_time_and_cost
+
+    lines = []
+    for mode, name, unit in (("train", "usd_per_1m_samples", "1M training samples"),
+                             ("infer", "usd_per_1m_predictions", "1M predictions")):
+        rows = ok_rows(data.frame, mode)
+        if rows.empty or name not in rows or column(rows, name).dropna().empty:
+            continue
+        multi = many_sources(rows)
+        for workload, sub in rows.groupby("workload"):
+            sub = sub.assign(sps=column(sub, "samples_per_s"))
+            sub = sub[sub["sps"].notna()]
+            if sub.empty:
+                continue
+            best = sub.loc[sub.groupby(SETUP, dropna=False)["sps"].idxmax()]
+            options = {_name(r, multi): (1e6 / r["sps"], None if pd.isna(r.get(name)) else float(r[name]))
+                       for _, r in best.iterrows()}
+            ranking = rank_time_and_cost(options)
+            what = f"{workload} {'training' if mode == 'train' else 'inference'}"
+            priced = ", ".join(f"{k} ${options[k][1]:.4g}" for k in ranking.by_cost)
+            timed = ", ".join(f"{k} {fmt_seconds(options[k][0])}" for k in ranking.by_time)
+            text = (f"{what}, per {unit}: by time {timed}; by cost {priced or 'n/a'}"
+                    + (f" (no price: {', '.join(ranking.unpriced)})" if ranking.unpriced else ""))
+            if len(ranking.by_cost) < 2:
+                lines.append(text + ".")
+            elif ranking.same_order:
+                lines.append(text + ": the fastest is also the cheapest.")
+            else:
+                lines.append(text + ": the rankings differ: " + "; ".join(ranking.differences) + ".")
+    return lines
+
+
 def advice(data: ResultSet) -> list[str]:
     """All the sentences, in reading order; an empty list when nothing finished ok."""
     if ok_rows(data.frame).empty:
         return []
-    lines = fastest(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
+    lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
     if set(ok_rows(data.frame)["device"]) == {"cpu"}:
         lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
     return lines + noise_note(data)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, sections, tables
+from xpubench.report import advice, charts, charts_training, costs, sections, tables
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -94,7 +94,8 @@ def build_report(loaded) -> Report:
             "Cold = the first product (compile, library and thread-pool start included); warm = median of "
             "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate)."),
             tables=_model(tables.matmul_table(frame), note=_peak_note(frame)),
-            charts=_charts(charts.matmul_chart(frame), charts.roofline_chart(frame))))
+            charts=_charts(charts.matmul_chart(frame))))
+    secs += [s for s in [costs.section(data)] if s is not None]   # efficiency, energy, cost (report/costs.py)
     speedups = tables.speedup_table(frame)
     secs.append(Section("Speedup over the CPU", "speedup", intro=(
         "Each accelerator case over the same case on the CPU (same file when it has one). Matmul: FLOP/s "

@@ -214,55 +214,79 @@ def matmul_chart(frame: pd.DataFrame) -> Chart | None:
                  png(fig))
 
 
+def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
+    """{(label, FLOP/s, bytes/s or None): [dtypes]} of the rows' roofs in ``column_name``."""
+    roofs: dict[tuple, list[str]] = {}
+    for (backend, device_name, precision), grp in rows.groupby(["backend", "device_name", "precision"], dropna=False):
+        top = column(grp, column_name).dropna()
+        if top.empty:
+            continue
+        bw_name = "measured_bandwidth" if column_name == "ceiling_flops_per_s" else "memory_bandwidth"
+        bw = column(grp, bw_name).dropna()
+        who = (f"{backend} " if column_name == "ceiling_flops_per_s" else "") + str(device_name or "device")
+        estimate = bool(column(grp, "peak_is_estimate").fillna(0).astype(bool).any())
+        key = (who + (" (est.)" if estimate and column_name == "peak_flops_per_s" else ""), float(top.max()),
+               float(bw.iloc[0]) if not bw.empty else None)
+        roofs.setdefault(key, []).append(str(precision))
+    return roofs
+
+
 def roofline_chart(frame: pd.DataFrame) -> Chart | None:
-    """Achieved FLOP/s of matmul against arithmetic intensity, under each chip's roofs where known."""
-    rows = ok_rows(frame, "matmul")
+    """Every result whose bytes moved are known (matmul: A, B and C; models where a backend counted them)
+    at its arithmetic intensity, under the measured roofs (flat at the achievable FLOP/s of the ceiling
+    search, sloped at the measured bandwidth) and, dashed, the spec peaks where known."""
+    rows = ok_rows(frame)
+    if rows.empty:
+        return None
+    rows = rows[rows["mode"].isin(["matmul", "train", "infer"])]
+    rows = rows.assign(intensity=column(rows, "arithmetic_intensity"),
+                       achieved=column(rows, "warm_flops_per_s").where(rows["mode"] == "matmul",
+                                                                      column(rows, "achieved_flops_per_s")))
+    rows = rows[rows["intensity"].notna() & rows["achieved"].notna()]
     if rows.empty:
         return None
     rows = _labelled(rows)
-    bpe = rows["precision"].map(BYTES_PER_ELEMENT).fillna(4)
-    rows["intensity"] = 2 * rows["size"].astype(float) / (3 * bpe)   # 2N^3 FLOPs / 3N^2 elements moved
-    rows["achieved"] = column(rows, "warm_flops_per_s")
-    scale, unit = flops_unit(float(np.nanmax(np.r_[rows["achieved"], column(rows, "peak_flops_per_s")])))
+    measured, spec = _roofs(rows, "ceiling_flops_per_s"), _roofs(rows, "peak_flops_per_s")
+    tops = [k[1] for k in (*measured, *spec)]
+    scale, unit = flops_unit(float(np.nanmax(np.r_[rows["achieved"], tops])))
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
-    xs = np.geomspace(max(rows["intensity"].min() / 4, 0.1), rows["intensity"].max() * 4, 200)
-    roofs: dict[tuple, list[str]] = {}   # (chip, peak, bandwidth, estimate) -> dtypes sharing that roof
-    for (device_name, precision), grp in rows.groupby(["device_name", "precision"], dropna=False):
-        peak = column(grp, "peak_flops_per_s").dropna()
-        bandwidth = column(grp, "memory_bandwidth").dropna()
-        if peak.empty:
-            continue
-        estimate = bool(column(grp, "peak_is_estimate").fillna(0).any())
-        key = (device_name or "device", float(peak.iloc[0]), float(bandwidth.iloc[0]) if not bandwidth.empty else None,
-               estimate)
-        roofs.setdefault(key, []).append(str(precision))
+    xs = np.geomspace(max(rows["intensity"].min() / 4, 0.01), rows["intensity"].max() * 4, 200)
     notes = []
-    for (chip, peak, bandwidth, estimate), dtypes in roofs.items():
-        roof = np.full_like(xs, peak) if bandwidth is None else np.minimum(peak, bandwidth * xs)
-        est = " (est.)" if estimate else ""
-        ax.plot(xs, roof / scale, "--", lw=1.2, color="#777")
-        ax.annotate(f"{chip} {'/'.join(dtypes)} peak{est}", (xs[-1], roof[-1] / scale), ha="right", va="bottom",
-                    fontsize=8, color="#555")
-        notes.append(f"{chip} {'/'.join(dtypes)}: peak {peak / scale:,.1f} {unit}{est}, memory "
-                     + (f"bandwidth {bandwidth / 1e9:,.0f} GB/s" if bandwidth is not None
-                        else "bandwidth unknown (no slanted roof)"))
+    for (who, top, bw), dtypes in measured.items():
+        roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
+        ax.plot(xs, roof / scale, "-", lw=1.6, color="#2a6")
+        ax.annotate(f"measured: {who} {'/'.join(dtypes)}", (xs[-1], top / scale), ha="right", va="bottom",
+                    fontsize=8, color="#2a6")
+        notes.append(f"{who} {'/'.join(dtypes)}: ceiling {top / scale:,.1f} {unit}, "
+                     + (f"bandwidth {bw / 1e9:,.1f} GB/s" if bw else "bandwidth not measured (no slope)"))
+    for (who, top, bw), dtypes in spec.items():
+        roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
+        ax.plot(xs, roof / scale, "--", lw=1.0, color="#999")
+        ax.annotate(f"spec: {who} {'/'.join(dtypes)}", (xs[0], top / scale),
+                    ha="left", va="bottom", fontsize=7, color="#777")
     palette = colors(rows["series"])
-    for label, grp in rows.groupby("series", sort=False):
-        ax.scatter(grp["intensity"], grp["achieved"] / scale, s=36, color=palette[label], label=label, zorder=3)
+    markers = {"matmul": "o", "train": "s", "infer": "^"}
+    for (label, mode), grp in rows.groupby(["series", "mode"], sort=False):
+        ax.scatter(grp["intensity"], grp["achieved"] / scale, s=36, color=palette[label], marker=markers[mode],
+                   label=f"{label} {mode}", zorder=3)
         for r in grp.itertuples():
-            ax.annotate(f"N={int(r.size)}", (r.intensity, r.achieved / scale), textcoords="offset points",
-                        xytext=(4, -10), fontsize=7)
+            text = f"N={int(r.size)}" if mode == "matmul" else str(r.workload)
+            ax.annotate(text, (r.intensity, r.achieved / scale), textcoords="offset points", xytext=(4, -10),
+                        fontsize=7)
     plain_log(ax, "x")
     plain_log(ax, "y")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of A, B and C, log scale)")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
     ax.set_ylabel(f"achieved {unit} (log scale)")
-    ax.set_title("Roofline: matrix multiply")
+    ax.set_title("Roofline: measured ceilings and every result with known bytes")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
-    caption = ("Warm matmul FLOP/s against the minimum memory traffic of one product (read A and B, write C). "
-               "Models are not placed: their memory traffic is not measured. Roofs: "
-               + ("; ".join(notes) if notes else "no known peak for these chips") + ".")
+    ax.legend(fontsize=7, loc="lower right")
+    unplaced = sorted(set(ok_rows(frame)["workload"]) - set(rows["workload"]) - {"selftest"})
+    caption = ("Solid: the measured roofline (flat at the ceiling search's achievable FLOP/s, sloped at the "
+               "measured STREAM bandwidth); dashed: the spec peak (a CPU's is an estimate). Matmul bytes: read A "
+               "and B, write C once; a model's where its backend counted them. Measured: "
+               + ("; ".join(notes) if notes else "none recorded (run `xpubench ceilings`)") + "."
+               + (f" Not placed (bytes moved unknown): {', '.join(unplaced)}." if unplaced else ""))
     return Chart("roofline", "Roofline", caption, png(fig))
 
 

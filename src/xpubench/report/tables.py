@@ -14,6 +14,7 @@ import pandas as pd
 
 from xpubench.report import related
 from xpubench.report.content import NOISY_MARK
+from xpubench.report.costs import peak_cell
 from xpubench.report.frame import many_sources, ok_rows
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.units import fmt_bytes, fmt_flops
@@ -88,7 +89,7 @@ def training_table(frame: pd.DataFrame) -> Table:
             Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
             Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f")), group="time"),
             Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
-            Column("MFU", lambda r: pct(num(r, "mfu"), estimate=bool(num(r, "peak_is_estimate"))), priority=2,
+            Column("MFU", lambda r: peak_cell(r, "mfu"), priority=2,
                    group="use"),
             Column("peak mem", lambda r: fmt_bytes(num(r, "peak_memory_bytes")), priority=LOW, group="use"),
             Column("loss", lambda r: fmt(num(r, "final_loss"), ".4f"), priority=2, group="use"),
@@ -113,7 +114,7 @@ def matmul_table(frame: pd.DataFrame) -> Table:
             Column("warm spread (IQR)", spread, priority=2),
             Column("cold time", lambda r: fmt_seconds(num(r, "cold_s")), priority=LOW),
             Column("warm time", lambda r: fmt_seconds(num(r, "warm_s")), priority=LOW),
-            Column("% of peak", lambda r: pct(num(r, "pct_of_peak"), estimate=bool(num(r, "peak_is_estimate"))),
+            Column("% of peak", lambda r: peak_cell(r, "pct_of_peak"),
                    priority=2)]
     return Table("FLOP/s per device, dtype and N", cols, rows)
 

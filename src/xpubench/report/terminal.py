@@ -14,7 +14,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from xpubench.report import tables
+from xpubench.report import costs, tables
 from xpubench.report.frame import ResultSet
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
@@ -105,6 +105,9 @@ def print_run_tables(results, console: Console) -> None:
         return
     for table in tables.every_table(data.frame):
         print_table(table, console)
+    efficiency = costs.terminal_table(results)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
+    if efficiency is not None:
+        console.print(efficiency)
     _print_noisy(data, console)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
+from xpubench.ceilings.annotate import annotate
 from xpubench.harness import scaling
 from xpubench.harness.stats import two_level
 from xpubench.results.schema import Result, Run
@@ -132,6 +133,7 @@ def aggregate_all(runs: Iterable[Run]) -> list[Result]:
     for run in runs:
         groups.setdefault(_case_id(run), []).append(run)
     results = [aggregate(g) for g in groups.values()]
+    annotate(results)   # % of peak and of the measured ceiling, intensity, cost (ceilings/annotate.py)
     for r in results:
         if r.status == "ok":
             scaling.annotate(r.metrics, r.case, results)

@@ -240,6 +240,21 @@ class Efficiency(Metrics):
     arithmetic_intensity: float | None = figure("FLOP/B", "FLOPs per byte moved", optional=True)
     bytes_per_sample: float | None = figure("B", "bytes moved per sample (XLA cost analysis or a count)",
                                             optional=True)
+    bytes_per_call: float | None = figure("B", "matmul: the least one product moves (read A and B, write C)",
+                                          optional=True)
+    ceiling_rel_noise: float | None = figure("ratio", "half-width of the ceiling's 95% interval / the ceiling",
+                                             optional=True)
+    achieved_rel_noise: float | None = figure("ratio", "half-width of the result's 95% interval / its median",
+                                              optional=True)
+    measured_bandwidth: float | None = figure("B/s", "the measured memory bandwidth (STREAM copy / triad) of this "
+                                                     "backend and device", optional=True)
+    roofline_flops_per_s: float | None = figure("FLOP/s", "the measured roofline at this intensity: min(ceiling, "
+                                                          "intensity x measured bandwidth)", optional=True)
+    peak_label: str | None = figure("text", "what the % of peak column prints (never a bare number above 100%)",
+                                    optional=True)
+    ceiling_label: str | None = figure("text", "what the % of ceiling column prints", optional=True)
+    efficiency_note: str | None = figure("text", "why a % reads as it does (estimate exceeded, within noise, "
+                                                 "ceiling raised, no ceiling cached)", optional=True)
 
 
 @dataclass
@@ -290,6 +305,7 @@ class Energy(Metrics):
     joules_per_epoch: float | None = figure("J", "per steady epoch", optional=True)
     joules_per_sample: float | None = figure("J", "per sample", optional=True)
     samples_per_joule: float | None = figure("count", "samples per joule", optional=True)
+    energy_seconds: float | None = figure("s", "the wall time the energy was read over", optional=True)
 
 
 @dataclass
@@ -301,6 +317,7 @@ class Cost(Metrics):
     usd_per_1m_samples: float | None = figure("USD", "per million training samples", optional=True)
     usd_per_epoch: float | None = figure("USD", "per steady epoch", optional=True)
     usd_per_1m_predictions: float | None = figure("USD", "per million predictions", optional=True)
+    cost_na: str | None = figure("text", "why no cost figure (no price given for this device)", optional=True)
 
 
 @dataclass

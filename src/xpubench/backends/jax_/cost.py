@@ -26,3 +26,23 @@ def cost_analysis(fn: Callable[..., Any], *args: Any) -> dict[str, float | None]
     costs = costs or {}
     flops, moved = costs.get("flops"), costs.get("bytes accessed")
     return {"flops": float(flops) if flops else None, "bytes_accessed": float(moved) if moved else None}
+
+
+def step_bytes_per_sample(compiled: Any, global_batch: int, flops_per_sample: float | None) -> float | None:
+    """Bytes one sample of a compiled train / predict step moves ("bytes accessed" / batch), for the
+    roofline. None when XLA gives no figure, or when its FLOP count is under half the analytic one: XLA
+    counts a loop's (scan's) body once, so its bytes would be under-counted too and the intensity
+    overstated."""
+    try:
+        costs = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements cost analysis
+        return None
+    if isinstance(costs, (list, tuple)):
+        costs = costs[0] if costs else None
+    costs = costs or {}
+    moved, flops = costs.get("bytes accessed"), costs.get("flops")
+    if not moved or not global_batch:
+        return None
+    if flops_per_sample and (not flops or flops / global_batch < 0.5 * flops_per_sample):
+        return None
+    return float(moved) / global_batch

@@ -290,6 +290,11 @@ class JaxTrainer:
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
         out = {"autotune": autotune_setting(self.device)}
+        from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
+
+        moved = step_bytes_per_sample(self._train, self.global_batch, getattr(self, "flops_per_sample", None))
+        if moved:
+            out["bytes_per_sample"] = moved
         if self.case.precision == "fp16":
             out.update(loss_scaling=loss_scale.DESCRIPTION,
                        final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))

@@ -1,0 +1,82 @@
+"""The measured ceilings a run ranks its results against, recorded in the run's fingerprint.
+
+Before the cases run, ``api.run`` asks ``for_run(env, cases)`` for the ceiling of every backend x
+device x precision the plan's matmul, training and inference cases use, and the bandwidth of every
+backend x device. They come from the cache (ceilings/cache.py) when it holds them for this machine
+key; otherwise:
+
+* ``measure=False`` (the default): the figures are n/a and the record says why and how to get them
+  (``xpubench ceilings``, or ``measure_ceilings=True`` / ``--measure-ceilings``);
+* ``measure=True``: the missing ones are measured first (a child process per backend and device,
+  ~30 s per precision on a CPU, 60 s on an accelerator, plus ~10 s of bandwidth) and cached.
+
+The record (``fingerprint["ceilings"]``) is small: per "backend/device/precision" the ceiling's
+FLOP/s, its relative noise (half-width of the 95% interval / the median), shape and when it was
+written; per "backend/device" the measured bytes/s. ``ceilings/annotate.py`` ranks the results
+against it when a file is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from xpubench.ceilings import cache
+from xpubench.ceilings.measure import ADAPTERS, PRECISIONS, ceilings_for
+
+MODES = ("matmul", "train", "infer")
+HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU) or pass "
+       "measure_ceilings=True / --measure-ceilings")
+
+
+def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
+    """{(backend, device): [precisions]} with a ceiling adapter, for the cases' modes."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for c in cases:
+        if c.mode in MODES and c.backend in ADAPTERS and c.precision in PRECISIONS[c.backend]:
+            precisions = out.setdefault((c.backend, c.device), [])
+            if c.precision not in precisions:
+                precisions.append(c.precision)
+    return out
+
+
+def summary(ceiling, written: str | None, source: str) -> dict[str, Any]:
+    return {"flops_per_s": ceiling.flops_per_s, "rel_noise": ceiling.rel_noise,
+            "shape": list(ceiling.shape) if ceiling.shape else None, "written": written, "source": source,
+            "warning": ceiling.warning}
+
+
+def for_run(env: dict, cases: Iterable, *, measure: bool = False, budget_s: float | None = None,
+            path: Path | None = None, on_note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The ceilings record of a run (see the module docstring)."""
+    key = cache.machine_key(env)
+    entry, problem = cache.lookup(key, path)
+    record: dict[str, Any] = {"ceilings": {}, "bandwidth": {}, "missing": [], "note": None}
+    for (backend, device), precisions in wanted(cases).items():
+        found = {p: cache.cached_ceiling(entry, backend, device, p) for p in precisions}
+        bw = cache.cached_bandwidth(entry, backend, device)
+        source = f"cache ({cache.cache_path() if path is None else path})"
+        written = (entry or {}).get("written")
+        if measure and (not all(found.values()) or bw is None):
+            if on_note:
+                on_note(f"measuring the {backend} {device} ceilings ({', '.join(p for p, c in found.items() if not c)}"
+                        f"{' + bandwidth' if bw is None else ''}) before the run")
+            try:
+                got = ceilings_for(env, backend, device, precisions, budget_s=budget_s, path=path)
+            except (RuntimeError, OSError, ValueError) as exc:
+                record["missing"].append(f"{backend}/{device}: measurement failed: {exc}")
+            else:
+                found, bw = got["ceilings"], got["bandwidth"]
+                source, written = ("measured before this run" if got["source"] == "measured" else source), None
+        for p, c in found.items():
+            if c is not None and c.flops_per_s:
+                record["ceilings"][f"{backend}/{device}/{p}"] = summary(c, written, source)
+            else:
+                record["missing"].append(f"{backend}/{device}/{p}")
+        if bw is not None and bw.gb_per_s:
+            record["bandwidth"][f"{backend}/{device}"] = {"bytes_per_s": bw.gb_per_s * 1e9, "written": written}
+    if record["missing"]:
+        record["note"] = (f"no measured ceiling for {', '.join(record['missing'])}"
+                          + (f" ({problem})" if problem else "") + f": {HOW}")
+    return record

@@ -1,0 +1,144 @@
+"""Efficiency, energy and cost in the reports: against the spec peak and the measured ceilings, joules
+and dollars per result (ceilings/annotate.py computes the figures when a file is loaded).
+
+* ``section(data)``: the HTML / Markdown report's section (tables + the roofline chart);
+* ``terminal_table(results)``: the same figures after ``xpubench run``;
+* ``peak_cell(...)``: the honest "% of peak" cell the other tables print: "above est. peak" instead of a
+  number above 100% (ceilings/efficiency.py).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.table import Table
+
+from xpubench.report.content import Section, TableBlock
+from xpubench.report.frame import ResultSet, many_sources, ok_rows
+from xpubench.units import fmt_flops
+
+MODES = ("matmul", "train", "infer")
+
+
+def _num(row, name: str):
+    value = row.get(name) if hasattr(row, "get") else None
+    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
+
+
+def _usd(value) -> str:
+    return "n/a" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
+
+
+def _fmt(value, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
+def peak_cell(row, name: str = "pct_of_peak") -> str:
+    """The "% of peak" (or MFU) cell: the annotated label where there is one ("above est. peak" above an
+    estimate), else the percentage, "(est.)" for a CPU estimate; n/a when unknown."""
+    value, label = _num(row, name), _num(row, "peak_label")
+    if value is None:
+        return "n/a"
+    if value > 1.0:
+        return str(label) if label else ("above est. peak" if _num(row, "peak_is_estimate") else "above spec peak")
+    return f"{value:.1%}" + (" (est.)" if _num(row, "peak_is_estimate") else "")
+
+
+def _what(row) -> str:
+    if row["mode"] == "matmul":
+        return f"matmul N={int(row['size'])}"
+    batch = _num(row, "batch_size")
+    return f"{row['workload']} {row['mode']}" + (f" b{int(batch)}" if batch is not None else "")
+
+
+def _ident(row, multi: bool) -> dict[str, str]:
+    out = {"file": str(row["source"])} if multi else {}
+    out.update(case=_what(row), backend=str(row["backend"]), device=str(row["device"]), dtype=str(row["precision"]))
+    return out
+
+
+def efficiency_table(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = ok_rows(frame)
+    rows = rows[rows["mode"].isin(MODES)] if not rows.empty else rows
+    multi, out = many_sources(rows), []
+    for _, r in rows.iterrows():
+        rate = _num(r, "warm_flops_per_s") if r["mode"] == "matmul" else _num(r, "achieved_flops_per_s")
+        if rate is None:
+            continue
+        out.append({**_ident(r, multi), "achieved": fmt_flops(rate),
+                    "% of peak": peak_cell(r, "pct_of_peak" if r["mode"] == "matmul" else "mfu"),
+                    "measured ceiling": fmt_flops(_num(r, "ceiling_flops_per_s")),
+                    "% of ceiling": _num(r, "ceiling_label") or "n/a",
+                    "FLOP/byte": _fmt(_num(r, "arithmetic_intensity"), ",.1f"),
+                    "roofline": fmt_flops(_num(r, "roofline_flops_per_s")),
+                    "note": _num(r, "efficiency_note") or ""})
+    return pd.DataFrame(out)
+
+
+def cost_energy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = ok_rows(frame)
+    rows = rows[rows["mode"].isin(("train", "infer"))] if not rows.empty else rows
+    multi, out = many_sources(rows), []
+    for _, r in rows.iterrows():
+        na = _num(r, "energy_na")
+        out.append({**_ident(r, multi), "samples/s": _fmt(_num(r, "samples_per_s"), ",.0f"),
+                    "$/hour": _usd(_num(r, "usd_per_hour")),
+                    "$ per 1M samples": _usd(_num(r, "usd_per_1m_samples")),
+                    "$ per epoch": _usd(_num(r, "usd_per_epoch")),
+                    "$ per 1M predictions": _usd(_num(r, "usd_per_1m_predictions")),
+                    "J/step": _fmt(_num(r, "joules_per_step"), ",.3g"),
+                    "J/sample": _fmt(_num(r, "joules_per_sample"), ",.3g"),
+                    "samples/J": _fmt(_num(r, "samples_per_joule"), ",.3g"),
+                    "W": _fmt(_num(r, "average_watts"), ",.0f"),
+                    "energy source": str(na) if na else str(_num(r, "energy_source") or "n/a")})
+    return pd.DataFrame(out)
+
+
+def section(data: ResultSet) -> Section | None:
+    """The report's "Efficiency, energy and cost" section (None when no result has a FLOP rate)."""
+    from xpubench.report.charts import roofline_chart
+
+    frame = data.frame
+    eff, money = efficiency_table(frame), cost_energy_table(frame)
+    if eff.empty and money.empty:
+        return None
+    eff_note = ("% of peak: against the chip's dense peak (a CPU's is an estimate from the clock the OS reports; "
+                "a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
+                "fastest matmul the ceiling search (`xpubench ceilings`) or this file measured for the same "
+                "backend, device and precision; 'within noise' when the excess is inside both figures' 95% "
+                "intervals.")
+    money_note = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
+                  "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
+    tables = [TableBlock(title, table, note) for title, table, note in (
+        ("Achieved FLOP/s against the spec peak and the measured ceiling", eff, eff_note),
+        ("Cost and energy", money, money_note)) if not table.empty]
+    chart = roofline_chart(frame)
+    return Section("Efficiency, energy and cost", "efficiency", intro=(
+        "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
+        "measured to reach (ceilings), with its energy and what it costs at the given price."),
+        tables=tables, charts=[chart] if chart is not None else [])
+
+
+def terminal_table(results) -> Table | None:
+    """After ``xpubench run``: achieved FLOP/s, % of peak and of the ceiling, $ and J (None when nothing
+    to show)."""
+    ok = [r for r in results if r.status == "ok" and r.case.get("mode") in MODES and r.case.get("workload") != "selftest"]
+    if not ok:
+        return None
+    t = Table(title="Efficiency, cost and energy (% of ceiling: against the measured ceiling, `xpubench ceilings`)")
+    for col in ("case", "backend", "device", "dtype", "achieved", "% of peak", "% of ceiling", "$ per 1M samples",
+                "$ per 1M predictions", "J/sample", "energy"):
+        t.add_column(col, justify="left" if col in ("case", "backend", "device", "dtype", "energy") else "right")
+    notes = []
+    for r in ok:
+        m, c = r.metrics, r.case
+        row = {**m, "mode": c["mode"], "size": c.get("size"), "workload": c["workload"], "batch_size": c.get("batch_size")}
+        rate = m.get("warm_flops_per_s") if c["mode"] == "matmul" else m.get("achieved_flops_per_s")
+        t.add_row(_what(row), c["backend"], c["device"], c["precision"], fmt_flops(rate),
+                  peak_cell(row, "pct_of_peak" if c["mode"] == "matmul" else "mfu"), m.get("ceiling_label") or "n/a",
+                  _usd(m.get("usd_per_1m_samples")), _usd(m.get("usd_per_1m_predictions")),
+                  _fmt(m.get("joules_per_sample"), ",.3g"), m.get("energy_na") or m.get("energy_source") or "")
+        if m.get("efficiency_note"):
+            notes.append(m["efficiency_note"])
+    if notes:
+        t.caption = " | ".join(dict.fromkeys(notes))
+    return t
