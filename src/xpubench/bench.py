@@ -30,7 +30,7 @@ from xpubench.errors import UserError
 from xpubench.usermodel.notebook import NotIsolatable, isolate
 
 
-def bench(model, *, input_shape=None, input_dtype: str | None = None, task: str | None = None,
+def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: str | None = None,
           **run_options: Any):
     """Plan and run ``model`` (see the module docstring) with ``xpubench.run``'s keywords (``modes``,
     ``backends``, ``precisions``, ``batch_sizes``, ``quick``, ``output``, ``processes``, ...); returns the
