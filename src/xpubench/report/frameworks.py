@@ -4,7 +4,8 @@ For every Keras case that finished ok (``keras:jax``, ``keras:torch``, ``keras:t
 natively (backend ``jax`` and ``torch``: same file, workload, device, mode, precision, batch size or
 matrix size, device count) and the ratio native / Keras of the headline throughput: samples/s for
 training (steady steps) and inference (a pass over the evaluation set), warm FLOP/s for matmul. A ratio
-above 1 means the native framework is faster than Keras on it; a figure that is missing stays n/a.
+above 1 means the native framework is faster than Keras on it; a figure that is missing stays n/a. A Keras case with no native case beside it is left out (the Training
+and Inference sections show it).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def _ratio(native, keras):
 
 
 def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per ok Keras case: its headline figure, the native jax and torch figures of the same case
-    (None where absent) and the ratios native / keras. Empty when there is no Keras case."""
+    """One row per ok Keras case that has a native jax or torch case beside it: its headline figure, the
+    native figures (None where absent) and the ratios native / keras. Empty when there is none."""
     rows = ok_rows(frame)
     if rows.empty or not rows["backend"].astype(str).str.startswith("keras").any():
         return pd.DataFrame()
@@ -41,6 +42,8 @@ def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
     out = []
     for _, group in rows.groupby(keys, dropna=False):
         natives = {b: group[group["backend"] == b].iloc[0] for b in NATIVE if (group["backend"] == b).any()}
+        if not natives:   # a Keras case with no native one beside it: nothing to compare
+            continue
         for _, keras in group[group["backend"].astype(str).str.startswith("keras")].iterrows():
             metric = HEADLINE[keras["mode"]]
             figure = _figure(keras, metric)
