@@ -6,11 +6,12 @@ Notebook API (imports are lazy so `import xpubench` stays cheap)::
     results = xpubench.run(workload="matmul", backend="numpy")
     df = xpubench.load(["results.jsonl"])
     xpubench.report(["a.jsonl", "b.jsonl"], "report.html")
+    df = xpubench.bench("my_models.py:small_cnn", quick=True)   # your own model (docs/your-model.md)
 """
 
 from xpubench.version import __version__
 
-__all__ = ["__version__", "compare", "load", "report", "run"]
+__all__ = ["__version__", "bench", "compare", "load", "report", "run"]
 
 
 def __getattr__(name):
@@ -18,4 +19,8 @@ def __getattr__(name):
         from xpubench import api
 
         return getattr(api, name)
+    if name == "bench":
+        from xpubench.bench import bench
+
+        return bench
     raise AttributeError(name)

@@ -17,10 +17,12 @@ from xpubench.cost import priced
 from xpubench.errors import UserError
 from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     BACKENDS,
+    DEFAULT_BACKENDS,
     MATMUL_DTYPES,
     _backend_installed,
     choose_devices,
     default_devices,
+    expand_backends,
     has_tf32,
     matmul_dtypes,
     model_precisions,
@@ -67,7 +69,8 @@ class Case:
         parts = [self.workload, self.backend, self.device, self.mode, self.precision,
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
                  f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
-                 *(str(self.options.get(k, "")) for k in key_options(self.workload))]
+                 *(str(self.options.get(k, "")) for k in key_options(self.workload)),
+                 str(self.options.get("model", "")).rpartition(":")[0]]   # a user's model: its file as given
         return "/".join(p for p in parts if p)
 
     @property
@@ -243,17 +246,19 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     """Expand a request into cases, validating every name against what is installed and present."""
     validate(req)
     req = dataclasses.replace(
-        req, workloads=_unique(req.workloads), backends=_unique(req.backends), devices=_unique(req.devices),
+        req, workloads=_unique(req.workloads), backends=_unique(expand_backends(env, req.backends)),
+        devices=_unique(req.devices),
         precisions=_unique(req.precisions), modes=_unique(req.modes),
         batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
         device_counts=_unique(req.device_counts))
     cluster = _cluster()
-    workloads = req.workloads or (list(MODEL_WORKLOADS) if cluster.multi else ["matmul", *MODEL_WORKLOADS])
-    backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
+    workloads = req.workloads or ([] if req.model else  # --model alone runs that model only
+                                  list(MODEL_WORKLOADS) if cluster.multi else ["matmul", *MODEL_WORKLOADS])
+    backends = req.backends or [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
-    cases: list[Case] = []
+    cases: list[Case] = _model_cases(req, env) if req.model else []
     for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
         for device in devices:
             if req.device_counts:
@@ -269,12 +274,24 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     return list(unique.values())
 
 
-def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str) -> list[Case]:
+def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
+    """A user's model (--model FILE.py:FUNCTION): its workload, backends and options (plan_usermodel.py),
+    then the same cases as a built-in workload's."""
+    from xpubench.plan_usermodel import model_plan
+
+    planned = model_plan(req, env)
+    return [case for backend, native in planned.backends.items()
+            for device in choose_devices(env, [native], req.devices, implicit=False)[native]
+            for case in _cases_for(req, env, planned.workload, backend, device, planned.spec, planned.options)]
+
+
+def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str, spec=None,
+               model_options: dict | None = None) -> list[Case]:
     if workload == "selftest":
         return [Case(workload=workload, backend=backend, device=device, mode="train", seed=req.seed,
                      batch_size=bs, options=opts)
                 for opts in selftest.case_options(req.options) for bs in (req.batch_sizes or [None])]
-    options = {k: v for k, v in req.options.items() if k != "behaviours"}
+    options = {k: v for k, v in req.options.items() if k != "behaviours"} | (model_options or {})
     common = {"workload": workload, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options}
     if workload == "matmul":
@@ -288,7 +305,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
     if backend == "numpy":
         return []  # numpy has no training stack: it is the matmul reference only
-    spec = get_workload(workload).SPEC
+    spec = spec or get_workload(workload).SPEC
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too

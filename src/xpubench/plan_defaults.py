@@ -8,24 +8,55 @@ from xpubench.devices.device import is_accelerator
 from xpubench.devices.records import cuda_capability, tf32_problem
 from xpubench.errors import UserError
 
-BACKENDS = ("numpy", "torch", "jax")
+KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # Keras 3 on each: backend ids keras:jax, keras:torch, ...
+BACKENDS = ("numpy", "torch", "jax", "keras", *(f"keras:{b}" for b in KERAS_BACKENDS))
+DEFAULT_BACKENDS = ("numpy", "torch", "jax")      # no -b: Keras is asked for (-b keras), it doubles a run
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
 
 
+def device_backend(backend: str) -> str:
+    """The backend whose devices a case runs on: keras:jax on jax's, keras:torch on torch's; TensorFlow's
+    devices are not detected, so keras:tensorflow runs on the CPU (numpy's record: the host CPU)."""
+    name, _, variant = backend.partition(":")
+    if name != "keras":
+        return backend
+    return {"tensorflow": "numpy"}.get(variant, variant or "jax")
+
+
 def _backend_installed(env: dict, backend: str) -> bool:
-    return bool(env.get("backends", {}).get(backend, {}).get("installed"))
+    records = env.get("backends", {})
+    name, _, variant = backend.partition(":")
+    if name == "keras":   # Keras and the framework it runs on (TensorFlow: found by the keras record)
+        keras = records.get("keras", {})
+        runs_on = records.get(variant, {}).get("installed") if variant != "tensorflow" else \
+            "tensorflow" in (keras.get("keras_backends") or ())
+        return bool(keras.get("installed") and (not variant or runs_on))
+    return bool(records.get(backend, {}).get("installed"))
+
+
+def expand_backends(env: dict, backends: list[str] | None) -> list[str] | None:
+    """-b keras -> every Keras backend installed here (keras:jax, keras:torch, keras:tensorflow); refused
+    in one line when Keras or every framework it runs on is missing."""
+    if not backends or "keras" not in backends:
+        return backends
+    found = [f"keras:{b}" for b in KERAS_BACKENDS if _backend_installed(env, f"keras:{b}")]
+    if not found:
+        missing = "keras" if not _backend_installed(env, "keras") else "jax, torch or tensorflow for it to run on"
+        raise UserError(f"backend 'keras' needs Keras 3 and a framework to run on; missing here: {missing} "
+                        "(pip install 'xpubench[keras]')")
+    return [x for b in backends for x in (found if b == "keras" else [b])]
 
 
 def default_devices(env: dict, backend: str) -> list[str]:
     """Every kind of device the backend sees, first device of each kind (multi-device is --devices N)."""
     seen: dict[str, str] = {}
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+    for dev in env.get("backends", {}).get(device_backend(backend), {}).get("devices", []):
         seen.setdefault(dev["kind"], dev["id"])
     return list(seen.values())
 
 
 def _device_record(env: dict, backend: str, device: str) -> dict:
-    for dev in env.get("backends", {}).get(backend, {}).get("devices", []):
+    for dev in env.get("backends", {}).get(device_backend(backend), {}).get("devices", []):
         if dev["id"] == device:
             return dev
     return {}
@@ -39,7 +70,7 @@ NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx5
 
 def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
     """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
-    if backend != "torch" or not device.startswith("cpu"):
+    if device_backend(backend) != "torch" or not device.startswith("cpu"):
         return []
     flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
     return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
@@ -82,7 +113,7 @@ def choose_devices(env: dict, backends: list[str] | None, devices: list[str] | N
     """{backend: device ids} for ``backends`` (default: every installed one) and ``devices`` (device
     spellings; default: the first device of each kind). ``implicit`` (default: no backends named) drops
     the devices a backend lacks instead of refusing them (``_devices_for``)."""
-    chosen = backends or [b for b in BACKENDS if _backend_installed(env, b)]
+    chosen = backends or [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
     implicit = not backends if implicit is None else implicit
     return {backend: _devices_for(env, backend, devices, implicit) for backend in chosen}
 
@@ -94,15 +125,15 @@ def _devices_for(env: dict, backend: str, devices: list[str] | None, implicit: b
     from xpubench.devices.detect import resolve_device
 
     if not _backend_installed(env, backend):
-        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend}]'")
+        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend.partition(':')[0]}]'")
     if not devices:
         return default_devices(env, backend)
     if not implicit:
-        return list(dict.fromkeys(resolve_device(env, backend, d) for d in devices))
+        return list(dict.fromkeys(resolve_device(env, device_backend(backend), d) for d in devices))
     found = []
     for spelling in devices:
         try:
-            found.append(resolve_device(env, backend, spelling))
+            found.append(resolve_device(env, device_backend(backend), spelling))
         except UserError:
             _check_someone_has(env, spelling)
     return list(dict.fromkeys(found))
@@ -112,7 +143,7 @@ def _check_someone_has(env: dict, spelling: str) -> None:
     """Refuse a device spelling no installed backend resolves (one line naming what each one has)."""
     from xpubench.devices.detect import resolve_device
 
-    installed = [b for b in BACKENDS if _backend_installed(env, b)]
+    installed = [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
     errors = []
     for backend in installed:
         try:

@@ -28,7 +28,7 @@ from xpubench.devices import envvars, records
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
 from xpubench.errors import UserError
 
-BACKEND_NAMES = ("numpy", "torch", "jax")
+BACKEND_NAMES = ("numpy", "torch", "jax", "keras")
 
 
 def _version(dist: str) -> str | None:
@@ -166,7 +166,14 @@ def _jax(host_cpu: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_DETECTORS = {"numpy": _numpy, "torch": _torch, "jax": _jax}
+def _keras(host_cpu: dict[str, Any]) -> dict[str, Any]:
+    """Keras 3 is found, never imported (its first import picks its backend for the process): it runs on
+    the devices of the backend it runs on (keras:jax on jax's), so it lists none of its own."""
+    return {"version": _version("keras"), "devices": [],
+            "keras_backends": [b for b in ("jax", "torch", "tensorflow") if _installed(b)]}
+
+
+_DETECTORS = {"numpy": _numpy, "torch": _torch, "jax": _jax, "keras": _keras}
 
 
 def host() -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, costs, sections, tables
+from xpubench.report import advice, charts, charts_training, costs, frameworks, sections, tables
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -108,6 +108,7 @@ def build_report(loaded) -> Report:
             "The same case in both frameworks on the same device: ratio of median times as a speed ratio "
             "(> 1: JAX faster), 95% bootstrap interval over the worker processes and their samples."),
             tables=_tables(("", fw, ""))))
+    secs += [s for s in [frameworks.keras_section(frame)] if s]   # Keras beside native (report/frameworks.py)
     if not ok_rows(frame, "infer").empty:
         secs.append(Section("Inference and precision", "inference", intro=(
             "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
