@@ -68,7 +68,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
     evals = case.eval_samples or spec.eval_samples
     train_flops = epochs * steps * global_batch * forward * spec.train_flops_factor
     fixed = start + _compile_s(case)
-    if case.mode == "infer":
+    if case.mode in ("infer", "generate"):
         bounded = case.time_budget_s or INFER_BUDGET_S
         return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)
     if not peak:

@@ -18,15 +18,18 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     BACKENDS,
     MATMUL_DTYPES,
     _backend_installed,
+    case_mode,
     choose_devices,
     default_devices,
     has_tf32,
     matmul_dtypes,
+    mode_batch_sizes,
     model_precisions,
     quick_batch_size,
+    runs_on,
     slow_cpu_dtypes,
 )
-from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload, key_options, selftest
+from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, TRANSFORMER_WORKLOADS, get_workload, key_options, selftest, spec_of
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
@@ -196,7 +199,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
         device_counts=_unique(req.device_counts))
     cluster = _cluster()
-    workloads = req.workloads or (list(MODEL_WORKLOADS) if cluster.multi else ["matmul", *MODEL_WORKLOADS])
+    defaults = [*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS]
+    workloads = req.workloads or (defaults if cluster.multi else ["matmul", *defaults])
     backends = req.backends or [b for b in BACKENDS if _backend_installed(env, b)]
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
@@ -233,9 +237,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         precisions = req.precisions or matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
-    if backend == "numpy":
-        return []  # numpy has no training stack: it is the matmul reference only
-    spec = get_workload(workload).SPEC
+    mod = get_workload(workload)
+    if backend == "numpy" or not runs_on(mod, backend):
+        return []  # numpy has no training stack: it is the matmul reference only; gpt is torch and jax
+    spec = spec_of(workload, options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
@@ -248,9 +253,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         steps = steps or QUICK["steps"]
     cases = []
     for precision in precisions:
-        for mode in (["infer"] if precision == "int8" else modes):
+        for mode in (case_mode(mod, m) for m in (["infer"] if precision == "int8" else modes)):
             for n in counts:
-                for bs in batch_sizes:
+                for bs in mode_batch_sizes(mod, mode, req.batch_sizes, batch_sizes):
                     cases.append(Case(
                         mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
                         steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),

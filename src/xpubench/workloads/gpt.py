@@ -48,6 +48,7 @@ from typing import Any
 
 from xpubench.errors import UserError
 from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.gpt_generation import GENERATION_BATCH_SIZES, generation_lengths  # noqa: F401
 
 TORCH_ATTENTION = ("auto", "flash", "efficient", "cudnn", "math")
 JAX_ATTENTION = ("auto", "xla", "cudnn")
@@ -96,7 +97,10 @@ PRESETS: dict[str, GPTSpec] = {
 }
 SPEC: GPTSpec = PRESETS["small"]
 SIZE_OPTIONS = ("n_layer", "n_head", "n_embd", "block_size")
-OPTIONS = ("preset", *SIZE_OPTIONS, "attention")    # the case options configure() reads
+GENERATION_OPTIONS = ("prompt_len", "new_tokens")
+OPTIONS = KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "attention", *GENERATION_OPTIONS)  # configure() reads; Case.key
+BACKENDS = ("torch", "jax")          # the frameworks with a GPT (plan.py plans no other backend's case)
+GENERATIVE = True                    # --mode infer runs the generation loop (case mode "generate")
 
 
 def configure(options: dict[str, Any]) -> GPTSpec:
@@ -122,6 +126,7 @@ def configure(options: dict[str, Any]) -> GPTSpec:
         raise UserError(f"gpt: attention must be one of {', '.join(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))}, "
                         f"got {attention!r}")
     spec = dataclasses.replace(spec, attention=attention, **sizes)
+    generation_lengths(spec, options)
     if spec.n_embd % spec.n_head:
         raise UserError(f"gpt: n_embd ({spec.n_embd}) must be a multiple of n_head ({spec.n_head})")
     if sizes:
@@ -156,6 +161,17 @@ def train_flops_per_token(spec: GPTSpec) -> int:
     (forward 2, backward 4) plus attention's QK^T and AV products against all T positions (not halved
     for the causal mask), forward and backward. H·Q = C."""
     return 6 * param_count(spec, non_embedding=True) + 12 * spec.n_layer * spec.n_embd * spec.block_size
+
+
+def decode_flops_per_token(spec: GPTSpec, context: float) -> float:
+    """Forward FLOPs of one token attending to ``context`` positions: 2N + 4·L·C·context (the weights,
+    then QK^T and AV against the cached keys and values; PaLM appendix B's forward third)."""
+    return 2 * param_count(spec, non_embedding=True) + 4 * spec.n_layer * spec.n_embd * context
+
+
+def tokens_per_sample(spec: GPTSpec) -> int:
+    """Tokens a training sample holds (its T positions are all predicted): tokens/s = samples/s x T."""
+    return spec.block_size
 
 
 def forward_flops(spec: GPTSpec) -> int:
