@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, sections
+from xpubench.report import advice, charts, charts_training, generation, sections
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -102,6 +102,7 @@ def build_report(loaded) -> Report:
             "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
             "of the converted model and its change against fp32 on the same samples."),
             tables=_tables(("", sections.inference_table(frame), "")), charts=_charts(charts.inference_chart(frame))))
+    secs += [s for s in (generation.generation_section(frame),) if s]
     scaling = sections.scaling_table(frame)
     if not scaling.empty:
         secs.append(Section("Data-parallel scaling", "scaling", tables=_tables(("", scaling, "")),

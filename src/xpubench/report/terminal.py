@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from xpubench.report.generation import generation_headline, print_generation_tables
 from xpubench.report.tables import (
     inference_table,
     matmul_table,
@@ -64,6 +65,8 @@ def headline(result) -> str:
         value = m.get(name)
         shown = "" if value is None else f", {name} {value:.4f}"
         return f"{m['samples_per_s']:,.0f} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
+    if result.case.get("mode") == "generate":
+        return generation_headline(m)
     if "samples_per_s" in m:
         return f"{m['samples_per_s']:,.0f} samples/s"
     return ""
@@ -80,6 +83,7 @@ def print_run_tables(results, console: Console) -> None:
         console.print(training_table(train))
     if infer:
         console.print(inference_table(infer))
+    print_generation_tables(results, console)
     parallel = scaling_rows(train + infer)
     if parallel:
         console.print(scaling_table(parallel))
