@@ -133,6 +133,41 @@ def test_terminal_prints_the_generation_table() -> None:
     assert "Generation" in text and "2,667" in text and "TTFT" in text
 
 
+def test_compare_matches_generation_cases_by_preset() -> None:
+    from xpubench.plan import Case
+    from xpubench.report.compare import compare_loaded
+    from xpubench.report.frame import Entry
+
+    def entry(source: str, preset: str, p50: float) -> Entry:
+        result = generated("torch", 4, p50)
+        key = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
+                   options={"preset": preset}).key
+        result.case.update(key=key, options={"preset": preset})
+        return Entry(source, Path(source), result)
+
+    a = [entry("a", "small", 0.002), entry("a", "gpt2", 0.05)]
+    b = [entry("b", "small", 0.004)]
+    (comparison,) = compare_loaded(a + b)
+    (row,) = comparison.rows
+    assert "small" in row.key and row.figure == "decode_token_s" and row.ratio == pytest.approx(2.0)
+
+
+@pytest.mark.slow
+def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
+    """gpt training on a JAX mesh of 2 of 8 forced host devices (its own process: XLA_FLAGS is read once)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from xpubench.plan import Case; from xpubench.harness.dispatch import run_case; "
+            f"o = run_case(Case(workload='gpt', backend='jax', device='cpu', mode='train', batch_size=2, devices=2, "
+            f"epochs=2, steps=2, train_samples=16, eval_samples=8, options={TINY!r})); "
+            "print(o.status, o.metrics['global_batch'], o.metrics['tokens_per_s'] > 0, o.metrics['attention_kernel'])")
+    environ = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=600)
+    assert out.stdout.split()[-4:] == ["ok", "4", "True", "xla"], out.stderr[-2000:]
+
+
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.slow
