@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from xpubench.plan import BACKENDS, MATMUL_SIZES
-from xpubench.workloads import MODEL_WORKLOADS, get_workload
+from xpubench.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOADS, get_workload
 
 
 def print_listing(console) -> None:
@@ -13,7 +13,7 @@ def print_listing(console) -> None:
     for col in ("name", "what", "dataset", "batch sizes", "epochs", "train / eval samples", "GFLOP/sample (train)"):
         t.add_column(col)
     t.add_row("matmul", "N x N matrix multiply", "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
-    for name in MODEL_WORKLOADS:
+    for name in (*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS):
         mod = get_workload(name)
         s = mod.SPEC
         t.add_row(name, s.title, s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),

@@ -68,6 +68,8 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
     evals = case.eval_samples or spec.eval_samples
     train_flops = epochs * steps * global_batch * forward * spec.train_flops_factor
     fixed = start + _compile_s(case)
+    if case.mode == "generate":   # no training: set-up, the first and warm-up rounds, then the budget
+        return fixed + case.time_budget_s if case.time_budget_s else fixed + INFER_BUDGET_S, True
     if case.mode == "infer":
         bounded = case.time_budget_s or INFER_BUDGET_S
         return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)

@@ -20,16 +20,19 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     DEFAULT_BACKENDS,
     MATMUL_DTYPES,
     _backend_installed,
+    case_mode,
     choose_devices,
     default_devices,
     expand_backends,
     has_tf32,
     matmul_dtypes,
+    mode_batch_sizes,
     model_precisions,
     quick_batch_size,
+    runs_on,
     slow_cpu_dtypes,
 )
-from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, get_workload, key_options, selftest
+from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, TRANSFORMER_WORKLOADS, get_workload, key_options, selftest, spec_of
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
@@ -253,8 +256,9 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
         device_counts=_unique(req.device_counts))
     cluster = _cluster()
+    defaults = [*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS]
     workloads = req.workloads or ([] if req.model else  # --model alone runs that model only
-                                  list(MODEL_WORKLOADS) if cluster.multi else ["matmul", *MODEL_WORKLOADS])
+                                  defaults if cluster.multi else ["matmul", *defaults])
     backends = req.backends or [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
@@ -305,7 +309,11 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
     if backend == "numpy":
         return []  # numpy has no training stack: it is the matmul reference only
-    spec = spec or get_workload(workload).SPEC
+    mod = None if spec is not None else get_workload(workload)   # a user's model brings its spec
+    if mod is not None:
+        if not runs_on(mod, backend):
+            return []  # gpt is torch and jax only
+        spec = spec_of(workload, options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
@@ -318,9 +326,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         steps = steps or QUICK["steps"]
     cases = []
     for precision in precisions:
-        for mode in (["infer"] if precision == "int8" else modes):
+        for mode in (case_mode(mod, m) for m in (["infer"] if precision == "int8" else modes)):
             for n in counts:
-                for bs in batch_sizes:
+                for bs in mode_batch_sizes(mod, mode, req.batch_sizes, batch_sizes):
                     cases.append(Case(
                         mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
                         steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),

@@ -61,6 +61,9 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
     trainer = backends.get(case.backend).trainer(case, rank=rank, world=world)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
     add_described(outcome.metrics, trainer)
+    per_sample = getattr(get_workload(case.workload), "tokens_per_sample", None)   # token models (gpt)
+    if per_sample is not None and outcome.metrics.get("samples_per_s"):
+        outcome.metrics["tokens_per_s"] = outcome.metrics["samples_per_s"] * per_sample(trainer.spec)
     return outcome
 
 
@@ -81,6 +84,9 @@ def _infer(backend, case) -> Outcome:
 def _generate(backend, case) -> Outcome:
     from xpubench.harness.generation import run_generation
 
+    if case.devices > 1:
+        return Outcome(status="skipped", message="data-parallel generation is not implemented: generate with "
+                                                 "--devices 1 (data parallel applies to training)")
     return run_generation(case, backend.generator(case))
 
 

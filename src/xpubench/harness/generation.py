@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import named_warnings, summarize
 
 DEFAULT_BUDGET_S = 10.0   # measurement time after the warm-up, when the case gives no budget
@@ -135,3 +136,27 @@ def measure(gen: Generator, budget_s: float | None = None,
     if info is not None:
         metrics.update(info())
     return metrics, {"prefill_s": prefills, "decode_token_s": decode}
+
+
+def prompt_tokens(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndarray:
+    """The prompt batch: (batch, prompt_len) int32 ids drawn uniformly with the case's seed (decoding
+    speed does not depend on the prompt's content, only on its length)."""
+    return np.random.default_rng(seed).integers(0, vocab, (batch, prompt_len), dtype=np.int32)
+
+
+def run_generation(case, gen: Generator) -> Outcome:
+    """The case's generation measured (``measure``), with the decode FLOP rate: the workload's
+    ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
+    prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
+    turns it into MFU against the chip's peak (n/a where the peak is unknown)."""
+    from xpubench.workloads import get_workload, spec_of
+
+    metrics, samples = measure(gen, case.time_budget_s)
+    flops = getattr(get_workload(case.workload), "decode_flops_per_token", None)
+    if flops is not None:
+        per_token = flops(spec_of(case.workload, case.options), gen.prompt_len + gen.new_tokens / 2)
+        metrics["flops_per_sample"] = per_token
+        metrics["achieved_flops_per_s"] = per_token * metrics["decode_tokens_per_s"]
+    metrics["prefill_s"] = metrics["ttft_s"]
+    metrics["decode_token_s"] = metrics["decode_token_p50_s"]
+    return Outcome(metrics=metrics, samples=samples)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, costs, frameworks, sections, tables
+from xpubench.report import advice, charts, charts_training, costs, frameworks, generation, sections, tables
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -114,6 +114,7 @@ def build_report(loaded) -> Report:
             "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
             "of the converted model and its change against fp32 on the same samples."),
             tables=_model(tables.inference_table(frame), ""), charts=_charts(charts.inference_chart(frame))))
+    secs += [s for s in (generation.generation_section(frame),) if s]
     scaling = tables.scaling_table(frame)
     if not scaling.empty:
         secs.append(Section("Data-parallel scaling", "scaling", tables=_model(scaling, ""),

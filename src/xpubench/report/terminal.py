@@ -16,6 +16,7 @@ from rich.text import Text
 
 from xpubench.report import costs, tables
 from xpubench.report.frame import ResultSet
+from xpubench.report.generation import generation_headline, print_generation_tables
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
 
@@ -93,6 +94,8 @@ def headline(result) -> str:
         value = m.get(name)
         shown = "" if value is None else f", {name} {value:.4f}"
         return f"{m['samples_per_s']:,.0f} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
+    if result.case.get("mode") == "generate":
+        return generation_headline(m)
     if "samples_per_s" in m:
         return f"{m['samples_per_s']:,.0f} samples/s"
     return ""
@@ -105,6 +108,7 @@ def print_run_tables(results, console: Console) -> None:
         return
     for table in tables.every_table(data.frame):
         print_table(table, console)
+    print_generation_tables(results, console)
     efficiency = costs.terminal_table(results)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
     if efficiency is not None:
         console.print(efficiency)

@@ -27,7 +27,8 @@ from xpubench.results.schema import Result, Run
 
 # the raw samples that carry a case's headline time, by mode (the first one present wins); the metrics
 # of a headline ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``
-HEADLINE = {"matmul": ("warm_s",), "train": ("step_s",), "infer": ("latency_s", "pass_s")}
+HEADLINE = {"matmul": ("warm_s",), "train": ("step_s",), "infer": ("latency_s", "pass_s"),
+            "generate": ("decode_token_s",)}
 
 
 def headline_name(runs_or_result) -> str | None:

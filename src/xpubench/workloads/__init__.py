@@ -20,8 +20,8 @@ REGISTRY: dict[str, str] = {
     "selftest": "xpubench.workloads.selftest",
 }
 
-# transformer workloads: registered (so a case may name them) but not yet in the default run, the
-# listings and the model-wide tests, which MODEL_WORKLOADS drives
+# transformer workloads: in the default run and the listing, but not in MODEL_WORKLOADS, which drives the
+# model-wide tests and the Keras backend (gpt is PyTorch and JAX only: its BACKENDS)
 TRANSFORMER_WORKLOADS = ["gpt"]
 # not models: matmul (N x N products) and selftest (deliberate faults, its own measurement)
 MODEL_WORKLOADS = [name for name in REGISTRY if name not in ("matmul", "selftest", *TRANSFORMER_WORKLOADS)]

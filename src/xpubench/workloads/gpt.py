@@ -48,6 +48,7 @@ from typing import Any
 
 from xpubench.errors import UserError
 from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.gpt_generation import GENERATION_BATCH_SIZES, generation_lengths  # noqa: F401
 
 TORCH_ATTENTION = ("auto", "flash", "efficient", "cudnn", "math")
 JAX_ATTENTION = ("auto", "xla", "cudnn")
@@ -73,12 +74,12 @@ class GPTSpec(WorkloadSpec):
 
 
 def _spec(preset: str, n_layer: int, n_head: int, n_embd: int, block_size: int, vocab: int, *,
-          batch: int, lr: float, train: int, evals: int) -> GPTSpec:
+          batch: int, lr: float, train: int, evals: int, epochs: int = 1) -> GPTSpec:
     return GPTSpec(
         name="gpt", title=f"GPT decoder ({preset}: {n_layer} layers, {n_head} heads, {n_embd} wide)",
         dataset="tinyshakespeare", input_shape=(block_size,), input_kind="tokens", target_kind="token_seq",
         num_outputs=vocab, loss="softmax_ce", metric="accuracy", optimizer="adamw", learning_rate=lr,
-        batch_sizes=(batch,), quick_batch_size=batch, epochs=1, train_samples=train, eval_samples=evals,
+        batch_sizes=(batch,), quick_batch_size=batch, epochs=epochs, train_samples=train, eval_samples=evals,
         vocab_size=vocab, target_shape=(block_size,), n_layer=n_layer, n_head=n_head, n_embd=n_embd,
         preset=preset)
 
@@ -87,16 +88,19 @@ def _spec(preset: str, n_layer: int, n_head: int, n_embd: int, block_size: int, 
 # about 15 s on the 2-core VM. Measured there with other processes loading the cores (load 2-4): a
 # step at batch 16 (2,048 tokens) took 0.25-0.6 s in torch with one thread (1.6-5.9 s with two threads
 # fighting the other processes) and 0.4-0.7 s in JAX; a quick case 18-22 s per backend, worker start,
-# init and compile included (docs/workloads.md, "gpt"). Real data: windows of 129 bytes give 7,781
-# train / 865 test windows.
+# init and compile included. A full run (-w gpt): 2 epochs of 64 steps, about a minute per process.
+# Real data: windows of 129 bytes give 7,781 train / 865 test windows (docs/workloads.md, "GPT").
 # gpt2: GPT-2 small (124M; vocabulary 50,257 padded up to a multiple of 64), for accelerators.
 PRESETS: dict[str, GPTSpec] = {
-    "small": _spec("small", 4, 4, 128, 128, 256, batch=16, lr=1e-3, train=7_680, evals=512),
+    "small": _spec("small", 4, 4, 128, 128, 256, batch=16, lr=1e-3, train=1_024, evals=256, epochs=2),
     "gpt2": _spec("gpt2", 12, 12, 768, 1024, 50_304, batch=8, lr=6e-4, train=2_048, evals=64),
 }
 SPEC: GPTSpec = PRESETS["small"]
 SIZE_OPTIONS = ("n_layer", "n_head", "n_embd", "block_size")
-OPTIONS = ("preset", *SIZE_OPTIONS, "attention")    # the case options configure() reads
+GENERATION_OPTIONS = ("prompt_len", "new_tokens")
+OPTIONS = KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "attention", *GENERATION_OPTIONS)  # configure() reads; Case.key
+BACKENDS = ("torch", "jax")          # the frameworks with a GPT (plan.py plans no other backend's case)
+GENERATIVE = True                    # --mode infer runs the generation loop (case mode "generate")
 
 
 def configure(options: dict[str, Any]) -> GPTSpec:
@@ -122,6 +126,7 @@ def configure(options: dict[str, Any]) -> GPTSpec:
         raise UserError(f"gpt: attention must be one of {', '.join(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))}, "
                         f"got {attention!r}")
     spec = dataclasses.replace(spec, attention=attention, **sizes)
+    generation_lengths(spec, options)
     if spec.n_embd % spec.n_head:
         raise UserError(f"gpt: n_embd ({spec.n_embd}) must be a multiple of n_head ({spec.n_head})")
     if sizes:
@@ -156,6 +161,17 @@ def train_flops_per_token(spec: GPTSpec) -> int:
     (forward 2, backward 4) plus attention's QK^T and AV products against all T positions (not halved
     for the causal mask), forward and backward. H·Q = C."""
     return 6 * param_count(spec, non_embedding=True) + 12 * spec.n_layer * spec.n_embd * spec.block_size
+
+
+def decode_flops_per_token(spec: GPTSpec, context: float) -> float:
+    """Forward FLOPs of one token attending to ``context`` positions: 2N + 4·L·C·context (the weights,
+    then QK^T and AV against the cached keys and values; PaLM appendix B's forward third)."""
+    return 2 * param_count(spec, non_embedding=True) + 4 * spec.n_layer * spec.n_embd * context
+
+
+def tokens_per_sample(spec: GPTSpec) -> int:
+    """Tokens a training sample holds (its T positions are all predicted): tokens/s = samples/s x T."""
+    return spec.block_size
 
 
 def forward_flops(spec: GPTSpec) -> int:

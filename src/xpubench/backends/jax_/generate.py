@@ -127,3 +127,26 @@ def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: i
         if length + i < seq.shape[1]:
             seq[:, length + i] = token
     return np.stack(out, axis=1)
+
+
+def generator_for(case) -> JaxGenerator:
+    """The case's generator: a GPT of the case's spec initialised from the case's seed (greedy
+    decoding's speed does not depend on the weights' values), in the case's precision, and a seeded
+    random prompt batch. int8 is not applicable: JAX has no int8 path for this model."""
+    from xpubench.backends.base import Unsupported
+    from xpubench.backends.jax_.device import jax_devices
+    from xpubench.harness.generation import prompt_tokens
+    from xpubench.workloads import get_workload, spec_of
+
+    if case.precision == "int8":
+        raise Unsupported("int8 generation is not applicable to jax: JAX/XLA has no built-in int8 "
+                          "quantization of this model (torch int8 runs on the CPU)")
+    spec = spec_of(case.workload, case.options)
+    mod = get_workload(case.workload)
+    prompt_len, new_tokens = mod.generation_lengths(spec, case.options)
+    (device,) = jax_devices(case.device)
+    model = mod.build_jax(spec)
+    prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+    with jax.default_device(device):
+        params = jax.jit(model.init)(jax.random.key(case.seed), prompt[:1, :1])["params"]
+    return JaxGenerator(model, spec, params, prompt, new_tokens, device, case.precision)

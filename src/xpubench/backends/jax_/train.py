@@ -61,6 +61,8 @@ def loss_per_sample(spec, out, y):
 
 
 def make_optimizer(spec, lr: float):
+    if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay mask (gpt.py)
+        return get_workload(spec.name).jax_optimizer(spec, lr)
     if spec.optimizer == "adam":
         return optax.adam(lr, eps=1e-8)
     if spec.optimizer == "rmsprop":
@@ -298,4 +300,8 @@ class JaxTrainer:
         if self.case.precision == "fp16":
             out.update(loss_scaling=loss_scale.DESCRIPTION,
                        final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))
+        if hasattr(self.spec, "attention") and hasattr(self._train, "as_text"):   # compiled: read its HLO
+            from xpubench.backends.jax_.attention import attention_kernel
+
+            out["attention_kernel"] = attention_kernel(self._train)
         return out

@@ -95,3 +95,40 @@ def generate_uncached(model: torch.nn.Module, prompt: np.ndarray, new_tokens: in
         out.append(token)
         seq = torch.cat([seq, token[:, None]], dim=1)
     return torch.stack(out, dim=1).cpu().numpy()
+
+
+INT8_METHOD = "torch.ao.quantization.quantize_dynamic: nn.Linear int8 weights, dynamic int8 activations"
+
+
+def int8_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """Dynamic int8 of every nn.Linear (the tied output layer, a matmul with the embedding, and the
+    attention products stay fp32). PyTorch's int8 kernels run on the CPU only."""
+    from xpubench.backends.base import Unsupported
+
+    if device.type != "cpu":
+        raise Unsupported(f"int8 generation: PyTorch's int8 kernels (fbgemm/x86) run on the CPU only, not on {device}")
+    from torch.ao.quantization import quantize_dynamic
+
+    return quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def generator_for(case) -> TorchGenerator:
+    """The case's generator: a freshly initialised GPT of the case's spec (greedy decoding's speed does
+    not depend on the weights' values), in the case's precision (fp32 with TF32 off, tf32, bf16 and
+    fp16 as weights in that dtype, int8 dynamic on the CPU), and a seeded random prompt batch."""
+    from xpubench.backends.torch_.device import DTYPES, set_precision_mode, torch_device
+    from xpubench.harness.generation import prompt_tokens
+    from xpubench.workloads import get_workload, spec_of
+
+    spec = spec_of(case.workload, case.options)
+    prompt_len, new_tokens = get_workload(case.workload).generation_lengths(spec, case.options)
+    device = torch_device(case.device)
+    set_precision_mode(case.precision)
+    torch.manual_seed(case.seed)
+    model = get_workload(case.workload).build_torch(spec)
+    if case.precision == "int8":
+        model = int8_model(model, device)
+    else:
+        model = model.to(device=device, dtype=DTYPES[case.precision])
+    prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+    return TorchGenerator(model, spec, prompt, new_tokens, device)

@@ -59,6 +59,8 @@ def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def make_optimizer(spec, params, device: torch.device, lr: float):
     fused = device.type == "cuda"
+    if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay groups (gpt.py)
+        return get_workload(spec.name).torch_optimizer(params, spec, lr, fused=fused or None)
     if spec.optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, eps=1e-8, fused=fused or None)
     if spec.optimizer == "rmsprop":
@@ -265,4 +267,23 @@ class TorchTrainer:
         out = {"compiled": self.compiled, "autotune": self.autotune, "warning": self.compile_note}
         if self.scaler is not None:
             out.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
+        if hasattr(self.spec, "attention"):
+            out["attention_kernel"] = self.attention_kernel()
         return out
+
+    def attention_kernel(self) -> str:
+        """The SDPA kernel a training forward runs (backends/torch_/attention.py), read after the
+        measurement on one forward of the first batch, as measured (autocast, grad mode, compiled or
+        not; the DDP wrapper left out: a forward without its backward would upset it)."""
+        from xpubench.backends.torch_.attention import checked_kernel
+
+        net = self.net if self.compiled else self.model
+        x = self.x[self.batch_slice(0)]
+
+        def forward():
+            with self.autocast:
+                net(x)
+
+        kernel = checked_kernel(self.spec.attention, forward)
+        self.opt.zero_grad(set_to_none=True)
+        return kernel

@@ -1,0 +1,182 @@
+"""Generation (greedy decoding with a KV cache, harness/generation.py) and token-model training in the
+reports: the generation table (prefill tokens/s, time to first token, decode tokens/s, per-token
+latency p50/p90 per batch size), the throughput-latency chart of the batch sweep, and the terminal's
+token tables (tokens/s, MFU, the attention kernel that ran).
+
+One table builder serves the terminal (``Result`` objects) and the Markdown/HTML reports (rows of the
+results frame): both become plain dicts of case fields and metrics first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from matplotlib.figure import Figure
+from rich.table import Table
+
+from xpubench.report.charts import colors, plain_log, png
+from xpubench.report.content import Chart, Section, TableBlock
+from xpubench.report.frame import many_sources, ok_rows, series_label
+from xpubench.report.tables import fmt, fmt_seconds
+
+GENERATE = "generate"
+
+
+def _num(row: dict, name: str):
+    value = row.get(name)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def _pct(row: dict, name: str) -> str:
+    value = _num(row, name)
+    return "n/a" if value is None else f"{value:.2%}" + (" (est.)" if _num(row, "peak_is_estimate") else "")
+
+
+def _int(row: dict, name: str) -> str:
+    value = _num(row, name)
+    return "n/a" if value is None else str(int(value))
+
+
+def _kernels(row: dict) -> str:
+    prefill, decode = row.get("attention_kernel_prefill"), row.get("attention_kernel_decode")
+    if not prefill and not decode:
+        return "n/a"
+    return str(prefill) if prefill == decode else f"{prefill} / {decode}"
+
+
+def generation_row(row: dict) -> dict[str, str]:
+    """One generation case as formatted cells (a dict of case fields and metrics)."""
+    warn = " !" if row.get("warning") else ""
+    return {
+        "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
+        "dtype": str(row["precision"]), "batch": _int(row, "batch_size"),
+        "prompt + new": f"{_int(row, 'prompt_len')} + {_int(row, 'new_tokens')}",
+        "compile": fmt_seconds(_num(row, "compile_s")),
+        "TTFT p50 / p90": f"{fmt_seconds(_num(row, 'ttft_s'))} / {fmt_seconds(_num(row, 'ttft_p90_s'))}",
+        "prefill tok/s": fmt(_num(row, "prefill_tokens_per_s"), ",.0f"),
+        "decode tok/s": fmt(_num(row, "decode_tokens_per_s"), ",.0f") + warn,
+        "per-token p50 / p90": (f"{fmt_seconds(_num(row, 'decode_token_p50_s'))} / "
+                                f"{fmt_seconds(_num(row, 'decode_token_p90_s'))}"),
+        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f"),
+        "MFU (decode)": _pct(row, "mfu"),
+        "attention": _kernels(row),
+    }
+
+
+def token_training_row(row: dict) -> dict[str, str]:
+    """A token model's training case (gpt): the figures a language-model run is read by."""
+    return {
+        "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
+        "dtype": str(row["precision"]),
+        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (row.get("devices") or 1) > 1 else ""),
+        "step p50": fmt_seconds(_num(row, "step_s")),
+        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f") + (" !" if row.get("warning") else ""),
+        "TFLOP/s": fmt(_num(row, "achieved_flops_per_s"), ".3f", 1e-12),
+        "MFU": _pct(row, "mfu"),
+        "attention": str(row.get("attention_kernel") or "n/a"),
+        "loss": fmt(_num(row, "final_loss"), ".4f"),
+    }
+
+
+def generation_headline(metrics: dict) -> str:
+    """The one line a finished generation case prints."""
+    return (f"TTFT {fmt_seconds(_num(metrics, 'ttft_s'))}, decode {fmt(_num(metrics, 'decode_tokens_per_s'), ',.0f')}"
+            f" tokens/s, {fmt_seconds(_num(metrics, 'decode_token_p50_s'))}/token")
+
+
+def _order(row: dict) -> tuple:
+    return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
+
+
+def _result_dicts(results, mode: str) -> list[dict]:
+    return sorted(({**r.case, **r.metrics} for r in results
+                   if r.status == "ok" and r.case.get("mode") == mode), key=_order)
+
+
+def _rich(title: str, rows: list[dict[str, str]]) -> Table:
+    t = Table(title=title)
+    for i, col in enumerate(rows[0]):
+        t.add_column(col, justify="left" if i < 4 else "right")
+    for row in rows:
+        t.add_row(*row.values())
+    return t
+
+
+def print_generation_tables(results, console) -> None:
+    """The terminal's token tables: generation cases, and token models' training (tokens/s, MFU)."""
+    tokens = [r for r in _result_dicts(results, "train") if _num(r, "tokens_per_s") is not None]
+    if tokens:
+        console.print(_rich("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak",
+                            [token_training_row(r) for r in tokens]))
+    generated = _result_dicts(results, GENERATE)
+    if generated:
+        console.print(_rich("Generation (greedy, KV cache): TTFT = prefill of the prompt batch; decode = one "
+                            "synchronised step per token", [generation_row(r) for r in generated]))
+
+
+# ---- the Markdown / HTML report -------------------------------------------------------------------
+
+def _frame_dicts(frame: pd.DataFrame) -> list[dict]:
+    rows = ok_rows(frame, GENERATE)
+    return sorted((r.to_dict() for _, r in rows.iterrows()), key=_order)
+
+
+def generation_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every generation case, one row per batch size (formatted strings; empty when there is none)."""
+    multi = many_sources(ok_rows(frame, GENERATE))
+    return pd.DataFrame([{**({"file": str(r["source"])} if multi else {}), **generation_row(r)}
+                         for r in _frame_dicts(frame)])
+
+
+def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
+    """Decode tokens/s against per-token latency (p50), one line per workload / backend / device /
+    precision through its batch sizes (each point labelled with its batch): the trade-off a serving
+    batch size picks. The p90 latency is the right end of each point's bar."""
+    rows = [r for r in _frame_dicts(frame)
+            if _num(r, "decode_tokens_per_s") is not None and _num(r, "decode_token_p50_s") is not None]
+    if not rows:
+        return None
+    multi = many_sources(ok_rows(frame, GENERATE))
+    for r in rows:
+        r["series"] = f"{r['workload']} " + series_label(r, with_source=multi)
+    palette = colors(list(dict.fromkeys(r["series"] for r in rows)))
+    fig = Figure(figsize=(8.0, 4.8))
+    ax = fig.add_subplot(1, 1, 1)
+    for name, color in palette.items():
+        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r.get("batch_size") or 0)
+        x = [r["decode_token_p50_s"] * 1e3 for r in points]
+        y = [r["decode_tokens_per_s"] for r in points]
+        p90 = [(_num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]
+        ax.plot(x, y, marker="o", color=color, label=name)
+        ax.errorbar(x, y, xerr=[[0] * len(x), [max(0.0, b - a) for a, b in zip(x, p90)]], fmt="none",
+                    ecolor=color, alpha=0.5, capsize=3)
+        for r, xi, yi in zip(points, x, y):
+            ax.annotate(f"b{int(r['batch_size'])}", (xi, yi), textcoords="offset points", xytext=(4, 4),
+                        fontsize=8)
+    plain_log(ax, "x")
+    plain_log(ax, "y")
+    ax.set_xlabel("per-token latency, p50 (ms; bar to p90), log scale")
+    ax.set_ylabel("decode throughput (tokens/s), log scale")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.suptitle("Generation: throughput against latency across batch sizes")
+    return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
+                 "(all sequences together) against the latency of one decode step; a larger batch buys "
+                 "throughput with latency.", png(fig))
+
+
+def generation_section(frame: pd.DataFrame) -> Section | None:
+    """The report's generation section, or None when the files hold no generation case."""
+    table = generation_table(frame)
+    if table.empty:
+        return None
+    chart = throughput_latency_chart(frame)
+    return Section("Generation", "generation", intro=(
+        "Greedy decoding with a KV cache (docs/workloads.md, GPT). TTFT = the prefill of the whole prompt "
+        "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
+        "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
+        "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs."),
+        tables=[TableBlock("Every generation case", table)], charts=[chart] if chart else [])
