@@ -218,7 +218,9 @@ PLAN_LISTS = {f.name for f in dataclasses.fields(PlanRequest) if str(f.type).sta
 
 def request_fields(keywords: dict[str, Any]) -> dict[str, Any]:
     """Keywords of xpubench.run / plan -> PlanRequest fields: a field's own name (``workloads=["matmul"]``,
-    a single value for a list) or an option's TOML key (``workload="matmul"``, ``sync="epoch"``)."""
+    a single value for a list) or an option's TOML key (``workload="matmul"``, ``sync="epoch"``). A
+    field's name wins: ``devices=["cpu"]`` names devices (the TOML key ``devices``, a count, is
+    ``device_counts=[2]`` here)."""
     names = {f.name for f in dataclasses.fields(PlanRequest)}
     direct = {k: [v] if k in PLAN_LISTS and isinstance(v, (str, int)) else v for k, v in keywords.items()
               if k in names}
