@@ -83,7 +83,7 @@ OPTIONS: tuple[Option, ...] = (
        "included", type=read.seconds, metavar="SECONDS"),
     _o("save_weights", "--save-weights", "options.weights_dir",
        "inference cases keep the weights they train in DIR (.npz; default: a temp cache)", metavar="DIR",
-       type=read.text("save_weights")),
+       type=read.text()),
     _o("data", "--data", "request.data", choices=("synthetic", "real")),
     _o("data_dir", "--data-dir", "request.data_dir"),
     _o("download", "--download", "options.download",
@@ -111,9 +111,9 @@ OPTIONS: tuple[Option, ...] = (
        "result)", type=read.prices, toml=read.prices, metavar="FILE"),
     _o("price_per_hour", "--price-per-hour", "request.prices", "a device's price, e.g. gpu=2.50 (repeatable; "
        "over --prices)", type=read.price, action=read.KeyValues, metavar="DEVICE=USD", in_config=False),
-    _o("options", "", "request.options", toml=read.table("options")),    # TOML only: [run.options]
+    _o("options", "", "request.options", toml=read.table()),    # TOML only: [run.options]
     _o("config", "--config", "cli", "TOML file with the same options", in_config=False),
-    _o("output", "-o --output", "run.output", "results file (JSON Lines)", toml=read.text("output")),
+    _o("output", "-o --output", "run.output", "results file (JSON Lines)", toml=read.text()),
     _o("resume", "--resume", "cli", "finish the cases of an interrupted results file", **CLI_ONLY),
     _o("processes", "--processes", "run.processes", "worker processes per case, interleaved with the other "
        "cases (default 3; the machine's noise between processes is measured only with 2 or more)",
@@ -218,7 +218,9 @@ PLAN_LISTS = {f.name for f in dataclasses.fields(PlanRequest) if str(f.type).sta
 
 def request_fields(keywords: dict[str, Any]) -> dict[str, Any]:
     """Keywords of xpubench.run / plan -> PlanRequest fields: a field's own name (``workloads=["matmul"]``,
-    a single value for a list) or an option's TOML key (``workload="matmul"``, ``sync="epoch"``)."""
+    a single value for a list) or an option's TOML key (``workload="matmul"``, ``sync="epoch"``). A
+    field's name wins: ``devices=["cpu"]`` names devices (the TOML key ``devices``, a count, is
+    ``device_counts=[2]`` here)."""
     names = {f.name for f in dataclasses.fields(PlanRequest)}
     direct = {k: [v] if k in PLAN_LISTS and isinstance(v, (str, int)) else v for k, v in keywords.items()
               if k in names}

@@ -68,24 +68,24 @@ def device_count(text) -> list[int]:
     else:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--devices must be a whole number of at least 1, or 'all'; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, or 'all'; got {text!r}")
     return [value]
 
 
-def text(name: str):
+def text():
     """A TOML value that must be a string (a file or folder name)."""
     def parse(value) -> str:
         if not isinstance(value, str):
-            raise argparse.ArgumentTypeError(f"{name} must be a file name, got {value!r}")
+            raise argparse.ArgumentTypeError(f"must be a file name, got {value!r}")
         return value
     return parse
 
 
-def table(name: str):
+def table():
     """A TOML value that must be a table (name = value)."""
     def parse(value) -> dict:
         if not isinstance(value, dict):
-            raise argparse.ArgumentTypeError(f"{name} must be a table of name = value, got {value!r}")
+            raise argparse.ArgumentTypeError(f"must be a table of name = value, got {value!r}")
         return dict(value)
     return parse
 
@@ -113,7 +113,7 @@ def prices(value) -> dict:
     if isinstance(value, dict):
         return dict(value)
     if not isinstance(value, str):
-        raise argparse.ArgumentTypeError(f"prices must be a table (device = USD per hour) or a file, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be a table (device = USD per hour) or a file, got {value!r}")
     path = Path(value).expanduser()
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"prices file {value} does not exist (or is not a file)")

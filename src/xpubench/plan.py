@@ -202,7 +202,8 @@ def _check_model(req: PlanRequest) -> None:
     if req.model is None:
         if described:
             flags = ", ".join("--" + n.replace("_", "-") for n in described)
-            raise UserError(f"{flags} describe(s) the input of --model: give --model FILE.py:FUNCTION too")
+            verb = "describes" if len(described) == 1 else "describe"
+            raise UserError(f"{flags} {verb} the input of --model: give --model FILE.py:FUNCTION too")
         return
     if not isinstance(req.model, str):
         raise UserError(f"--model must be FILE.py:FUNCTION, got {req.model!r}")
