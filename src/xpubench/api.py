@@ -170,7 +170,6 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             env = environment or (_detect() if left else {})
         else:
             request = _request(request, request_fields)
-            _check_budget(request.budget_s)
             out = Path(output) if output else default_output()
             store.check_writable(out)
             if out.exists() and out.stat().st_size:
@@ -213,17 +212,12 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     return aggregate_all(previous + runs)
 
 
-def _check_budget(b) -> None:
-    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
-        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
-
-
 def _budget(request: PlanRequest, env: dict, began: float):
     """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called."""
     from xpubench.estimate import case_seconds
     from xpubench.harness.budget import Budget, default_budget
 
-    total = default_budget(request.budget_s, workloads_given=request.workloads is not None)
+    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
     return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began) if total else None
 
 
