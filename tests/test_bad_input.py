@@ -118,7 +118,7 @@ CASES = [
     ("--model bad task", "run --model {tmp}/model.py:build --task classes:1", "at least 2 classes"),
     ("--input-shape without --model", "run -w matmul --input-shape 28,28", "give --model FILE.py:FUNCTION too"),
     ("--preset unknown", "run -w gpt --preset huge", "invalid choice: 'huge'"),
-    ("--new-tokens 1", "run -w gpt --new-tokens 1", "--new-tokens must be a whole number of at least 2"),
+    ("--new-tokens 1", "run -w gpt --new-tokens 1", "gpt: new_tokens must be at least 2"),
     ("unknown flag", "run --fast", "unrecognized arguments: --fast"),
     ("unknown command", "bench", "invalid choice: 'bench'"),
 ]

@@ -10,10 +10,10 @@ and dollars per result (ceilings/annotate.py computes the figures when a file is
 from __future__ import annotations
 
 import pandas as pd
-from rich.table import Table
 
 from xpubench.report.content import Section, TableBlock
 from xpubench.report.frame import ResultSet, many_sources, ok_rows
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.units import fmt_flops
 
 MODES = ("matmul", "train", "infer")
@@ -119,26 +119,35 @@ def section(data: ResultSet) -> Section | None:
 
 
 def terminal_table(results) -> Table | None:
-    """After ``xpubench run``: achieved FLOP/s, % of peak and of the ceiling, $ and J (None when nothing
-    to show)."""
-    ok = [r for r in results if r.status == "ok" and r.case.get("mode") in MODES and r.case.get("workload") != "selftest"]
-    if not ok:
+    """After ``xpubench run --verbose``: achieved FLOP/s, % of peak and of the ceiling, $ and J, in the one
+    table model (report/table_model.py: the least important columns go first on a narrow terminal; None
+    when nothing to show). Why energy or a ceiling is n/a goes to the note under the table."""
+    frame = ResultSet.load(results).frame
+    rows = ok_rows(frame)
+    if rows.empty:
         return None
-    t = Table(title="Efficiency, cost and energy (% of ceiling: against the measured ceiling, `xpubench ceilings`)")
-    for col in ("case", "backend", "device", "dtype", "achieved", "% of peak", "% of ceiling", "$ per 1M samples",
-                "$ per 1M predictions", "J/sample", "energy"):
-        t.add_column(col, justify="left" if col in ("case", "backend", "device", "dtype", "energy") else "right")
-    notes = []
-    for r in ok:
-        m, c = r.metrics, r.case
-        row = {**m, "mode": c["mode"], "size": c.get("size"), "workload": c["workload"], "batch_size": c.get("batch_size")}
-        rate = m.get("warm_flops_per_s") if c["mode"] == "matmul" else m.get("achieved_flops_per_s")
-        t.add_row(_what(row), c["backend"], c["device"], c["precision"], fmt_flops(rate),
-                  peak_cell(row, "pct_of_peak" if c["mode"] == "matmul" else "mfu"), m.get("ceiling_label") or "n/a",
-                  _usd(m.get("usd_per_1m_samples")), _usd(m.get("usd_per_1m_predictions")),
-                  _fmt(m.get("joules_per_sample"), ",.3g"), m.get("energy_na") or m.get("energy_source") or "")
-        if m.get("efficiency_note"):
-            notes.append(m["efficiency_note"])
-    if notes:
-        t.caption = " | ".join(dict.fromkeys(notes))
-    return t
+    rows = rows[rows["mode"].isin(MODES) & (rows["workload"] != "selftest")]
+    if rows.empty:
+        return None
+
+    def rate(r):
+        return _num(r, "warm_flops_per_s") if r["mode"] == "matmul" else _num(r, "achieved_flops_per_s")
+
+    columns = [
+        Column("case", _what, priority=ALWAYS, text=True),
+        Column("backend", lambda r: str(r["backend"]), priority=ALWAYS, text=True),
+        Column("device", lambda r: str(r["device"]), priority=2, text=True),
+        Column("dtype", lambda r: str(r["precision"]), priority=ALWAYS, text=True),
+        Column("achieved", lambda r: fmt_flops(rate(r)), priority=ALWAYS),
+        Column("% of peak", lambda r: peak_cell(r, "pct_of_peak" if r["mode"] == "matmul" else "mfu"), priority=1),
+        Column("% of ceiling", lambda r: str(_num(r, "ceiling_label") or "n/a"), priority=1),
+        Column("$/1M samples", lambda r: _usd(_num(r, "usd_per_1m_samples")), priority=2),
+        Column("$/1M predictions", lambda r: _usd(_num(r, "usd_per_1m_predictions")), priority=2),
+        Column("J/sample", lambda r: _fmt(_num(r, "joules_per_sample"), ",.3g"), priority=LOW),
+        Column("energy", lambda r: "n/a" if _num(r, "energy_na") else str(_num(r, "energy_source") or "n/a"),
+               priority=LOW, text=True),
+    ]
+    notes = [str(v) for name in ("efficiency_note", "energy_na") if name in rows
+             for v in rows[name].dropna().unique()]
+    return Table("Efficiency, cost and energy (% of ceiling: against the measured ceiling, `xpubench ceilings`)",
+                 columns, rows, note=" | ".join(dict.fromkeys(notes)))

@@ -111,7 +111,7 @@ def print_run_tables(results, console: Console) -> None:
     print_generation_tables(results, console)
     efficiency = costs.terminal_table(results)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
     if efficiency is not None:
-        console.print(efficiency)
+        print_table(efficiency, console)
     _print_noisy(data, console)
 
 
