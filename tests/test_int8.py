@@ -318,7 +318,7 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
          "--time-budget", "0.2", "--no-progress", "-o", str(out)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    summary = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith("imdb_lstm")]
+    summary = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["imdb_lstm"]]
     assert {"fp32", "bf16", "int8"} <= {word for line in summary for word in line}, proc.stdout
     assert all("samples/s" in line for line in summary), proc.stdout
     from xpubench.report.frame import results_frame

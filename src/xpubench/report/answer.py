@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import shlex
 
+import numpy as np
 import pandas as pd
 
 from xpubench.report.compare import ratio_estimate
 from xpubench.report.frame import ResultSet, ok_rows
 from xpubench.report.summary import headline_rate
+from xpubench.results.aggregate import process_groups
 
 LISTED = 4  # at most this many cases named per line; the rest counted
 
@@ -58,7 +60,11 @@ def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
         return (f"{head} ({_setting(best)}), {best['_rate'] / other['_rate']:.2f}x {_name(other)} "
                 f"({_setting(other)}: different settings, no interval)")
     other = same.iloc[0]
-    est = ratio_estimate(data.groups(best), data.groups(other))  # time of other / time of best
+    est = ratio_estimate(_groups(data, best), _groups(data, other))  # time of other / time of best
+    if est is not None and est.ratio < 1:  # the samples say the other is the faster one: they decide
+        best, other = other, best
+        head = f"{what}: fastest here {_name(best)}"
+        est = ratio_estimate(_groups(data, best), _groups(data, other))
     where = f" at {_setting(best)}" if _setting(best) else ""
     if est is None:
         return f"{head}{where}, {best['_rate'] / other['_rate']:.2f}x {_name(other)} (no raw samples: no interval)"
@@ -68,6 +74,15 @@ def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
     note = " (provisional: one process a side)" if est.provisional else ""
     return (f"{head}{where}: {est.ratio:.2f}x as fast as {_name(other)} "
             f"(95% interval {est.low:.2f}-{est.high:.2f}){note}")
+
+
+def _groups(data: ResultSet, row) -> list:
+    """The per-process samples the figure of the row comes from: for inference the full passes (its
+    samples/s), else the headline samples."""
+    result = data.result(row)
+    if row.get("mode") == "infer" and result.samples.get("pass_s"):
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, "pass_s")]
+    return data.groups(row)
 
 
 def _listed(items: list[str]) -> str:

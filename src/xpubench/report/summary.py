@@ -51,7 +51,8 @@ def versus_best(frame: pd.DataFrame):
         best = max((r for r in rates if r), default=None)
         if not best:
             return "n/a"
-        return "best" if rate >= best else f"{rate / best:.2f}x"
+        share = rate / best
+        return "best" if rate >= best else (f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x")
     return cell
 
 
