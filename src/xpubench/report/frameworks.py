@@ -53,6 +53,7 @@ def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
             for b in NATIVE:
                 native = _figure(natives[b], metric) if b in natives else None
                 entry[f"native_{b}"] = native
+                entry[f"{b}_noisy"] = bool(natives[b].get("noisy")) if b in natives else False
                 entry[f"{b}_over_keras"] = _ratio(native, figure)
             out.append(entry)
     return pd.DataFrame(out)
@@ -71,8 +72,9 @@ def comparison_table(table: pd.DataFrame) -> pd.DataFrame:
         out.append({"workload": r["workload"], "device": r["device"],
                     "case": f"{r['mode']} {r['precision']} {what}".strip(), "keras": r["keras_backend"],
                     f"keras {unit}": value(r["keras"]) + (NOISY_MARK if r["keras_noisy"] else ""),
-                    "jax": value(r["native_jax"]), "jax / keras": ratio(r["jax_over_keras"]),
-                    "torch": value(r["native_torch"]), "torch / keras": ratio(r["torch_over_keras"])})
+                    **{k: v for b in NATIVE for k, v in (
+                        (b, value(r[f"native_{b}"]) + (NOISY_MARK if r[f"{b}_noisy"] else "")),
+                        (f"{b} / keras", ratio(r[f"{b}_over_keras"])))}})
     return pd.DataFrame(out)
 
 
