@@ -214,3 +214,12 @@ def test_keras_beside_native_jax_and_torch():
     assert shown.loc[("keras:jax", "train fp32 batch 32"), "keras samples/s"] == "1,000 !"   # noisy
     assert keras_section(frame).title == "Framework comparison"
     assert keras_section(frame[~frame["backend"].str.startswith("keras")]) is None
+
+
+def test_a_dry_run_estimate_of_a_model_says_its_work_is_unknown():
+    from xpubench.estimate import case_seconds
+
+    train, infer = _cases(model=f"{EXAMPLES}/torch_models.py:small_cnn", modes=["train", "infer"])
+    seconds, known = case_seconds(train, _env())   # the parent never imports the model: no FLOPs here
+    assert seconds > 0 and not known
+    assert case_seconds(infer, _env())[1]           # inference is bounded by its budget

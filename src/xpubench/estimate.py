@@ -59,6 +59,9 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         return start + min(budget, MATMUL_WINDOWS * max(0.05, product)) + 3 * product, True
     if case.workload == "selftest":
         return start, True
+    if case.options.get("model"):   # a user's model: its FLOPs are measured in its worker, unknown here
+        bounded = case.time_budget_s or (INFER_BUDGET_S if case.mode == "infer" else 0.0)
+        return start + _compile_s(case) + bounded, case.mode == "infer" or bool(case.time_budget_s)
     spec = get_workload(case.workload).SPEC
     forward = get_workload(case.workload).forward_flops(spec)
     global_batch = (case.batch_size or spec.batch_sizes[0]) * case.devices

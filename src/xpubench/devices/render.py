@@ -46,6 +46,9 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
         return f"[bold]{name}[/bold]: not installed (pip install 'xpubench[{name}]')"
     extras = [f"{k.replace('_version', '')} {v}" for k, v in info.items()
               if k.endswith("_version") and v] + ([f"BLAS {info['blas']}"] if info.get("blas") else [])
+    if "keras_backends" in info:   # Keras runs on the devices of the framework under it (devices/detect.py)
+        under = ", ".join(f"keras:{b}" for b in info["keras_backends"]) or "none installed"
+        return f"[bold]{name}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
     devices = info.get("devices", [])
     title = f"{name} {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
     title += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"

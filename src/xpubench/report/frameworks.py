@@ -53,26 +53,39 @@ def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
             for b in NATIVE:
                 native = _figure(natives[b], metric) if b in natives else None
                 entry[f"native_{b}"] = native
+                entry[f"{b}_noisy"] = bool(natives[b].get("noisy")) if b in natives else False
                 entry[f"{b}_over_keras"] = _ratio(native, figure)
             out.append(entry)
     return pd.DataFrame(out)
+
+
+def _missing(v) -> bool:
+    return v is None or pd.isna(v)
+
+
+def _value(v, metric: str) -> str:
+    if _missing(v):
+        return "n/a"
+    return fmt_flops(v) if metric == "warm_flops_per_s" else fmt(v, ",.0f")
+
+
+def _times(v) -> str:
+    return "n/a" if _missing(v) else f"{v:.2f}x"
 
 
 def comparison_table(table: pd.DataFrame) -> pd.DataFrame:
     """The comparison as formatted strings (n/a where a figure is missing)."""
     out = []
     for _, r in table.iterrows():
-        show = fmt_flops if r["metric"] == "warm_flops_per_s" else (lambda v: fmt(v, ",.0f"))
-        value = (lambda v: "n/a" if v is None or pd.isna(v) else show(v))
-        ratio = (lambda v: "n/a" if v is None or pd.isna(v) else f"{v:.2f}x")
         what = (f"N={int(r['size'])}" if r["mode"] == "matmul" and not pd.isna(r.get("size"))
                 else f"batch {int(r['batch_size'])}" if not pd.isna(r.get("batch_size")) else "")
         unit = "FLOP/s" if r["metric"] == "warm_flops_per_s" else "samples/s"
         out.append({"workload": r["workload"], "device": r["device"],
                     "case": f"{r['mode']} {r['precision']} {what}".strip(), "keras": r["keras_backend"],
-                    f"keras {unit}": value(r["keras"]) + (NOISY_MARK if r["keras_noisy"] else ""),
-                    "jax": value(r["native_jax"]), "jax / keras": ratio(r["jax_over_keras"]),
-                    "torch": value(r["native_torch"]), "torch / keras": ratio(r["torch_over_keras"])})
+                    f"keras {unit}": _value(r["keras"], r["metric"]) + (NOISY_MARK if r["keras_noisy"] else ""),
+                    **{k: v for b in NATIVE for k, v in (
+                        (b, _value(r[f"native_{b}"], r["metric"]) + (NOISY_MARK if r[f"{b}_noisy"] else "")),
+                        (f"{b} / keras", _times(r[f"{b}_over_keras"])))}})
     return pd.DataFrame(out)
 
 
