@@ -224,3 +224,10 @@ def test_the_dry_run_preview_says_what_the_budget_leaves_out():
     assert "fits every case" in estimate.budget_note(cases[:1], env, 1000.0, 1)
     note = estimate.budget_note(cases, env, 1.0, 1)
     assert "4 case(s) skipped" in note and "re-plans" in note
+
+
+def test_a_capped_timeout_is_said_in_tenths_of_a_second():
+    clock = FakeClock()
+    b = Budget(100.0, estimate=lambda c: 1.0, clock=clock, margin_s=10.0)
+    clock.now += 38.38461
+    assert b.timeout(600.0) == 71.6

@@ -116,8 +116,8 @@ class Budget:
             self.estimated_s += self.estimate(case)
 
     def timeout(self, timeout_s: float) -> float:
-        """A worker's timeout, at most the time left plus the margin."""
-        return min(timeout_s, self.left() + self.margin_s)
+        """A worker's timeout, at most the time left plus the margin (to a tenth of a second)."""
+        return min(timeout_s, round(self.left() + self.margin_s, 1))
 
     def summary(self, processes: int) -> str | None:
         """One sentence after the run when the budget changed it, else None."""
