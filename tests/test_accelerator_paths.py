@@ -45,6 +45,7 @@ def test_int8_convolutions_are_not_applicable_on_a_jax_gpu_but_dense_layers_and_
     assert quant.platform_problem("gpu", "dynamic", lstm) is None
 
 
+@pytest.mark.slow
 def test_a_jax_int8_cnn_case_on_a_gpu_is_skipped_with_the_reason(monkeypatch):
     from xpubench.backends.jax_ import infer
     from xpubench.harness.inference import NotApplicable

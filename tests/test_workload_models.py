@@ -166,6 +166,7 @@ def torch_to_flax(model) -> dict:
     return {"params": params, "batch_stats": stats} if stats else {"params": params}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_WORKLOADS)
 def test_same_function_in_both_frameworks(name: str) -> None:
     """Shapes agree, and with the same weights (eval mode) the outputs agree to float32 rounding."""
