@@ -25,6 +25,7 @@ CPU_CASE = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train",
 
 # --- 2: XLA:GPU has no int8 convolution ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_int8_convolutions_are_not_applicable_on_a_jax_gpu_but_dense_layers_and_weight_only_are():
     from xpubench.backends.jax_ import quant
     from xpubench.backends.jax_.train import init_variables
@@ -44,6 +45,7 @@ def test_int8_convolutions_are_not_applicable_on_a_jax_gpu_but_dense_layers_and_
     assert quant.platform_problem("gpu", "dynamic", lstm) is None
 
 
+@pytest.mark.slow
 def test_a_jax_int8_cnn_case_on_a_gpu_is_skipped_with_the_reason(monkeypatch):
     from xpubench.backends.jax_ import infer
     from xpubench.harness.inference import NotApplicable

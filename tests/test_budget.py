@@ -224,3 +224,24 @@ def test_the_dry_run_preview_says_what_the_budget_leaves_out():
     assert "fits every case" in estimate.budget_note(cases[:1], env, 1000.0, 1)
     note = estimate.budget_note(cases, env, 1.0, 1)
     assert "4 case(s) skipped" in note and "re-plans" in note
+
+
+def test_a_capped_timeout_is_said_in_tenths_of_a_second():
+    clock = FakeClock()
+    b = Budget(100.0, estimate=lambda c: 1.0, clock=clock, margin_s=10.0)
+    clock.now += 38.38461
+    assert b.timeout(600.0) == 71.6
+
+
+def test_with_estimates_the_first_cases_run_cheapest_first_so_more_workloads_fit(monkeypatch):
+    clock = FakeClock()
+    cost = {"cifar10_resnet": 20.0, "imdb_lstm": 8.0, "mnist_cnn": 8.0, "weather_gru": 12.0}
+    cases = [_case(w) for w in cost] + [_case("cifar10_resnet", "jax"), _case("imdb_lstm", batch=64)]
+    ordered = first_cases_first(cases, lambda c: cost[c.workload])
+    assert [c.workload for c in ordered[:4]] == ["imdb_lstm", "mnist_cnn", "weather_gru", "cifar10_resnet"]
+    assert ordered[4:] == [cases[4], cases[5]]        # tier 1 (cifar/jax), then the rest in plan order
+    _fake_runner(monkeypatch, clock, {c.key: cost[c.workload] for c in cases})
+    b = Budget(30.0, estimate=lambda c: cost[c.workload], clock=clock)
+    runs = runner.run_cases(cases[:4], None, fingerprint={}, processes=1, budget=b)
+    assert {r.case["workload"]: r.status for r in runs} == {
+        "imdb_lstm": "ok", "mnist_cnn": "ok", "weather_gru": "ok", "cifar10_resnet": "skipped"}

@@ -85,6 +85,7 @@ def test_resolve_device_never_falls_back_to_the_cpu():
         resolve_device(env, "torch", "quantum")
 
 
+@pytest.mark.slow
 def test_env_command_prints_every_installed_backend_and_valid_json():
     out = subprocess.run([sys.executable, "-m", "xpubench", "env", "--json"], capture_output=True, text=True,
                          timeout=120, check=True).stdout

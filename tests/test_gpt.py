@@ -112,6 +112,7 @@ def torch_to_flax(model) -> dict:
     return params
 
 
+@pytest.mark.slow
 def test_same_function_in_both_frameworks() -> None:
     spec = gpt.configure({"block_size": 32})
     torch.manual_seed(0)
@@ -129,6 +130,7 @@ def test_same_function_in_both_frameworks() -> None:
     np.testing.assert_allclose(j_out, t_out, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_initialisation_follows_nanogpt() -> None:
     spec = gpt.configure({"n_layer": 2, "n_embd": 256, "block_size": 16})
     torch.manual_seed(0)
@@ -175,6 +177,7 @@ def _xla_counted(spec, x: np.ndarray, train: bool) -> float:
     return cost["flops"] / len(x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [{}, GPT2_WIDE], ids=["small", "gpt2-wide"])
 @pytest.mark.parametrize("train", [False, True], ids=["forward", "training"])
 def test_flops_match_torch_and_xla(options, train) -> None:
@@ -303,6 +306,7 @@ def test_configure_refuses_bad_options(options, message) -> None:
 
 # ---- AdamW's weight-decay split -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_weight_decay_only_on_matrices() -> None:
     """With zero gradients AdamW's update is the decay alone: p <- p (1 - lr·wd) for parameters of
     >= 2 dimensions, unchanged for biases and LayerNorm parameters. Both frameworks."""

@@ -62,6 +62,7 @@ def assert_context_matters(prompt: np.ndarray, tokens: np.ndarray) -> None:
     assert any(len(f) > 1 for f in followers.values()), tokens
 
 
+@pytest.mark.slow
 def test_torch_cached_equals_uncached() -> None:
     spec, prompt = setup()
     model = torch_model(spec)
@@ -84,6 +85,7 @@ def test_torch_cached_logits_equal_full_forward() -> None:
     torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 4:], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_jax_cached_equals_uncached() -> None:
     spec, prompt = setup()
     model, params = jax_model(spec, prompt)
@@ -95,6 +97,7 @@ def test_jax_cached_equals_uncached() -> None:
     np.testing.assert_array_equal(generate(gen), cached)              # the donated cache is reused
 
 
+@pytest.mark.slow
 def test_jax_cached_logits_equal_full_forward() -> None:
     spec, prompt = setup()
     model, params = jax_model(spec, prompt)
@@ -122,6 +125,7 @@ def test_context_overflow_is_refused() -> None:
         JaxGenerator(model, spec, params, prompt, 25, jax.devices("cpu")[0])
 
 
+@pytest.mark.slow
 def test_measure_records_the_kernels_torch() -> None:
     spec, prompt = setup(attention="math")
     gen = TorchGenerator(torch_model(spec), spec, prompt, 4, torch.device("cpu"))
@@ -131,6 +135,7 @@ def test_measure_records_the_kernels_torch() -> None:
     assert len(samples["decode_token_s"]) == 3 * metrics["rounds"] and min(samples["decode_token_s"]) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="auto may pick cuDNN off the CPU")
 def test_measure_records_the_kernels_jax() -> None:
     spec, prompt = setup()
@@ -141,6 +146,7 @@ def test_measure_records_the_kernels_jax() -> None:
     assert metrics["attention_kernel_prefill"] == metrics["attention_kernel_decode"] == "xla"
 
 
+@pytest.mark.slow
 def test_jax_bf16_generation_runs() -> None:
     spec, prompt = setup()
     model, params = jax_model(spec, prompt)

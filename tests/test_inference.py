@@ -85,6 +85,7 @@ def _tokens(spec, n):
     return np.random.default_rng(0).integers(0, spec.vocab_size, (n, *spec.input_shape)).astype(np.int32)
 
 
+@pytest.mark.slow
 def test_torch_any_sample_count() -> None:
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_.infer import TorchPredictor
@@ -100,6 +101,7 @@ def test_torch_any_sample_count() -> None:
     np.testing.assert_allclose(outs[1], outs[2], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_jax_any_sample_count() -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_.infer import JaxPredictor

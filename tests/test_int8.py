@@ -66,6 +66,7 @@ def test_torch_int8_refused_off_cpu() -> None:
             torch.backends.quantized.engine = engine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["mnist_cnn", "cifar10_resnet"])
 def test_torch_static_int8_convolutions(workload) -> None:
     """Models with convolutions: FX static int8, every conv and linear quantized, batch norm folded,
@@ -127,6 +128,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
 MNIST = shared_dataset("mnist")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MNIST.is_dir(), reason="../shared/datasets/mnist is not beside the checkout")
 def test_torch_int8_mnist_cnn_agrees_with_fp32(tmp_path, request) -> None:
     """The inference session's own path on real MNIST (8,000 training / 2,000 test images of the shared
@@ -160,6 +162,7 @@ def test_torch_int8_mnist_cnn_agrees_with_fp32(tmp_path, request) -> None:
     assert abs(acc8 - acc32) <= 0.01, (acc8, acc32)
 
 
+@pytest.mark.slow
 def test_jax_quantize_rows_and_apply() -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_ import quant
@@ -185,6 +188,7 @@ def test_jax_quantize_rows_and_apply() -> None:
         assert float(np.abs(np.asarray(out) - np.asarray(ref)).max()) < 0.02, mode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["mnist_cnn", "cifar10_resnet"])
 def test_jax_int8_convolutions(workload) -> None:
     """flax convolutions: int8 kernels with one scale per output channel, run as an int8 x int8 -> int32
@@ -214,6 +218,7 @@ def test_jax_int8_convolutions(workload) -> None:
         assert rel < 0.03, (mode, rel)                             # measured 0.4-0.9%
 
 
+@pytest.mark.slow
 def test_jax_int8_refuses_layers_without_an_int8_version() -> None:
     """A kernel quantized by quantize_params but read by a layer with no int8 version must not run as fp32."""
     jax = pytest.importorskip("jax")

@@ -129,6 +129,7 @@ def test_user_models_train_and_predict_in_workers_with_measured_flops(ref, backe
         assert m["latency_s"] > 0 and m["predictions"] == 64
 
 
+@pytest.mark.slow
 def test_flops_that_a_counter_would_miss_are_unknown_not_wrong():
     """FlopCounterMode sees 200 FLOPs in the built-in imdb_lstm (26.4M by formula): refused, not reported."""
     code = ("from xpubench.workloads import get_workload\nimport torch\nfrom xpubench.usermodel.flops import "
@@ -138,6 +139,7 @@ def test_flops_that_a_counter_would_miss_are_unknown_not_wrong():
     assert "(None, 'n/a (torch FlopCounterMode does not count nn.LSTM" in out
 
 
+@pytest.mark.slow
 def test_measured_torch_flops_equal_the_formula_for_the_built_in_cnns():
     import torch
 

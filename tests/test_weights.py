@@ -92,6 +92,7 @@ def _flax_bn_model():
     return DenseBN()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["imdb_lstm", "batchnorm"])
 def test_flax_round_trip(name, tmp_path) -> None:
     jax = pytest.importorskip("jax")

@@ -94,6 +94,7 @@ def test_flops_match_torch(name: str) -> None:
     assert abs(counted - analytic) <= TOLERANCE * analytic, (analytic, counted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_WORKLOADS)
 def test_flops_match_xla(name: str) -> None:
     spec = spec_for(name)
@@ -131,6 +132,7 @@ def test_flops_linear_in_sequence_length() -> None:
 # shakespeare_lstm 0.980 / 1.048, weather_gru 0.968 / 1.056. Below 1 in torch: no input gradient is
 # needed for the first layer (images) and an embedding's backward is not a matmul.
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mnist_cnn", "shakespeare_lstm"])
 def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
     spec = spec_for(name)
@@ -172,6 +174,7 @@ def _lowered_train_step(precision: str) -> str:
     return t._train.lower(t.state, t.xs, t.ys, np.int32(0), np.int32(0), t.key_data).as_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("precision", "wanted"), [("fp32", "HIGHEST"), ("tf32", "HIGH")])
 def test_jax_train_step_matmuls_carry_the_case_precision(precision: str, wanted: str) -> None:
     """fp32 is true fp32: without an explicit precision XLA runs fp32 dots as TF32 on Ampere+ GPUs and

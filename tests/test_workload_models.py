@@ -166,6 +166,7 @@ def torch_to_flax(model) -> dict:
     return {"params": params, "batch_stats": stats} if stats else {"params": params}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_WORKLOADS)
 def test_same_function_in_both_frameworks(name: str) -> None:
     """Shapes agree, and with the same weights (eval mode) the outputs agree to float32 rounding."""
@@ -190,6 +191,7 @@ def test_same_function_in_both_frameworks(name: str) -> None:
     np.testing.assert_allclose(j_out, t_out, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mnist_cnn", "cifar10_resnet"])
 def test_jax_train_mode(name: str) -> None:
     """train=True draws dropout from the "dropout" rng and updates BN's "batch_stats"."""

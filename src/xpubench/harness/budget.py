@@ -3,8 +3,9 @@ compilation included, since they are part of every worker process's wall time.
 
 The runner asks three things of a ``Budget``:
 
-- ``order(cases)``: the cases with each workload's first case early (then each workload x backend's
-  first case, then the rest, each tier in plan order), so a tight budget still measures every workload;
+- ``order(cases)``: each workload's first case early, cheapest first (then each workload x backend's
+  first case, cheapest first, then the rest in plan order), so a tight budget still measures as many
+  workloads as it can;
 - ``admit(case, process)``: whether the next worker process fits in the time left, judged by the case's
   estimate (``estimate.case_seconds``) times the ratio of what the finished processes took to what they
   were estimated to take (re-planned after every process). A case's first process that cannot fit makes
@@ -36,25 +37,23 @@ def default_budget(budget_s: float | None, workloads_given: bool) -> float | Non
     return None if workloads_given else DEFAULT_RUN_BUDGET_S
 
 
-def first_cases_first(cases: Iterable) -> list:
-    """Each workload's first case, then each (workload, backend)'s first case, then the others; plan order
-    within each tier. Order inside one workload x backend is kept (ascending batch sizes: an OOM at B
-    still skips the larger ones after it)."""
+def first_cases_first(cases: Iterable, estimate: Callable[[object], float] | None = None) -> list:
+    """Each workload's first case, then each (workload, backend)'s first case, then the others in plan
+    order. With ``estimate``, the first two tiers run cheapest first (so a tight budget measures as many
+    workloads as it can). Order inside one workload x backend is kept (ascending batch sizes: an OOM at
+    B still skips the larger ones after it)."""
     cases = list(cases)
     seen_workloads: set = set()
     seen_pairs: set = set()
-    tiers: list[int] = []
-    for case in cases:
+    keys = []
+    for i, case in enumerate(cases):
         pair = (case.workload, case.backend)
-        if case.workload not in seen_workloads:
-            tiers.append(0)
-        elif pair not in seen_pairs:
-            tiers.append(1)
-        else:
-            tiers.append(2)
+        tier = 0 if case.workload not in seen_workloads else 1 if pair not in seen_pairs else 2
         seen_workloads.add(case.workload)
         seen_pairs.add(pair)
-    return [case for _, _, case in sorted(zip(tiers, range(len(cases)), cases), key=lambda t: t[:2])]
+        cost = estimate(case) if estimate and tier < 2 else 0.0
+        keys.append((tier, cost, i))
+    return [cases[i] for _, _, i in sorted(keys)]
 
 
 @dataclasses.dataclass
@@ -76,7 +75,7 @@ class Budget:
             self.started = self.clock()
 
     def order(self, cases: Iterable) -> list:
-        return first_cases_first(cases)
+        return first_cases_first(cases, self.estimate)
 
     def elapsed(self) -> float:
         return self.clock() - self.started
@@ -116,8 +115,8 @@ class Budget:
             self.estimated_s += self.estimate(case)
 
     def timeout(self, timeout_s: float) -> float:
-        """A worker's timeout, at most the time left plus the margin."""
-        return min(timeout_s, self.left() + self.margin_s)
+        """A worker's timeout, at most the time left plus the margin (to a tenth of a second)."""
+        return min(timeout_s, round(self.left() + self.margin_s, 1))
 
     def summary(self, processes: int) -> str | None:
         """One sentence after the run when the budget changed it, else None."""
