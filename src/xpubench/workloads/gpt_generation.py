@@ -20,7 +20,7 @@ def generation_lengths(spec: GPTSpec, options: dict[str, Any]) -> tuple[int, int
     and prompt_len + new_tokens - 1 within the context; else UserError."""
     default_prompt, default_new = GENERATION.get(spec.preset, GENERATION["small"])
     lengths = {"prompt_len": options.get("prompt_len", min(default_prompt, spec.block_size // 2)),
-               "new_tokens": options.get("new_tokens", min(default_new, spec.block_size // 2))}
+               "new_tokens": options.get("new_tokens", max(2, min(default_new, spec.block_size // 2)))}
     for key, value in lengths.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"gpt: {key} must be a positive integer, got {value!r}")
