@@ -97,6 +97,23 @@ def test_jax_trainer_builds_the_workloads_adamw() -> None:
     assert float(jnp.abs(updates["w"]).max()) > 0 and float(jnp.abs(updates["b"]).max()) == 0
 
 
+def test_run_generation_adds_the_decode_flop_rate() -> None:
+    from test_generation_harness import FakeClock, FakeGenerator
+
+    from xpubench.harness.generation import run_generation
+    from xpubench.plan import Case
+
+    case = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4, options=TINY)
+    clock = FakeClock()
+    outcome = run_generation(case, FakeGenerator(clock, batch=4, prompt_len=8, new_tokens=5), clock)
+    m = outcome.metrics
+    per_token = gpt.decode_flops_per_token(gpt.configure(TINY), 8 + 5 / 2)
+    assert m["flops_per_sample"] == per_token
+    assert m["achieved_flops_per_s"] == pytest.approx(per_token * m["decode_tokens_per_s"])
+    assert m["decode_tokens_per_s"] == pytest.approx(4 / 0.025)        # fake steps: 10, 20, 30, 40 ms
+    assert m["ttft_s"] == m["prefill_s"] == pytest.approx(0.2) and len(outcome.samples["decode_token_s"]) % 4 == 0
+
+
 # ---- the report -------------------------------------------------------------------------------------
 
 def generated(backend: str, batch: int, p50: float) -> Result:
