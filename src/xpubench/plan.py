@@ -29,7 +29,15 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     runs_on,
     slow_cpu_dtypes,
 )
-from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, TRANSFORMER_WORKLOADS, get_workload, key_options, selftest, spec_of
+from xpubench.workloads import (
+    MODEL_WORKLOADS,
+    REGISTRY,
+    TRANSFORMER_WORKLOADS,
+    get_workload,
+    key_options,
+    selftest,
+    spec_of,
+)
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 

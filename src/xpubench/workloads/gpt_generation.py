@@ -14,7 +14,7 @@ GENERATION = {"small": (64, 32), "gpt2": (128, 128)}
 GENERATION_BATCH_SIZES = (1, 4, 16)   # one case each: the throughput-latency trade-off
 
 
-def generation_lengths(spec: GPTSpec, options: dict[str, Any]) -> tuple[int, int]:
+def generation_lengths(spec: Any, options: dict[str, Any]) -> tuple[int, int]:
     """(prompt_len, new_tokens) of a generation case: the options, else the preset's ``GENERATION``
     (the prompt cut to the context). Both positive ints, new_tokens >= 2 (a prefill and a decode step),
     and prompt_len + new_tokens - 1 within the context; else UserError."""
