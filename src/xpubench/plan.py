@@ -59,7 +59,7 @@ class Case:
     workload: str
     backend: str
     device: str                      # resolved device id: "cpu", "gpu:0", "tpu:0", "mps"
-    mode: str                        # "matmul" | "train" | "infer"
+    mode: str                        # "matmul" | "train" | "infer" | "generate"
     precision: str = "fp32"
     batch_size: int | None = None    # per device
     size: int | None = None          # matmul N

@@ -144,14 +144,14 @@ def prompt_tokens(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndar
     return np.random.default_rng(seed).integers(0, vocab, (batch, prompt_len), dtype=np.int32)
 
 
-def run_generation(case, gen: Generator) -> Outcome:
+def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_counter) -> Outcome:
     """The case's generation measured (``measure``), with the decode FLOP rate: the workload's
     ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
     prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
     turns it into MFU against the chip's peak (n/a where the peak is unknown)."""
     from xpubench.workloads import get_workload, spec_of
 
-    metrics, samples = measure(gen, case.time_budget_s)
+    metrics, samples = measure(gen, case.time_budget_s, clock)
     flops = getattr(get_workload(case.workload), "decode_flops_per_token", None)
     if flops is not None:
         per_token = flops(spec_of(case.workload, case.options), gen.prompt_len + gen.new_tokens / 2)

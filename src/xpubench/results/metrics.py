@@ -212,12 +212,14 @@ class GenerateMetrics(Common):
     decode_token_cv: float | None = figure("ratio", "coefficient of variation of decode steps")
     decode_token_ci95_low_s: float | None = figure("s", "95% interval of decode_token_s, low end")
     decode_token_ci95_high_s: float | None = figure("s", "95% interval of decode_token_s, high end")
-    decode_tokens_per_s: float | None = figure("1/s", "batch / decode_token_s")
+    decode_tokens_per_s: float | None = figure("1/s", "batch x decode steps / their total time")
     tokens_per_s: float | None = figure("1/s", "generated tokens per second over a whole generation")
     attention_kernel_prefill: str | None = figure("text", "the attention implementation of prefill")
     attention_kernel_decode: str | None = figure("text", "the attention implementation of decode")
-    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one token", optional=True)
-    achieved_flops_per_s: float | None = figure("FLOP/s", "decode FLOP rate", optional=True)
+    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one decoded token at the decode steps' "
+                                                    "mean context", optional=True)
+    achieved_flops_per_s: float | None = figure("FLOP/s", "decode FLOP rate: flops_per_sample x decode_tokens_per_s",
+                                                optional=True)
 
 
 # ---- added around a measurement ------------------------------------------------------------------------

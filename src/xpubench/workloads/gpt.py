@@ -84,12 +84,10 @@ def _spec(preset: str, n_layer: int, n_head: int, n_embd: int, block_size: int, 
         preset=preset)
 
 
-# small: the CPU default, sized for a quick case (3 epochs x 2 steps, 2 eval batches per epoch) of
-# about 15 s on the 2-core VM. Measured there with other processes loading the cores (load 2-4): a
-# step at batch 16 (2,048 tokens) took 0.25-0.6 s in torch with one thread (1.6-5.9 s with two threads
-# fighting the other processes) and 0.4-0.7 s in JAX; a quick case 18-22 s per backend, worker start,
-# init and compile included. A full run (-w gpt): 2 epochs of 64 steps, about a minute per process.
-# Real data: windows of 129 bytes give 7,781 train / 865 test windows (docs/workloads.md, "GPT").
+# small: the CPU default. On the 2-core VM under load 2-4: a quick case (3 epochs x 2 steps) 18-22 s
+# per backend, start and compile included; a step at batch 16 (2,048 tokens) 0.25-0.6 s in torch with
+# one thread (1.6-5.9 s with two fighting other processes), 0.4-0.7 s in JAX. A full run (-w gpt): 2
+# epochs of 64 steps. Real data: 7,781 train / 865 test windows of 129 bytes (docs/workloads.md, GPT).
 # gpt2: GPT-2 small (124M; vocabulary 50,257 padded up to a multiple of 64), for accelerators.
 PRESETS: dict[str, GPTSpec] = {
     "small": _spec("small", 4, 4, 128, 128, 256, batch=16, lr=1e-3, train=1_024, evals=256, epochs=2),
@@ -126,7 +124,8 @@ def configure(options: dict[str, Any]) -> GPTSpec:
         raise UserError(f"gpt: attention must be one of {', '.join(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))}, "
                         f"got {attention!r}")
     spec = dataclasses.replace(spec, attention=attention, **sizes)
-    generation_lengths(spec, options)
+    if set(GENERATION_OPTIONS) & set(options):
+        generation_lengths(spec, options)   # checked when planned (the defaults fit any context)
     if spec.n_embd % spec.n_head:
         raise UserError(f"gpt: n_embd ({spec.n_embd}) must be a multiple of n_head ({spec.n_head})")
     if sizes:

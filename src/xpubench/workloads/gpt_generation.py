@@ -14,13 +14,13 @@ GENERATION = {"small": (64, 32), "gpt2": (128, 128)}
 GENERATION_BATCH_SIZES = (1, 4, 16)   # one case each: the throughput-latency trade-off
 
 
-def generation_lengths(spec: GPTSpec, options: dict[str, Any]) -> tuple[int, int]:
+def generation_lengths(spec: Any, options: dict[str, Any]) -> tuple[int, int]:
     """(prompt_len, new_tokens) of a generation case: the options, else the preset's ``GENERATION``
     (the prompt cut to the context). Both positive ints, new_tokens >= 2 (a prefill and a decode step),
     and prompt_len + new_tokens - 1 within the context; else UserError."""
     default_prompt, default_new = GENERATION.get(spec.preset, GENERATION["small"])
     lengths = {"prompt_len": options.get("prompt_len", min(default_prompt, spec.block_size // 2)),
-               "new_tokens": options.get("new_tokens", min(default_new, spec.block_size // 2))}
+               "new_tokens": options.get("new_tokens", max(2, min(default_new, spec.block_size // 2)))}
     for key, value in lengths.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"gpt: {key} must be a positive integer, got {value!r}")
