@@ -13,11 +13,11 @@ import math
 
 import pandas as pd
 from matplotlib.figure import Figure
-from rich.table import Table
 
 from xpubench.report.charts import colors, plain_log, png
 from xpubench.report.content import Chart, Section, TableBlock
-from xpubench.report.frame import many_sources, ok_rows, series_label
+from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table, print_table
 from xpubench.report.tables import fmt, fmt_seconds
 
 GENERATE = "generate"
@@ -41,7 +41,7 @@ def _int(row: dict, name: str) -> str:
 
 
 def _kernels(row: dict) -> str:
-    prefill, decode = row.get("attention_kernel_prefill"), row.get("attention_kernel_decode")
+    prefill, decode = _num(row, "attention_kernel_prefill"), _num(row, "attention_kernel_decode")
     if not prefill and not decode:
         return "n/a"
     return str(prefill) if prefill == decode else f"{prefill} / {decode}"
@@ -49,7 +49,7 @@ def _kernels(row: dict) -> str:
 
 def generation_row(row: dict) -> dict[str, str]:
     """One generation case as formatted cells (a dict of case fields and metrics)."""
-    warn = " !" if row.get("warning") else ""
+    warn = " !" if _num(row, "warning") else ""
     return {
         "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
         "dtype": str(row["precision"]), "batch": _int(row, "batch_size"),
@@ -71,12 +71,12 @@ def token_training_row(row: dict) -> dict[str, str]:
     return {
         "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
         "dtype": str(row["precision"]),
-        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (row.get("devices") or 1) > 1 else ""),
+        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (_num(row, "devices") or 1) > 1 else ""),
         "step p50": fmt_seconds(_num(row, "step_s")),
-        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f") + (" !" if row.get("warning") else ""),
+        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f") + (" !" if _num(row, "warning") else ""),
         "TFLOP/s": fmt(_num(row, "achieved_flops_per_s"), ".3f", 1e-12),
         "MFU": _pct(row, "mfu"),
-        "attention": str(row.get("attention_kernel") or "n/a"),
+        "attention": str(_num(row, "attention_kernel") or "n/a"),
         "loss": fmt(_num(row, "final_loss"), ".4f"),
     }
 
@@ -91,30 +91,41 @@ def _order(row: dict) -> tuple:
     return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
 
 
-def _result_dicts(results, mode: str) -> list[dict]:
-    return sorted(({**r.case, **r.metrics} for r in results
-                   if r.status == "ok" and r.case.get("mode") == mode), key=_order)
+# the columns a narrow terminal keeps longest (report/table_model.py drops the others right to left)
+KEEP = ("workload", "backend", "dtype", "batch", "tokens/s", "decode tok/s", "TTFT p50 / p90")
 
 
-def _rich(title: str, rows: list[dict[str, str]]) -> Table:
-    t = Table(title=title)
-    for i, col in enumerate(rows[0]):
-        t.add_column(col, justify="left" if i < 4 else "right")
-    for row in rows:
-        t.add_row(*row.values())
-    return t
+def _model(title: str, rows: pd.DataFrame, builder) -> Table:
+    """A table-model Table whose cells come from one of the row builders above."""
+    names = list(builder(rows.iloc[0].to_dict())) if not rows.empty else []
+    cols = [Column(name, lambda r, name=name: builder(r.to_dict())[name], text=i < 4,
+                   priority=ALWAYS if name in KEEP else (2 if i < 8 else LOW))
+            for i, name in enumerate(names)]
+    return Table(title, cols, rows)
+
+
+def token_tables(frame: pd.DataFrame) -> list[Table]:
+    """The terminal's token tables: token models' training (tokens/s, MFU, attention kernel) and every
+    generation case."""
+    train = ok_rows(frame, "train")
+    if not train.empty and "tokens_per_s" in train:
+        train = train[train["tokens_per_s"].notna()]
+    generated = ok_rows(frame, GENERATE)
+    tables = []
+    if not train.empty and "tokens_per_s" in train:
+        tables.append(_model("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak",
+                             train.sort_values(["workload", "backend", "device", "precision"]), token_training_row))
+    if not generated.empty:
+        tables.append(_model("Generation (greedy, KV cache): TTFT = prefill of the prompt batch; decode = one "
+                             "synchronised step per token",
+                             generated.sort_values(["workload", "backend", "device", "precision", "batch_size"]),
+                             generation_row))
+    return tables
 
 
 def print_generation_tables(results, console) -> None:
-    """The terminal's token tables: generation cases, and token models' training (tokens/s, MFU)."""
-    tokens = [r for r in _result_dicts(results, "train") if _num(r, "tokens_per_s") is not None]
-    if tokens:
-        console.print(_rich("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak",
-                            [token_training_row(r) for r in tokens]))
-    generated = _result_dicts(results, GENERATE)
-    if generated:
-        console.print(_rich("Generation (greedy, KV cache): TTFT = prefill of the prompt batch; decode = one "
-                            "synchronised step per token", [generation_row(r) for r in generated]))
+    for table in token_tables(ResultSet.load(results).frame):
+        print_table(table, console)
 
 
 # ---- the Markdown / HTML report -------------------------------------------------------------------

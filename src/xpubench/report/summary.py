@@ -11,20 +11,29 @@ from xpubench.report.table_model import ALWAYS, Column, Table
 from xpubench.report.tables import fmt, noisy, num
 from xpubench.units import fmt_flops
 
-HEADLINE_RATE = {"matmul": "warm_flops_per_s", "train": "samples_per_s", "infer": "samples_per_s"}
+# the headline rate per mode (higher is better), the first one a result has: token models train in tokens
+HEADLINE_RATE = {"matmul": ("warm_flops_per_s",), "train": ("tokens_per_s", "samples_per_s"),
+                 "infer": ("samples_per_s",), "generate": ("decode_tokens_per_s",)}
+UNIT = {"tokens_per_s": " tok/s", "decode_tokens_per_s": " tok/s", "samples_per_s": " samples/s"}
+
+
+def headline_name(row) -> str | None:
+    names = HEADLINE_RATE.get(str(row.get("mode")), ())
+    return next((n for n in names if num(row, n) is not None), None)
 
 
 def headline_rate(row) -> float | None:
-    """The case's headline figure as a rate (higher is better): FLOP/s for matmul, else samples/s."""
-    name = HEADLINE_RATE.get(str(row.get("mode")))
+    """The case's headline figure as a rate (higher is better): FLOP/s for matmul, tokens/s for a token
+    model's training and for generation (decode), else samples/s."""
+    name = headline_name(row)
     return num(row, name) if name and row.get("status") == "ok" else None
 
 
 def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
-    rate = headline_rate(row)
-    text = fmt_flops(rate) if row.get("mode") == "matmul" else fmt(rate, ",.0f", unit=" samples/s")
+    rate, name = headline_rate(row), headline_name(row)
+    text = fmt_flops(rate) if row.get("mode") == "matmul" else fmt(rate, ",.0f", unit=UNIT.get(name, ""))
     return noisy(row, text)
 
 

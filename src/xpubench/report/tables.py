@@ -88,6 +88,8 @@ def training_table(frame: pd.DataFrame) -> Table:
             Column("step IQR", lambda r: fmt_seconds(num(r, "step_iqr_s")), priority=LOW, group="time"),
             Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
             Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f")), group="time"),
+            *([Column("tokens/s", lambda r: fmt(num(r, "tokens_per_s"), ",.0f"), group="time")]
+              if "tokens_per_s" in rows and rows["tokens_per_s"].notna().any() else []),   # token models (gpt)
             Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
             Column("MFU", lambda r: peak_cell(r, "mfu"), priority=2,
                    group="use"),
