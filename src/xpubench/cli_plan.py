@@ -34,7 +34,7 @@ def _length(case) -> str:
     return f"{epochs} epochs x {case.steps or 'all'} steps"
 
 
-def print_plan(planned, console, source: str | None) -> int:
+def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
     env = planned.environment
     where = f" (from {source})" if source else " (this machine)"
     console.print(f"[bold]Dry run[/bold] for {machine_summary(env)}{where}: nothing runs, nothing is written.",
@@ -55,4 +55,7 @@ def print_plan(planned, console, source: str | None) -> int:
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
                     "the peak; see src/xpubench/estimate.py)", highlight=False, soft_wrap=True)
+    note = estimate.budget_note(planned.cases, env, budget_s, processes)
+    if note:
+        console.print(f"budget: {note}", highlight=False, soft_wrap=True)
     return 0

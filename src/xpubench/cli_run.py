@@ -78,9 +78,13 @@ def _dry_run(args, console) -> int:
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
-    request, _ = request_from(args)
+    from xpubench.harness.budget import default_budget
+
+    request, opts = request_from(args)
     env = load_environment(args.env_file) if args.env_file else None
-    return print_plan(api.plan(request, environment=env), console, args.env_file)
+    budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    return print_plan(api.plan(request, environment=env), console, args.env_file, budget_s=budget,
+                      processes=opts.get("processes") or api.DEFAULT_PROCESSES)
 
 
 def _execute_run(args, console) -> int:
