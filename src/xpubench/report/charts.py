@@ -270,7 +270,11 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     ax.set_title("Roofline: measured ceilings and every result with known bytes")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
-    unplaced = sorted(set(ok_rows(frame)["workload"]) - set(rows["workload"]) - {"selftest"})
+    every = ok_rows(frame)
+    every = every[every["mode"].isin(["train", "infer"])]
+    placed = set(zip(rows["workload"], rows["backend"], rows["mode"]))
+    unplaced = sorted({f"{w} {m} ({b})" for w, b, m in zip(every["workload"], every["backend"], every["mode"])
+                       if (w, b, m) not in placed and w != "selftest"})
     caption = ("Solid: the measured roofline (flat at the ceiling search's achievable FLOP/s, sloped at the "
                "measured STREAM bandwidth); dashed: the spec peak (a CPU's is an estimate). Matmul bytes: read A "
                "and B, write C once; a model's where its backend counted them. Measured: "
