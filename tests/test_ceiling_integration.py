@@ -246,3 +246,19 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
     lines = time_and_cost(ResultSet.load(results))
     assert len(lines) == 1 and "the rankings differ" in lines[0]
     assert "torch gpu:0 is faster than numpy cpu (10.00x) but numpy cpu is cheaper" in lines[0]
+
+
+def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from xpubench.ceilings.cli import cached_table
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    env = {"host": {"cpu": {"model": "fake"}}, "backends": {"numpy": {"installed": True, "version": "2"}}}
+    assert "none cached for this machine (no cache file" in cached_table(env)
+    c = Ceiling("numpy", "cpu", "fp32", 90e9, (2048, 1024, 2048), 91e9, 0.01, 89e9, 91e9)
+    cache.store(cache.machine_key(env), [c], [])
+    console = Console(width=200, record=True)
+    console.print(cached_table(env))
+    text = console.export_text()
+    assert "fp32 matmul" in text and "90.0 GFLOP/s" in text and "2048x1024x2048" in text
