@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--selftest", type=_csv(str, "selftest behaviour"),
                      help="deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--measure-ceilings", action="store_true",
+                     help="measure the missing ceilings (FLOP/s, GB/s) before the run, ~30 s per precision on a CPU")
     run.add_argument("--dry-run", action="store_true",
                      help="print the cases the run would execute and an estimate of its time; run nothing")
     run.add_argument("--env-file", metavar="FILE",
