@@ -262,3 +262,13 @@ def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypat
     console.print(cached_table(env))
     text = console.export_text()
     assert "fp32 matmul" in text and "90.0 GFLOP/s" in text and "2048x1024x2048" in text
+
+
+def test_several_accelerators_are_ranked_against_n_times_one_devices_ceiling():
+    fp = record()
+    fp["ceilings"]["ceilings"] = {"torch/gpu:0/fp32": {"flops_per_s": 10e12, "rel_noise": 0.01, "source": "cache"}}
+    r = train(30e12, fp=fp)
+    r.case = {**r.case, "backend": "torch", "device": "gpu:0", "devices": 4}
+    annotate([r])
+    assert r.metrics["ceiling_flops_per_s"] == 40e12 and r.metrics["pct_of_ceiling"] == pytest.approx(0.75)
+    assert r.metrics["ceiling_source"].startswith("4 devices x cache")

@@ -121,9 +121,10 @@ def annotate_one(result, ceilings: dict) -> None:
     found = ceilings.get(_group(case))
     scale = _scale(case)
     ceiling, source, noise = found if found else (None, None, None)
-    if ceiling is not None and scale > 1:
-        ceiling = raise_to_observed(ceiling, ceiling.flops_per_s * scale, f"{scale} devices x one device's ceiling")
-        ceiling = Ceiling.from_dict({**ceiling.as_dict(), "warning": None})
+    if ceiling is not None and scale > 1:   # N accelerators: N x one device's ceiling, same relative noise
+        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: (getattr(ceiling, k) or 0) * scale or None for k in (
+            "flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}})
+        source = f"{scale} devices x {source}"
     work, moved = _intensity_bytes(result)
     basis = ((result.fingerprint or {}).get("host", {}).get("cpu", {}).get("peak_estimate", {})
              .get(case.get("precision")) or {})
