@@ -272,3 +272,11 @@ def test_several_accelerators_are_ranked_against_n_times_one_devices_ceiling():
     annotate([r])
     assert r.metrics["ceiling_flops_per_s"] == 40e12 and r.metrics["pct_of_ceiling"] == pytest.approx(0.75)
     assert r.metrics["ceiling_source"].startswith("4 devices x cache")
+
+
+def test_above_the_estimate_the_note_gives_the_reported_and_observed_clock():
+    results = [matmul(70e9)]
+    results[0].fingerprint["host"]["cpu"]["peak_estimate"]["fp32"]["basis"] = "estimate: 2 cores x 2.00 GHz x 16 FLOP"
+    annotate(results)
+    note = results[0].metrics["efficiency_note"]
+    assert "needs at least 2.19 GHz (observed) against the 2.00 GHz reported" in note
