@@ -134,7 +134,8 @@ def annotate_one(result, ceilings: dict) -> None:
                      bytes_per_call=moved)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
-    notes = [n for n in (eff.peak_note, eff.ceiling_note) if n]
+    # the estimate's basis alone (a result below it) is said once per table, not per result (report/costs.py)
+    notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
     if ceiling is None:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
                      or "no measured ceiling recorded with this run")

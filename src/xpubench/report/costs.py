@@ -25,7 +25,9 @@ def _num(row, name: str):
 
 
 def _usd(value) -> str:
-    return "n/a" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
+    if value is None:
+        return "n/a"
+    return f"${value:.3g}" if value < 0.01 else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
 
 
 def _fmt(value, spec: str, unit: str = "") -> str:
@@ -108,6 +110,10 @@ def section(data: ResultSet) -> Section | None:
                 "intervals.")
     money_note = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
                   "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
+    bases = {str(b) for e in data.items for b in [(((e.result.fingerprint or {}).get("host") or {}).get("cpu") or {})
+                                                   .get("peak_estimate", {}).get("fp32", {}).get("basis")] if b}
+    if bases:
+        eff_note += " CPU peak " + " / ".join(sorted(bases)) + "."
     tables = [TableBlock(title, table, note) for title, table, note in (
         ("Achieved FLOP/s against the spec peak and the measured ceiling", eff, eff_note),
         ("Cost and energy", money, money_note)) if not table.empty]
@@ -139,6 +145,6 @@ def terminal_table(results) -> Table | None:
                   _fmt(m.get("joules_per_sample"), ",.3g"), m.get("energy_na") or m.get("energy_source") or "")
         if m.get("efficiency_note"):
             notes.append(m["efficiency_note"])
-    if notes:
-        t.caption = " | ".join(dict.fromkeys(notes))
+    if notes:   # each distinct clause once (the estimate's basis is the same for every CPU row)
+        t.caption = "; ".join(dict.fromkeys(part for note in notes for part in note.split("; ")))
     return t
