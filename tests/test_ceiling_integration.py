@@ -280,3 +280,23 @@ def test_above_the_estimate_the_note_gives_the_reported_and_observed_clock():
     annotate(results)
     note = results[0].metrics["efficiency_note"]
     assert "needs at least 2.19 GHz (observed) against the 2.00 GHz reported" in note
+
+
+@pytest.mark.slow
+def test_a_priced_training_run_carries_cost_energy_and_efficiency(tmp_path, monkeypatch):
+    """A real (quick) run in worker processes: $ per 1M samples from the price, energy read or n/a with
+    its reason, the ceiling n/a with how to get one when the cache is empty."""
+    import xpubench.api as api
+    from xpubench.plan import PlanRequest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.warns(UserWarning):   # at least the "no measured ceiling" note is said before the run
+        results = api.run(PlanRequest(workloads=["mnist_cnn"], backends=["torch"], prices={"cpu": 0.10}, quick=True,
+                                      steps=2, epochs=2), output=tmp_path / "r.jsonl", processes=1)
+    (r,) = results
+    assert r.status == "ok", r.message
+    m = r.metrics
+    assert m["usd_per_1m_samples"] == pytest.approx(0.10 / 3600 * 1e6 / m["samples_per_s"])
+    assert ("joules_per_sample" in m) != ("energy_na" in m)
+    assert m["ceiling_label"] == "n/a" and "xpubench ceilings" in m["efficiency_note"]
+    assert r.fingerprint["ceilings"]["missing"] == ["torch/cpu/fp32"]
