@@ -286,7 +286,7 @@ def test_above_the_estimate_the_note_gives_the_reported_and_observed_clock():
 def test_a_priced_training_run_carries_cost_energy_and_efficiency(tmp_path, monkeypatch):
     """A real (quick) run in worker processes: $ per 1M samples from the price, energy read or n/a with
     its reason, the ceiling n/a with how to get one when the cache is empty."""
-    import xpubench.api as api
+    from xpubench import api
     from xpubench.plan import PlanRequest
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
