@@ -246,3 +246,57 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
     lines = time_and_cost(ResultSet.load(results))
     assert len(lines) == 1 and "the rankings differ" in lines[0]
     assert "torch gpu:0 is faster than numpy cpu (10.00x) but numpy cpu is cheaper" in lines[0]
+
+
+def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from xpubench.ceilings.cli import cached_table
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    env = {"host": {"cpu": {"model": "fake"}}, "backends": {"numpy": {"installed": True, "version": "2"}}}
+    assert "none cached for this machine (no cache file" in cached_table(env)
+    c = Ceiling("numpy", "cpu", "fp32", 90e9, (2048, 1024, 2048), 91e9, 0.01, 89e9, 91e9)
+    cache.store(cache.machine_key(env), [c], [])
+    console = Console(width=200, record=True)
+    console.print(cached_table(env))
+    text = console.export_text()
+    assert "fp32 matmul" in text and "90.0 GFLOP/s" in text and "2048x1024x2048" in text
+
+
+def test_several_accelerators_are_ranked_against_n_times_one_devices_ceiling():
+    fp = record()
+    fp["ceilings"]["ceilings"] = {"torch/gpu:0/fp32": {"flops_per_s": 10e12, "rel_noise": 0.01, "source": "cache"}}
+    r = train(30e12, fp=fp)
+    r.case = {**r.case, "backend": "torch", "device": "gpu:0", "devices": 4}
+    annotate([r])
+    assert r.metrics["ceiling_flops_per_s"] == 40e12 and r.metrics["pct_of_ceiling"] == pytest.approx(0.75)
+    assert r.metrics["ceiling_source"].startswith("4 devices x cache")
+
+
+def test_above_the_estimate_the_note_gives_the_reported_and_observed_clock():
+    results = [matmul(70e9)]
+    results[0].fingerprint["host"]["cpu"]["peak_estimate"]["fp32"]["basis"] = "estimate: 2 cores x 2.00 GHz x 16 FLOP"
+    annotate(results)
+    note = results[0].metrics["efficiency_note"]
+    assert "needs at least 2.19 GHz (observed) against the 2.00 GHz reported" in note
+
+
+@pytest.mark.slow
+def test_a_priced_training_run_carries_cost_energy_and_efficiency(tmp_path, monkeypatch):
+    """A real (quick) run in worker processes: $ per 1M samples from the price, energy read or n/a with
+    its reason, the ceiling n/a with how to get one when the cache is empty."""
+    from xpubench import api
+    from xpubench.plan import PlanRequest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.warns(UserWarning):   # at least the "no measured ceiling" note is said before the run
+        results = api.run(PlanRequest(workloads=["mnist_cnn"], backends=["torch"], prices={"cpu": 0.10}, quick=True,
+                                      steps=2, epochs=2), output=tmp_path / "r.jsonl", processes=1)
+    (r,) = results
+    assert r.status == "ok", r.message
+    m = r.metrics
+    assert m["usd_per_1m_samples"] == pytest.approx(0.10 / 3600 * 1e6 / m["samples_per_s"])
+    assert ("joules_per_sample" in m) != ("energy_na" in m)
+    assert m["ceiling_label"] == "n/a" and "xpubench ceilings" in m["efficiency_note"]
+    assert r.fingerprint["ceilings"]["missing"] == ["torch/cpu/fp32"]

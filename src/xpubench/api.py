@@ -198,6 +198,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         fp = fingerprint(env)
         if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
             fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
+            if fp["ceilings"]["note"]:
+                _warn(hooks, fp["ceilings"]["note"])
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)

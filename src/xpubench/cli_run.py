@@ -120,7 +120,8 @@ def _execute_run(args, console) -> int:
         out = Path(opts["output"]) if opts.get("output") else api.default_output()
         with progress:
             results = api.run(request, output=out, timeout_s=timeout, memory_limit_bytes=memory_limit,
-                              processes=processes, hooks=hooks)
+                              processes=processes, hooks=hooks,
+                              measure_ceilings=getattr(args, "measure_ceilings", False))
     print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
     return summarize_failures(fresh)
 

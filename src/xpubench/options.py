@@ -126,6 +126,8 @@ OPTIONS: tuple[Option, ...] = (
     _list(str, "selftest behaviour", "selftest", "--selftest", "options.behaviours",
           "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)"),
     _o("no_progress", "--no-progress", "cli", action="store_true", **CLI_ONLY),
+    _o("measure_ceilings", "--measure-ceilings", "cli", "measure the missing ceilings (FLOP/s, GB/s) before "
+       "the run, ~30 s per precision on a CPU (docs/ceilings.md)", action="store_true", **CLI_ONLY),
     _o("verbose", "--verbose", "cli", "full tables after the run instead of the compact summary",
        action="store_true", **CLI_ONLY),
     _o("dry_run", "--dry-run", "cli", "print the cases the run would execute and an estimate of its time; "

@@ -121,9 +121,10 @@ def annotate_one(result, ceilings: dict) -> None:
     found = ceilings.get(_group(case))
     scale = _scale(case)
     ceiling, source, noise = found if found else (None, None, None)
-    if ceiling is not None and scale > 1:
-        ceiling = raise_to_observed(ceiling, ceiling.flops_per_s * scale, f"{scale} devices x one device's ceiling")
-        ceiling = Ceiling.from_dict({**ceiling.as_dict(), "warning": None})
+    if ceiling is not None and scale > 1:   # N accelerators: N x one device's ceiling, same relative noise
+        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: (getattr(ceiling, k) or 0) * scale or None for k in (
+            "flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}})
+        source = f"{scale} devices x {source}"
     work, moved = _intensity_bytes(result)
     basis = ((result.fingerprint or {}).get("host", {}).get("cpu", {}).get("peak_estimate", {})
              .get(case.get("precision")) or {})
@@ -133,7 +134,8 @@ def annotate_one(result, ceilings: dict) -> None:
                      bytes_per_call=moved)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
-    notes = [n for n in (eff.peak_note, eff.ceiling_note) if n]
+    # the estimate's basis alone (a result below it) is said once per table, not per result (report/costs.py)
+    notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
     if ceiling is None:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
                      or "no measured ceiling recorded with this run")

@@ -56,7 +56,7 @@ def for_run(env: dict, cases: Iterable, *, measure: bool = False, budget_s: floa
     for (backend, device), precisions in wanted(cases).items():
         found = {p: cache.cached_ceiling(entry, backend, device, p) for p in precisions}
         bw = cache.cached_bandwidth(entry, backend, device)
-        source = f"cache ({cache.cache_path() if path is None else path})"
+        source = "cache"
         written = (entry or {}).get("written")
         if measure and (not all(found.values()) or bw is None):
             if on_note:

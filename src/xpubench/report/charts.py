@@ -215,7 +215,8 @@ def matmul_chart(frame: pd.DataFrame) -> Chart | None:
 
 
 def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
-    """{(label, FLOP/s, bytes/s or None): [dtypes]} of the rows' roofs in ``column_name``."""
+    """{(label, FLOP/s, bytes/s or None, series of its first row): [dtypes]} of the rows' roofs in
+    ``column_name`` (``series``: the colour of its points)."""
     roofs: dict[tuple, list[str]] = {}
     for (backend, device_name, precision), grp in rows.groupby(["backend", "device_name", "precision"], dropna=False):
         top = column(grp, column_name).dropna()
@@ -226,8 +227,9 @@ def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
         who = (f"{backend} " if column_name == "ceiling_flops_per_s" else "") + str(device_name or "device")
         estimate = bool(column(grp, "peak_is_estimate").fillna(0).astype(bool).any())
         key = (who + (" (est.)" if estimate and column_name == "peak_flops_per_s" else ""), float(top.max()),
-               float(bw.iloc[0]) if not bw.empty else None)
-        roofs.setdefault(key, []).append(str(precision))
+               float(bw.iloc[0]) if not bw.empty else None, str(grp["series"].iloc[0]))
+        if str(precision) not in roofs.setdefault(key, []):
+            roofs[key].append(str(precision))
     return roofs
 
 
@@ -248,24 +250,24 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     rows = _labelled(rows)
     measured, spec = _roofs(rows, "ceiling_flops_per_s"), _roofs(rows, "peak_flops_per_s")
     tops = [k[1] for k in (*measured, *spec)]
+    palette = colors(rows["series"])
     scale, unit = flops_unit(float(np.nanmax(np.r_[rows["achieved"], tops])))
     fig = Figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     xs = np.geomspace(max(rows["intensity"].min() / 4, 0.01), rows["intensity"].max() * 4, 200)
     notes = []
-    for (who, top, bw), dtypes in measured.items():
+    for (who, top, bw, series), dtypes in measured.items():
         roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
-        ax.plot(xs, roof / scale, "-", lw=1.6, color="#2a6")
-        ax.annotate(f"measured: {who} {'/'.join(dtypes)}", (xs[-1], top / scale), ha="right", va="bottom",
-                    fontsize=8, color="#2a6")
+        ax.plot(xs, roof / scale, "-", lw=1.4, color=palette[series], alpha=0.8,
+                label=f"measured roof: {who} {'/'.join(dtypes)}")
         notes.append(f"{who} {'/'.join(dtypes)}: ceiling {top / scale:,.1f} {unit}, "
                      + (f"bandwidth {bw / 1e9:,.1f} GB/s" if bw else "bandwidth not measured (no slope)"))
-    for (who, top, bw), dtypes in spec.items():
+    spec = {(who, top, bw, None): dtypes for (who, top, bw, _), dtypes in spec.items()}
+    for (who, top, bw, _), dtypes in spec.items():
         roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
         ax.plot(xs, roof / scale, "--", lw=1.0, color="#999")
         ax.annotate(f"spec: {who} {'/'.join(dtypes)}", (xs[0], top / scale),
                     ha="left", va="bottom", fontsize=7, color="#777")
-    palette = colors(rows["series"])
     markers = {"matmul": "o", "train": "s", "infer": "^"}
     for (label, mode), grp in rows.groupby(["series", "mode"], sort=False):
         ax.scatter(grp["intensity"], grp["achieved"] / scale, s=36, color=palette[label], marker=markers[mode],
@@ -281,7 +283,11 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     ax.set_title("Roofline: measured ceilings and every result with known bytes")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
-    unplaced = sorted(set(ok_rows(frame)["workload"]) - set(rows["workload"]) - {"selftest"})
+    every = ok_rows(frame)
+    every = every[every["mode"].isin(["train", "infer"])]
+    placed = set(zip(rows["workload"], rows["backend"], rows["mode"]))
+    unplaced = sorted({f"{w} {m} ({b})" for w, b, m in zip(every["workload"], every["backend"], every["mode"])
+                       if (w, b, m) not in placed and w != "selftest"})
     caption = ("Solid: the measured roofline (flat at the ceiling search's achievable FLOP/s, sloped at the "
                "measured STREAM bandwidth); dashed: the spec peak (a CPU's is an estimate). Matmul bytes: read A "
                "and B, write C once; a model's where its backend counted them. Measured: "

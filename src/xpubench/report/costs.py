@@ -25,7 +25,9 @@ def _num(row, name: str):
 
 
 def _usd(value) -> str:
-    return "n/a" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
+    if value is None:
+        return "n/a"
+    return f"${value:.3g}" if value < 0.01 else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
 
 
 def _fmt(value, spec: str, unit: str = "") -> str:
@@ -108,6 +110,10 @@ def section(data: ResultSet) -> Section | None:
                 "intervals.")
     money_note = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
                   "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
+    bases = {str(b) for e in data.items for b in [(((e.result.fingerprint or {}).get("host") or {}).get("cpu") or {})
+                                                   .get("peak_estimate", {}).get("fp32", {}).get("basis")] if b}
+    if bases:
+        eff_note += " CPU peak " + " / ".join(sorted(bases)) + "."
     tables = [TableBlock(title, table, note) for title, table, note in (
         ("Achieved FLOP/s against the spec peak and the measured ceiling", eff, eff_note),
         ("Cost and energy", money, money_note)) if not table.empty]
@@ -149,5 +155,7 @@ def terminal_table(results) -> Table | None:
     ]
     notes = [str(v) for name in ("efficiency_note", "energy_na") if name in rows
              for v in rows[name].dropna().unique()]
+    # each distinct clause once (the estimate's basis is the same for every CPU row)
+    note = "; ".join(dict.fromkeys(part for n in notes for part in n.split("; ")))
     return Table("Efficiency, cost and energy (% of ceiling: against the measured ceiling, `xpubench ceilings`)",
-                 columns, rows, note=" | ".join(dict.fromkeys(notes)))
+                 columns, rows, note=note)

@@ -65,6 +65,15 @@ def versus_best(frame: pd.DataFrame):
     return cell
 
 
+COST = ("usd_per_1m_samples", "usd_per_1m_predictions")   # training samples / predictions (cost.py)
+
+
+def cost(row) -> str:
+    """$ per 1M training samples (train) or predictions (infer), from --price-per-hour; "-" unpriced."""
+    value = next((num(row, name) for name in COST if num(row, name) is not None), None)
+    return "-" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
+
+
 def what(row) -> str:
     if row.get("mode") == "matmul" and pd.notna(row.get("size")):
         return f"N={int(row['size'])}"
@@ -85,4 +94,6 @@ def summary_table(frame: pd.DataFrame) -> Table:
             Column("figure", figure, priority=ALWAYS),
             Column("±95%", spread, priority=1),
             Column("vs best", versus_best(frame), priority=ALWAYS)]
+    if any(name in rows and rows[name].notna().any() for name in COST):   # priced: --price-per-hour
+        cols.append(Column("$ per 1M", cost, priority=1))
     return Table("Summary (vs best: against the fastest case of the same workload here)", cols, rows)
