@@ -86,7 +86,7 @@ def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "jax", "--devices", "8",
          "--mode", "train,infer", "--batch-size", "16", "--steps", "2", "--epochs", "2",
-         "--eval-samples", "1001", "--time-budget", "1", "-o", str(out), "--no-progress"],
+         "--eval-samples", "1001", "--time-budget", "1", "-o", str(out), "--no-progress", "--verbose"],
         capture_output=True, text=True, timeout=400, check=False, env={**os.environ, **EIGHT, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = {r.case["mode"]: r for r in load_file(out).results}
@@ -98,4 +98,4 @@ def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
     assert results["train"].metrics["samples_per_s"] > 0 and results["train"].metrics["epochs_run"] == 2
     infer = results["infer"].metrics
     assert infer["predictions"] == 1001 and infer["pad_rows"] == 1024 - 1001 and 0 <= infer["accuracy"] <= 1
-    assert "Data parallel" in proc.stdout
+    assert "Data-parallel scaling" in proc.stdout

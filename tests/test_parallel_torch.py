@@ -82,7 +82,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling",
          "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
-         "--no-progress"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
+         "--no-progress", "--verbose"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = sorted(load_file(out).results, key=lambda r: r.case["devices"])
     assert [r.case["devices"] for r in results] == [1, 2]
@@ -94,7 +94,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     assert two.metrics["scaling_efficiency"] == pytest.approx(
         two.metrics["samples_per_s"] / (2 * one.metrics["samples_per_s"]))
     assert two.metrics["scaling_base_devices"] == 1 and "scaling_efficiency" not in one.metrics
-    assert "Data parallel" in proc.stdout and "vs N=1" in proc.stdout
+    assert "Data-parallel scaling" in proc.stdout and "vs N=1" in proc.stdout
 
 
 def test_torch_data_parallel_inference_is_skipped_with_a_reason():
