@@ -245,3 +245,20 @@ def test_with_estimates_the_first_cases_run_cheapest_first_so_more_workloads_fit
     runs = runner.run_cases(cases[:4], None, fingerprint={}, processes=1, budget=b)
     assert {r.case["workload"]: r.status for r in runs} == {
         "imdb_lstm": "ok", "mnist_cnn": "ok", "weather_gru": "ok", "cifar10_resnet": "skipped"}
+
+
+def test_the_run_keeps_a_reserve_for_its_closing_output_and_repeats_need_room():
+    """api.run's budget keeps RESERVE_S for the output after the last worker, and starts a case's further
+    (optional) process only with REPEAT_SAFETY x its estimate of room: a run measured 150.8 s against its
+    150 s budget before (the last admitted repeat ran to the end, then the answer printed)."""
+    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget
+
+    now = [0.0]
+    case = type("C", (), {"key": "k", "workload": "w", "backend": "b"})()
+    b = Budget(100.0, estimate=lambda c: 10.0, clock=lambda: now[0], reserve_s=RESERVE_S,
+               repeat_safety=REPEAT_SAFETY)
+    now[0] = 100.0 - RESERVE_S - 10.0          # exactly the estimate left after the reserve
+    assert b.admit(case, 0) is None              # a first process fits
+    assert b.admit(case, 1) == "process 2 does not fit"   # a repeat needs 12.5 s
+    now[0] += 1.0
+    assert "budget has" in b.admit(case, 0)      # less than the estimate left once the reserve is kept

@@ -217,10 +217,11 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
 def _budget(request: PlanRequest, env: dict, began: float):
     """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called."""
     from xpubench.estimate import case_seconds
-    from xpubench.harness.budget import Budget, default_budget
+    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
 
     total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
-    return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began) if total else None
+    return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began, reserve_s=RESERVE_S,
+                  repeat_safety=REPEAT_SAFETY) if total else None
 
 
 def _runs_left(cases: list[Case], processes: int, previous: list[Run]) -> int:

@@ -6,7 +6,8 @@ The runner asks three things of a ``Budget``:
 - ``order(cases)``: each workload's first case early, cheapest first (then each workload x backend's
   first case, cheapest first, then the rest in plan order), so a tight budget still measures as many
   workloads as it can;
-- ``admit(case, process)``: whether the next worker process fits in the time left, judged by the case's
+- ``admit(case, process)``: whether the next worker process fits in the time left (less ``RESERVE_S`` for
+  the closing output; a further process of a case needs ``REPEAT_SAFETY`` x its estimate), judged by the case's
   estimate (``estimate.case_seconds``) times the ratio of what the finished processes took to what they
   were estimated to take (re-planned after every process). A case's first process that cannot fit makes
   the case ``skipped`` with the reason; a further process that cannot fit is not started (the case keeps
@@ -27,6 +28,8 @@ from collections.abc import Callable, Iterable
 DEFAULT_RUN_BUDGET_S = 150.0   # `xpubench run` with no workload (issue 17: 97-257 s measured without one)
 MARGIN_S = 10.0                # a worker may overrun the time left by this much before it is killed
 SCALE_LIMITS = (0.1, 10.0)     # the re-planning ratio is kept within these (one odd process can't zero it)
+RESERVE_S = 5.0                # kept for the run's closing output and exit (measured ~1 s on a 2-core VM)
+REPEAT_SAFETY = 1.25           # a case's further process (optional) is started only with this much room
 
 
 def default_budget(budget_s: float | None, workloads_given: bool) -> float | None:
@@ -65,6 +68,8 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     margin_s: float = MARGIN_S
     started: float | None = None
+    reserve_s: float = 0.0                       # api.run: RESERVE_S
+    repeat_safety: float = 1.0                   # api.run: REPEAT_SAFETY
     measured_s: float = 0.0                      # wall time of the finished processes
     estimated_s: float = 0.0                     # what those same processes were estimated to take
     skipped: list[str] = dataclasses.field(default_factory=list)   # keys of the cases skipped
@@ -97,7 +102,9 @@ class Budget:
 
     def admit(self, case, process: int) -> str | None:
         """None when the process fits in the time left; else why not (and it is noted as skipped / cut)."""
-        need, left = self.expected(case), self.left()
+        need, left = self.expected(case), max(0.0, self.left() - self.reserve_s)
+        if process > 0:
+            need *= self.repeat_safety
         if need <= left:
             return None
         if process > 0:
