@@ -83,12 +83,14 @@ def hand_rate(backend: str, preset: str, batch: int, steps: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def xpubench_rate(backend: str, preset: str, batch: int, steps: int, env: dict) -> float:
-    """Steady-epoch tokens/s of one xpubench gpt training case (3 epochs of ``steps`` steps)."""
+def xpubench_rate(backend: str, preset: str, batch: int, steps: int, env: dict, sync: str | None = None) -> float:
+    """Steady-epoch tokens/s of one xpubench gpt training case (3 epochs of ``steps`` steps); ``sync``:
+    xpubench's --sync (None: its default, a sync after every step on a CPU; "epoch": one per epoch, as the
+    minimal loop does)."""
     with tempfile.TemporaryDirectory() as tmp:
         (r,) = xpubench.run(workloads=["gpt"], backends=[backend], devices=["cpu"], batch_sizes=[batch],
                             epochs=3, steps=steps, train_samples=batch * steps, eval_samples=batch,
-                            options={"preset": preset}, processes=1, output=Path(tmp) / "r.jsonl",
+                            options={"preset": preset, **({"sync": sync} if sync else {})}, processes=1, output=Path(tmp) / "r.jsonl",
                             environment=env)
     if r.status != "ok":
         raise SystemExit(f"xpubench case failed: {r.status}: {r.message}")
@@ -102,13 +104,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backends", default="torch,jax")
+    ap.add_argument("--sync", choices=["step", "epoch"], default=None,
+                    help="xpubench's --sync (default: its own, per step on a CPU; the minimal loop syncs once)")
     args = ap.parse_args()
     env = detect_environment()
     rows = []
     for backend in args.backends.split(","):
         ours, hand = [], []
         for _ in range(args.rounds):
-            ours.append(xpubench_rate(backend, args.preset, args.batch, args.steps, env))
+            ours.append(xpubench_rate(backend, args.preset, args.batch, args.steps, env, args.sync))
             hand.append(hand_rate(backend, args.preset, args.batch, args.steps))
         ratio = statistics.median(ours) / statistics.median(hand)
         rows.append({"backend": backend, "xpubench": statistics.median(ours), "hand": statistics.median(hand),
