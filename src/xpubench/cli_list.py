@@ -9,9 +9,10 @@ from xpubench.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOADS, get_workl
 
 
 def print_listing(console) -> None:
-    t = Table(title="Workloads")
-    for col in ("name", "what", "dataset", "batch sizes", "epochs", "train / eval samples", "GFLOP/sample (train)"):
-        t.add_column(col)
+    t = Table(title="Workloads", caption="GFLOP: per training sample, forward and backward")
+    for col in ("name", "what", "dataset", "batch sizes", "epochs", "train / eval samples", "GFLOP"):
+        # names are never cut (a user types them); descriptions wrap; a cell too long for its column folds
+        t.add_column(col, no_wrap=col in ("name", "dataset"), overflow="fold")
     t.add_row("matmul", "N x N matrix multiply", "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
     for name in (*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS):
         mod = get_workload(name)
