@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
+
+from rounds import alternate  # benchmarks/rounds.py (scripts run from benchmarks/)
 
 import xpubench
 from xpubench.results.fingerprint import detect_environment
@@ -110,13 +112,10 @@ def main() -> None:
     env = detect_environment()
     rows = []
     for backend in args.backends.split(","):
-        ours, hand = [], []
-        for _ in range(args.rounds):
-            ours.append(xpubench_rate(backend, args.preset, args.batch, args.steps, env, args.sync))
-            hand.append(hand_rate(backend, args.preset, args.batch, args.steps))
-        ratio = statistics.median(ours) / statistics.median(hand)
-        rows.append({"backend": backend, "xpubench": statistics.median(ours), "hand": statistics.median(hand),
-                     "ratio": ratio, "xpubench_all": ours, "hand_all": hand})
+        rows.append({"backend": backend, **alternate(
+            args.rounds, partial(xpubench_rate, backend, args.preset, args.batch, args.steps, env, args.sync),
+            partial(hand_rate, backend, args.preset, args.batch, args.steps))})
+        ratio = rows[-1]["ratio"]
         print(f"{backend:5} gpt {args.preset} batch {args.batch}: xpubench {rows[-1]['xpubench']:9.0f} tokens/s   "
               f"minimal loop {rows[-1]['hand']:9.0f} tokens/s   ratio {ratio:.3f}  "
               f"{'ok' if ratio >= 0.97 else 'BELOW 0.97'}", flush=True)
