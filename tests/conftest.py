@@ -86,3 +86,11 @@ def pytest_collection_modifyitems(config, items):
     for item, kind in marked:
         if kind not in present:
             item.add_marker(pytest.mark.skip(reason=f"needs a {kind} device, none here (docs/accelerators.md)"))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The shuffled order's seed, even under -q (pytest-random-order puts it only in the header)."""
+    seed = str(getattr(config.option, "random_order_seed", "") or "").removeprefix("default:")
+    bucket = str(config.getoption("random_order_bucket", default="none")).removeprefix("default:")
+    if seed and bucket != "none" and config.getoption("random_order_enabled", default=False):
+        terminalreporter.write_line(f"test order shuffled with seed {seed} (replay: --random-order-seed={seed})")

@@ -117,14 +117,27 @@ def ceiling(measured: dict[str, float], peaks: dict[str, tuple[float | None, boo
 
 
 def memory(m: dict) -> Row:
-    peak, baseline, allocated = m.get("peak"), m.get("baseline"), m["allocated"]
+    """The peak counter must rise with memory that is really new (docs/accelerators.md, the memory check).
+
+    ``m`` is memory_probe's: ``chunks`` allocations of ``allocated`` bytes each, held together; the
+    independent in-use reading before (``baseline``) and after (``in_use``). The counter fails when it
+    rose by less than the in-use reading (it misses memory), or when neither rose by one chunk."""
+    peak, baseline, allocated = m.get("peak"), m.get("baseline") or 0, m["allocated"]
+    chunks, in_use = m.get("chunks", 1), m.get("in_use")
     if peak is None:
         return Row("memory", WARN, "the peak counter gave no figure (MPS keeps none; XLA's cannot be reset and had "
                    "been higher): peak memory is n/a in such results", details=m)
-    grew = peak - (baseline or 0)
-    said = f"allocated {allocated / 2**20:.0f} MiB; the peak counter rose by {grew / 2**20:.0f} MiB"
+    grew, seen = peak - baseline, (in_use - baseline if in_use is not None else None)
+    held = f"{chunks} x {allocated / 2**20:.0f} MiB" if chunks > 1 else f"{allocated / 2**20:.0f} MiB"
+    said = f"held {held}; the peak counter rose by {grew / 2**20:.0f} MiB"
+    if seen is not None:
+        said += f", the in-use reading by {seen / 2**20:.0f} MiB"
+    if seen is not None and seen >= 0.9 * allocated and grew < 0.9 * seen:
+        return Row("memory", FAIL, f"{said}: the peak counter misses memory in use", details=m)
     if grew < 0.9 * allocated:
         return Row("memory", FAIL, f"{said}: it does not see the allocation", details=m)
+    if chunks > 1:
+        said += f" ({chunks} chunks: the allocator first handed back memory it already held)"
     return Row("memory", PASS, said, details=m)
 
 
