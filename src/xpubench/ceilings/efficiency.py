@@ -1,10 +1,11 @@
 """How close a result gets to what the chip can do: % of the spec peak, % of the measured ceiling, and
 the arithmetic intensity that places it on a roofline; and the labels that keep a CPU estimate honest.
 
-The honesty rule. A CPU's "peak" is an estimate (devices/cpu.py: cores x clock x FLOP/cycle, with the
-clock the OS reports, which under a hypervisor is often the base clock, below the boost clock the
-core runs at). When a result is faster than the estimate, its % of peak would read above 100%, which
-says the tool is wrong. So:
+The honesty rule. A CPU's "peak" is an estimate (devices/cpu.py: cores x clock x FLOP/cycle). Its clock
+is measured on a busy core or cpufreq's maximum, an upper bound; only without either is it the clock
+the OS reports, which under a hypervisor is often the base clock, below the boost clock the cores run
+at. When a result is faster than the estimate, its % of peak would read above 100%, which says the tool
+is wrong. So:
 
 * a % of peak above 100% is never printed as a number: the label reads "above est. peak" and the note
   says why (the estimate's basis, reported vs. observed clock) and gives the % of the measured ceiling,
@@ -113,8 +114,7 @@ def _peak_label(achieved, peak, pct, estimate, basis, pct_ceiling, top) -> tuple
                     f"GHz (observed) against the {float(clock.group(1)):.2f} GHz reported" if clock else "")
         return "above est. peak", (
             f"{_gflops(achieved)} is {_pct(pct)} of the estimated CPU peak of {_gflops(peak)}: the estimate "
-            f"is too low, most likely because the clock it uses (read from the OS) is below the clock the "
-            f"cores really ran at" + (f" ({basis})" if basis else "") + observed + ranked)
+            f"is too low, most likely because the clock it uses is below the clock the cores really ran at" + (f" ({basis})" if basis else "") + observed + ranked)
     return "above spec peak", (
         f"{_gflops(achieved)} is {_pct(pct)} of the vendor peak of {_gflops(peak)}: impossible on this chip, so "
         f"the chip table, the FLOP count or the precision that really ran is wrong" + ranked)

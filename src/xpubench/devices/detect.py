@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from xpubench.devices import envvars, records
+from xpubench.devices.clock import measured_mhz
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
 from xpubench.errors import UserError
 
@@ -177,7 +178,9 @@ _DETECTORS = {"numpy": _numpy, "torch": _torch, "jax": _jax, "keras": _keras}
 
 
 def host() -> dict[str, Any]:
+    """The host's facts; the CPU's clock measured on a busy core (devices/clock.py) for its peak estimate."""
     cpu = cpu_info()
+    cpu["mhz_measured"], cpu["clock_method"] = measured_mhz()
     cpu["peak_estimate"] = cpu_peak_estimates(cpu)
     return {"hostname": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
             "python": platform.python_version(), "cpu": cpu, "memory_bytes": cpu.get("memory_bytes")}

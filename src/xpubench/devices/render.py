@@ -24,9 +24,12 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]Host[/bold] {_na(host.get('hostname'))}  {_na(host.get('os'))}  "
                   f"Python {_na(host.get('python'))}")
     cores = f"{_na(cpu.get('usable_physical_cores'))} physical / {_na(cpu.get('usable_cores'))} logical usable"
-    clock = cpu.get("mhz_max") or cpu.get("mhz_current")
-    console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, "
-                  f"{f'{clock / 1000:.2f} GHz' if clock else 'clock n/a'}, memory {fmt_bytes(host.get('memory_bytes'))}")
+    reported = cpu.get("mhz_max") or cpu.get("mhz_current")
+    clock = f"{reported / 1000:.2f} GHz reported" if reported else "clock n/a"
+    if cpu.get("mhz_measured"):
+        clock = f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load" + (f" ({clock})" if reported else "")
+    console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, {clock}, "
+                  f"memory {fmt_bytes(host.get('memory_bytes'))}")
     console.print(f"[bold]SIMD[/bold] {' '.join(flags) or 'n/a'}")
     estimates = cpu.get("peak_estimate") or {}
     if estimates:

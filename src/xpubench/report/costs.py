@@ -103,8 +103,8 @@ def section(data: ResultSet) -> Section | None:
     eff, money = efficiency_table(frame), cost_energy_table(frame)
     if eff.empty and money.empty:
         return None
-    eff_note = ("% of peak: against the chip's dense peak (a CPU's is an estimate from the clock the OS reports; "
-                "a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
+    eff_note = ("% of peak: against the chip's dense peak (a CPU's is an estimate: cores x clock measured under "
+                "load x FLOP/cycle; a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
                 "fastest matmul the ceiling search (`xpubench ceilings`) or this file measured for the same "
                 "backend, device and precision; 'within noise' when the excess is inside both figures' 95% "
                 "intervals.")
