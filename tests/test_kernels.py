@@ -144,3 +144,14 @@ def test_env_json_records_the_variable_and_openblas_kernel_it_picked_here():
     numpy_blas = [lib for lib in record["kernels"]["libraries"] if lib["used_by"] == "numpy"]
     assert numpy_blas and numpy_blas[0]["architecture"] == "Haswell"
     assert record["kernels"]["torch"]["cpu_capability"]
+
+
+def test_a_run_on_the_cpu_says_before_it_starts_that_a_kernel_is_below_the_cpu():
+    from xpubench.plan import Case, PlanRequest, plan_notes
+
+    numpy_case = Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", size=1024)
+    torch_case = Case(workload="matmul", backend="torch", device="cpu", mode="matmul", size=1024)
+    env = env_record("Haswell")
+    notes = plan_notes(PlanRequest(precisions=["fp32"]), env, [numpy_case], {"OPENBLAS_CORETYPE": "Haswell"})
+    assert any("Haswell kernel (AVX2)" in n and "OPENBLAS_CORETYPE=Haswell" in n for n in notes)
+    assert not plan_notes(PlanRequest(precisions=["fp32"]), env, [torch_case], {"OPENBLAS_CORETYPE": "Haswell"})
