@@ -72,7 +72,7 @@ def _gflops(value: float) -> str:
 def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | None, peak_is_estimate: bool = False,
                peak_basis: str | None = None, ceiling: Ceiling | None = None, ceiling_source: str | None = None,
                achieved_rel_noise: float | None = None, flops_per_call: float | None = None,
-               bytes_per_call: float | None = None) -> Efficiency:
+               bytes_per_call: float | None = None, ceiling_is_lower_bound: bool = False) -> Efficiency:
     """A result's efficiency figures and labels.
 
     ``achieved_flops_per_s``: the result's FLOP/s (matmul: warm; models: analytic FLOPs x samples/s).
@@ -80,7 +80,8 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     a CPU estimate, its basis string. ``ceiling``: the measured ceiling of the same backend, device and
     precision. ``achieved_rel_noise``: half-width of the result's 95% interval / its median.
     ``flops_per_call`` and ``bytes_per_call``: for the arithmetic intensity (``matmul_bytes``, XLA's
-    "bytes accessed", torch's per-op count in backends/torch_/cost.py).
+    "bytes accessed", torch's per-op count in backends/torch_/cost.py). ``ceiling_is_lower_bound``: the
+    ceiling is a lower bound of the real one (the fastest matmul seen), so the % is an upper bound ("<=").
     """
     peak = peak_flops_per_s or None
     top = ceiling.flops_per_s if ceiling and ceiling.flops_per_s else None
@@ -94,7 +95,8 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     intensity = flops_per_call / bytes_per_call if (flops_per_call and bytes_per_call) else None
     peak_label, peak_note = _peak_label(achieved_flops_per_s, peak, pct_peak, peak_is_estimate, peak_basis,
                                         pct_ceiling, top)
-    ceiling_label, ceiling_note = _ceiling_label(pct_ceiling, top, noise, beyond, ceiling_source)
+    ceiling_label, ceiling_note = (_bound_label(pct_ceiling, top, ceiling_source) if ceiling_is_lower_bound else
+                                   _ceiling_label(pct_ceiling, top, noise, beyond, ceiling_source))
     return Efficiency(achieved_flops_per_s, peak, peak_is_estimate, pct_peak, top, pct_ceiling, ceiling_source,
                       beyond, noise, intensity, peak_label, peak_note, ceiling_label, ceiling_note)
 
@@ -134,6 +136,16 @@ def _ceiling_label(pct, top, noise, beyond, source) -> tuple[str, str | None]:
         f"{_pct(pct - 1)} above the measured ceiling of {_gflops(top)}{where}, beyond the noise of "
         f"+-{_pct(noise)}: the ceiling search under-measured; a longer search (or the ceiling raised to this "
         f"result) fixes it")
+
+
+def _bound_label(pct, top, source) -> tuple[str, str | None]:
+    """Against a lower bound of the ceiling: the real % is at most this one."""
+    if pct is None:
+        return "n/a", None
+    if pct <= 1.0:
+        return f"≤{_pct(pct)}", None
+    return "above the bound", (f"faster than {_gflops(top)}, a lower bound of the ceiling ({source}): the real "
+                               "ceiling is higher")
 
 
 def matmul_bytes(m: int, k: int, n: int, element_bytes: int) -> int:
