@@ -155,3 +155,16 @@ def test_a_run_on_the_cpu_says_before_it_starts_that_a_kernel_is_below_the_cpu()
     notes = plan_notes(PlanRequest(precisions=["fp32"]), env, [numpy_case], {"OPENBLAS_CORETYPE": "Haswell"})
     assert any("Haswell kernel (AVX2)" in n and "OPENBLAS_CORETYPE=Haswell" in n for n in notes)
     assert not plan_notes(PlanRequest(precisions=["fp32"]), env, [torch_case], {"OPENBLAS_CORETYPE": "Haswell"})
+
+
+def test_env_prints_the_kernels_and_warns_about_one_below_the_cpu():
+    from rich.console import Console
+
+    from xpubench.devices.render import render_environment
+
+    env = {**env_record("Haswell"), "variables": {"OPENBLAS_CORETYPE": "Haswell"}}
+    console = Console(record=True, width=300)
+    render_environment(env, console)
+    text = console.export_text()
+    assert "CPU kernels numpy BLAS kernel: openblas 0.3.31.188.0, Haswell kernel, 2 threads" in text
+    assert "warning: OpenBLAS 0.3.31.188.0 (numpy) runs its Haswell kernel (AVX2)" in text

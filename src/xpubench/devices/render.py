@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from xpubench.devices import kernels
 from xpubench.units import fmt_bytes, fmt_flops
 
 SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
@@ -37,6 +38,12 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
             f"{dtype} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
         basis = (estimates.get("fp32") or {}).get("basis")
         console.print(f"  [dim]{basis}[/dim]" if basis else "")
+    chosen = kernels.describe(env.get("kernels"))
+    if chosen:
+        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{k}: {v}" for k, v in chosen.items()), highlight=False)
+    for finding in kernels.findings(env.get("kernels"), cpu.get("flags"), env.get("variables") or {}):
+        console.print(f"[yellow]warning:[/] {finding.sentence()} (`xpubench doctor` measures what it costs)",
+                      highlight=False)
     for name, info in env.get("backends", {}).items():
         console.print(_backend_table(name, info))
         for platform, error in (info.get("platform_errors") or {}).items():
