@@ -357,12 +357,17 @@ def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> 
 
 def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:
     """Said once before the run: environment variables that silently change what the planned devices
-    measure (``environ``: this process's; by default the ones the environment record carries), and
-    what the default sweep left out on purpose."""
-    from xpubench.devices import envvars
+    measure (``environ``: this process's; by default the ones the environment record carries), a CPU
+    library running kernels below the CPU (devices/kernels.py), and what the default sweep left out on
+    purpose."""
+    from xpubench.devices import envvars, kernels
 
     variables = environ if environ is not None else env.get("variables") or {}
     notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
+    on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
+    notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
+              kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
+              if f.backend in on_cpu]
     if req.precisions:
         return notes
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):

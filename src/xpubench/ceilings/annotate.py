@@ -10,6 +10,9 @@ For each result:
   matmul result of the same file and group beats the searched ceiling beyond the two figures' noise,
   the ceiling is raised to it (harness.ceiling.raise_to_observed) and every result of that group says
   so. Within the noise the % may read slightly above 100%, labelled "(within noise)".
+  A group with no recorded ceiling (the default run: nothing cached, nothing searched) is ranked against
+  the fastest matmul of the same file and group instead: a *lower bound* of the ceiling
+  (``ceiling_is_lower_bound``), so its % reads "≤45%" (the % of the real ceiling is at most that).
   Several accelerators: the one-device ceiling x the device count (CPU "devices" share one CPU);
 * arithmetic intensity where the bytes are known (matmul: A, B and C once; models: ``bytes_per_sample``
   when a backend counted them) and the measured roofline at that intensity;
@@ -25,6 +28,7 @@ from xpubench.cost import result_cost
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "int8": 1}
+LOWER_BOUND = "lower bound: the fastest matmul of this file"
 HEADLINE = {"matmul": ("warm_s", "warm_ci95_low_s", "warm_ci95_high_s"),
             "train": ("step_s", "step_ci95_low_s", "step_ci95_high_s"),
             "infer": ("latency_s", "latency_ci95_low_s", "latency_ci95_high_s")}
@@ -98,6 +102,17 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
             out[group] = (raise_to_observed(ceiling, rate, label),
                           f"raised from the searched {ceiling.flops_per_s / 1e9:,.1f} GFLOP/s ({source}) to {label}",
                           rel_noise(r))
+    searched = set(out)
+    for r in results:   # no recorded ceiling: the fastest matmul of the group, a lower bound of it
+        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == "matmul" else None
+        group, case = _group(r.case), r.case
+        if not rate or group in searched or (group in out and out[group][0].flops_per_s >= rate):
+            continue
+        n = case.get("size")
+        out[group] = (Ceiling(backend=case["backend"], device=case["device"], precision=case["precision"],
+                              flops_per_s=rate, shape=(n, n, n) if n else None, best_window_flops_per_s=None, cv=None,
+                              ci95_low_flops_per_s=None, ci95_high_flops_per_s=None),
+                      f"{LOWER_BOUND} (N={n})", rel_noise(r))
     return out
 
 
@@ -128,15 +143,16 @@ def annotate_one(result, ceilings: dict) -> None:
     work, moved = _intensity_bytes(result)
     basis = ((result.fingerprint or {}).get("host", {}).get("cpu", {}).get("peak_estimate", {})
              .get(case.get("precision")) or {})
+    bound = bool(source and LOWER_BOUND in source)
     eff = efficiency(rate, peak_flops_per_s=m.get("peak_flops_per_s"), peak_is_estimate=bool(m.get("peak_is_estimate")),
                      peak_basis=basis.get("basis") if isinstance(basis, dict) else None, ceiling=ceiling,
                      ceiling_source=source, achieved_rel_noise=rel_noise(result), flops_per_call=work,
-                     bytes_per_call=moved)
+                     bytes_per_call=moved, ceiling_is_lower_bound=bound)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
     # the estimate's basis alone (a result below it) is said once per table, not per result (report/costs.py)
     notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
-    if ceiling is None:
+    if ceiling is None or bound:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
                      or "no measured ceiling recorded with this run")
     elif found and found[1].startswith("raised"):
@@ -144,6 +160,7 @@ def annotate_one(result, ceilings: dict) -> None:
     m.update({k: v for k, v in {
         "ceiling_flops_per_s": eff.ceiling_flops_per_s, "pct_of_ceiling": eff.pct_of_ceiling,
         "ceiling_source": source, "ceiling_rel_noise": noise, "achieved_rel_noise": rel_noise(result),
+        "ceiling_is_lower_bound": bound or None,
         "arithmetic_intensity": eff.arithmetic_intensity, "bytes_per_call": moved if mode == "matmul" else None,
         "measured_bandwidth": bw, "roofline_flops_per_s": roofline_bound(eff.arithmetic_intensity,
                                                                         eff.ceiling_flops_per_s, bw),

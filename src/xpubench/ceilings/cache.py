@@ -11,7 +11,7 @@ What identifies a machine (``machine_key``), in two parts:
 * ``software``: the xpubench version; each backend's version, jaxlib, CUDA / HIP / cuDNN versions and
   numpy's BLAS; the GPU drivers; the thread and device variables that change what a backend runs on
   (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, XLA_FLAGS, CUDA_VISIBLE_DEVICES,
-  HIP_VISIBLE_DEVICES).
+  HIP_VISIBLE_DEVICES) and those that pick CPU kernels (OPENBLAS_CORETYPE, ...: devices/envvars.py).
 
 An entry is used only when both parts equal this run's. Otherwise it is *foreign* (other hardware:
 another machine, or other CPUs or devices visible) or *stale* (same hardware, other software, e.g. an
@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from xpubench.devices import envvars
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
 from xpubench.version import __version__
@@ -40,7 +41,7 @@ CPU_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", 
               "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
 VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES")
+            "HIP_VISIBLE_DEVICES", *envvars.KERNEL_NAMES)
 
 
 def cache_path(environ: Mapping[str, str] = os.environ) -> Path:

@@ -1,10 +1,11 @@
 """How close a result gets to what the chip can do: % of the spec peak, % of the measured ceiling, and
 the arithmetic intensity that places it on a roofline; and the labels that keep a CPU estimate honest.
 
-The honesty rule. A CPU's "peak" is an estimate (devices/cpu.py: cores x clock x FLOP/cycle, with the
-clock the OS reports, which under a hypervisor is often the base clock, below the boost clock the
-core runs at). When a result is faster than the estimate, its % of peak would read above 100%, which
-says the tool is wrong. So:
+The honesty rule. A CPU's "peak" is an estimate (devices/cpu.py: cores x clock x FLOP/cycle). Its clock
+is measured on a busy core or cpufreq's maximum, an upper bound; only without either is it the clock
+the OS reports, which under a hypervisor is often the base clock, below the boost clock the cores run
+at. When a result is faster than the estimate, its % of peak would read above 100%, which says the tool
+is wrong. So:
 
 * a % of peak above 100% is never printed as a number: the label reads "above est. peak" and the note
   says why (the estimate's basis, reported vs. observed clock) and gives the % of the measured ceiling,
@@ -71,7 +72,7 @@ def _gflops(value: float) -> str:
 def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | None, peak_is_estimate: bool = False,
                peak_basis: str | None = None, ceiling: Ceiling | None = None, ceiling_source: str | None = None,
                achieved_rel_noise: float | None = None, flops_per_call: float | None = None,
-               bytes_per_call: float | None = None) -> Efficiency:
+               bytes_per_call: float | None = None, ceiling_is_lower_bound: bool = False) -> Efficiency:
     """A result's efficiency figures and labels.
 
     ``achieved_flops_per_s``: the result's FLOP/s (matmul: warm; models: analytic FLOPs x samples/s).
@@ -79,7 +80,8 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     a CPU estimate, its basis string. ``ceiling``: the measured ceiling of the same backend, device and
     precision. ``achieved_rel_noise``: half-width of the result's 95% interval / its median.
     ``flops_per_call`` and ``bytes_per_call``: for the arithmetic intensity (``matmul_bytes``, XLA's
-    "bytes accessed", torch's per-op count in backends/torch_/cost.py).
+    "bytes accessed", torch's per-op count in backends/torch_/cost.py). ``ceiling_is_lower_bound``: the
+    ceiling is a lower bound of the real one (the fastest matmul seen), so the % is an upper bound ("<=").
     """
     peak = peak_flops_per_s or None
     top = ceiling.flops_per_s if ceiling and ceiling.flops_per_s else None
@@ -93,7 +95,8 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     intensity = flops_per_call / bytes_per_call if (flops_per_call and bytes_per_call) else None
     peak_label, peak_note = _peak_label(achieved_flops_per_s, peak, pct_peak, peak_is_estimate, peak_basis,
                                         pct_ceiling, top)
-    ceiling_label, ceiling_note = _ceiling_label(pct_ceiling, top, noise, beyond, ceiling_source)
+    ceiling_label, ceiling_note = (_bound_label(pct_ceiling, top, ceiling_source) if ceiling_is_lower_bound else
+                                   _ceiling_label(pct_ceiling, top, noise, beyond, ceiling_source))
     return Efficiency(achieved_flops_per_s, peak, peak_is_estimate, pct_peak, top, pct_ceiling, ceiling_source,
                       beyond, noise, intensity, peak_label, peak_note, ceiling_label, ceiling_note)
 
@@ -113,8 +116,7 @@ def _peak_label(achieved, peak, pct, estimate, basis, pct_ceiling, top) -> tuple
                     f"GHz (observed) against the {float(clock.group(1)):.2f} GHz reported" if clock else "")
         return "above est. peak", (
             f"{_gflops(achieved)} is {_pct(pct)} of the estimated CPU peak of {_gflops(peak)}: the estimate "
-            f"is too low, most likely because the clock it uses (read from the OS) is below the clock the "
-            f"cores really ran at" + (f" ({basis})" if basis else "") + observed + ranked)
+            f"is too low, most likely because the clock it uses is below the clock the cores really ran at" + (f" ({basis})" if basis else "") + observed + ranked)
     return "above spec peak", (
         f"{_gflops(achieved)} is {_pct(pct)} of the vendor peak of {_gflops(peak)}: impossible on this chip, so "
         f"the chip table, the FLOP count or the precision that really ran is wrong" + ranked)
@@ -134,6 +136,16 @@ def _ceiling_label(pct, top, noise, beyond, source) -> tuple[str, str | None]:
         f"{_pct(pct - 1)} above the measured ceiling of {_gflops(top)}{where}, beyond the noise of "
         f"+-{_pct(noise)}: the ceiling search under-measured; a longer search (or the ceiling raised to this "
         f"result) fixes it")
+
+
+def _bound_label(pct, top, source) -> tuple[str, str | None]:
+    """Against a lower bound of the ceiling: the real % is at most this one."""
+    if pct is None:
+        return "n/a", None
+    if pct <= 1.0:
+        return f"≤{_pct(pct)}", None
+    return "above the bound", (f"faster than {_gflops(top)}, a lower bound of the ceiling ({source}): the real "
+                               "ceiling is higher")
 
 
 def matmul_bytes(m: int, k: int, n: int, element_bytes: int) -> int:

@@ -77,6 +77,8 @@ def for_run(env: dict, cases: Iterable, *, measure: bool = False, budget_s: floa
         if bw is not None and bw.gb_per_s:
             record["bandwidth"][f"{backend}/{device}"] = {"bytes_per_s": bw.gb_per_s * 1e9, "written": written}
     if record["missing"]:
+        where = str(path or cache.cache_path())   # the record goes into a results file: no local path in it
+        problem = problem and problem.replace(f" at {where}", "").replace(f" {where}", "")
         record["note"] = (f"no measured ceiling for {', '.join(record['missing'])}"
                           + (f" ({problem})" if problem else "") + f": {HOW}")
     return record

@@ -24,7 +24,8 @@ import subprocess
 import sys
 from typing import Any
 
-from xpubench.devices import envvars, records
+from xpubench.devices import envvars, kernels, records
+from xpubench.devices.clock import measured_mhz
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
 from xpubench.errors import UserError
 
@@ -177,15 +178,18 @@ _DETECTORS = {"numpy": _numpy, "torch": _torch, "jax": _jax, "keras": _keras}
 
 
 def host() -> dict[str, Any]:
+    """The host's facts; the CPU's clock measured on a busy core (devices/clock.py) for its peak estimate."""
     cpu = cpu_info()
+    cpu["mhz_measured"], cpu["clock_method"] = measured_mhz()
     cpu["peak_estimate"] = cpu_peak_estimates(cpu)
     return {"hostname": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
             "python": platform.python_version(), "cpu": cpu, "memory_bytes": cpu.get("memory_bytes")}
 
 
 def environment() -> dict[str, Any]:
-    """Host facts, per backend whether it is installed, its versions and its devices, and the set
-    environment variables that change results (devices/envvars.py)."""
+    """Host facts, per backend whether it is installed, its versions and its devices, the set
+    environment variables that change results (devices/envvars.py), and the CPU kernels the backends'
+    libraries chose (devices/kernels.py: read after they were imported)."""
     variables = envvars.recorded(os.environ)   # before detection sets any (JAX's preallocation, libtpu's)
     h = host()
     backends: dict[str, Any] = {}
@@ -197,7 +201,7 @@ def environment() -> dict[str, Any]:
             backends[name] = {"installed": True, **_DETECTORS[name](h["cpu"])}
         except Exception as exc:  # noqa: BLE001 - a broken backend is recorded, detection goes on
             backends[name] = {"installed": True, "version": _version(name), "devices": [], "error": _error(exc)}
-    return {"host": h, "backends": backends, "variables": variables}
+    return {"host": h, "backends": backends, "variables": variables, "kernels": kernels.chosen(os.environ)}
 
 
 def available_devices(env: dict[str, Any], backend: str) -> list[str]:

@@ -9,7 +9,8 @@ user's device becomes a test bench. Per backend and device, in a fresh process e
 - ceiling: measured matmul FLOP/s stay below the chip's spec peak;
 - memory: the peak-memory counter sees an allocation;
 - compile: torch.compile / XLA compile and run a function;
-and, once, the environment variables that change results (devices/envvars.py).
+and, once, the environment variables that change results (devices/envvars.py) and the CPU kernels the
+libraries chose: a WARN, with what it costs here, when one runs below what the CPU can do (kernels.py).
 Verdicts (``checks.py``) are PASS, WARN or FAIL with a one-line reason; any FAIL exits 1.
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xpubench.doctor import checks
+from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
 
 MEMORY_BYTES = 256 << 20
@@ -100,16 +102,20 @@ def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
 
 def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | None = None,
              environ: dict | None = None, probe: Callable[[dict], dict] = run_probe,
-             on_row: Callable[[Row], None] | None = None) -> list[Row]:
+             on_row: Callable[[Row], None] | None = None, kernel_rate=kernel_check.matmul_rate) -> list[Row]:
     """Every check for the chosen backends and devices (default: every installed backend, the first
-    device of each kind), plus the environment row. ``probe`` measures one backend and device."""
+    device of each kind), plus the environment and kernels rows. ``probe`` measures one backend and
+    device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py)."""
     from xpubench.plan import PlanRequest, validate
     from xpubench.plan_defaults import choose_devices
 
     validate(PlanRequest(backends=backends, devices=devices))
-    rows = [checks.environment(dict(os.environ) if environ is None else environ)]
-    if on_row:
-        on_row(rows[0])
+    environ = dict(os.environ) if environ is None else environ
+    rows = [checks.environment(environ)]
+    kernel_row = kernel_check.diagnose(env, environ, kernel_rate)
+    rows += [kernel_row] if kernel_row else []
+    for row in rows if on_row else ():
+        on_row(row)
     for backend, chosen in choose_devices(env, backends, devices).items():
         for device in chosen:
             config = probe_config(env, backend, device)

@@ -7,13 +7,16 @@ The runner asks three things of a ``Budget``:
   first case, cheapest first, then the rest in plan order), so a tight budget still measures as many
   workloads as it can;
 - ``admit(case, process)``: whether the next worker process fits in the time left (less ``RESERVE_S`` for
-  the closing output; a further process of a case needs ``REPEAT_SAFETY`` x its estimate), judged by the case's
+  the closing output and the interpreter's start and exit). A case's first process is judged by its
   estimate (``estimate.case_seconds``) times the ratio of what the finished processes took to what they
-  were estimated to take (re-planned after every process). A case's first process that cannot fit makes
-  the case ``skipped`` with the reason; a further process that cannot fit is not started (the case keeps
-  fewer processes than asked for, at least the one it has);
-- ``timeout(timeout_s)``: a worker's timeout capped by the time left plus ``margin_s``, so a hung worker
-  cannot carry the run far past its budget.
+  were estimated to take (re-planned after every process); a further process by what this case's own
+  processes took (measured, not estimated), times ``REPEAT_SAFETY``. A case's first process that cannot
+  fit makes the case ``skipped`` with the reason; a further process that cannot fit is not started (the
+  case keeps fewer processes than asked for, at least the one it has);
+- ``timeout(timeout_s)``: a worker's timeout capped by the time left less the reserve (plus ``margin_s``,
+  0 unless a caller gives one). This is what holds the line when an estimate is wrong: a worker still running
+  there is stopped (its result says the budget was spent), so the run ends within the budget plus what
+  its closing output takes beyond the reserve, whatever the estimates said.
 
 The clock is injectable (tests use a fake one); nothing here starts a process.
 """
@@ -26,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 
 DEFAULT_RUN_BUDGET_S = 150.0   # `xpubench run` with no workload (issue 17: 97-257 s measured without one)
-MARGIN_S = 10.0                # a worker may overrun the time left by this much before it is killed
+MARGIN_S = 0.0                 # a worker may overrun the time left (less the reserve) by this much
 SCALE_LIMITS = (0.1, 10.0)     # the re-planning ratio is kept within these (one odd process can't zero it)
 RESERVE_S = 5.0                # kept for the run's closing output and exit (measured ~1 s on a 2-core VM)
 REPEAT_SAFETY = 1.25           # a case's further process (optional) is started only with this much room
@@ -72,6 +75,7 @@ class Budget:
     repeat_safety: float = 1.0                   # api.run: REPEAT_SAFETY
     measured_s: float = 0.0                      # wall time of the finished processes
     estimated_s: float = 0.0                     # what those same processes were estimated to take
+    took: dict[str, float] = dataclasses.field(default_factory=dict)   # key -> its longest finished process
     skipped: list[str] = dataclasses.field(default_factory=list)   # keys of the cases skipped
     cut: dict[str, int] = dataclasses.field(default_factory=dict)  # key -> processes not started
 
@@ -96,13 +100,16 @@ class Budget:
         low, high = SCALE_LIMITS
         return min(high, max(low, self.measured_s / self.estimated_s))
 
-    def expected(self, case) -> float:
-        """The case's re-planned estimate for one worker process."""
+    def expected(self, case, process: int = 0) -> float:
+        """Seconds one more worker process of the case should take: a further process, what the case's
+        own processes took; a first one, its estimate re-planned by ``scale``."""
+        if process > 0 and case.key in self.took:
+            return self.took[case.key]
         return self.estimate(case) * self.scale
 
     def admit(self, case, process: int) -> str | None:
         """None when the process fits in the time left; else why not (and it is noted as skipped / cut)."""
-        need, left = self.expected(case), max(0.0, self.left() - self.reserve_s)
+        need, left = self.expected(case, process), max(0.0, self.left() - self.reserve_s)
         if process > 0:
             need *= self.repeat_safety
         if need <= left:
@@ -120,10 +127,13 @@ class Budget:
         if wall_s > 0:
             self.measured_s += wall_s
             self.estimated_s += self.estimate(case)
+            self.took[case.key] = max(wall_s, self.took.get(case.key, 0.0))
 
     def timeout(self, timeout_s: float) -> float:
-        """A worker's timeout, at most the time left plus the margin (to a tenth of a second)."""
-        return min(timeout_s, round(self.left() + self.margin_s, 1))
+        """A worker's timeout, at most the time left less the reserve, plus the margin (rounded down to a
+        tenth of a second, so never past the line; at least a tenth)."""
+        line = max(0.0, self.left() - self.reserve_s) + self.margin_s
+        return min(timeout_s, max(0.1, math.floor(round(line * 10, 6)) / 10))
 
     def summary(self, processes: int) -> str | None:
         """One sentence after the run when the budget changed it, else None."""

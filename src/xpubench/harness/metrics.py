@@ -41,5 +41,5 @@ def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
     ratio = achieved / total if (achieved and total) else None
     metrics["pct_of_peak" if case.get("mode") == "matmul" else "mfu"] = ratio
     if ratio and ratio > 1 and estimate:
-        metrics["peak_warning"] = ("above the estimated CPU peak: the estimate's clock (read from the OS) is "
-                                   "lower than the clock the chip ran at")
+        metrics["peak_warning"] = ("above the estimated CPU peak: the estimate's clock is lower than the clock "
+                                   "the chip ran at (see the estimate's basis)")

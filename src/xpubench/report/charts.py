@@ -219,6 +219,8 @@ def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
     ``column_name`` (``series``: the colour of its points)."""
     roofs: dict[tuple, list[str]] = {}
     for (backend, device_name, precision), grp in rows.groupby(["backend", "device_name", "precision"], dropna=False):
+        if column_name == "ceiling_flops_per_s":   # a lower bound (the file's fastest matmul) is no measured roof
+            grp = grp[column(grp, "ceiling_is_lower_bound").fillna(0) == 0]
         top = column(grp, column_name).dropna()
         if top.empty:
             continue

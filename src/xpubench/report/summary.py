@@ -52,6 +52,9 @@ def spread(row) -> str:
 
 
 def versus_best(frame: pd.DataFrame):
+    """The "vs best" cell: the row's rate over the fastest case of the same workload, mode and precision
+    in its file (an fp32 case is never put against a bf16 one). Where the workload ran in several
+    precisions the best of each says which ("best fp32")."""
     def cell(row) -> str:
         rate = headline_rate(row)
         if rate is None:
@@ -60,8 +63,11 @@ def versus_best(frame: pd.DataFrame):
         best = max((r for r in rates if r), default=None)
         if not best:
             return "n/a"
+        if rate >= best:
+            mixed = related.workload_rows(frame, row, same_precision=False)["precision"].nunique() > 1
+            return f"best {row.get('precision')}" if mixed else "best"
         share = rate / best
-        return "best" if rate >= best else (f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x")
+        return f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x"
     return cell
 
 
@@ -96,4 +102,4 @@ def summary_table(frame: pd.DataFrame) -> Table:
             Column("vs best", versus_best(frame), priority=ALWAYS)]
     if any(name in rows and rows[name].notna().any() for name in COST):   # priced: --price-per-hour
         cols.append(Column("$ per 1M", cost, priority=1))
-    return Table("Summary (vs best: against the fastest case of the same workload here)", cols, rows)
+    return Table("Summary (vs best: against the fastest of the same workload and precision)", cols, rows)

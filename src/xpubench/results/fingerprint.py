@@ -77,6 +77,7 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "backends": environment.get("backends", {}),
         "cpu_busy_at_start": cpu_busy_fraction(),
         "env": envvars.recorded(os.environ),
+        "kernels": environment.get("kernels", {}),   # what picked the CPU kernels (devices/kernels.py)
     }
 
 

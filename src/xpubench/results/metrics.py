@@ -239,6 +239,8 @@ class Efficiency(Metrics):
                                                optional=True)
     pct_of_ceiling: float | None = figure("ratio", "achieved FLOP/s / measured ceiling", optional=True)
     ceiling_source: str | None = figure("text", "where the ceiling came from (this run, the cache)", optional=True)
+    ceiling_is_lower_bound: bool | None = figure("flag", "the ceiling is the file's fastest matmul of the group, a "
+                                                         "lower bound (no ceiling was measured)", optional=True)
     arithmetic_intensity: float | None = figure("FLOP/B", "FLOPs per byte moved", optional=True)
     bytes_per_sample: float | None = figure("B", "bytes moved per sample (XLA cost analysis or a count)",
                                             optional=True)
