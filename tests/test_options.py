@@ -47,6 +47,8 @@ SAMPLES = {
                     {"model": "{tmp}/m.py:build", "input_dtype": "int32"}, "int32"),
     "task": (["--model", "{tmp}/m.py:build", "--task", "classes:10"],
              {"model": "{tmp}/m.py:build", "task": "classes:10"}, "classes:10"),
+    "vocab_size": (["--model", "{tmp}/m.py:build", "--vocab-size", "30522"],
+                   {"model": "{tmp}/m.py:build", "vocab_size": 30522}, 30522),
     "preset": (["--preset", "gpt2"], {"preset": "gpt2"}, "gpt2"),
     "attention": (["--attention", "flash"], {"attention": "flash"}, "flash"),
     "prompt_len": (["--prompt-len", "16"], {"prompt_len": 16}, 16),

@@ -76,6 +76,29 @@ def test_a_file_that_imports_no_framework_is_resolved_in_the_worker(tmp_path):
     assert [c.backend for c in _cases(model=f"{helper}:make")] == ["auto"]
 
 
+MIXED = Path(__file__).parent / "data" / "usermodels" / "mixed_models.py"
+
+
+@pytest.mark.parametrize("function, backends", [
+    ("torch_mlp", ["torch"]),                          # through the module-level class it builds
+    ("flax_mlp", ["jax"]),
+    ("keras_mlp", ["keras:jax", "keras:torch"]),       # a pure Keras model runs on every Keras backend
+    ("local_import", ["torch"]),                       # an import inside the function
+    ("plain_python", ["auto"]),                        # reaches none of the file's three: the worker decides
+])
+def test_a_file_of_several_frameworks_plans_each_function_on_its_own(function, backends):
+    assert [c.backend for c in _cases(model=f"{MIXED}:{function}")] == backends
+
+
+def test_vocab_size_reaches_the_worker_and_is_checked_before_anything_runs():
+    cases = _cases(model=f"{EXAMPLES}/torch_models.py:tiny_mlp", input_dtype="int32", vocab_size=30522)
+    assert all(c.options["model_input"] == {"input_dtype": "int32", "vocab_size": 30522} for c in cases)
+    with pytest.raises(UserError, match="vocab_size must be a whole number above 0, got 0"):
+        _cases(model=f"{EXAMPLES}/torch_models.py:tiny_mlp", vocab_size=0)
+    with pytest.raises(UserError, match="--vocab-size describes the input of --model"):
+        _cases(workloads=["mnist_cnn"], vocab_size=100)
+
+
 def test_two_models_with_one_function_name_are_two_cases(tmp_path):
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()

@@ -31,7 +31,7 @@ from xpubench.usermodel.notebook import NotIsolatable, isolate
 
 
 def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: str | None = None,
-          **run_options: Any):
+          vocab_size: int | None = None, **run_options: Any):
     """Plan and run ``model`` (see the module docstring) with ``xpubench.run``'s keywords (``modes``,
     ``backends``, ``precisions``, ``batch_sizes``, ``quick``, ``output``, ``processes``, ...); returns the
     results file's DataFrame, one row per case."""
@@ -41,7 +41,8 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
         if name in run_options:
             raise UserError(f"bench takes the model as its first argument: drop {name}=")
     reference = model_reference(model)
-    fields = {"input_shape": _shape_text(input_shape), "input_dtype": input_dtype, "task": task}
+    fields = {"input_shape": _shape_text(input_shape), "input_dtype": input_dtype, "task": task,
+              "vocab_size": vocab_size}
     output = Path(run_options.pop("output", None) or api.default_output())
     api.run(model=reference, output=output, **{k: v for k, v in fields.items() if v is not None}, **run_options)
     return api.load([output])

@@ -100,6 +100,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("input_dtype", "--input-dtype", "request.input_dtype", "--model's input dtype: float32 (default) or "
        "int32 (token ids)"),
     _o("task", "--task", "request.task", "--model's task: classes:N, binary, regression:N or tokens:VOCAB"),
+    _o("vocab_size", "--vocab-size", "request.vocab_size", "--model's token ids (int32 inputs): how many distinct "
+       "ids (default: the model's config.vocab_size or first embedding's rows)", type=read.whole, metavar="N"),
     _o("preset", "--preset", "options.preset", "gpt: the model's size", choices=tuple(PRESETS)),
     _o("attention", "--attention", "options.attention", "gpt: the attention kernel (default auto)",
        choices=ATTENTION),

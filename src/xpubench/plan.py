@@ -130,6 +130,7 @@ class PlanRequest:
     input_shape: str | None = None            # its input, "28,28,1" (one sample, no batch axis)
     input_dtype: str | None = None            # "float32" | "int32"
     task: str | None = None                   # "classes:N" | "binary" | "regression:N" | "tokens:VOCAB"
+    vocab_size: int | None = None             # its token ids (int32 inputs): how many distinct ids
     prices: dict[str, float] = field(default_factory=dict)  # device ("cpu", "gpu", "gpu:1") -> USD per hour
     budget_s: float | None = None             # the whole run's seconds, worker start and compile included
     options: dict[str, Any] = field(default_factory=dict)
@@ -205,9 +206,9 @@ LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "devic
 def _check_model(req: PlanRequest) -> None:
     """--model FILE.py:FUNCTION and what it is fed (usermodel/): the file, its function, the strings."""
     from xpubench.usermodel.reference import parse_reference
-    from xpubench.usermodel.spec import parse_dtype, parse_shape, parse_task
+    from xpubench.usermodel.spec import parse_dtype, parse_shape, parse_task, parse_vocab_size
 
-    described = [n for n in ("input_shape", "input_dtype", "task") if getattr(req, n) is not None]
+    described = [n for n in ("input_shape", "input_dtype", "task", "vocab_size") if getattr(req, n) is not None]
     if req.model is None:
         if described:
             flags = ", ".join("--" + n.replace("_", "-") for n in described)
@@ -223,6 +224,8 @@ def _check_model(req: PlanRequest) -> None:
         parse_dtype(req.input_dtype)
     if req.task is not None:
         parse_task(req.task)
+    if req.vocab_size is not None:
+        parse_vocab_size(req.vocab_size)
 
 
 def _check_run_extras(req: PlanRequest) -> None:

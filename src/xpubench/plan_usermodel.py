@@ -6,12 +6,15 @@ resume).
 - **workload**: the function's name; a name that is also a built-in workload's is refused (one line),
   so a result's workload never means two things.
 - **backends**: ``-b`` when given (``-b keras`` is every installed Keras backend); else the framework the
-  file imports (``torch`` -> torch, ``flax``/``jax`` -> jax, ``keras`` -> every installed Keras backend:
-  a Keras model runs on each; keras:jax only when the file imports jax too, keras:torch when torch);
-  else ``auto``: the worker runs it on the framework of the object the function returns.
+  function reaches (reference.function_frameworks: the imports its code uses, through the module-level
+  definitions it uses; else the file's when it imports one only): ``torch`` -> torch, ``flax``/``jax``
+  -> jax, ``keras`` -> every installed Keras backend (a Keras model runs on each; keras:jax only when
+  the function reaches jax too, keras:torch when torch); else ``auto``: the worker runs it on the
+  framework of the object the function returns. So a file of torch, flax and Keras models plans each
+  function on its own framework; a case whose backend is not the model's is skipped in the worker.
 - **modes**: train unless ``--mode`` says otherwise (``--mode train,infer`` for both).
 - **options**: ``{"model": the reference as written, "model_input": {the given input_shape,
-  input_dtype, task}}``; the worker's values given here win over the keys of the dict FUNCTION returns.
+  input_dtype, task, vocab_size}}``; the worker's values given here win over the keys of the dict FUNCTION returns.
 - **identity**: ``Case.key`` carries the file as written (``my_models.py``), so two models with the same
   function name in different files are two cases; an edited file keeps its key (compare a model before
   and after a change) while ``run_id`` and every result's ``model_sha256`` tell the versions apart.
@@ -26,7 +29,7 @@ from typing import Any
 from xpubench.errors import UserError
 from xpubench.plan_defaults import _backend_installed, device_backend, expand_backends
 from xpubench.usermodel.reference import ModelRef, parse_reference
-from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task
+from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task, parse_vocab_size
 from xpubench.workloads import REGISTRY
 
 AUTO = "auto"   # the worker resolves it to the returned model's framework (usermodel/load.py prepare)
@@ -70,11 +73,13 @@ def model_input_options(req) -> dict[str, Any]:
     if req.task is not None:
         parse_task(req.task)
         given["task"] = str(req.task).strip()
+    if req.vocab_size is not None:
+        given["vocab_size"] = parse_vocab_size(req.vocab_size)
     return given
 
 
 def _backends_of_imports(env: dict, ref: ModelRef) -> list[str]:
-    """The backends the file's imports point to (reference.imported_frameworks), else ["auto"]."""
+    """The backends the function reaches (``ModelRef.frameworks``), else ["auto"]."""
     found = set(ref.frameworks)
     if "keras" in found:
         narrowed = [f"keras:{b}" for b in ("jax", "torch") if b in found and _backend_installed(env, f"keras:{b}")]

@@ -12,10 +12,14 @@ A workload that is its own measurement (``run(case)``: the selftest) runs direct
 
 from __future__ import annotations
 
+import math
+
 from xpubench import backends
 from xpubench.backends.base import Unsupported
 from xpubench.harness.outcome import Outcome
 from xpubench.workloads import get_workload
+
+FLOP_FIGURES = ("flops_per_sample", "forward_flops_per_sample", "achieved_flops_per_s")
 
 
 def run_case(case) -> Outcome:
@@ -23,7 +27,10 @@ def run_case(case) -> Outcome:
     if case.options.get("model"):
         from xpubench.usermodel.load import prepare
 
-        case, model_metrics = prepare(case)
+        try:
+            case, model_metrics = prepare(case)
+        except Unsupported as exc:   # a model of another framework than this case's backend
+            return Outcome(status="skipped", message=str(exc))
     own = getattr(get_workload(case.workload), "run", None)
     if own is not None:
         return own(case)
@@ -38,7 +45,11 @@ def run_case(case) -> Outcome:
     finally:
         backend.finish(case)
     if outcome.status == "ok" and model_metrics:
-        outcome.metrics.update(model_metrics)
+        for name in FLOP_FIGURES:   # a user's model whose FLOPs are n/a (usermodel: forward_flops is NaN)
+            if isinstance(outcome.metrics.get(name), float) and math.isnan(outcome.metrics[name]):
+                outcome.metrics[name] = None
+        warned = "; ".join(w for w in (outcome.metrics.get("warning"), model_metrics.get("model_warning")) if w)
+        outcome.metrics.update(model_metrics, warning=warned or None)
     return outcome
 
 
@@ -61,6 +72,8 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
     trainer = backends.get(case.backend).trainer(case, rank=rank, world=world)
     outcome = run_training(trainer, case, trainer.flops_per_sample)
     add_described(outcome.metrics, trainer)
+    if outcome.metrics.get("flops_per_sample") is not None:   # training FLOPs: forward x the spec's factor (3)
+        outcome.metrics["forward_flops_per_sample"] = outcome.metrics["flops_per_sample"] / trainer.spec.train_flops_factor
     per_sample = getattr(get_workload(case.workload), "tokens_per_sample", None)   # token models (gpt)
     if per_sample is not None and outcome.metrics.get("samples_per_s"):
         outcome.metrics["tokens_per_s"] = outcome.metrics["samples_per_s"] * per_sample(trainer.spec)

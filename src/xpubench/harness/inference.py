@@ -245,6 +245,7 @@ def run_inference(case, session: Session):
         "train_epochs": case.epochs or 1,
         "train_steps": case.steps,
         "flops_per_sample": session.forward_flops,
+        "forward_flops_per_sample": session.forward_flops,
         "achieved_flops_per_s": session.forward_flops * metrics["samples_per_s"],
         "int8_layers": ", ".join(report["int8"]) if "int8" in report else None,
         "fp32_layers": ", ".join(report["fp32"]) if "fp32" in report else None,

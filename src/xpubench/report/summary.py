@@ -8,8 +8,8 @@ import pandas as pd
 
 from xpubench.report import related
 from xpubench.report.table_model import ALWAYS, Column, Table
-from xpubench.report.tables import fmt, noisy, num
-from xpubench.units import fmt_flops
+from xpubench.report.tables import noisy, num
+from xpubench.units import fmt_flops, fmt_rate
 
 # the headline rate per mode (higher is better), the first one a result has: token models train in tokens
 HEADLINE_RATE = {"matmul": ("warm_flops_per_s",), "train": ("tokens_per_s", "samples_per_s"),
@@ -33,7 +33,8 @@ def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
     rate, name = headline_rate(row), headline_name(row)
-    text = fmt_flops(rate) if row.get("mode") == "matmul" else fmt(rate, ",.0f", unit=UNIT.get(name, ""))
+    text = fmt_flops(rate) if row.get("mode") == "matmul" else \
+        "n/a" if rate is None else fmt_rate(rate) + UNIT.get(name, "")
     return noisy(row, text)
 
 

@@ -17,7 +17,7 @@ from xpubench.report.content import NOISY_MARK
 from xpubench.report.costs import peak_cell
 from xpubench.report.frame import many_sources, ok_rows
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
-from xpubench.units import fmt_bytes, fmt_flops
+from xpubench.units import fmt_bytes, fmt_flops, fmt_rate
 
 
 def fmt(value, spec: str = ",.1f", scale: float = 1.0, unit: str = "") -> str:
@@ -87,7 +87,7 @@ def training_table(frame: pd.DataFrame) -> Table:
             Column("step (p50)", lambda r: noisy(r, fmt_seconds(num(r, "step_s"))), group="time"),
             Column("step IQR", lambda r: fmt_seconds(num(r, "step_iqr_s")), priority=LOW, group="time"),
             Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
-            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f")), group="time"),
+            Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s"))), group="time"),
             *([Column("tokens/s", lambda r: fmt(num(r, "tokens_per_s"), ",.0f"), group="time")]
               if "tokens_per_s" in rows and rows["tokens_per_s"].notna().any() else []),   # token models (gpt)
             Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
@@ -153,7 +153,7 @@ def inference_table(frame: pd.DataFrame) -> Table:
     cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
             Column("latency p50", lambda r: noisy(r, fmt_seconds(num(r, "latency_s")))),
             Column("latency p90", lambda r: fmt_seconds(num(r, "latency_p90_s")), priority=LOW),
-            Column("samples/s", lambda r: fmt(num(r, "samples_per_s"), ",.0f")),
+            Column("samples/s", lambda r: fmt_rate(num(r, "samples_per_s"))),
             Column("x fp32", _x_fp32(frame), priority=2),
             Column("model size", lambda r: fmt_bytes(num(r, "model_bytes")), priority=LOW),
             Column("size vs fp32", lambda r: "n/a" if num(r, "size_ratio") is None else f"{num(r, 'size_ratio'):.0%}",
@@ -219,8 +219,8 @@ def scaling_table(frame: pd.DataFrame) -> Table:
             _text("mode", "mode", priority=2), _text("dtype", "precision", priority=2),
             Column("devices", lambda r: str(int(r["devices"]))),
             Column("global batch", lambda r: fmt(num(r, "global_batch"), ",.0f"), priority=LOW),
-            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f"))),
-            Column("base samples/s", lambda r: fmt(num(base(r), "samples_per_s"), ",.0f"), priority=2),
+            Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s")))),
+            Column("base samples/s", lambda r: fmt_rate(num(base(r), "samples_per_s")), priority=2),
             Column("speedup", speedup), Column("efficiency", efficiency)]
     return Table("Data-parallel scaling (efficiency = speedup / (N / N0))", cols, rows)
 

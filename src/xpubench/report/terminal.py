@@ -19,6 +19,7 @@ from xpubench.report.frame import ResultSet
 from xpubench.report.generation import generation_headline, print_generation_tables
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
+from xpubench.units import fmt_rate
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -93,11 +94,11 @@ def headline(result) -> str:
         name = m.get("metric_name") or "metric"
         value = m.get(name)
         shown = "" if value is None else f", {name} {value:.4f}"
-        return f"{m['samples_per_s']:,.0f} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
+        return f"{fmt_rate(m['samples_per_s'])} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
     if result.case.get("mode") == "generate":
         return generation_headline(m)
     if "samples_per_s" in m:
-        return f"{m['samples_per_s']:,.0f} samples/s"
+        return f"{fmt_rate(m['samples_per_s'])} samples/s"
     return ""
 
 

@@ -126,8 +126,11 @@ class TrainMetrics(Common):
     samples_per_s: float | None = figure("1/s", "global_batch / step_s")
     epoch_samples_per_s: float | None = figure("1/s", "samples of a steady epoch / epoch_s")
     eval_s: float | None = figure("s", "median validation pass (never part of epoch time)")
-    flops_per_sample: float | None = figure("FLOP", "training FLOPs of one sample (analytic, or measured for a "
-                                                    "user's model)")
+    flops_per_sample: float | None = figure("FLOP", "training FLOPs of one sample: forward and backward, counted "
+                                                    "as 3 x forward_flops_per_sample (the built-in workloads' "
+                                                    "convention)")
+    forward_flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (analytic, or measured for "
+                                                            "a user's model)", optional=True)
     achieved_flops_per_s: float | None = figure("FLOP/s", "flops_per_sample x samples_per_s")
     final_loss: float | None = figure("count", "mean training loss of the last epoch")
     final_val_loss: float | None = figure("count", "validation loss after the last epoch")
@@ -183,7 +186,10 @@ class InferMetrics(Common):
     train_s: float | None = figure("s", "the untimed training the weights came from", optional=True)
     train_epochs: int | None = figure("count", "epochs of that training")
     train_steps: int | None = figure("count", "steps per epoch of that training")
-    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample")
+    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (inference runs the forward "
+                                                    "pass only: = forward_flops_per_sample)")
+    forward_flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (analytic, or measured for "
+                                                            "a user's model)", optional=True)
     achieved_flops_per_s: float | None = figure("FLOP/s", "flops_per_sample x samples_per_s")
     int8_layers: str | None = figure("text", "layers quantized to int8")
     fp32_layers: str | None = figure("text", "layers left in fp32")
@@ -337,6 +343,14 @@ class Model(Metrics):
     model_file: str | None = figure("text", "the model's file", optional=True)
     flops_method: str | None = figure("text", "how FLOPs were measured (FlopCounterMode, XLA cost analysis), or "
                                               "why they are n/a", optional=True)
+    model_output: str | None = figure("text", "which part of the model's output the logits were taken from (the "
+                                              "output, .logits of a Hugging Face ModelOutput, ['logits'] of a dict, "
+                                              "a tuple's first element)", optional=True)
+    model_warning: str | None = figure("text", "what looks wrong with the model (it ends in a softmax), or None",
+                                       optional=True)
+    vocab_size: int | None = figure("count", "token-id inputs: the number of distinct ids fed", optional=True)
+    vocab_size_source: str | None = figure("text", "where vocab_size came from (--vocab-size, the returned dict, "
+                                                   "the task, the model's config or embedding)", optional=True)
 
 
 MODES: dict[str, type[Metrics]] = {"matmul": MatmulMetrics, "train": TrainMetrics, "infer": InferMetrics,
