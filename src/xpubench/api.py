@@ -22,6 +22,7 @@ from typing import Any
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
+from xpubench.plan_target import default_processes
 from xpubench.results import store
 from xpubench.results.aggregate import aggregate_all
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
@@ -176,7 +177,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
                 raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
             planned = plan(request, environment=environment, environ=dict(os.environ))
             env, cases = planned.environment, planned.cases
-            processes = processes or DEFAULT_PROCESSES
+            processes = processes or default_processes(cases, DEFAULT_PROCESSES)   # a target: 5 seeds
             left = len(cases) * processes
             for note in planned.notes:
                 _warn(hooks, note)

@@ -79,12 +79,14 @@ def _dry_run(args, console) -> int:
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
     from xpubench.harness.budget import default_budget
+    from xpubench.plan_target import default_processes
 
     request, opts = request_from(args)
     env = load_environment(args.env_file) if args.env_file else None
     budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
-    return print_plan(api.plan(request, environment=env), console, args.env_file, budget_s=budget,
-                      processes=opts.get("processes") or api.DEFAULT_PROCESSES)
+    planned = api.plan(request, environment=env)
+    processes = opts.get("processes") or default_processes(planned.cases, api.DEFAULT_PROCESSES)  # a target: 5
+    return print_plan(planned, console, args.env_file, budget_s=budget, processes=processes)
 
 
 def _execute_run(args, console) -> int:

@@ -62,7 +62,8 @@ OPTIONS: tuple[Option, ...] = (
     _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions", "fp32,tf32,bf16,fp16,int8"),
     _list(int, "batch size", "batch_size", "--batch-size", "request.batch_sizes", "per-device batch sizes"),
     _list(int, "matrix size", "size", "--size", "request.sizes", "matmul N (default 1024,2048,4096)"),
-    _list(str, "mode", "mode", "--mode", "request.modes", "train, infer (default train)"),
+    _list(str, "mode", "mode", "--mode", "request.modes", "train, infer, time-to-target (train to the workload's "
+          "default target; default train)"),
     _o("devices", "--devices", "request.device_counts", "data-parallel device count N, or 'all'",
        type=read.device_count, toml=read.device_count),
     _o("scaling", "--scaling", "request.scaling", "sweep N = 1, 2, 4, ... devices", action="store_true"),
@@ -77,6 +78,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("steps", "--steps", "request.steps", "cap on steps per epoch", type=read.whole),
     _o("train_samples", "--train-samples", "request.train_samples", type=read.whole),
     _o("eval_samples", "--eval-samples", "request.eval_samples", type=read.whole),
+    _o("target", "--target", "request.target", "train until a validation metric reaches VALUE (accuracy, mse "
+       "or val_loss; real data), or --epochs pass; time to target over 5 seeds", metavar="METRIC=VALUE"),
+    _o("eval_every", "--eval-every", "request.eval_every", "with a target: evaluate every N steps (default: "
+       "every epoch)", type=read.whole, metavar="STEPS"),
     _o("time_budget", "--time-budget", "request.time_budget_s", "seconds of measurement per case",
        type=read.seconds),
     _o("budget", "--budget", "request.budget_s", "seconds for the whole run, worker starts and compiles "

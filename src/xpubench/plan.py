@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench import plan_target
 from xpubench.cost import priced
 from xpubench.errors import UserError
 from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
@@ -46,7 +47,7 @@ from xpubench.workloads import (
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
-MODES = ("train", "infer")
+MODES = ("train", "infer", plan_target.TIME_TO_TARGET)   # time-to-target: training to a target
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
@@ -82,7 +83,8 @@ class Case:
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
                  f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
                  *(str(self.options.get(k, "")) for k in key_options(self.workload)),
-                 str(self.options.get("model", "")).rpartition(":")[0]]   # a user's model: its file as given
+                 str(self.options.get("model", "")).rpartition(":")[0],   # a user's model: its file as given
+                 f"to:{self.options['target']}" if self.options.get("target") else ""]   # a quality target
         return "/".join(p for p in parts if p)
 
     @property
@@ -133,6 +135,8 @@ class PlanRequest:
     vocab_size: int | None = None             # its token ids (int32 inputs): how many distinct ids
     prices: dict[str, float] = field(default_factory=dict)  # device ("cpu", "gpu", "gpu:1") -> USD per hour
     budget_s: float | None = None             # the whole run's seconds, worker start and compile included
+    target: str | None = None                 # a quality target, "accuracy=0.975" (plan_target.py)
+    eval_every: int | None = None             # with a target: evaluate every N steps (default: every epoch)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -195,6 +199,7 @@ def validate(req: PlanRequest) -> None:
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
     selftest.case_options(req.options)   # its behaviours, checked (workloads/selftest.py)
+    plan_target.check(req)               # --target, --mode time-to-target, --eval-every
     _check_model(req)
     _check_run_extras(req)
 
@@ -339,14 +344,18 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         steps = steps or QUICK["steps"]
     cases = []
     for precision in precisions:
-        for mode in (case_mode(mod, m) for m in (["infer"] if precision == "int8" else modes)):
+        for asked in (["infer"] if precision == "int8" else modes):
+            mode = case_mode(mod, plan_target.loop_mode(asked))   # time-to-target: the training loop
+            # the epochs, and a target's options (target, eval_every), of this mode (plan_target.py)
+            fields = common | plan_target.case_fields(req, asked, workload, spec, epochs, common["options"])
             for n in counts:
-                for bs in mode_batch_sizes(mod, mode, req.batch_sizes, batch_sizes):
+                for bs in plan_target.batch_sizes(req, asked, mode_batch_sizes(mod, mode, req.batch_sizes,
+                                                                               batch_sizes)):
                     cases.append(Case(
-                        mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
+                        mode=mode, precision=precision, batch_size=bs, devices=n,
                         steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
                         eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
-                        data=req.data, data_dir=req.data_dir, **common))
+                        data=req.data, data_dir=req.data_dir, **fields))
     return cases
 
 

@@ -13,6 +13,7 @@ A workload that is its own measurement (``run(case)``: the selftest) runs direct
 from __future__ import annotations
 
 import math
+import time
 
 from xpubench import backends
 from xpubench.backends.base import Unsupported
@@ -62,6 +63,7 @@ def _matmul(backend, case) -> Outcome:
 def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
     """Rank ``rank`` of ``world`` measures the case's training (module level: a backend's ranks run it by
     reference, in processes of their own)."""
+    from xpubench.harness.target import time_init
     from xpubench.harness.training import run_training
     from xpubench.workloads import RUNTIME
 
@@ -69,8 +71,11 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
         from xpubench.usermodel.load import prepare
 
         case, _ = prepare(case)
+    started = time.perf_counter()
     trainer = backends.get(case.backend).trainer(case, rank=rank, world=world)
+    set_up_s = time.perf_counter() - started   # data onto the device, model and optimizer built
     outcome = run_training(trainer, case, trainer.flops_per_sample)
+    time_init(outcome, case, set_up_s)   # a case with a target records it: its clock leaves it out
     add_described(outcome.metrics, trainer)
     if outcome.metrics.get("flops_per_sample") is not None:   # training FLOPs: forward x the spec's factor (3)
         outcome.metrics["forward_flops_per_sample"] = outcome.metrics["flops_per_sample"] / trainer.spec.train_flops_factor

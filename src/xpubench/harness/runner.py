@@ -25,6 +25,7 @@ from xpubench.harness import failures
 from xpubench.harness.budget import Budget
 from xpubench.harness.metrics import add_peak_metrics
 from xpubench.harness.outcome import Outcome
+from xpubench.harness.target import process_case
 from xpubench.plan import Case
 from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
@@ -174,7 +175,7 @@ def run_cases(
             outcome, wall = {"status": "skipped", "message": over}, 0.0
         else:
             limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
-            outcome, wall = _run_within(budget, case, timeout_s, limit)
+            outcome, wall = _run_within(budget, case, timeout_s, limit, process)
         state = machine.state(before, machine.snapshot())
         _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
@@ -201,10 +202,12 @@ def run_cases(
     return runs
 
 
-def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None) -> tuple[dict, float]:
+def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None,
+                process: int = 0) -> tuple[dict, float]:
     """run_one, its timeout capped by the budget's time left; the budget re-plans from its wall time."""
     capped = budget.timeout(timeout_s) if budget else timeout_s
-    outcome, wall = run_one(case, timeout_s=capped, memory_limit_bytes=limit)
+    # a case with a quality target: each process trains with a seed of its own (harness/target.py)
+    outcome, wall = run_one(process_case(case, process), timeout_s=capped, memory_limit_bytes=limit)
     if budget:
         budget.record(case, wall)
         if outcome["status"] == "timeout" and capped < timeout_s:

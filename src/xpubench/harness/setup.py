@@ -38,8 +38,17 @@ def training_setup(case, world: int = 1) -> TrainingSetup:
     steps = len(ds.x_train) // global_batch
     n = steps * global_batch
     forward = mod.forward_flops(spec)
-    scale = world if case.options.get("lr_scaling") else 1
     return TrainingSetup(spec=spec, forward_flops=forward, flops_per_sample=forward * spec.train_flops_factor,
                          batch=batch, world=world, global_batch=global_batch, steps_per_epoch=steps,
-                         learning_rate=spec.learning_rate * scale, x_train=ds.x_train[:n], y_train=ds.y_train[:n],
-                         x_eval=ds.x_test, y_eval=ds.y_test)
+                         learning_rate=learning_rate(spec, case.options, world)[0], x_train=ds.x_train[:n],
+                         y_train=ds.y_train[:n], x_eval=ds.x_test, y_eval=ds.y_test)
+
+
+def learning_rate(spec, options: dict, world: int) -> tuple[float, str]:
+    """The optimizer's learning rate and how it was scaled: the workload's, times the device count under
+    ``--lr-scaling`` (linear scaling); never scaled with the batch size (a batch-size sweep runs every
+    batch at the same rate, and results record it: metrics ``learning_rate``, ``lr_scaling``)."""
+    if options.get("lr_scaling") and world > 1:
+        rate = spec.learning_rate
+        return rate * world, f"linear in the device count (--lr-scaling): {rate:g} x {world}"
+    return spec.learning_rate, f"none: {spec.learning_rate:g} at every batch size and device count"

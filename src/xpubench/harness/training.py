@@ -50,6 +50,7 @@ from xpubench.devices.device import is_accelerator
 from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
 from xpubench.harness.outcome import Outcome
 from xpubench.harness.stats import summarize
+from xpubench.harness.target import TargetRun, wants_target
 from xpubench.plan import SYNC_MODES
 from xpubench.results.metrics import TrainMetrics
 
@@ -134,11 +135,12 @@ class StepTimer:
         return self.record
 
 
-def step_epoch(trainer, epoch: int, steps: int, timer: StepTimer) -> float:
-    """The harness's own step loop on the timer: ``trainer.step(i)`` for i < steps; the mean loss."""
+def step_epoch(trainer, epoch: int, steps: int, timer: StepTimer, first: int = 0) -> float:
+    """The harness's own step loop on the timer: ``trainer.step(i)`` for first <= i < first + steps (a
+    round of an epoch under --eval-every starts past 0); the mean loss."""
     handles = []
     timer.epoch_begin()
-    for i in range(steps):
+    for i in range(first, first + steps):
         timer.step_begin()
         handles.append(trainer.step(i))
         if timer.step_end(handles[-1]):
@@ -159,6 +161,10 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     check_in_steps = bool(budget) and getattr(trainer, "in_step_budget", True)
     agree = getattr(trainer, "agree_stop", None) or (lambda stop: stop)
     run_epoch = getattr(trainer, "run_epoch", None) or partial(step_epoch, trainer)
+    # a quality target (--target): its rounds, evaluations and stop rule (harness/target.py); else one
+    # round per epoch, every epoch run
+    target = TargetRun(case, trainer, steps) if wants_target(case) else None
+    rounds = target.rounds(epochs) if target else [(epoch, 0, steps) for epoch in range(epochs)]
     compile_s = trainer.compile()
     reset = getattr(trainer, "reset_peak_memory", None)
     if reset:
@@ -168,29 +174,33 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     budget_hit = False
     energy = EnergyWindows(meter_for_case(case))   # read around the steady epochs (energy/windows.py)
     begin = clock()
-    for epoch in range(epochs):
-        trainer.start_epoch(epoch)
-        timer = StepTimer(trainer.sync, clock, steps=steps, epoch=epoch, pipelined=mode == "epoch" and epoch > 0,
+    for r, (epoch, first, count) in enumerate(rounds):   # r: the round (= the epoch, without --eval-every)
+        if first == 0:
+            trainer.start_epoch(epoch)
+        timer = StepTimer(trainer.sync, clock, steps=count, epoch=r, pipelined=mode == "epoch" and r > 0,
                           budget=budget, begin=begin, check_in_steps=check_in_steps)
-        with energy.window(keep=epoch > 0 or epochs == 1):
-            loss = run_epoch(epoch, steps, timer)
+        with energy.window(keep=r > 0 or len(rounds) == 1):
+            loss = run_epoch(epoch, count, timer) if first == 0 else step_epoch(trainer, epoch, count, timer, first)
         if timer.record is None or timer.record.steps_run < 1:
             raise RuntimeError(f"epoch {epoch + 1}: the trainer's loop ran no measured step")
         records.append(timer.record)
         train_loss.append(float(loss))
         t0 = clock()
         vl, vm = trainer.evaluate()
-        eval_times.append(clock() - t0)
+        end = clock()
+        eval_times.append(end - t0)
         val_loss.append(vl)
         val_metric.append(vm)
+        if target and agree(target.after_eval(timer.record.steps_run, vl, vm, end - t0, end - begin)):
+            break   # the target is reached: the clock stops at the end of this evaluation
         if not records[-1].complete:
             budget_hit = True
             break
-        if budget and 1 <= epoch < epochs - 1 and agree(clock() - begin > budget):
+        if budget and 1 <= r < len(rounds) - 1 and agree(clock() - begin > budget):
             budget_hit = True
             break
     epoch_times = [r.time_s for r in records if r.complete]
-    return Outcome(
+    outcome = Outcome(
         metrics=_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
                          val_metric, flops_per_sample, budget_hit) | training_figures(energy, records,
                                                                                       trainer.global_batch),
@@ -200,6 +210,9 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
         placement=trainer.placement(),
         artifacts=_gallery(trainer, case),
     )
+    if target:
+        target.finish(outcome)   # time to target, the curve, "not reached" (harness/target.py)
+    return outcome
 
 
 def _gallery(trainer: Trainer, case, wrong: int = 24, right: int = 8) -> dict:

@@ -18,6 +18,7 @@ import pandas as pd
 from xpubench.report.compare import ratio_estimate
 from xpubench.report.frame import ResultSet, ok_rows
 from xpubench.report.summary import headline_rate
+from xpubench.report.target import ranking_lines, sweep_lines, target_rows
 from xpubench.results.aggregate import process_groups
 
 LISTED = 4  # at most this many cases named per line; the rest counted
@@ -123,10 +124,13 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
     if not frame.empty:
         rows = ok_rows(frame)
         if not rows.empty:
-            for _, group in rows.groupby(["source", "workload", "mode"], sort=True):
+            plain = ~rows.index.isin(target_rows(frame).index)   # cases with a target are ranked below
+            for _, group in rows[plain].groupby(["source", "workload", "mode"], sort=True):
                 line = workload_line(data, group)
                 if line:
                     lines.append("- " + line)
+            # time to target: setups ranked with the interval, then what precision / batch size change
+            lines += ["- " + line for line in ranking_lines(data) + sweep_lines(data)]
         for line in (noisy_line(frame), skipped_line(frame)):
             if line:
                 lines.append("- " + line)

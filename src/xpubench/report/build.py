@@ -8,7 +8,18 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.errors import UserError
-from xpubench.report import advice, charts, charts_training, costs, frameworks, generation, sections, tables
+from xpubench.report import (
+    advice,
+    charts,
+    charts_training,
+    costs,
+    frameworks,
+    generation,
+    sections,
+    tables,
+    target,
+    target_chart,
+)
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
@@ -66,6 +77,19 @@ def environment_warnings(data: ResultSet) -> list[str]:
     return lines
 
 
+def target_section(data: ResultSet) -> Section | None:
+    """Time to a quality target: the setups ranked, the sweeps, the table and the metric against wall time."""
+    table = target.target_table(data.frame)
+    if table.empty:
+        return None
+    return Section("Time to target", "target", intro=(
+        "Training until the validation metric reaches the target, several seeds per setup (one worker process "
+        "each). The clock runs from the first training step to the end of the evaluation that reached the "
+        "target: evaluations on it, set-up and compilation off it, as MLPerf Training counts."),
+        bullets=target.ranking_lines(data) + target.sweep_lines(data), tables=_model(table),
+        charts=_charts(target_chart.curves_chart(data)))
+
+
 def build_report(loaded) -> Report:
     """The report's content from store.load_results output (or a list of Result)."""
     data = ResultSet.load(loaded)
@@ -89,6 +113,7 @@ def build_report(loaded) -> Report:
             charts=_charts(charts.throughput_chart(frame), charts.batch_chart(frame),
                            charts_training.curves_chart(frame, data.items),
                            charts_training.curves_chart(frame, data.items, synthetic=True))))
+    secs += [s for s in [target_section(data)] if s is not None]   # time to target (report/target.py)
     if not ok_rows(frame, "matmul").empty:
         secs.append(Section("Matrix multiply", "matmul", intro=(
             "Cold = the first product (compile, library and thread-pool start included); warm = median of "

@@ -30,6 +30,7 @@ from xpubench.errors import UserError
 from xpubench.harness.stats import as_groups, hierarchical_bootstrap, separated
 from xpubench.report.environment import differences, file_fingerprints
 from xpubench.report.frame import Entry, entries, timing_name
+from xpubench.report.target import compare_fields as target_compare_fields
 from xpubench.results import store
 from xpubench.results.aggregate import process_groups
 from xpubench.results.schema import finite
@@ -159,6 +160,8 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     if bad:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: " + ", ".join(bad))
+    if ra.metrics.get("target") or rb.metrics.get("target"):   # time to target over the seeds (report/target.py)
+        return CompareRow(**(base | target_compare_fields(ra, rb, min_change)))
     est = ratio_estimate(ga, gb, min_change=min_change) if figure else None
     if est is None:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,

@@ -17,6 +17,11 @@ def explain(comparisons) -> str:
             "processes, then the samples within them, of both files; a difference is called only when the CI "
             f"excludes 1, the change is at least {change:.0%} and every process of one side was slower than "
             "every process of the other.")
+    if any(r.figure == "time_to_target" for c in comparisons for r in c.rows):
+        text += (" Cases with a quality target compare their time to target instead: MLPerf's trimmed mean over "
+                 "the seeds, B/A > 1 means B takes longer, 95% CI from a bootstrap over each side's seeds; a "
+                 "difference is called when it excludes 1 and the change is at least "
+                 f"{change:.0%}.")
     provisional = next((r.note for c in comparisons for r in c.rows if r.verdict.endswith("(provisional)")), None)
     if provisional:
         text += f" (provisional): {provisional}."

@@ -132,6 +132,7 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
     for metric, value in r.metrics.items():
         row[f"metric.{metric}" if metric in row else metric] = _flat(value)
     row.setdefault("eval_samples", c.get("eval_samples"))  # the case's setting where the metrics lack it
+    row.setdefault("target", (c.get("options") or {}).get("target"))   # a quality target, as asked (not run)
     return row
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.report import related
+from xpubench.report import related, target
 from xpubench.report.table_model import ALWAYS, Column, Table
 from xpubench.report.tables import noisy, num
 from xpubench.units import fmt_flops, fmt_rate
@@ -32,6 +32,8 @@ def headline_rate(row) -> float | None:
 def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
+    if target.is_target_row(row):   # a quality target: the time to it, or "not reached" (report/target.py)
+        return noisy(row, target.summary_figure(row))
     rate, name = headline_rate(row), headline_name(row)
     text = fmt_flops(rate) if row.get("mode") == "matmul" else \
         "n/a" if rate is None else fmt_rate(rate) + UNIT.get(name, "")
@@ -44,6 +46,8 @@ def spread(row) -> str:
     timing = row.get("timing")
     if row.get("status") != "ok" or not isinstance(timing, str):
         return "-"
+    if target.is_target_row(row):   # the bootstrap interval of the time to target, over the seeds
+        return target.summary_spread(row)
     prefix = timing[:-2]
     median, low, high = num(row, timing), num(row, f"{prefix}_ci95_low_s"), num(row, f"{prefix}_ci95_high_s")
     if median and low is not None and high is not None:
@@ -57,6 +61,8 @@ def versus_best(frame: pd.DataFrame):
     in its file (an fp32 case is never put against a bf16 one). Where the workload ran in several
     precisions the best of each says which ("best fp32")."""
     def cell(row) -> str:
+        if target.is_target_row(row):   # against the fastest to the same target (report/target.py)
+            return target.versus_best(frame, row)
         rate = headline_rate(row)
         if rate is None:
             return "-"

@@ -19,6 +19,7 @@ from xpubench.report.frame import ResultSet
 from xpubench.report.generation import generation_headline, print_generation_tables
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
+from xpubench.report.tables import fmt_seconds
 from xpubench.units import fmt_rate
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
@@ -97,6 +98,8 @@ def headline(result) -> str:
         return f"{fmt_rate(m['samples_per_s'])} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
     if result.case.get("mode") == "generate":
         return generation_headline(m)
+    if m.get("target"):   # a quality target: one seed's time to it, or "not reached" (the message says more)
+        return target_headline(result)
     if "samples_per_s" in m:
         return f"{fmt_rate(m['samples_per_s'])} samples/s"
     return ""
@@ -133,12 +136,36 @@ def _print_noisy(data: ResultSet, console: Console) -> None:
         console.print(f"noisy: {r['key']}: {note}", highlight=False, overflow="fold")
 
 
+def target_headline(result) -> str:
+    m = result.metrics
+    seed = f"seed {m['seed']}: " if m.get("seed") is not None else ""
+    if not m.get("target_reached"):
+        return f"{seed}{result.message or m['target'] + ' not reached'}"
+    return (f"{seed}{m['target']} in {fmt_seconds(m.get('time_to_target_s'))} ({m.get('epochs_to_target', 0):.3g} "
+            f"epochs; {fmt_rate(m.get('samples_per_s'))} samples/s)")
+
+
+def print_targets(data: ResultSet, console: Console) -> None:
+    """The time-to-target table and each setup's curve, when the results have a quality target."""
+    from xpubench.report.target import target_table
+    from xpubench.report.target_chart import terminal_lines
+
+    table = target_table(data.frame)
+    if table.empty:
+        return
+    print_table(table, console)
+    console.print("The metric against wall time (the median seed):", highlight=False)
+    for line in terminal_lines(data):
+        console.print(f"  {line}", highlight=False, overflow="fold")
+
+
 def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
     """All `xpubench run` prints after its cases: the summary, the full tables with ``verbose``, then the
     answer (report/answer.py) with where the results are and how to make the report."""
     from xpubench.report.answer import answer_lines
 
     print_summary(results, console)
+    print_targets(ResultSet.load(results), console)   # time to target: table and curves (report/target.py)
     if verbose:
         print_run_tables(results, console)
     for line in answer_lines(ResultSet.load(results), output):

@@ -24,6 +24,8 @@ from xpubench.ceilings.annotate import annotate
 from xpubench.harness import scaling
 from xpubench.harness.stats import two_level
 from xpubench.results.schema import Result, Run
+from xpubench.results.target_stats import fold, status
+from xpubench.targets import parse
 
 # the raw samples that carry a case's headline time, by mode (the first one present wins); the metrics
 # of a headline ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``
@@ -94,7 +96,7 @@ def aggregate(runs: list[Run]) -> Result:
     if len(runs) == 1:
         fields = {k: getattr(first, k) for k in ("case", "status", "message", "samples", "series", "artifacts",
                                                  "placement", "fingerprint", "started_at", "duration_s")}
-        return Result(**fields, metrics=dict(first.metrics), runs=[first])
+        return fold_target(Result(**fields, metrics=dict(first.metrics), runs=[first]))
     ok = [r for r in runs if r.status == "ok"]
     bad = [r for r in runs if r.status != "ok"]
     base = ok[0] if ok else bad[0]
@@ -117,10 +119,23 @@ def aggregate(runs: list[Run]) -> Result:
         metrics, samples = dict(base.metrics), dict(base.samples)
         status, message = base.status, failures if len(bad) > 1 else base.message
     durations = [r.duration_s for r in runs if r.duration_s is not None]
-    return Result(case=first.case, status=status, message=message, metrics=metrics, samples=samples,
-                  series=base.series, artifacts=base.artifacts, placement=base.placement,
-                  fingerprint=first.fingerprint, started_at=first.started_at,
-                  duration_s=round(sum(durations), 3) if durations else None, runs=list(runs))
+    return fold_target(Result(case=first.case, status=status, message=message, metrics=metrics, samples=samples,
+                              series=base.series, artifacts=base.artifacts, placement=base.placement,
+                              fingerprint=first.fingerprint, started_at=first.started_at,
+                              duration_s=round(sum(durations), 3) if durations else None, runs=list(runs)))
+
+
+def fold_target(result: Result) -> Result:
+    """A case with a quality target: its seeds' times folded into the case's (results/target_stats.py:
+    MLPerf's trimmed mean, its bootstrap interval, seeds that reached it); any other case unchanged."""
+    ok = result.ok_runs
+    if result.status != "ok" or not ok or not ok[0].metrics.get("target"):
+        return result
+    result.metrics.update(fold([r.metrics for r in ok], parse(ok[0].metrics["target"])))
+    if not result.metrics["target_reached"]:
+        note = status(result.metrics)
+        result.message = "; ".join(m for m in (result.message, f"target {ok[0].metrics['target']} {note}") if m)
+    return result
 
 
 def _case_id(run: Run) -> str:

@@ -15,47 +15,13 @@ fraction: 0.42 = 42%), count, flag (true/false), text.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-UNITS = ("s", "us", "1/s", "FLOP", "FLOP/s", "FLOP/B", "B", "B/s", "J", "W", "USD", "ratio", "count", "flag", "text")
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    unit: str
-    meaning: str
-    group: str          # the dataclass that declares it, e.g. "train"
-
-
-def figure(unit: str, meaning: str, *, optional: bool = False) -> Any:
-    """A declared figure: a dataclass field (default None) carrying its unit and meaning. An optional
-    figure is left out of ``as_dict`` while it is None (extras that only some cases have)."""
-    if unit not in UNITS:
-        raise ValueError(f"unknown unit {unit!r}")
-    return field(default=None, metadata={"unit": unit, "meaning": meaning, "optional": optional})
-
-
-@dataclass
-class Metrics:
-    """Base of every group: flat dict out, dataclass back in."""
-
-    GROUP: ClassVar[str] = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get("optional"):
-                continue
-            out[f.name] = value
-        return out
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
+# the base lives in metric_base.py (so that groups in modules of their own avoid an import cycle);
+# re-exported here, where every caller has always found it
+from xpubench.results.metric_base import UNITS, Metric, Metrics, figure  # noqa: F401
+from xpubench.results.metrics_target import TimeToTarget
 
 # ---- what each mode measures ---------------------------------------------------------------------------
 
@@ -355,7 +321,8 @@ class Model(Metrics):
 
 MODES: dict[str, type[Metrics]] = {"matmul": MatmulMetrics, "train": TrainMetrics, "infer": InferMetrics,
                                    "generate": GenerateMetrics}
-SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model)
+SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model,
+                                     TimeToTarget)   # training to a quality target (metrics_target.py)
 
 
 def _registry() -> dict[str, Metric]:

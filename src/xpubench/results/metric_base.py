@@ -1,0 +1,48 @@
+"""The building blocks of the declared figures (results/metrics.py and the groups beside it, such as
+results/metrics_target.py): a figure's unit and meaning on a dataclass field, and the base class every
+group of figures extends. Kept apart so that a group can live in a module of its own without an import
+cycle (metrics.py imports the groups; the groups import this)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+UNITS = ("s", "us", "1/s", "FLOP", "FLOP/s", "FLOP/B", "B", "B/s", "J", "W", "USD", "ratio", "count", "flag", "text")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    meaning: str
+    group: str          # the dataclass that declares it, e.g. "train"
+
+
+def figure(unit: str, meaning: str, *, optional: bool = False) -> Any:
+    """A declared figure: a dataclass field (default None) carrying its unit and meaning. An optional
+    figure is left out of ``as_dict`` while it is None (extras that only some cases have)."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}")
+    return field(default=None, metadata={"unit": unit, "meaning": meaning, "optional": optional})
+
+
+@dataclass
+class Metrics:
+    """Base of every group: flat dict out, dataclass back in."""
+
+    GROUP: ClassVar[str] = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("optional"):
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
