@@ -33,7 +33,7 @@ def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
     if target.is_target_row(row):   # a quality target: the time to it, or "not reached" (report/target.py)
-        return noisy(row, target.summary_figure(row))
+        return target.summary_figure(row)   # (no "!": the harness's flags are about its steps' spread)
     rate, name = headline_rate(row), headline_name(row)
     text = fmt_flops(rate) if row.get("mode") == "matmul" else \
         "n/a" if rate is None else fmt_rate(rate) + UNIT.get(name, "")
