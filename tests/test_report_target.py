@@ -11,7 +11,7 @@ from rich.console import Console
 from test_time_to_target import seed_run
 
 from xpubench.report.build import build_report
-from xpubench.report.compare import compare_loaded
+from xpubench.report.compare import compare_loaded, render
 from xpubench.report.frame import Entry, ResultSet
 from xpubench.report.summary import summary_table
 from xpubench.report.target import ranking_lines, sweep_lines, target_table
@@ -83,8 +83,12 @@ def test_the_report_has_a_time_to_target_section_with_its_chart():
 def test_compare_uses_the_time_to_target_of_each_side():
     a = Entry("a", Path("a.jsonl"), case_of("torch", JAX))
     b = Entry("b", Path("b.jsonl"), case_of("torch", TORCH))
-    (row,) = compare_loaded([a, b])[0].rows
+    (comparison,) = compare_loaded([a, b])
+    (row,) = comparison.rows
     assert row.figure == "time_to_target" and row.significant and row.verdict == "1.49x sooner"
+    assert [line.split(" to ")[0] for line in comparison.curves] == ["mnist_cnn torch cpu b256 [a]",
+                                                                     "mnist_cnn torch cpu b256 [b]"]
+    assert "data:image/png;base64," in render([comparison], "html") and "time to target" in render([comparison], "md")
     assert row.ratio == pytest.approx(20.466 / 30.566, rel=1e-3) and row.processes_a == 5
     same = compare_loaded([a, Entry("c", Path("c.jsonl"), case_of("torch", [None, 29.0, None, 30.0, 31.0]))])
     assert same[0].rows[0].verdict == "n/a: target not reached (B)"

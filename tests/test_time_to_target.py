@@ -229,3 +229,25 @@ def test_target_with_synthetic_data_exits_2_with_one_line(capsys):
 
 def test_targets_read_their_own_spelling():
     assert parse(str(parse("loss=1.6"))) == Target("val_loss", 1.6) and not ACCURACY.reached(math.nan)
+
+
+@pytest.mark.slow
+def test_real_training_to_an_unreachable_target_ends_not_reached_with_each_seed_recorded(mnist_dir, tmp_path):
+    """Two worker processes really train the MNIST CNN (512 images, 2 epochs) toward 99.9%: both end
+    "not reached" with their best value, each with its own seed and curve; the case has no time."""
+    from xpubench import api
+
+    (result,) = api.run(workloads=["mnist_cnn"], backends=["torch"], devices=["cpu"], target="accuracy=0.999",
+                        data="real", data_dir=str(mnist_dir), train_samples=512, eval_samples=256, epochs=2,
+                        batch_sizes=[64], processes=2, output=tmp_path / "r.jsonl", timeout_s=300)
+    assert result.status == "ok" and [r.status for r in result.runs] == ["ok", "ok"]
+    seeds = [r.metrics for r in result.runs]
+    assert [m["seed"] for m in seeds] == [0, 1] and all(m["target_reached"] is False for m in seeds)
+    assert all(0 < m["target_best"] < 0.999 and m["epochs_run"] == 2 for m in seeds)
+    assert all(f"best {m['target_best']:.4g}" in r.message for m, r in zip(seeds, result.runs))
+    assert [len(r.series["target_wall_s"]) for r in result.runs] == [2, 2]
+    assert result.runs[0].series["target_value"] != result.runs[1].series["target_value"]   # two seeds
+    m = result.metrics
+    assert m["target_reached"] is False and m["time_to_target_s"] is None and m["seeds"] == 2
+    assert m["seeds_reached"] == 0 and "not reached (by 0 of 2 seeds" in result.message
+    assert m["init_s"] > 0 and m["learning_rate"] == 1e-3

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -135,6 +136,8 @@ class Comparison:
     environment: list[str] = field(default_factory=list)   # fingerprint differences
     cases: list[str] = field(default_factory=list)         # case-level differences (dtype, batch, steps...)
     min_change: float = MIN_CHANGE
+    curves: list[str] = field(default_factory=list)        # cases with a target: each side's curve as text
+    chart: Any = None                                      # ... and the metric against wall time (a Chart)
 
     @property
     def warnings(self) -> list[str]:
@@ -143,7 +146,7 @@ class Comparison:
     def as_dict(self) -> dict:
         return {"baseline": self.baseline, "other": self.other, "rows": [asdict(r) for r in self.rows],
                 "environment_differences": self.environment, "case_differences": self.cases,
-                "min_change": self.min_change}
+                "min_change": self.min_change, "curves": self.curves}
 
 
 def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> CompareRow:
@@ -245,6 +248,8 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
+    from xpubench.report.target_chart import compared_curves as target_curves  # matplotlib: only here
+
     fps = file_fingerprints(items)
     base = sources[0]
     comparisons, skipped = [], []
@@ -257,7 +262,7 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
         rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
         env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
         comparisons.append(Comparison(base, other, rows, env, case_differences(groups[base], groups[other], matched),
-                                      min_change))
+                                      min_change, *target_curves(matched)))   # a target's curves (target_chart.py)
     if not comparisons:
         first = sorted({e.result.key for e in groups[base]})[:2]
         second = sorted({e.result.key for e in groups[sources[1]]})[:2]

@@ -74,6 +74,8 @@ def print_tables(comparisons, console) -> None:
                 "red" if "slower" in row[-1] else "green")
             table.add_row(*[str(v) for v in row], style=style)
         console.print(table)
+        for line in c.curves:   # cases with a target: the metric against wall time, as text
+            console.print(f"  {line}", highlight=False, overflow="fold")
     console.print(explain(comparisons), style="dim", highlight=False)
 
 
@@ -86,6 +88,8 @@ def markdown(comparisons) -> str:
         if c.cases:
             parts += ["**Warning: the cases differ:**", "", md_bullets(c.cases), ""]
         parts += [md_table(rows_frame(c)), ""]
+        if c.curves:
+            parts += ["The metric against wall time (the median seed):", "", md_bullets(c.curves), ""]
     parts += [f"_{md_escape(explain(comparisons))}_", ""]
     return "\n".join(parts)
 
@@ -97,5 +101,7 @@ def html_page(comparisons) -> str:
         body.append(html_out.warnings_html(c.environment, "Warning: the environments differ"))
         body.append(html_out.warnings_html(c.cases, "Warning: the cases differ"))
         body.append(html_out.table_html(rows_frame(c), text_columns=2))
+        if c.chart is not None:   # cases with a target: the metric against wall time (report/target_chart.py)
+            body.append(html_out.image_html(c.chart.png, c.chart.title))
     body.append(f'<p class="note">{html_out.esc(explain(comparisons))}</p>')
     return html_out.page("xpubench compare", "".join(body))

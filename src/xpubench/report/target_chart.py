@@ -4,7 +4,6 @@ every seed a line (reports: a chart; terminal: a line of points per setup)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
 
 from xpubench.report.charts import colors, png
@@ -97,5 +96,11 @@ def terminal_lines(data: ResultSet) -> list[str]:
     return out
 
 
-def has_targets(frame: pd.DataFrame) -> bool:
-    return not target_rows(frame).empty
+def compared_curves(matched) -> tuple[list[str], Chart | None]:
+    """For `xpubench compare`: the curves (text) and the chart of the matched cases with a target, both
+    files' setups side by side (each labelled with its file); ([], None) when none has a target."""
+    items = [e for pair in matched for e in pair if e.result.metrics.get("target") and e.result.status == "ok"]
+    if not items:
+        return [], None
+    data = ResultSet.load(items)
+    return terminal_lines(data), curves_chart(data)
