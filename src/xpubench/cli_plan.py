@@ -31,6 +31,8 @@ def _length(case) -> str:
     if case.workload == "selftest":
         return case.options.get("behaviour", "ok")
     epochs = case.epochs if case.epochs else "default"
+    if case.options.get("target"):   # a quality target: the epochs are a cap (harness/target.py)
+        return f"to target, at most {epochs} epochs"
     return f"{epochs} epochs x {case.steps or 'all'} steps"
 
 
