@@ -15,7 +15,7 @@ from xpubench.report.compare import compare_loaded, render
 from xpubench.report.frame import Entry, ResultSet
 from xpubench.report.summary import summary_table
 from xpubench.report.target import ranking_lines, sweep_lines, target_table
-from xpubench.report.target_chart import curve_text
+from xpubench.report.target import curve_text
 from xpubench.report.terminal import print_run_output
 from xpubench.results.aggregate import aggregate
 

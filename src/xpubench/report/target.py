@@ -1,7 +1,7 @@
 """Time to target in every output: the table (terminal, Markdown, HTML), the summary's cells, the answer's
-ranking, the precision / batch-size sweep sentences and compare's figures. The chart of the metric
-against wall time and its terminal form: report/target_chart.py. The arithmetic (trimmed mean,
-bootstrap intervals): results/target_stats.py.
+ranking, the precision / batch-size sweep sentences, compare's figures, and in the terminal each setup's
+curve as text and each worker process's line. The chart of the metric against wall time:
+report/target_chart.py. The arithmetic (trimmed mean, bootstrap intervals): results/target_stats.py.
 
 A case's time to target is MLPerf's trimmed mean over its seeds (one worker process each); "not
 reached" is said as such, with the best value seen, never shown as a time.
@@ -9,12 +9,14 @@ reached" is said as such, with the best value seen, never shown as a time.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from xpubench.report.frame import ResultSet, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table, print_table
 from xpubench.report.tables import batch, fmt, fmt_seconds, identity, num
 from xpubench.results import target_stats
+from xpubench.targets import parse
 from xpubench.units import fmt_rate
 
 GROUP = ["source", "workload", "target"]   # setups ranked against each other
@@ -237,3 +239,68 @@ def compare_fields(result_a, result_b, min_change: float) -> dict:
         if est.significant else "not significant"
     return base | {"ratio": est.ratio, "ci_low": est.low, "ci_high": est.high, "significant": est.significant,
                    "verdict": verdict, "note": est.note}
+
+
+# ---- the terminal: each setup's curve as text, the table, a worker process's line --------------------
+
+TERMINAL_POINTS = 6   # evaluation points per setup in the terminal (the last one always shown)
+
+
+def seed_curves(result) -> list[tuple[int | None, list[float], list[float | None]]]:
+    """(seed, wall seconds, metric values) of each ok seed's evaluations."""
+    out = []
+    for run in result.ok_runs or [result]:
+        wall, value = run.series.get("target_wall_s") or [], run.series.get("target_value") or []
+        if wall:
+            out.append((run.metrics.get("seed"), list(wall), list(value)))
+    return out
+
+
+def curve_text(result) -> str:
+    """One seed's curve as text: the median seed (by time to target; the first seed when none reached it),
+    at most TERMINAL_POINTS evaluations, "✓" where the target was reached."""
+    curves = seed_curves(result)
+    if not curves:
+        return ""
+    times = [r.metrics.get("time_to_target_s") for r in (result.ok_runs or [result])]
+    reached = sorted((t, i) for i, t in enumerate(times[:len(curves)]) if t is not None)
+    seed, wall, value = curves[reached[len(reached) // 2][1] if reached else 0]
+    target = parse(result.metrics["target"])
+    keep = sorted(set(np.linspace(0, len(wall) - 1, min(TERMINAL_POINTS, len(wall))).round().astype(int)))
+    points = [f"{fmt_seconds(wall[i])} {'n/a' if value[i] is None else f'{value[i]:.4g}'}"
+              + (" ✓" if target.reached(value[i]) else "") for i in keep]
+    return f"seed {seed}: " + " · ".join(points)
+
+
+def terminal_lines(data: ResultSet) -> list[str]:
+    """Per setup with a target: its label and one seed's curve (curve_text)."""
+    rows = target_rows(data.frame)
+    multi = many_sources(rows) if not rows.empty else False
+    out = []
+    for _, r in rows.iterrows():
+        text = curve_text(data.result(r))
+        if text:
+            out.append(f"{r['workload']} {series_label(r, with_source=multi, with_batch=True)} to {r['target']}: "
+                       f"{text}")
+    return out
+
+
+def print_targets(data: ResultSet, console) -> None:
+    """The time-to-target table and each setup's curve, when the results have a quality target."""
+    table = target_table(data.frame)
+    if table.empty:
+        return
+    print_table(table, console)
+    console.print("The metric against wall time (the median seed):", highlight=False)
+    for line in terminal_lines(data):
+        console.print(f"  {line}", highlight=False, overflow="fold")
+
+
+def process_headline(result) -> str:
+    """A worker process's line while the run goes on: its seed and time to target, or why it fell short."""
+    m = result.metrics
+    seed = f"seed {m['seed']}: " if m.get("seed") is not None else ""
+    if not m.get("target_reached"):
+        return f"{seed}{result.message or m['target'] + ' not reached'}"
+    return (f"{seed}{m['target']} in {fmt_seconds(m.get('time_to_target_s'))} ({m.get('epochs_to_target', 0):.3g} "
+            f"epochs; {fmt_rate(m.get('samples_per_s'))} samples/s)")

@@ -1,5 +1,5 @@
 """The curve that shows both speed and convergence: the target's metric against wall time, per setup,
-every seed a line (reports: a chart; terminal: a line of points per setup)."""
+every seed a line (the report's chart and compare's; its terminal form is report/target.py terminal_lines)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,8 @@ from xpubench.report.charts import colors, png
 from xpubench.report.content import Chart
 from xpubench.report.frame import ResultSet, many_sources, series_label
 from xpubench.report.tables import fmt_seconds
-from xpubench.report.target import GROUP, target_rows
+from xpubench.report.target import GROUP, seed_curves, target_rows, terminal_lines
 from xpubench.targets import parse
-
-TERMINAL_POINTS = 6   # evaluation points per setup in the terminal (the last one always shown)
-
-
-def seed_curves(result) -> list[tuple[int | None, list[float], list[float | None]]]:
-    """(seed, wall seconds, metric values) of each ok seed's evaluations."""
-    out = []
-    for run in result.ok_runs or [result]:
-        wall, value = run.series.get("target_wall_s") or [], run.series.get("target_value") or []
-        if wall:
-            out.append((run.metrics.get("seed"), list(wall), list(value)))
-    return out
 
 
 def curves_chart(data: ResultSet) -> Chart | None:
@@ -65,35 +53,6 @@ def _time(row) -> str:
     if not row.get("target_reached"):
         return "not reached"
     return fmt_seconds(row.get("time_to_target_s"))
-
-
-def curve_text(result) -> str:
-    """One seed's curve as text: the median seed (by time to target; the first seed when none reached it),
-    at most TERMINAL_POINTS evaluations, "✓" where the target was reached."""
-    curves = seed_curves(result)
-    if not curves:
-        return ""
-    times = [r.metrics.get("time_to_target_s") for r in (result.ok_runs or [result])]
-    reached = sorted((t, i) for i, t in enumerate(times[:len(curves)]) if t is not None)
-    seed, wall, value = curves[reached[len(reached) // 2][1] if reached else 0]
-    target = parse(result.metrics["target"])
-    keep = sorted(set(np.linspace(0, len(wall) - 1, min(TERMINAL_POINTS, len(wall))).round().astype(int)))
-    points = [f"{fmt_seconds(wall[i])} {'n/a' if value[i] is None else f'{value[i]:.4g}'}"
-              + (" ✓" if target.reached(value[i]) else "") for i in keep]
-    return f"seed {seed}: " + " · ".join(points)
-
-
-def terminal_lines(data: ResultSet) -> list[str]:
-    """Per setup with a target: its label and one seed's curve (curve_text)."""
-    rows = target_rows(data.frame)
-    multi = many_sources(rows) if not rows.empty else False
-    out = []
-    for _, r in rows.iterrows():
-        text = curve_text(data.result(r))
-        if text:
-            out.append(f"{r['workload']} {series_label(r, with_source=multi, with_batch=True)} to {r['target']}: "
-                       f"{text}")
-    return out
 
 
 def compared_curves(matched) -> tuple[list[str], Chart | None]:

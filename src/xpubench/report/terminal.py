@@ -19,7 +19,7 @@ from xpubench.report.frame import ResultSet
 from xpubench.report.generation import generation_headline, print_generation_tables
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
-from xpubench.report.tables import fmt_seconds
+from xpubench.report.target import print_targets, process_headline
 from xpubench.units import fmt_rate
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
@@ -99,7 +99,7 @@ def headline(result) -> str:
     if result.case.get("mode") == "generate":
         return generation_headline(m)
     if m.get("target"):   # a quality target: one seed's time to it, or "not reached" (the message says more)
-        return target_headline(result)
+        return process_headline(result)
     if "samples_per_s" in m:
         return f"{fmt_rate(m['samples_per_s'])} samples/s"
     return ""
@@ -134,29 +134,6 @@ def _print_noisy(data: ResultSet, console: Console) -> None:
         note = next((w for w in str(r.get("warning") or "").split("; ")
                      if w.startswith(("bimodal", "processes disagree"))), str(r["process_disagreement"]))
         console.print(f"noisy: {r['key']}: {note}", highlight=False, overflow="fold")
-
-
-def target_headline(result) -> str:
-    m = result.metrics
-    seed = f"seed {m['seed']}: " if m.get("seed") is not None else ""
-    if not m.get("target_reached"):
-        return f"{seed}{result.message or m['target'] + ' not reached'}"
-    return (f"{seed}{m['target']} in {fmt_seconds(m.get('time_to_target_s'))} ({m.get('epochs_to_target', 0):.3g} "
-            f"epochs; {fmt_rate(m.get('samples_per_s'))} samples/s)")
-
-
-def print_targets(data: ResultSet, console: Console) -> None:
-    """The time-to-target table and each setup's curve, when the results have a quality target."""
-    from xpubench.report.target import target_table
-    from xpubench.report.target_chart import terminal_lines
-
-    table = target_table(data.frame)
-    if table.empty:
-        return
-    print_table(table, console)
-    console.print("The metric against wall time (the median seed):", highlight=False)
-    for line in terminal_lines(data):
-        console.print(f"  {line}", highlight=False, overflow="fold")
 
 
 def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
