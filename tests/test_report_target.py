@@ -14,8 +14,7 @@ from xpubench.report.build import build_report
 from xpubench.report.compare import compare_loaded, render
 from xpubench.report.frame import Entry, ResultSet
 from xpubench.report.summary import summary_table
-from xpubench.report.target import ranking_lines, sweep_lines, target_table
-from xpubench.report.target import curve_text
+from xpubench.report.target import curve_text, ranking_lines, sweep_lines, target_table
 from xpubench.report.terminal import print_run_output
 from xpubench.results.aggregate import aggregate
 
