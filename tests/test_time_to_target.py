@@ -106,7 +106,7 @@ def test_evaluation_every_n_steps_cuts_epochs_into_rounds_in_the_same_batch_orde
     assert m["epochs_to_target"] == pytest.approx(1.0) and m["steps_to_target"] == 5   # the 3rd evaluation
     assert trainer.indices == [0, 1, 2, 3, 4] and trainer.epochs_started == [0]
     assert out.series["target_epoch"] == pytest.approx([0.4, 0.8, 1.0])
-    assert m["eval_every_steps"] == 2 and m["epoch_s"] is None and "evaluated every 2 steps" in m["warning"]
+    assert m["eval_every_steps"] == 2 and m["epoch_s"] is None and m["epochs_run"] == 1
 
 
 def test_run_figures_of_a_recorded_curve():

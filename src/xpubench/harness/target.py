@@ -99,11 +99,9 @@ class TargetRun:
         outcome.series.update(target_wall_s=[p.wall_s for p in self.points],
                               target_value=[p.value for p in self.points],
                               target_epoch=[p.steps / self.steps for p in self.points])
-        if self.every:   # the loop's rounds are not epochs: no per-epoch time
+        if self.every:   # the loop's rounds are not epochs: no per-epoch time (eval_every_steps says why)
             outcome.metrics.update(first_epoch_s=None, epoch_s=None, epoch_samples_per_s=None,
                                    epochs_run=self.steps_done // self.steps)
-            note = f"evaluated every {self.every} steps: no per-epoch times"
-            outcome.metrics["warning"] = "; ".join(w for w in (outcome.metrics.get("warning"), note) if w)
         if not figures["target_reached"]:
             best, at = figures["target_best"], figures["target_best_epoch"]
             seen = "no valid value" if best is None else f"best {best:.4g} at epoch {at:.3g}"
