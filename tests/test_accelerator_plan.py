@@ -56,7 +56,9 @@ def test_the_same_for_the_tpu_the_mi300x_and_the_m2():
     mps = build_cases(PlanRequest(devices=["mps"], quick=True), machine("apple-m2"))
     assert {c.backend for c in mps} == {"torch"} and {c.device for c in mps} == {"mps"}
     assert {c.precision for c in mps if c.mode == "matmul"} == {"fp32", "bf16", "fp16"}   # defect 15
-    assert {c.precision for c in mps if c.mode == "train"} == {"fp32", "bf16"}
+    # no 16-bit training: bf16 is emulated on an M2 and this torch (2.4.1) has no GradScaler on MPS
+    # (second round, defect 12: tests/test_accelerator_round2.py)
+    assert {c.precision for c in mps if c.mode == "train"} == {"fp32"}
 
 
 def test_a_device_nobody_has_is_refused_naming_what_each_backend_has():

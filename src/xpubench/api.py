@@ -180,7 +180,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             left = len(cases) * processes
             for note in planned.notes:
                 _warn(hooks, note)
-            budget = _budget(request, env, began)
+            budget = _budget(request, env, began, hooks)
             if budget:
                 cases = budget.order(cases)
             out.touch()
@@ -214,12 +214,18 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     return aggregate_all(previous + runs)
 
 
-def _budget(request: PlanRequest, env: dict, began: float):
-    """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called."""
+def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | None = None):
+    """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called; none
+    for a run over several hosts (harness/cluster.py budget_note, said as a warning)."""
     from xpubench.estimate import case_seconds
     from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
+    from xpubench.harness.cluster import budget_note, from_env
 
     total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    lockstep = budget_note(from_env())
+    if total and lockstep:
+        _warn(hooks or RunHooks(), lockstep)
+        return None
     return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began, reserve_s=RESERVE_S,
                   repeat_safety=REPEAT_SAFETY) if total else None
 

@@ -24,11 +24,13 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     choose_devices,
     default_devices,
     expand_backends,
+    half_precision_note,
     has_tf32,
     matmul_dtypes,
     mode_batch_sizes,
     model_precisions,
     quick_batch_size,
+    quick_steps,
     runs_on,
     slow_cpu_dtypes,
 )
@@ -50,7 +52,8 @@ MODES = ("train", "infer")
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
-QUICK = {"epochs": 3, "steps": 2, "eval_batches": 2, "matmul_sizes": (1024, 2048),
+# (steps per epoch: plan_defaults.quick_steps, more on accelerators)
+QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
 
 
@@ -336,7 +339,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
     train_samples, eval_samples = req.train_samples, req.eval_samples
     if req.quick:
         epochs = epochs or QUICK["epochs"]
-        steps = steps or QUICK["steps"]
+        steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan_defaults.py)
     cases = []
     for precision in precisions:
         for mode in (case_mode(mod, m) for m in (["infer"] if precision == "int8" else modes)):
@@ -379,4 +382,8 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
             notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
                          f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
                          f"ask for it with --precision {slow[0]}")
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
+        half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
+        if half:
+            notes.append(half)
     return notes

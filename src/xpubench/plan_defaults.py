@@ -5,7 +5,8 @@ record is read (this machine's, or another one's from ``--env-file``)."""
 from __future__ import annotations
 
 from xpubench.devices.device import is_accelerator
-from xpubench.devices.records import cuda_capability, tf32_problem
+from xpubench.devices.precisions import fp16_problem, mps_fp16_training_problem, training_half
+from xpubench.devices.records import tf32_problem
 from xpubench.errors import UserError
 
 KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # Keras 3 on each: backend ids keras:jax, keras:torch, ...
@@ -84,7 +85,9 @@ def has_tf32(env: dict, backend: str, device: str) -> bool:
 def matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
     if backend == "numpy":
         return ["fp32"]
-    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)]
+    kind = _device_record(env, backend, device).get("kind")
+    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)
+              and not (d == "fp16" and fp16_problem(kind))]   # a TPU's "fp16" would run as bf16
     if has_tf32(env, backend, device):
         dtypes.insert(1, "tf32")
     return dtypes
@@ -92,14 +95,45 @@ def matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
 
 def model_precisions(env: dict, backend: str, device: str) -> list[str]:
     """The default precisions of a model workload: fp32 on a CPU; on an accelerator fp32, tf32 where the
-    chip has it (NVIDIA, compute capability >= 8.0) and its 16-bit training format: bf16, or fp16 on
-    NVIDIA GPUs before Ampere, whose tensor cores (and PyTorch's autocast) have no bf16."""
+    chip has it (NVIDIA, compute capability >= 8.0) and its 16-bit training format
+    (devices/precisions.py training_half): bf16; fp16 on NVIDIA GPUs before Ampere, whose tensor cores
+    (and PyTorch's autocast) have no bf16, and on Apple M1/M2 GPUs, whose bf16 is emulated (none there
+    with a torch whose GradScaler cannot run on MPS: ``half_precision_note`` says so)."""
     if not is_accelerator(device):
         return ["fp32"]
+    half, _ = _training_half(env, backend, device)
+    return ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), *([half] if half else [])]
+
+
+def _training_half(env: dict, backend: str, device: str) -> tuple[str | None, str | None]:
     record = _device_record(env, backend, device)
-    capability = cuda_capability(record.get("compute_capability"))
-    half = "fp16" if record.get("vendor") == "nvidia" and capability and capability < (8, 0) else "bf16"
-    return ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), half]
+    problem = None   # JAX scales fp16 losses itself (backends/jax_/loss_scale.py): no version gate
+    if device_backend(backend) == "torch" and record.get("kind") == "mps":
+        problem = mps_fp16_training_problem(env.get("backends", {}).get("torch", {}).get("version"))
+    return training_half(record, problem)
+
+
+def half_precision_note(env: dict, backend: str, device: str) -> str | None:
+    """Why the default 16-bit training precision of an accelerator is not bf16 here (said before a run),
+    or None."""
+    if not is_accelerator(device):
+        return None
+    _, note = _training_half(env, backend, device)
+    return f"{backend} {device}: {note}" if note else None
+
+
+QUICK_CPU_STEPS = 2        # the brief run's steps per epoch on a CPU (every step is synchronised and timed)
+QUICK_ACCEL_STEPS = 25     # ... on an accelerator, whose steady epochs are pipelined (one sync at the end):
+# an epoch then costs the first dispatch + N device steps + the final sync, so a step sample is
+# D + (dispatch + sync) / N. With a dispatch as long as a device step and a sync of a fifth of one
+# that is within 5% of the device's step time from N = 25 on, and 60% off at N = 2
+# (tests/test_accelerator_round2.py runs the training loop on a fake asynchronous device with a launch
+# cost and measures it). A host slower than the device is measured as it is: launch-bound.
+
+
+def quick_steps(device: str) -> int:
+    """Steps per epoch of a brief run's training case on this device (QUICK_CPU_STEPS / QUICK_ACCEL_STEPS)."""
+    return QUICK_ACCEL_STEPS if is_accelerator(device) else QUICK_CPU_STEPS
 
 
 def quick_batch_size(spec, device: str) -> int:

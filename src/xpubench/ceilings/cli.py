@@ -5,9 +5,12 @@ ceilings that ``xpubench env`` prints.
     xpubench ceilings -b torch -p fp32,bf16 --budget 20
     xpubench ceilings --show               # what the cache holds for this machine, measure nothing
     xpubench ceilings --refresh            # measure again even when cached
+    xpubench ceilings --dry-run -p bf16 --env-file tests/data/machines/h100-sxm.json   # plan another machine
 
 A run ranks its results against the cached figures (docs/ceilings.md); without them "% of ceiling"
-is n/a and the run says how to get them.
+is n/a and the run says how to get them. Each figure that has a published known-good counterpart
+(devices/knowngood.py: same chip, precision and framework) is compared with it: "your H100 reaches 92%
+of the known-good 794.5 TFLOP/s (mamf-finder, torch 2.7.0+cu126)", or how far below and what to check.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rich.table import Table
 from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ADAPTERS, PRECISIONS, ceilings_for
 from xpubench.errors import UserError
+from xpubench.harness.ceiling import Ceiling
 
 
 def add_parser(sub) -> None:
@@ -33,6 +37,10 @@ def add_parser(sub) -> None:
     p.add_argument("--refresh", action="store_true", help="measure again even when cached")
     p.add_argument("--show", action="store_true", help="only print what the cache holds for this machine")
     p.add_argument("--json", action="store_true", help="print the cached rows as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="say what would be measured and which known-good figure each is compared with; measure nothing")
+    p.add_argument("--env-file", metavar="FILE",
+                   help="with --dry-run: plan for the machine FILE describes (`xpubench env --json` saved there)")
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -54,33 +62,80 @@ def cached_table(env: dict) -> Table | str:
     return t
 
 
+def _plan(env: dict, args: argparse.Namespace) -> list[tuple[str, str, list[str]]]:
+    """(backend, device, precisions) to measure, checked against what is installed (one line if not)."""
+    installed = [b for b, info in env.get("backends", {}).items() if info.get("installed") and b in ADAPTERS]
+    backends = _split(args.backend) or installed
+    for b in backends:
+        if b not in installed:
+            raise UserError(f"no ceiling for backend {b!r} here (installed with an adapter: {', '.join(installed)})")
+    precisions = _split(args.precision) or ["fp32"]
+    planned = []
+    for b in backends:
+        for device in _split(args.device) or [d["id"] for d in env["backends"][b].get("devices", [])]:
+            usable = [p for p in precisions if p in PRECISIONS[b]]
+            if usable:
+                planned.append((b, device, usable))
+    return planned
+
+
+def known_good_lines(env: dict, entry: dict | None) -> list[str]:
+    """One line per device of the cached figures: each ceiling with a known-good counterpart compared with
+    it (devices/knowngood.py), or that none is published for the chip."""
+    from xpubench.devices import knowngood
+    from xpubench.harness.metrics import device_record
+
+    lines, said = [], set()
+    for data in (entry or {}).get("ceilings", {}).values():
+        c = Ceiling.from_dict(data)
+        record = device_record(env, c.backend, c.device)
+        name = record.get("name") or c.device
+        good = knowngood.comparable(record.get("chip"), "matmul", c.precision, c.backend)
+        if good and c.flops_per_s:
+            healthy, sentence = knowngood.verdict(c.flops_per_s, good, record.get("vendor"), name)
+            lines.append(f"{c.backend} {c.device} {c.precision}: {sentence}" + ("" if healthy else " [WARN]"))
+        elif not knowngood.figures_for(record.get("chip")) and name not in said:
+            said.add(name)
+            lines.append(f"{c.backend} {c.device}: known-good: none published for {name}")
+    return lines
+
+
 def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
     from xpubench.devices.detect import environment
+    from xpubench.devices.envfile import load_environment
 
-    env = environment()
+    if args.env_file and not args.dry_run:
+        raise UserError("--env-file describes another machine: use it with --dry-run (ceilings are measured here)")
+    env = load_environment(args.env_file) if args.env_file else environment()
     if args.budget is not None and not args.budget > 0:
         raise UserError(f"--budget must be > 0 seconds, got {args.budget}")
-    if not args.show:
-        installed = [b for b, info in env.get("backends", {}).items() if info.get("installed") and b in ADAPTERS]
-        backends = _split(args.backend) or installed
-        for b in backends:
-            if b not in installed:
-                raise UserError(f"no ceiling for backend {b!r} here (installed with an adapter: {', '.join(installed)})")
-        precisions = _split(args.precision) or ["fp32"]
-        for b in backends:
-            devices = _split(args.device) or [d["id"] for d in env["backends"][b].get("devices", [])]
-            for device in devices:
-                usable = [p for p in precisions if p in PRECISIONS[b]]
-                if not usable:
-                    continue
-                console.print(f"{b} {device}: {', '.join(usable)} ...", highlight=False)
-                got = ceilings_for(env, b, device, usable, budget_s=args.budget, refresh=args.refresh,
-                                   with_bandwidth=not args.no_bandwidth)
-                console.print(f"  {got['source']}" + (f" ({got['cache_note']})" if got["cache_note"] else ""),
-                              highlight=False)
+    planned = [] if args.show else _plan(env, args)
+    if args.dry_run:
+        return _dry_run(env, planned, args, console)
+    for b, device, usable in planned:
+        console.print(f"{b} {device}: {', '.join(usable)} ...", highlight=False)
+        got = ceilings_for(env, b, device, usable, budget_s=args.budget, refresh=args.refresh,
+                           with_bandwidth=not args.no_bandwidth)
+        console.print(f"  {got['source']}" + (f" ({got['cache_note']})" if got["cache_note"] else ""),
+                      highlight=False)
+    entry, _ = cache.lookup(cache.machine_key(env))
     if args.json:
-        entry, _ = cache.lookup(cache.machine_key(env))
         print(json.dumps(cache.summary_rows(entry), indent=1))
-    else:
-        console.print(cached_table(env))
+        return 0
+    console.print(cached_table(env))
+    for line in known_good_lines(env, entry):
+        console.print(line, highlight=False)
+    return 0
+
+
+def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Console) -> int:
+    from xpubench.devices import knowngood
+    from xpubench.harness.metrics import device_record
+
+    where = f"the machine {args.env_file} describes" if args.env_file else "this machine"
+    console.print(f"Dry run for {where}: nothing is measured, nothing is written.", highlight=False)
+    for b, device, usable in planned:
+        what = ", ".join(usable) + " matmul ceiling" + ("" if args.no_bandwidth else " and copy/triad bandwidth")
+        console.print(f"{b} {device}: would measure the {what}", highlight=False)
+        console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", highlight=False)
     return 0

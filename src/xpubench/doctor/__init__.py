@@ -9,6 +9,8 @@ user's device becomes a test bench. Per backend and device, in a fresh process e
 - ceiling: measured matmul FLOP/s stay below the chip's spec peak;
 - memory: the peak-memory counter sees an allocation;
 - compile: torch.compile / XLA compile and run a function;
+- known-good (only where a published achievable figure exists for the chip, precision and framework,
+  devices/knowngood.py): the measured product against it, a WARN well below it;
 and, once, the environment variables that change results (devices/envvars.py) and the CPU kernels the
 libraries chose: a WARN, with what it costs here, when one runs below what the CPU can do (kernels.py).
 Verdicts (``checks.py``) are PASS, WARN or FAIL with a one-line reason; any FAIL exits 1.
@@ -95,8 +97,25 @@ def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
                             else Row(name, FAIL, f"the check raised {errors[name]}"))
             elif name in measured:
                 rows.append(judge[name]())
+        rows += known_good_rows(record, backend, device, measured.get("ceiling") or {}, config["ceiling_size"])
     for row in rows:
         row.backend, row.device = backend, device
+    return rows
+
+
+def known_good_rows(record: dict, backend: str, device: str, ceiling: dict[str, float], size: int) -> list[Row]:
+    """The ceiling check's products against the chip's published achievable figures, where one is
+    comparable (devices/knowngood.py); PASS at HEALTHY_SHARE of it or above, else WARN with what to check."""
+    from xpubench.devices import knowngood
+
+    rows = []
+    for precision, flops in ceiling.items():
+        good = knowngood.comparable(record.get("chip"), "matmul", precision, backend)
+        if good and flops:
+            healthy, said = knowngood.verdict(flops, good, record.get("vendor"), record.get("name") or device)
+            rows.append(Row("known-good", checks.PASS if healthy else checks.WARN,
+                            f"{said} (here one {size}^3 product; `xpubench ceilings -b {backend} -p {precision}` "
+                            "searches shapes as the source did)"))
     return rows
 
 

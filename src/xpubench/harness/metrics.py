@@ -10,8 +10,13 @@ from typing import Any
 
 
 def device_record(fp: dict, backend: str, device: str) -> dict:
-    for dev in fp.get("backends", {}).get(backend, {}).get("devices", []):
-        if dev.get("id") == device:
+    """The device's record in an environment or fingerprint: for a Keras case the record of the framework
+    it runs on (keras:jax on jax's devices: the Keras record lists none of its own)."""
+    from xpubench.plan_defaults import device_backend
+
+    info = (fp.get("backends") or {}).get(device_backend(backend)) or {}
+    for dev in info.get("devices") or []:
+        if isinstance(dev, dict) and dev.get("id") == device:
             return dev
     return {}
 

@@ -23,6 +23,7 @@ from xpubench import envnames
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.harness import failures
 from xpubench.harness.budget import Budget
+from xpubench.harness.cluster import from_env
 from xpubench.harness.metrics import add_peak_metrics
 from xpubench.harness.outcome import Outcome
 from xpubench.plan import Case
@@ -143,11 +144,17 @@ def run_cases(
     the runs of this call not yet in the file are saved next to it (or in the temp folder) and
     AppendError says where; nothing that ran is lost.
 
+    In a run over several hosts (``harness/cluster.py``: one runner per host) every host must run the same
+    case at the same time, so nothing a host decides from its own results changes what it runs: no
+    case stops after a failed process and no larger batch is skipped after an OOM (api.run also runs
+    such a run without a budget).
+
     With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
     not fit in the time left is recorded as skipped with the reason, a further process that does not fit
     is not started (``on_cut``), and each worker's timeout is capped by the time left."""
     runs: list[Run] = []
     oom_at: dict[tuple, int] = {}
+    lockstep = from_env().multi   # several hosts: only the plan decides what runs (harness/cluster.py)
     earlier = list(earlier)
     done = {(r.case.get("run_id"), r.process) for r in earlier}
     stopped = {r.case.get("run_id") for r in earlier if r.status != "ok"}
@@ -176,14 +183,15 @@ def run_cases(
             limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
             outcome, wall = _run_within(budget, case, timeout_s, limit)
         state = machine.state(before, machine.snapshot())
-        _note_oom(oom_at, case, outcome["status"])
+        if not lockstep:   # a host's own failures would take it out of step with the others
+            _note_oom(oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
             problem = placement_problem(case, outcome.get("placement"))
             if problem:  # never a silent fallback: the numbers are kept, the status says what happened
                 outcome.update(status="error", message=problem)
             else:
                 add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
-        if outcome["status"] != "ok":
+        if outcome["status"] != "ok" and not lockstep:
             stopped.add(case.run_id)
         run = Run(
             case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),

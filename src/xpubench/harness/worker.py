@@ -42,14 +42,20 @@ def apply_memory_limit(device: str) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def prepare_environment(device: str, environ=os.environ) -> None:
+def prepare_environment(device: str, environ=os.environ, scratch: Path | None = None) -> None:
     """Framework settings every case's process needs, set before any framework is imported:
     JAX must not preallocate 75% of every visible GPU (XLA_PYTHON_CLIENT_PREALLOCATE=false, unless the
-    user set it; the fingerprint records any such variable), and a CPU case sees no accelerator
-    (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's default-device work on a GPU."""
+    user set it; the fingerprint records any such variable), a CPU case sees no accelerator
+    (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's default-device work on a GPU, and with
+    ``scratch`` (the worker's private folder) torch's compilation caches start empty in it
+    (harness/compile_cache.py), so compile_s is a cold compile as JAX's is."""
     environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if not is_accelerator(device):
         environ["JAX_PLATFORMS"] = "cpu"
+    if scratch is not None:
+        from xpubench.harness.compile_cache import use_fresh_caches
+
+        use_fresh_caches(scratch, environ)
 
 
 def watch_parent(interval_s: float = 0.5) -> None:
@@ -78,7 +84,7 @@ def main(argv: list[str]) -> int:
     case_path, result_path = Path(argv[0]), Path(argv[1])
     case = Case.from_dict(json.loads(case_path.read_text()))   # imports no framework
     apply_memory_limit(case.device)
-    prepare_environment(case.device)
+    prepare_environment(case.device, scratch=result_path.parent)   # the runner's private folder for this worker
     try:
         outcome = execute(case)
     except BaseException as exc:  # every failure becomes this case's result

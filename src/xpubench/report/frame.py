@@ -82,20 +82,19 @@ def timing_samples(result: Result) -> np.ndarray:
 def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     c, fp = result.case, result.fingerprint or {}
-    for dev in (fp.get("backends") or {}).get(c.get("backend"), {}).get("devices") or []:
-        if isinstance(dev, dict) and dev.get("id") == c.get("device"):
-            return dev.get("name")
-    if c.get("device") == "cpu":
+    name = device_record(result).get("name")
+    if name is None and c.get("device") == "cpu":
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
-    return None
+    return name
 
 
 def device_record(result: Result) -> dict:
+    """The case's device record in its fingerprint (a Keras case's: its framework's, harness/metrics.py)."""
+    from xpubench.harness.metrics import device_record as record
+
     fp = result.fingerprint or {}
-    for dev in (fp.get("backends") or {}).get(result.case.get("backend"), {}).get("devices") or []:
-        if isinstance(dev, dict) and dev.get("id") == result.case.get("device"):
-            return dev
-    return {}
+    return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
+                  str(result.case.get("device")))
 
 
 def _flat(value: Any) -> Any:

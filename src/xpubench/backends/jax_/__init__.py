@@ -11,11 +11,20 @@ class JaxBackend(Backend):
     name = "jax"
 
     def unsupported(self, case) -> str | None:
-        if case.precision == "tf32":
-            from xpubench.backends.jax_.device import jax_devices, tf32_unavailable
+        """tf32 off NVIDIA Ampere+ and fp16 on a TPU (devices/precisions.py) are skipped with the reason.
+        The device is looked up after ``jax.distributed.initialize`` in a multi-process case: jax 0.10
+        refuses to initialise once any call has started its backends ("must be called before any JAX
+        computations"), and ``jax.devices()`` starts them. Joining also checks that every process runs
+        this case (``distributed.join``)."""
+        if case.devices > 1:   # join the cluster first (a no-op for one process), peers on this same case
+            from xpubench.backends.jax_ import distributed
 
-            return tf32_unavailable(jax_devices(case.device)[0])
-        return None
+            distributed.join(case)
+        if case.precision not in ("tf32", "fp16"):
+            return None
+        from xpubench.backends.jax_.device import precision_problem
+
+        return precision_problem(first_device(case), case.precision)
 
     def matmul_ops(self, case):
         from xpubench.backends.jax_.matmul import ops_for
@@ -55,6 +64,18 @@ class JaxBackend(Backend):
         from xpubench.backends.jax_.doctor import doctor_ops
 
         return doctor_ops(device)
+
+
+def first_device(case):
+    """The case's first JAX device (a data-parallel case's: the first of its mesh, looked up after
+    ``distributed.join``)."""
+    if case.devices > 1:
+        from xpubench.backends.jax_.distributed import mesh_devices
+
+        return mesh_devices(case.device, case.devices)[0]
+    from xpubench.backends.jax_.device import jax_devices
+
+    return jax_devices(case.device)[0]
 
 
 BACKEND = JaxBackend()

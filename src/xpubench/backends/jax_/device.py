@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from xpubench.devices.precisions import fp16_problem
 from xpubench.devices.records import is_amd, kind_of_platform, tf32_problem
 from xpubench.errors import UserError
 
@@ -32,6 +33,21 @@ def tf32_unavailable(device) -> str | None:
     capability = getattr(device, "compute_capability", None)
     amd = is_amd(device.platform, getattr(device, "device_kind", ""), capability)
     return tf32_problem(kind_of(device), "amd" if amd else "nvidia", capability)
+
+
+def gpu_identity(device) -> dict:
+    """The GPU's vendor for the energy meter (energy/windows.py); JAX reports no UUID, so the board is
+    found through the visible-devices variables (energy/gpu.py physical_gpu)."""
+    amd = is_amd(device.platform, getattr(device, "device_kind", ""), getattr(device, "compute_capability", None))
+    return {"vendor": "amd" if amd else "nvidia", "uuid": None}
+
+
+def precision_problem(device, precision: str) -> str | None:
+    """Why a case at ``precision`` would not measure that format on this JAX device, or None: tf32 off
+    NVIDIA Ampere+ (``tf32_unavailable``), fp16 on a TPU (devices/precisions.py)."""
+    if precision == "tf32":
+        return tf32_unavailable(device)
+    return fp16_problem(kind_of(device)) if precision == "fp16" else None
 
 
 def jax_devices(device_id: str, count: int = 1) -> list:

@@ -291,8 +291,10 @@ class JaxTrainer:
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
-        out = {"autotune": autotune_setting(self.device)}
         from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
+        from xpubench.harness.compile_cache import warm_cache_note
+
+        out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note("jax")}
 
         moved = step_bytes_per_sample(self._train, self.global_batch, getattr(self, "flops_per_sample", None))
         if moved:

@@ -14,6 +14,10 @@ class KerasBackend(Backend):
     def unsupported(self, case) -> str | None:
         if case.devices != 1:
             return "Keras cases run on one device (no data-parallel path)"
+        if case.precision in ("tf32", "fp16"):
+            from xpubench.backends.keras_.device import precision_problem
+
+            return precision_problem(case)
         return None
 
     def matmul_ops(self, case):

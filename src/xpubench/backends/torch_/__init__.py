@@ -20,6 +20,12 @@ class TorchBackend(Backend):
             from xpubench.backends.torch_.device import tf32_unavailable, torch_device
 
             return tf32_unavailable(torch_device(case.device))
+        if case.precision == "fp16" and case.mode == "train" and case.device == "mps":
+            import torch
+
+            from xpubench.devices.precisions import mps_fp16_training_problem
+
+            return mps_fp16_training_problem(torch.__version__)   # GradScaler on MPS: torch >= 2.8
         return None
 
     def matmul_ops(self, case):

@@ -33,6 +33,7 @@ from xpubench.backends.torch_.device import (
     torch_device,
 )
 from xpubench.harness.casedata import batch_order
+from xpubench.harness.compile_cache import warm_cache_note
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -264,7 +265,9 @@ class TorchTrainer:
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: compiled or eager (and why, as a warning),
         autotuning, fp16's loss scaling."""
-        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": self.compile_note}
+        warm = warm_cache_note("torch") if self.compiled else None
+        notes = "; ".join(n for n in (self.compile_note, warm) if n)
+        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": notes or None}
         if self.scaler is not None:
             out.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
         if hasattr(self.spec, "attention"):
