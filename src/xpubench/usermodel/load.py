@@ -14,6 +14,7 @@ message, from one forward pass of two synthetic samples) or its output does not 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -87,7 +88,9 @@ def detect_framework(obj: Any) -> str | None:
 
 def load(case) -> LoadedModel:
     """Import, call, recognise, check and register the case's model (see the module docstring)."""
-    ref = parse_reference(case.options["model"])
+    text, file = case.options["model"], case.options.get("model_file")
+    ref = parse_reference(text) if not file else dataclasses.replace(   # the file the plan resolved: any folder
+        parse_reference(f"{file}:{text.rpartition(':')[2]}"), text=text)
     if "keras" not in sys.modules and (case.backend.startswith("keras") or "keras" in ref.frameworks):
         from xpubench.backends.keras_.device import import_keras, keras_backend_of
 
