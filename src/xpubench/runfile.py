@@ -58,7 +58,8 @@ def held(out: Path, *, create: bool):
     except ImportError:  # not POSIX: no locking
         yield
         return
-    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT if create else 0)
+    flags = (os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)   # never waits
+             | (os.O_CREAT if create else 0))                                                      # on a FIFO
     try:
         fd = os.open(out, flags, 0o644)
     except OSError as exc:
