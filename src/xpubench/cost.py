@@ -79,7 +79,7 @@ def load_prices_file(path: str | Path) -> dict[str, float]:
     try:
         data = readfile.loads_toml(readfile.read_text(p, "prices file", readfile.MiB), f"prices file {p}")
     except readfile.FileProblem as exc:
-        raise UserError(str(exc) if exc.reason == "does not exist" else f"prices file {p} is unreadable: "
+        raise UserError(str(exc) if exc.reason == "does not exist" else f"prices file {p} is unreadable: it "
                         f"{exc.reason}") from None
     table = data.get("prices", data)
     if not isinstance(table, dict) or not table:
