@@ -3,6 +3,7 @@ before anything runs; -b keras in the plan; xpubench.bench; the report's Framewo
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,9 @@ def test_the_backend_is_the_framework_the_file_imports(ref, backends):
     function = ref.rpartition(":")[2]
     assert {c.workload for c in cases} == {function}
     assert {c.mode for c in cases} == {"train"}                     # train unless --mode says otherwise
-    assert all(c.options == {"model": ref} for c in cases)
+    source = Path(ref.rpartition(":")[0])   # the file resolved and its digest, for --resume from anywhere
+    assert all(c.options == {"model": ref, "model_file": str(source.resolve()),
+                             "model_sha256": hashlib.sha256(source.read_bytes()).hexdigest()} for c in cases)
     assert all(c.key.endswith(ref.rpartition(":")[0]) for c in cases)
 
 

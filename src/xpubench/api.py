@@ -10,72 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as _dt
-import json
 import os
-import socket
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpubench import runfile
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
 from xpubench.results.aggregate import aggregate_all
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
-from xpubench.results.schema import Result, Run
+from xpubench.results.schema import Result, Run, retryable
+from xpubench.runfile import default_output, held, plan_path, read_plan, write_plan
 
-
-def default_output() -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(f"xpubench-{socket.gethostname()}-{stamp}.jsonl")
-
-
-PLAN_VERSION = 1
 DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
 MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
-
-
-def plan_path(output: Path) -> Path:
-    return output.with_name(output.name + ".plan.json")
-
-
-def _write_plan(output: Path, cases: list[Case], settings: dict) -> None:
-    """The sidecar --resume reads: every case of the run, and the run's timeout and memory limit."""
-    path = plan_path(output)
-    tmp = path.with_name(path.name + ".tmp")
-    blob = {"plan_version": PLAN_VERSION, "settings": settings, "cases": [c.as_dict() for c in cases]}
-    try:
-        tmp.write_text(json.dumps(blob, indent=1))
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write the plan {path}: {exc.strerror or exc}; choose another --output") from None
-
-
-def _read_plan(output: Path) -> tuple[list[Case], dict]:
-    path = plan_path(output)
-    if not path.exists():
-        raise UserError(f"cannot resume {output}: its plan {path.name} is missing (it is written by `run`)")
-    try:
-        blob = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(blob, list):  # the first sidecars were a bare list of cases
-            blob = {"plan_version": 1, "cases": blob}
-        version = blob.get("plan_version")
-        if not isinstance(version, int) or version > PLAN_VERSION:
-            raise UserError(f"cannot resume {output}: {path.name} has plan version {version!r}, newer than "
-                            "this xpubench reads; upgrade xpubench")
-        cases = [Case.from_dict(d) for d in blob["cases"]]
-        settings = blob.get("settings") or {}
-        stored = [d.get("run_id") for d in blob["cases"]]
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError, OSError) as exc:
-        raise UserError(f"cannot resume {output}: {path.name} is unreadable ({exc})") from None
-    if stored != [c.run_id for c in cases]:  # the case identity changed: matching results would be unsafe
-        raise UserError(f"cannot resume {output}: its plan was written by another xpubench version; "
-                        "start a new run")
-    return cases, settings
 
 
 def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
@@ -130,13 +82,17 @@ class RunHooks:
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
-        hooks: RunHooks | None = None, measure_ceilings: bool = False, **request_fields: Any) -> list[Result]:
+        hooks: RunHooks | None = None, measure_ceilings: bool = False, allow_changed_model: bool = False,
+        **request_fields: Any) -> list[Result]:
     """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
     interleaved with the other cases), append each process's result to ``output`` as it ends.
 
     Pass a PlanRequest or its fields as keywords (``workloads=["matmul"], backends=["numpy"]``).
     With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
-    in FILE run. Returns one Result per case (for resume: the earlier ones too).
+    in FILE run (a case that failed on bad input found in its worker, a missing or corrupt file, runs
+    again). A resume says which model files it will import and refuses one whose sha256 differs from the
+    plan's unless ``allow_changed_model``. Returns one Result per case (for resume: the earlier ones too).
+    Only one run writes a file at a time (runfile.held): a second is refused in one line.
 
     ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
     the whole run, detection, worker start and compilation included (harness/budget.py); a resumed run
@@ -166,14 +122,16 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             timeout_s = timeout_s or settings.get("timeout_s")
             memory_limit_bytes = memory_limit_bytes or settings.get("memory_limit_bytes")
             processes = settings.get("processes") or 1  # plans written before processes were repeated: 1
-            left = _runs_left(cases, processes, previous)
+            check_run_settings(timeout_s, memory_limit_bytes, processes)
+            earlier = [r for r in previous if not retryable(r)]   # bad input fixed since: run it again
+            pending = _pending(cases, processes, earlier)
+            left = len(pending)
+            _say_resume(out, [c for c, _ in pending], previous, hooks, allow_changed_model)
             env = environment or (_detect() if left else {})
         else:
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
-            store.check_writable(out)
-            if out.exists() and out.stat().st_size:
-                raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
+            check_new_output(out)
             planned = plan(request, environment=environment, environ=dict(os.environ))
             env, cases = planned.environment, planned.cases
             processes = processes or DEFAULT_PROCESSES
@@ -183,10 +141,10 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             budget = _budget(request, env, began, hooks)
             if budget:
                 cases = budget.order(cases)
-            out.touch()
-            _write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
-                                     "processes": processes, "budget_s": budget.total_s if budget else None})
-            stack.enter_context(store.exclusive(plan_path(out)))
+            stack.enter_context(held(out, create=True))   # before the plan: a second run is refused here
+            write_plan(out, cases, {"timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
+                                    "processes": processes, "budget_s": budget.total_s if budget else None})
+            earlier = []
         if memory_limit_bytes and any(is_accelerator(c.device) for c in cases):
             _warn(hooks, "--memory-limit applies to CPU cases only: accelerator cases run without an address-space "
                   "cap (their runtimes reserve more address space than memory)")
@@ -206,7 +164,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         runs = run_cases(
             cases, out, fingerprint=fp, processes=processes, timeout_s=timeout_s or quick_default,
             memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
-            earlier=previous, budget=budget, on_cut=hooks.on_cut,
+            earlier=earlier, budget=budget, on_cut=hooks.on_cut,
         )
     said = budget.summary(processes) if budget else None
     if said:
@@ -230,11 +188,33 @@ def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | Non
                   repeat_safety=REPEAT_SAFETY) if total else None
 
 
-def _runs_left(cases: list[Case], processes: int, previous: list[Run]) -> int:
-    """Worker processes a resumed run still has to start (a case with a failed process starts no more)."""
+def check_new_output(out: Path) -> None:
+    """A new run writes a new or empty regular file it can write: one holding results is resumed,
+    anything else is not ours (one line each; ``--dry-run`` checks the same)."""
+    store.check_writable(out)
+    if out.exists() and out.stat().st_size:
+        if store.holds_results(out):
+            raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
+        raise UserError(f"{out} is not empty and is not an xpubench results file: choose another --output "
+                        "(a run writes a new or empty file)")
+
+
+def _say_resume(out: Path, todo: list[Case], previous: list[Run], hooks: RunHooks, allow_changed_model: bool) -> None:
+    """The cases run again after bad input, and the model files the resume imports (refused if changed)."""
+    retried = list(dict.fromkeys(r.key for r in previous if retryable(r)))
+    if retried:
+        _warn(hooks, f"running again {len(retried)} case(s) that failed on bad input (fixed since?): "
+              + ", ".join(retried[:3]) + (" ..." if len(retried) > 3 else ""))
+    models = runfile.check_models(out, todo, allow_changed=allow_changed_model)
+    if models:
+        _warn(hooks, f"--resume imports model file(s): {'; '.join(models)}")
+
+
+def _pending(cases: list[Case], processes: int, previous: list[Run]) -> list[tuple[Case, int]]:
+    """The (case, process) a resumed run still has to start (a case with a failed process starts no more)."""
     done = {(r.case.get("run_id"), r.process) for r in previous}
     stopped = {r.case.get("run_id") for r in previous if r.status != "ok"}
-    return sum(1 for c in cases for i in range(processes) if (c.run_id, i) not in done and c.run_id not in stopped)
+    return [(c, i) for c in cases for i in range(processes) if (c.run_id, i) not in done and c.run_id not in stopped]
 
 
 def _warn(hooks: RunHooks, message: str) -> None:
@@ -276,10 +256,11 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
     The file is locked first, then read; a torn last line is cut off only once the rest has loaded."""
     if request is not None or request_fields:
         raise UserError("--resume takes the plan from the results file: give no other plan options")
-    if not out.is_file():
+    if not out.exists():
         raise UserError(f"cannot resume {out}: no such file")
-    cases, settings = _read_plan(out)
-    stack.enter_context(store.exclusive(plan_path(out)))
+    store.check_writable(out)
+    stack.enter_context(held(out, create=False))   # first: another run or resume on it is refused here
+    cases, settings = read_plan(out)
     previous: list[Run] = []
     if out.stat().st_size:
         loaded = store.load_file(out)  # refuses a file that is not results before anything changes
@@ -287,7 +268,6 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
     warning = store.drop_torn_tail(out)
     if warning and hooks.on_warning:
         hooks.on_warning(warning)
-    store.check_writable(out)
     planned = {c.run_id for c in cases}
     stray = [r for r in previous if r.case.get("run_id") not in planned]
     if stray and hooks.on_warning:
@@ -312,8 +292,9 @@ def compare(a, b, *more, **kwargs) -> Any:
     return compare_files(a, b, *more, **kwargs)
 
 
-def report(paths, output: str | Path, *, fmt: str | None = None) -> Path:
-    """Write a self-contained HTML page (or Markdown with PNG charts) from results files."""
+def report(paths, output: str | Path, *, fmt: str | None = None, force: bool = False) -> Path:
+    """Write a self-contained HTML page (or Markdown with PNG charts) from results files. ``output`` may
+    be new, empty or a report xpubench wrote; ``force=True`` replaces any other file except results."""
     from xpubench.report.build import write_report
 
-    return write_report(paths, Path(output), fmt=fmt)
+    return write_report(paths, Path(output), fmt=fmt, force=force)

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("files", nargs="+")
     rep.add_argument("-o", "--output", default="xpubench-report.html")
     rep.add_argument("--format", choices=["html", "md"], default=None)
+    rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
+                     "(never a results file)")
 
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
     cmp_.add_argument("files", nargs="+")
@@ -65,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
     cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
                       help="smallest change (in %%) called significant (default 5)")
+    cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
+                      "(never a results file)")
     return p
 
 
@@ -156,32 +160,32 @@ def cmd_doctor(args, console) -> int:
     return doctor.exit_code(rows)
 
 
-def _check_inputs(files: list[str], output: str | None) -> None:
-    """Refuse unreadable results files and an unwritable output before any work (one line, exit 2)."""
-    from pathlib import Path
-
+def _check_inputs(files: list[str], output: str | None, force: bool, what: str) -> None:
+    """Refuse unreadable results files and an output that must not be written before any work (one line,
+    exit 2): report/outputs.py."""
+    from xpubench.report.outputs import check_output
     from xpubench.results import store
 
     store.load_results(files)
     if output:
-        store.check_writable(Path(output), what="the output")
+        check_output(output, files, force=force, what=what)
 
 
 def cmd_report(args, console) -> int:
-    _check_inputs(args.files, args.output)
+    _check_inputs(args.files, args.output, args.force, "the report")
     from xpubench.api import report
 
-    path = report(args.files, args.output, fmt=args.format)
+    path = report(args.files, args.output, fmt=args.format, force=args.force)
     console.print(f"report written to {path}")
     return 0
 
 
 def cmd_compare(args, console) -> int:
-    _check_inputs(args.files, args.output)
+    _check_inputs(args.files, args.output, args.force, "the comparison")
     from xpubench.report.compare import run_compare_command
 
     return run_compare_command(args.files, fmt=args.format, output=args.output, console=console,
-                               min_change=args.min_change / 100)
+                               min_change=args.min_change / 100, force=args.force)
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,

@@ -42,16 +42,18 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     for note in planned.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(planned.cases)} case(s)", title_justify="left")
-    for col in ("#", "case", "batch / N", "devices", "length", "est."):
-        table.add_column(col, justify="right" if col in ("#", "devices", "est.") else "left", overflow="fold")
+    for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
+        table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
+                         overflow="fold")
     for i, case in enumerate(planned.cases, 1):
         seconds, known = estimate.case_seconds(case, env)
         size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
         table.add_row(str(i), case.key, size, str(case.devices), _length(case),
-                      estimate.describe(seconds) + ("" if known else " +?"))
+                      estimate.describe(seconds * processes) + ("" if known else " +?"))
     console.print(table)
     total, unknown = estimate.plan_seconds(planned.cases, env)
-    console.print(f"estimated time: about {estimate.describe(total)}"
+    console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
+                  "per case)"
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
                     "the peak; see src/xpubench/estimate.py)", highlight=False, soft_wrap=True)

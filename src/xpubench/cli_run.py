@@ -81,6 +81,9 @@ def _dry_run(args, console) -> int:
     from xpubench.harness.budget import default_budget
 
     request, opts = request_from(args)
+    api.check_run_settings(opts["timeout"], opts["memory_limit"], opts["processes"])   # as the real run would
+    if opts.get("output"):
+        api.check_new_output(Path(opts["output"]))
     env = load_environment(args.env_file) if args.env_file else None
     budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
     return print_plan(api.plan(request, environment=env), console, args.env_file, budget_s=budget,
@@ -95,6 +98,8 @@ def _execute_run(args, console) -> int:
         return _dry_run(args, console)
     if getattr(args, "env_file", None):
         raise UserError("--env-file describes another machine: use it with --dry-run (a run measures this one)")
+    if getattr(args, "allow_changed_model", False) and not args.resume:
+        raise UserError("--allow-changed-model goes with --resume (a new run records the model file as it is)")
     if args.resume:
         _check_resume_flags(args)
         timeout, memory_limit, processes = args.timeout, args.memory_limit, None
@@ -103,19 +108,14 @@ def _execute_run(args, console) -> int:
         timeout, memory_limit, processes = opts["timeout"], opts["memory_limit"], opts["processes"]
     api.check_run_settings(timeout, memory_limit, processes)
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
-    fresh = []  # the results of this call (with --resume, api.run also returns the earlier ones)
-
-    def on_result(result):
-        fresh.append(result)
-        progress.result(result)
-
-    hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=on_result,
+    hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
                          on_budget=progress.budget, on_cut=progress.cut,
                          on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
     if args.resume:
         out = Path(args.resume)
         with progress:
-            results = api.run(resume=out, timeout_s=timeout, memory_limit_bytes=memory_limit, hooks=hooks)
+            results = api.run(resume=out, timeout_s=timeout, memory_limit_bytes=memory_limit, hooks=hooks,
+                              allow_changed_model=getattr(args, "allow_changed_model", False))
     else:
         out = Path(opts["output"]) if opts.get("output") else api.default_output()
         with progress:
@@ -123,7 +123,7 @@ def _execute_run(args, console) -> int:
                               processes=processes, hooks=hooks,
                               measure_ceilings=getattr(args, "measure_ceilings", False))
     print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
-    return summarize_failures(fresh)
+    return summarize_failures(results)
 
 
 def _cluster_settings(args):
@@ -144,19 +144,33 @@ def _cluster_settings(args):
     return contextlib.nullcontext()
 
 
+# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 130 (cli.py)
+EXIT_OK = 0            # every case ended ok or was skipped with its reason, and at least one measured ok
+EXIT_SOME_FAILED = 1   # some cases failed (error, crash, oom, timeout); at least one ended ok
+EXIT_BAD_INPUT = 2     # bad input: nothing ran, or a case's worker found a bad input file (one line)
+EXIT_NONE_OK = 3       # no case ended ok: every one failed or was skipped, nothing was measured
+
+
 def summarize_failures(results) -> int:
-    """One stderr line about cases that did not end ok. Exit 2 when a case failed on bad input found
-    inside its worker (a corrupt data file: the user must act); OOMs, crashes and timeouts are
-    measurements of this machine and leave the exit code 0."""
+    """The run's exit code (EXIT_*) from its cases (``results``: one Result per case of the run, a resume's
+    earlier ones included), with one stderr line when not every case ended ok. A case that failed on bad
+    input found inside its worker (a corrupt data file, a model file gone: the user must act) is
+    EXIT_BAD_INPUT; a case whose processes partly failed ended ok (its warning says so)."""
     from xpubench.harness.failures import USER_ERRORS
 
-    failed = list({r.key: r for r in results if r.status not in ("ok", "skipped")}.values())
+    failed = [r for r in results if r.status not in ("ok", "skipped")]
     user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]
     if user:
         first = user[0]
         more = f" (and {len(user) - 1} more case(s) like it)" if len(user) > 1 else ""
         print(f"xpubench: error: {first.key}: {first.message}{more}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    statuses = [r.status for r in results]
+    if "ok" not in statuses:
+        skipped = statuses.count("skipped")
+        print(f"xpubench: no case finished ok ({len(statuses) - skipped} failed, {skipped} skipped): nothing was "
+              "measured (see the status column)", file=sys.stderr)
+        return EXIT_NONE_OK
     if failed:
         print(f"{len(failed)} case(s) did not finish ok (see the status column)", file=sys.stderr)
-    return 0
+    return EXIT_SOME_FAILED if failed else EXIT_OK

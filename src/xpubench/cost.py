@@ -73,19 +73,14 @@ def parse_price_flags(values: Iterable[str]) -> dict[str, float]:
 
 def load_prices_file(path: str | Path) -> dict[str, float]:
     """Prices from a TOML file (see the module docstring)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+    from xpubench import readfile
+
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"prices file {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"prices file {p} is unreadable: {getattr(exc, 'strerror', None) or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"prices file {p} is not valid TOML: {exc}") from None
+        data = readfile.loads_toml(readfile.read_text(p, "prices file", readfile.MiB), f"prices file {p}")
+    except readfile.FileProblem as exc:
+        raise UserError(str(exc) if exc.reason == "does not exist" else f"prices file {p} is unreadable: it "
+                        f"{exc.reason}") from None
     table = data.get("prices", data)
     if not isinstance(table, dict) or not table:
         raise UserError(f"prices file {p}: expected a [prices] table of DEVICE = USD per hour")

@@ -117,6 +117,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("config", "--config", "cli", "TOML file with the same options", in_config=False),
     _o("output", "-o --output", "run.output", "results file (JSON Lines)", toml=read.text()),
     _o("resume", "--resume", "cli", "finish the cases of an interrupted results file", **CLI_ONLY),
+    _o("allow_changed_model", "--allow-changed-model", "cli", "with --resume: import a --model file whose content "
+       "changed since the run was planned (its results carry the new sha256)", action="store_true", **CLI_ONLY),
     _o("processes", "--processes", "run.processes", "worker processes per case, interleaved with the other "
        "cases (default 3; the machine's noise between processes is measured only with 2 or more)",
        type=read.whole, metavar="K"),

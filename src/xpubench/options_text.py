@@ -7,11 +7,13 @@ acceptable (above 0, a known name, ...) is decided once, by plan.validate or api
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
+from xpubench import readfile
 from xpubench.errors import UserError
+
+MAX_TEXT = readfile.MiB   # a config or prices file
 
 
 def csv(kind, name: str):
@@ -115,19 +117,14 @@ def prices(value) -> dict:
     if not isinstance(value, str):
         raise argparse.ArgumentTypeError(f"must be a table (device = USD per hour) or a file, got {value!r}")
     path = Path(value).expanduser()
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"prices file {value} does not exist (or is not a file)")
     try:
-        content = path.read_text(encoding="utf-8")
-        data = json.loads(content) if path.suffix.lower() == ".json" else _toml(content)
-    except UnicodeDecodeError:
-        raise argparse.ArgumentTypeError(f"prices file {value} is not a text (UTF-8) file") from None
-    except OSError as exc:
-        raise argparse.ArgumentTypeError(f"prices file {value} is unreadable: {exc.strerror or exc}") from None
-    except ValueError as exc:   # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors
-        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
-        raise argparse.ArgumentTypeError(f"prices file {value} is not valid {kind}: {' '.join(str(exc).split())}") \
-            from None
+        content = readfile.read_text(path, "prices file", MAX_TEXT)
+        if path.suffix.lower() == ".json":
+            data = readfile.loads_json(content, f"prices file {value}")
+        else:
+            data = readfile.loads_toml(content, f"prices file {value}")
+    except UserError as exc:   # missing, not a regular file, too large, not UTF-8, not JSON / TOML
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if isinstance(data, dict) and isinstance(data.get("prices"), dict):
         data = data["prices"]
     if not isinstance(data, dict):
@@ -135,24 +132,8 @@ def prices(value) -> dict:
     return data
 
 
-def _toml(content: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    return tomllib.loads(content)
-
-
 def read_toml(path: str, what: str) -> dict:
-    """A TOML file -> dict; a missing, binary, unreadable or malformed file is one line."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{what} {path} does not exist (or is not a file)")
-    try:
-        return _toml(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{what} {path} is not a text (UTF-8) file: give a TOML file") from None
-    except OSError as exc:
-        raise UserError(f"{what} {path} is unreadable: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise UserError(f"{what} {path} is not valid TOML: {exc}") from None
+    """A TOML file -> dict; a missing, binary, unreadable, oversized or malformed file, or one that is not
+    a regular file (a FIFO, a device), is one line (readfile.py)."""
+    text = readfile.read_text(path, what, MAX_TEXT, hint=": give a TOML file")
+    return readfile.loads_toml(text, f"{what} {path}")

@@ -270,7 +270,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         precisions=_unique(req.precisions), modes=_unique(req.modes),
         batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
-        device_counts=_unique(req.device_counts))
+        device_counts=_unique(req.device_counts),
+        data_dir=str(Path(req.data_dir).expanduser().resolve()) if req.data_dir else None)  # resume from anywhere
     cluster = _cluster()
     defaults = [*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS]
     workloads = req.workloads or ([] if req.model else  # --model alone runs that model only

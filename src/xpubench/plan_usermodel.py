@@ -14,7 +14,9 @@ resume).
   function on its own framework; a case whose backend is not the model's is skipped in the worker.
 - **modes**: train unless ``--mode`` says otherwise (``--mode train,infer`` for both).
 - **options**: ``{"model": the reference as written, "model_input": {the given input_shape,
-  input_dtype, task, vocab_size}}``; the worker's values given here win over the keys of the dict FUNCTION returns.
+  input_dtype, task, vocab_size}, "model_sha256": the file's digest, "model_file": a file's absolute
+  path}``; the worker imports ``model_file`` (so ``--resume`` works from any folder, runfile.check_models
+  refusing a file whose digest changed); its values given here win over the keys of the dict FUNCTION returns.
 - **identity**: ``Case.key`` carries the file as written (``my_models.py``), so two models with the same
   function name in different files are two cases; an edited file keeps its key (compare a model before
   and after a change) while ``run_id`` and every result's ``model_sha256`` tell the versions apart.
@@ -58,7 +60,9 @@ def model_plan(req, env: dict) -> ModelPlan:
                         "input shape (docs/your-model.md)")
     given = model_input_options(req)
     backends = list(req.backends or _backends_of_imports(env, ref))
-    options = {"model": req.model.strip(), **({"model_input": given} if given else {})}
+    options = {"model": req.model.strip(), **({"model_input": given} if given else {}), "model_sha256": ref.sha256}
+    if ref.text.rpartition(":")[0].endswith(".py"):   # a file: its absolute path, so --resume works from anywhere
+        options["model_file"] = str(ref.path)
     return ModelPlan(ref.function, {b: _device_source(env, b) for b in backends}, options)
 
 

@@ -75,6 +75,7 @@ def fastest(data: ResultSet) -> list[str]:
                            f"({est.note}): no clear winner")
             lines.append(f"{text}; {verdict}.")
     rows = ok_rows(frame, "matmul")
+    rows = rows[column(rows, "warm_flops_per_s").notna()] if not rows.empty else rows   # a rate n/a: not ranked
     multi = many_sources(rows)
     for precision, sub in rows.groupby("precision") if not rows.empty else []:
         sub = sub.assign(warm=column(sub, "warm_flops_per_s"))

@@ -157,13 +157,15 @@ def output_format(output: Path, fmt: str | None) -> str:
     return fmt
 
 
-def write_report(paths, output: Path, *, fmt: str | None = None) -> Path:
-    """Load the files, build the report, write it; returns the path written."""
+def write_report(paths, output: Path, *, fmt: str | None = None, force: bool = False) -> Path:
+    """Load the files, build the report, write it; returns the path written. Never over a results file
+    or one of ``paths``, nor over a file xpubench did not write unless ``force`` (report/outputs.py)."""
     from xpubench.report import html, markdown
+    from xpubench.report.outputs import check_output
 
     output = Path(output)
     fmt = output_format(output, fmt)
-    store.check_writable(output, what="the report")
+    check_output(output, [paths] if isinstance(paths, (str, Path)) else paths, force=force, what="the report")
     report = build_report(store.load_results(paths))
     text = markdown.render(report, output) if fmt == "md" else html.render(report)
     output.write_text(text, encoding="utf-8")

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from xpubench.report import html as html_out
 from xpubench.report.markdown import md_bullets, md_escape, md_table
+from xpubench.report.outputs import GENERATOR, html_comment
 from xpubench.report.tables import fmt_seconds
 
 
@@ -50,7 +51,10 @@ def _title(c) -> str:
     return f"{c.other} (B) against {c.baseline} (A)"
 
 
-def print_tables(comparisons, console) -> None:
+def print_tables(comparisons, console, *, to_file: bool = False) -> None:
+    """The comparison as terminal tables; written to a file, its first line is "xpubench compare (GENERATOR)"."""
+    if to_file:
+        console.print(f"xpubench compare ({GENERATOR})", markup=False, highlight=False)
     for c in comparisons:
         if c.environment:
             console.print("[yellow]warning: the environments differ:[/]", highlight=False)
@@ -73,7 +77,7 @@ def print_tables(comparisons, console) -> None:
 
 
 def markdown(comparisons) -> str:
-    parts = ["# xpubench compare", ""]
+    parts = [html_comment(), "# xpubench compare", ""]
     for c in comparisons:
         parts += [f"## {md_escape(_title(c))}", ""]
         if c.environment:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from xpubench.ceilings.annotate import annotate
 from xpubench.harness import scaling
 from xpubench.harness.stats import two_level
-from xpubench.results.schema import Result, Run
+from xpubench.results.schema import Result, Run, retryable
 
 # the raw samples that carry a case's headline time, by mode (the first one present wins); the metrics
 # of a headline ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``
@@ -127,11 +127,31 @@ def _case_id(run: Run) -> str:
     return run.case.get("run_id") or run.case.get("key") or str(id(run))
 
 
+def unique_runs(runs: Iterable[Run]) -> tuple[list[Run], str | None]:
+    """Each process of each case once. A record repeating a (case, process) already seen (a file
+    concatenated with itself or with another run of the same plan) replaces the earlier one, so no
+    process is counted twice and no interval looks surer than it is; returns the runs in order and a
+    sentence saying how many were replaced (None when none were). A case retried by ``--resume`` after
+    bad input (``retryable``) replaces its failed records without a word: that is what the retry is for."""
+    kept: dict[tuple[str, int], Run] = {}
+    replaced = 0
+    for run in runs:
+        slot = (_case_id(run), run.process)
+        if slot in kept and not retryable(kept[slot]):
+            replaced += 1
+        kept.pop(slot, None)
+        kept[slot] = run
+    said = (f"{replaced} record(s) repeat a case's process already read (same run_id and process index); the "
+            "later record of each is kept, so no process is counted twice") if replaced else None
+    return list(kept.values()), said
+
+
 def aggregate_all(runs: Iterable[Run]) -> list[Result]:
-    """Every case of a file (or a run) in the order its first process appeared; then the data-parallel
+    """Every case of a file (or a run) in the order its first process appeared (each process once:
+    ``unique_runs``); then the data-parallel
     scaling figures of each case against the same case on fewer devices (harness/scaling.py)."""
     groups: dict[str, list[Run]] = {}
-    for run in runs:
+    for run in unique_runs(runs)[0]:
         groups.setdefault(_case_id(run), []).append(run)
     results = [aggregate(g) for g in groups.values()]
     annotate(results)   # % of peak and of the measured ceiling, intensity, cost (ceilings/annotate.py)

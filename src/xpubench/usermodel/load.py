@@ -20,6 +20,7 @@ softmax's probabilities (a warning). A FLOP count that fails leaves the FLOPs n/
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 import types
@@ -108,7 +109,9 @@ def detect_framework(obj: Any) -> str | None:
 
 def load(case) -> LoadedModel:
     """Import, call, recognise, check and register the case's model (see the module docstring)."""
-    ref = parse_reference(case.options["model"])
+    text, file = case.options["model"], case.options.get("model_file")
+    ref = parse_reference(text) if not file else dataclasses.replace(   # the file the plan resolved: any folder
+        parse_reference(f"{file}:{text.rpartition(':')[2]}"), text=text)
     if "keras" not in sys.modules and (case.backend.startswith("keras") or "keras" in ref.frameworks):
         from xpubench.backends.keras_.device import import_keras, keras_backend_of
 
