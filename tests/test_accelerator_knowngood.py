@@ -72,7 +72,7 @@ def test_ceilings_env_file_without_dry_run_is_one_line_and_exit_2(capsys):
 
 
 def test_cached_ceilings_are_compared_with_their_known_good_figure():
-    from xpubench.ceilings.cli import known_good_lines
+    from xpubench.cli.ceilings import known_good_lines
 
     env = json.loads(H100.read_text())
     ceiling = {"backend": "torch", "device": "gpu:0", "precision": "bf16", "flops_per_s": 600e12, "shape": [8192] * 3,

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from xpubench import envnames
-from xpubench.harness import worker
-from xpubench.harness.dispatch import add_described
+from xpubench.launch import worker
+from xpubench.launch.dispatch import add_described
 from xpubench.plan import Case
 
 CPU_CASE = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", batch_size=8, train_samples=32,
@@ -60,7 +60,7 @@ def test_a_jax_int8_cnn_case_on_a_gpu_is_skipped_with_the_reason(monkeypatch):
 
 @pytest.mark.parametrize(("device", "capped"), [("cpu", True), ("gpu:0", False), ("tpu:0", False), ("mps", False)])
 def test_memory_limit_caps_cpu_workers_only(device, capped):
-    code = ("import resource; from xpubench.harness.worker import apply_memory_limit; "
+    code = ("import resource; from xpubench.launch.worker import apply_memory_limit; "
             f"apply_memory_limit({device!r}); print(resource.getrlimit(resource.RLIMIT_AS)[0])")
     env = dict(os.environ, **{envnames.MEMORY_LIMIT: str(3 << 30)})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=60)
@@ -264,7 +264,7 @@ def test_the_loss_scale_halves_and_skips_on_overflow_and_grows_after_2000_good_s
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_fp16_training_records_its_loss_scaling(backend):
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     outcome = run_case(dataclasses.replace(CPU_CASE, backend=backend, precision="fp16"))
     assert outcome.status == "ok" and outcome.metrics["final_loss_scale"] > 0
@@ -367,7 +367,7 @@ def test_autotuning_is_recorded(monkeypatch):
 # --- 16: int8 against the int8 peak; tf32 only where it is TF32 -------------------------------------
 
 def test_int8_mfu_is_against_the_int8_peak():
-    from xpubench.harness.metrics import add_peak_metrics
+    from xpubench.devices.peaks import add_peak_metrics
 
     fp = {"backends": {"torch": {"devices": [{"id": "gpu:0", "peak_flops": {"fp32": 67e12, "int8": 1979e12}}]}}}
     metrics = {"achieved_flops_per_s": 197.9e12}
@@ -386,7 +386,7 @@ def test_tf32_applies_to_nvidia_ampere_and_later_only(kind, vendor, capability, 
 
 
 def test_a_tf32_case_elsewhere_is_skipped_with_the_reason():
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     for backend in ("torch", "jax"):
         out = run_case(Case(workload="matmul", backend=backend, device="cpu", mode="matmul", precision="tf32", size=64))
@@ -407,7 +407,7 @@ def test_jax_tf32_is_tensorfloat32_in_matmul_as_in_training():
 # --- 17: the full device id, read from an output ----------------------------------------------------
 
 def test_placement_compares_the_device_index_not_only_its_kind():
-    from xpubench.harness.runner import placement_problem
+    from xpubench.launch.runner import placement_problem
 
     case = Case(workload="matmul", backend="torch", device="gpu:0", mode="matmul")
     assert placement_problem(case, "gpu:1") == "ran on gpu:1, not on the requested gpu:0"

@@ -162,7 +162,7 @@ def test_env_file_without_dry_run_is_refused(capsys):
 
 
 def test_dry_run_estimates_cases_without_a_known_peak_apart():
-    from xpubench import estimate
+    from xpubench.plan import estimate
 
     env = machine("tpu-v5e-8")
     cases = build_cases(PlanRequest(devices=["tpu"], workloads=["mnist_cnn"], quick=True), env)

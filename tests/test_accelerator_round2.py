@@ -64,7 +64,7 @@ def test_a_multi_host_run_has_no_budget_and_says_why(monkeypatch):
 
 @pytest.mark.parametrize("multi", [False, True])
 def test_a_host_decides_nothing_from_its_own_failures_in_a_multi_host_run(monkeypatch, multi):
-    from xpubench.harness import runner
+    from xpubench.launch import runner
 
     if multi:
         for name, value in MULTI.items():
@@ -208,7 +208,7 @@ def test_an_nvml_index_is_trusted_only_where_cuda_numbers_gpus_as_nvml_does():
 # --- 5: Keras cases get their device's peak and MFU ----------------------------------------------------
 
 def test_keras_cases_get_the_peak_of_the_device_their_framework_runs_on():
-    from xpubench.harness.metrics import add_peak_metrics
+    from xpubench.devices.peaks import add_peak_metrics
 
     fp = machine("h100-sxm")
     jax_peak = next(d for d in fp["backends"]["jax"]["devices"] if d["id"] == "gpu:0")["peak_flops"]["bf16"]
@@ -255,8 +255,8 @@ def test_doctor_records_its_events_on_the_measured_devices_stream(monkeypatch):
 # --- 7: every worker compiles with empty caches ---------------------------------------------------------
 
 def test_every_worker_process_gets_empty_compilation_caches_of_its_own(tmp_path):
-    from xpubench.harness import worker
-    from xpubench.harness.compile_cache import warm_cache_note
+    from xpubench.launch import worker
+    from xpubench.launch.compile_cache import warm_cache_note
 
     first, second = {}, {}
     worker.prepare_environment("gpu:0", first, scratch=tmp_path / "a")
@@ -274,8 +274,8 @@ def test_every_worker_process_gets_empty_compilation_caches_of_its_own(tmp_path)
 
 
 def test_the_worker_gives_its_private_folder_as_the_scratch(monkeypatch, tmp_path):
-    from xpubench.harness import worker
-    from xpubench.harness.outcome import Outcome
+    from xpubench.launch import worker
+    from xpubench.results.outcome import Outcome
 
     seen = {}
     monkeypatch.setattr(worker, "watch_parent", lambda: None)
@@ -395,7 +395,7 @@ def step_error(steps: int, launch_s=1e-3, device_s=1e-3, sync_s=0.2e-3) -> float
 
 
 def test_brief_accelerator_epochs_have_enough_steps_for_the_host_to_run_ahead():
-    from xpubench.plan_defaults import QUICK_ACCEL_STEPS, QUICK_CPU_STEPS
+    from xpubench.plan.defaults import QUICK_ACCEL_STEPS, QUICK_CPU_STEPS
 
     assert step_error(2) > 0.6                          # the old brief run: first dispatch + final sync dominate
     assert step_error(QUICK_ACCEL_STEPS) <= 0.05        # a dispatch as long as a device step, a fifth-step sync

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
+from xpubench.analysis.ceilings import annotate
 from xpubench.ceilings import cache, runtime
-from xpubench.ceilings.annotate import annotate
-from xpubench.cost import price_for_case, priced, result_cost
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable
 from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
 from xpubench.plan import Case
+from xpubench.plan.cost import price_for_case, priced, result_cost
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result
 
@@ -272,7 +272,7 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
 def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from xpubench.ceilings.cli import cached_table
+    from xpubench.cli.ceilings import cached_table
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     env = {"host": {"cpu": {"model": "fake"}}, "backends": {"numpy": {"installed": True, "version": "2"}}}

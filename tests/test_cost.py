@@ -3,7 +3,8 @@ time and by cost."""
 
 import pytest
 
-from xpubench.cost import (
+from xpubench.errors import UserError
+from xpubench.plan.cost import (
     cost_figures,
     load_prices_file,
     merge_prices,
@@ -12,7 +13,6 @@ from xpubench.cost import (
     price_for,
     rank_time_and_cost,
 )
-from xpubench.errors import UserError
 
 
 def test_price_flags_and_device_spellings():

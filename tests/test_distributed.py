@@ -15,7 +15,7 @@ import time
 import pytest
 
 from xpubench.errors import UserError
-from xpubench.harness import cluster
+from xpubench.launch import cluster
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.results.store import load_file
 
@@ -152,7 +152,7 @@ def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60) -> dict[int, 
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         below = _descendants(pid)
-        workers = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        workers = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
         spawned = [p for p, cmd in below.items() if b"spawn_main" in cmd]
         if workers and len(spawned) >= ranks:
             time.sleep(1)  # let the ranks get going (rendezvous)
@@ -202,7 +202,7 @@ def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
 def test_killed_worker_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
-    from xpubench.harness.runner import run_one
+    from xpubench.launch.runner import run_one
     from xpubench.plan import Case
 
     case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8, devices=2,
@@ -213,7 +213,7 @@ def test_killed_worker_leaves_no_rank_behind(tmp_path):
     below: dict = {}
     try:
         below = _wait_for_ranks(os.getpid())
-        (worker,) = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        (worker,) = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
         os.kill(worker, signal.SIGKILL)
         runner.join(timeout=30)
         assert not runner.is_alive(), "run_one did not return after its worker was killed"

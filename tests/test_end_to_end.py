@@ -85,7 +85,7 @@ def test_every_workload_trains_in_both_frameworks(tmp_path):
 @pytest.mark.slow
 def test_sync_and_download_flags_reach_the_cases(tmp_path):
     from xpubench.cli import build_parser
-    from xpubench.cli_run import request_from
+    from xpubench.cli.run import request_from
     from xpubench.errors import UserError
 
     def request(*flags):

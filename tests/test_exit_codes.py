@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from xpubench import cli
-from xpubench.cli_run import EXIT_BAD_INPUT, EXIT_NONE_OK, EXIT_OK, EXIT_SOME_FAILED, summarize_failures
+from xpubench.cli.run import EXIT_BAD_INPUT, EXIT_NONE_OK, EXIT_OK, EXIT_SOME_FAILED, summarize_failures
 
 
 def result(status: str, key: str = "k", error_type: str | None = None):

@@ -176,7 +176,7 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
     import subprocess
     import sys
 
-    code = ("from xpubench.plan import Case; from xpubench.harness.dispatch import run_case; "
+    code = ("from xpubench.plan import Case; from xpubench.launch.dispatch import run_case; "
             f"o = run_case(Case(workload='gpt', backend='jax', device='cpu', mode='train', batch_size=2, devices=2, "
             f"epochs=2, steps=2, train_samples=16, eval_samples=8, options={TINY!r})); "
             "print(o.status, o.metrics['global_batch'], o.metrics['tokens_per_s'] > 0, o.metrics['attention_kernel'])")

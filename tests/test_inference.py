@@ -132,7 +132,7 @@ def _case(backend, precision="fp32", **kw):
 def test_infer_case_end_to_end(backend, tmp_path) -> None:
     """fp32 then bf16 on the same (cached) weights; the score equals the trainer's own evaluation."""
     pytest.importorskip(backend)
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     opts = {"weights_dir": str(tmp_path)}
     fp32 = run_case(_case(backend, options=opts))

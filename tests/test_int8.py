@@ -112,7 +112,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     """The inference case end to end (it used to be recorded as skipped: int8 covered 0.2%): 2 training
     steps on synthetic data, so only the structure and the size mean anything."""
     pytest.importorskip(backend)
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     out = run_case(Case(workload="cifar10_resnet", backend=backend, device="cpu", mode="infer", precision="int8",
                         batch_size=32, epochs=1, steps=2, train_samples=64, eval_samples=40, time_budget_s=0.3,
@@ -273,7 +273,7 @@ def test_int8_accuracy_on_real_polarity_data(backend, tmp_path, monkeypatch, req
     pytest.importorskip(backend)
     if not POLARITY.is_dir():
         pytest.skip(f"no {POLARITY}")
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
     from xpubench.workloads import imdb_lstm
 
     # 52 = longest sentence + start token: no sentence is cut, only padding is dropped (docstring)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from xpubench.harness.runner import run_one
+from xpubench.launch.runner import run_one
 from xpubench.plan import Case
 from xpubench.workloads import MODEL_WORKLOADS, get_workload
 

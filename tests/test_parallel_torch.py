@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from xpubench.harness import scaling
+from xpubench.analysis import scaling
 from xpubench.plan import Case
 from xpubench.results.store import load_file
 
@@ -98,7 +98,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
 
 
 def test_torch_data_parallel_inference_is_skipped_with_a_reason():
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     outcome = run_case(Case(workload="mnist_cnn", backend="torch", device="cpu", mode="infer", batch_size=8,
                             devices=2))

@@ -100,7 +100,7 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
 
 def test_second_run_on_the_same_file_is_refused(tmp_path):
     from xpubench.errors import UserError
-    from xpubench.runfile import held
+    from xpubench.launch.runfile import held
 
     out = tmp_path / "r.jsonl"
     with held(out, create=True), pytest.raises(UserError, match="another xpubench run"), held(out, create=False):

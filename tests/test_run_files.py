@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import machine_environment
 
-from xpubench import api, cli, runfile
+from xpubench import api, cli
+from xpubench.launch import runfile
 from xpubench.results import store
 
 MODEL = """import torch

@@ -2,7 +2,7 @@
 
 import pytest
 
-from xpubench.harness.runner import run_cases
+from xpubench.launch.runner import run_cases
 from xpubench.plan import Case
 from xpubench.results import store
 

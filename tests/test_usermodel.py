@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from xpubench.errors import UserError
-from xpubench.harness.runner import run_one
+from xpubench.launch.runner import run_one
 from xpubench.plan import Case
 from xpubench.usermodel.reference import parse_reference
 from xpubench.usermodel.spec import model_input, workload_spec

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from xpubench import api
-from xpubench.bench import bench, model_reference
+from xpubench.api.bench import bench, model_reference
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.report.frameworks import comparison_table, keras_comparison, keras_section
@@ -243,7 +243,7 @@ def test_keras_beside_native_jax_and_torch():
 
 
 def test_a_dry_run_estimate_of_a_model_says_its_work_is_unknown():
-    from xpubench.estimate import case_seconds
+    from xpubench.plan.estimate import case_seconds
 
     train, infer = _cases(model=f"{EXAMPLES}/torch_models.py:small_cnn", modes=["train", "infer"])
     seconds, known = case_seconds(train, _env())   # the parent never imports the model: no FLOPs here

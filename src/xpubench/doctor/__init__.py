@@ -37,7 +37,7 @@ CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile
 def probe_config(env: dict, backend: str, device: str) -> dict:
     """What to measure on one backend and device: every precision it runs (the precision check), and
     fp32 plus the planned 16-bit format and tf32 where they are fast here (the ceiling check)."""
-    from xpubench.plan_defaults import has_tf32, model_precisions, slow_cpu_dtypes
+    from xpubench.plan.defaults import has_tf32, model_precisions, slow_cpu_dtypes
 
     accel = not device.startswith("cpu")
     if backend == "numpy":
@@ -72,7 +72,7 @@ def run_probe(config: dict, timeout_s: float = 300.0) -> dict:
 
 def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
     """The rows of one backend and device from its measurements (in CHECK_NAMES order)."""
-    from xpubench.harness.metrics import device_record, peak_for
+    from xpubench.devices.peaks import device_record, peak_for
 
     backend, device = config["backend"], config["device"]
     errors = measured.get("errors", {})
@@ -126,7 +126,7 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
     device of each kind), plus the environment and kernels rows. ``probe`` measures one backend and
     device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py)."""
     from xpubench.plan import PlanRequest, validate
-    from xpubench.plan_defaults import choose_devices
+    from xpubench.plan.defaults import choose_devices
 
     validate(PlanRequest(backends=backends, devices=devices))
     environ = dict(os.environ) if environ is None else environ

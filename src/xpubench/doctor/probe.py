@@ -81,8 +81,8 @@ def timing_windows(ops, n: int, reps: int = TIMING_REPS, windows: int = 3, clock
 
 def warm_flops(ops, n: int, budget_s: float) -> float:
     """Warm FLOP/s of n x n products, timed as the benchmark times them (harness/matmul.py)."""
-    from xpubench.harness.stats import summarize
     from xpubench.harness.timing import time_windows, timed
+    from xpubench.results.stats import summarize
     from xpubench.workloads.matmul import flops
 
     a, b = ops.make_inputs(n)
@@ -158,7 +158,7 @@ def doctor_ops(backend: str, device: str) -> DoctorOps:
 
 
 def main(argv: list[str]) -> int:
-    from xpubench.harness.worker import prepare_environment
+    from xpubench.launch.worker import prepare_environment
 
     with open(argv[0], encoding="utf-8") as fh:
         config = json.load(fh)

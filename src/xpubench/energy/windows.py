@@ -41,7 +41,7 @@ def meter_for_case(case) -> EnergyMeter:
 def gpu_identity(case) -> dict:
     """{"vendor": "nvidia" | "amd", "uuid": str | None} of the case's GPU, from the framework running it
     (already imported by then: the meter is made after the trainer or predictor)."""
-    from xpubench.plan_defaults import device_backend
+    from xpubench.plan.defaults import device_backend
 
     framework = device_backend(case.backend)
     if framework == "torch":

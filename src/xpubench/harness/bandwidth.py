@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.harness.stats import summarize
 from xpubench.harness.timing import Clock, time_windows
+from xpubench.results.stats import summarize
 
 LLC_FACTOR = 4
 MIN_ARRAY_BYTES = 64 * 2**20

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from xpubench.harness.outcome import Outcome
-from xpubench.harness.stats import named_warnings, summarize
+from xpubench.results.outcome import Outcome
+from xpubench.results.stats import named_warnings, summarize
 
 DEFAULT_BUDGET_S = 10.0   # measurement time after the warm-up, when the case gives no budget
 WARMUP_ROUNDS = 1

@@ -29,8 +29,8 @@ import numpy as np
 
 from xpubench.energy.meter import Unavailable
 from xpubench.energy.windows import EnergyWindows, meter_for_case
-from xpubench.harness.stats import summarize
 from xpubench.results.metrics import InferMetrics
+from xpubench.results.stats import summarize
 
 DEFAULT_BUDGET_S = 10.0     # measurement time after the first call, when the case gives no budget
 WARMUP_CALLS = 2
@@ -215,7 +215,7 @@ def run_inference(case, session: Session):
     import dataclasses
 
     from xpubench.harness import weights
-    from xpubench.harness.outcome import Outcome
+    from xpubench.results.outcome import Outcome
 
     if case.devices != 1 and not getattr(session, "data_parallel", False):
         raise ValueError("this inference path runs one device; data-parallel inference has its own")

@@ -48,10 +48,10 @@ import numpy as np
 
 from xpubench.devices.device import is_accelerator
 from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
-from xpubench.harness.outcome import Outcome
-from xpubench.harness.stats import summarize
 from xpubench.plan import SYNC_MODES
 from xpubench.results.metrics import TrainMetrics
+from xpubench.results.outcome import Outcome
+from xpubench.results.stats import summarize
 
 MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 

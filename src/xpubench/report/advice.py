@@ -15,7 +15,7 @@ import pandas as pd
 from xpubench.report.compare import RatioEstimate, ratio_estimate
 from xpubench.report.frame import ResultSet, column, many_sources, ok_rows, series_label
 from xpubench.report.tables import fmt_seconds
-from xpubench.results.aggregate import process_groups
+from xpubench.results.fold import process_groups
 from xpubench.units import fmt_flops
 
 SETUP = ["source", "backend", "device", "precision", "devices"]
@@ -224,7 +224,7 @@ def noise_note(data: ResultSet) -> list[str]:
 def time_and_cost(data: ResultSet) -> list[str]:
     """With prices: per workload and mode, the setups ranked by time and by cost (each at its fastest
     batch size), and where the two rankings differ (cost.rank_time_and_cost)."""
-    from xpubench.cost import rank_time_and_cost
+    from xpubench.plan.cost import rank_time_and_cost
 
     lines = []
     for mode, name, unit in (("train", "usd_per_1m_samples", "1M training samples"),

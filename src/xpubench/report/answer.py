@@ -18,7 +18,7 @@ import pandas as pd
 from xpubench.report.compare import ratio_estimate
 from xpubench.report.frame import ResultSet, ok_rows
 from xpubench.report.summary import headline_rate
-from xpubench.results.aggregate import process_groups
+from xpubench.results.fold import process_groups
 
 LISTED = 4  # at most this many cases named per line; the rest counted
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from xpubench.errors import UserError
-from xpubench.harness.stats import as_groups, hierarchical_bootstrap, separated
 from xpubench.report.environment import differences, file_fingerprints
 from xpubench.report.frame import Entry, entries, timing_name
 from xpubench.results import store
-from xpubench.results.aggregate import process_groups
+from xpubench.results.fold import process_groups
 from xpubench.results.schema import finite
+from xpubench.results.stats import as_groups, hierarchical_bootstrap, separated
 
 RESAMPLES = 5000
 LEVEL = 0.95

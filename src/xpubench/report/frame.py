@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xpubench.results.aggregate import HEADLINE, headline_name, process_groups
+from xpubench.results.fold import HEADLINE, headline_name, process_groups
 from xpubench.results.schema import Result
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
@@ -90,7 +90,7 @@ def device_name(result: Result) -> str | None:
 
 def device_record(result: Result) -> dict:
     """The case's device record in its fingerprint (a Keras case's: its framework's, harness/metrics.py)."""
-    from xpubench.harness.metrics import device_record as record
+    from xpubench.devices.peaks import device_record as record
 
     fp = result.fingerprint or {}
     return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),

@@ -2,7 +2,7 @@
 
 A line of a results file is a :class:`Run`: what ONE worker process measured for one case. A case is
 measured by several processes (``--processes K``, interleaved with the other cases), so a case has up
-to K lines; :func:`xpubench.results.aggregate.aggregate` folds them into one :class:`Result`.
+to K lines; :func:`xpubench.results.fold.aggregate` folds them into one :class:`Result`.
 
 Version history (a loader reads every version up to SCHEMA_VERSION and refuses newer ones):
   1  first version: one record per case (one process).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from xpubench import readfile
 from xpubench.errors import UserError
-from xpubench.results.aggregate import aggregate_all, unique_runs
+from xpubench.results.fold import aggregate_all, unique_runs
 from xpubench.results.schema import Result, Run, run_from_dict
 
 MAX_LINE = 32 * readfile.MiB   # one record; the largest real ones (a gallery of 32 images) are ~100 KB

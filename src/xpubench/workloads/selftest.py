@@ -25,7 +25,7 @@ import os
 import time
 
 from xpubench import envnames
-from xpubench.harness.outcome import Outcome
+from xpubench.results.outcome import Outcome
 
 BEHAVIOURS = ("ok", "sleep", "raise", "baddata", "segfault", "abort", "hang", "oom", "exit", "nan")
 KEY_OPTIONS = ("behaviour",)   # part of a case's identity (plan.Case.key)

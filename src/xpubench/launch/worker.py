@@ -1,6 +1,6 @@
 """The worker: runs exactly one case in its own process and writes its outcome as JSON.
 
-    python -m xpubench.harness.worker CASE.json RESULT.json
+    python -m xpubench.launch.worker CASE.json RESULT.json
 
 An exception becomes status "error" (or "oom" when it is an out-of-memory error, host or device) with
 its message. A crash or a hang leaves no RESULT file: the parent (runner.py) then records the signal or
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from xpubench import envnames
 from xpubench.devices.device import is_accelerator
-from xpubench.harness.failures import outcome_of_exception
+from xpubench.launch.failures import outcome_of_exception
 
 
 def execute(case):
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     return run_case(case)
 
@@ -53,7 +53,7 @@ def prepare_environment(device: str, environ=os.environ, scratch: Path | None = 
     if not is_accelerator(device):
         environ["JAX_PLATFORMS"] = "cpu"
     if scratch is not None:
-        from xpubench.harness.compile_cache import use_fresh_caches
+        from xpubench.launch.compile_cache import use_fresh_caches
 
         use_fresh_caches(scratch, environ)
 

@@ -21,14 +21,14 @@ from pathlib import Path
 
 from xpubench import envnames
 from xpubench.devices.device import Device, is_accelerator
-from xpubench.harness import failures
-from xpubench.harness.budget import Budget
-from xpubench.harness.cluster import from_env
-from xpubench.harness.metrics import add_peak_metrics
-from xpubench.harness.outcome import Outcome
+from xpubench.devices.peaks import add_peak_metrics
+from xpubench.launch import failures
+from xpubench.launch.budget import Budget
+from xpubench.launch.cluster import from_env
 from xpubench.plan import Case
 from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
+from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -52,7 +52,7 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         start = time.perf_counter()
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "xpubench.harness.worker", str(case_path), str(result_path)],
+                [sys.executable, "-m", "xpubench.launch.worker", str(case_path), str(result_path)],
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
                 start_new_session=True,  # own process group: a timeout kills the worker and its children
             )

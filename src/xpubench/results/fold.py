@@ -20,10 +20,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from xpubench.ceilings.annotate import annotate
-from xpubench.harness import scaling
-from xpubench.harness.stats import two_level
+from xpubench.analysis import scaling
+from xpubench.analysis.ceilings import annotate
 from xpubench.results.schema import Result, Run, retryable
+from xpubench.results.stats import two_level
 
 # the raw samples that carry a case's headline time, by mode (the first one present wins); the metrics
 # of a headline ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``

@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from xpubench import options
 from xpubench.errors import UserError
-from xpubench.plan import PlanRequest
+from xpubench.plan import PlanRequest, options
 
 
 def request_from(args) -> tuple[PlanRequest, dict]:
@@ -73,12 +72,12 @@ def execute_run(args, console) -> int:
 def _dry_run(args, console) -> int:
     """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
     from xpubench import api
-    from xpubench.cli_plan import print_plan
+    from xpubench.cli.plan import print_plan
     from xpubench.devices.envfile import load_environment
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
-    from xpubench.harness.budget import default_budget
+    from xpubench.launch.budget import default_budget
 
     request, opts = request_from(args)
     api.check_run_settings(opts["timeout"], opts["memory_limit"], opts["processes"])   # as the real run would
@@ -132,7 +131,7 @@ def _cluster_settings(args):
     import contextlib
     import os
 
-    from xpubench.harness import cluster
+    from xpubench.launch import cluster
 
     if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_RANK"):
         raise UserError("xpubench starts its own ranks (torchrun's engine) for each case: run it once per "
@@ -156,7 +155,7 @@ def summarize_failures(results) -> int:
     earlier ones included), with one stderr line when not every case ended ok. A case that failed on bad
     input found inside its worker (a corrupt data file, a model file gone: the user must act) is
     EXIT_BAD_INPUT; a case whose processes partly failed ended ok (its warning says so)."""
-    from xpubench.harness.failures import USER_ERRORS
+    from xpubench.launch.failures import USER_ERRORS
 
     failed = [r for r in results if r.status not in ("ok", "skipped")]
     user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from xpubench.devices.device import is_accelerator
-from xpubench.harness.outcome import Outcome
+from xpubench.results.outcome import Outcome
 from xpubench.results.schema import USER_ERRORS  # bad input found inside the worker (e.g. a corrupt file)
 
 # an exception's text (lower case) that names an out-of-memory error

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from xpubench.harness.metrics import peak_for
+from xpubench.devices.peaks import peak_for
 from xpubench.workloads import get_workload
 
 STARTUP_S = {"numpy": 0.7, "torch": 3.5, "jax": 3.0}
@@ -103,7 +103,7 @@ def describe(seconds: float) -> str:
 def budget_note(cases, env: dict, budget_s: float | None, processes: int) -> str | None:
     """One sentence for ``--dry-run``: what the run's budget would leave out if every worker process took
     its estimate (the run itself re-plans from what the processes measure)."""
-    from xpubench.harness.budget import preview
+    from xpubench.launch.budget import preview
 
     if not budget_s:
         return None

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.cost import priced
 from xpubench.errors import UserError
-from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's names in one place
+from xpubench.plan.cost import priced
+from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     BACKENDS,
     DEFAULT_BACKENDS,
     MATMUL_DTYPES,
@@ -34,7 +34,7 @@ from xpubench.plan_defaults import (  # noqa: F401 - re-exported: the plan's nam
     runs_on,
     slow_cpu_dtypes,
 )
-from xpubench.plan_devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
+from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
 from xpubench.workloads import (
     MODEL_WORKLOADS,
     REGISTRY,
@@ -298,7 +298,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
 def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
     """A user's model (--model FILE.py:FUNCTION): its workload, backends and options (plan_usermodel.py),
     then the same cases as a built-in workload's."""
-    from xpubench.plan_usermodel import model_plan
+    from xpubench.plan.usermodel import model_plan
 
     planned = model_plan(req, env)
     return [case for backend, native in planned.backends.items()

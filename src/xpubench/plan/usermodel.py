@@ -29,7 +29,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from xpubench.errors import UserError
-from xpubench.plan_defaults import _backend_installed, device_backend, expand_backends
+from xpubench.plan.defaults import _backend_installed, device_backend, expand_backends
 from xpubench.usermodel.reference import ModelRef, parse_reference
 from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task, parse_vocab_size
 from xpubench.workloads import REGISTRY

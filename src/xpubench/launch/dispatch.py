@@ -16,7 +16,7 @@ import math
 
 from xpubench import backends
 from xpubench.backends.base import Unsupported
-from xpubench.harness.outcome import Outcome
+from xpubench.results.outcome import Outcome
 from xpubench.workloads import get_workload
 
 FLOP_FIGURES = ("flops_per_sample", "forward_flops_per_sample", "achieved_flops_per_s")

@@ -10,10 +10,10 @@ import json
 import os
 import sys
 
-from xpubench.ceilings import cli as ceilings_cli
+from xpubench.cli import ceilings as ceilings_cli
 from xpubench.errors import UserError
-from xpubench.options import add_run_arguments
-from xpubench.options_text import csv
+from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options_text import csv
 from xpubench.version import __version__
 
 EXIT_USAGE = 2
@@ -132,14 +132,14 @@ def cmd_env(args, console) -> int:
 
 
 def cmd_list(args, console) -> int:
-    from xpubench.cli_list import print_listing
+    from xpubench.cli.list import print_listing
 
     print_listing(console)
     return 0
 
 
 def cmd_run(args, console) -> int:
-    from xpubench.cli_run import execute_run
+    from xpubench.cli.run import execute_run
 
     return execute_run(args, console)
 

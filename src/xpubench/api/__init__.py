@@ -16,15 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xpubench import runfile
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
+from xpubench.launch import runfile
+from xpubench.launch.runfile import default_output, held, plan_path, read_plan, write_plan
 from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
 from xpubench.results import store
-from xpubench.results.aggregate import aggregate_all
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
+from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result, Run, retryable
-from xpubench.runfile import default_output, held, plan_path, read_plan, write_plan
 
 DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
 MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
@@ -104,7 +104,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     import time
 
     from xpubench.devices.device import is_accelerator
-    from xpubench.harness.runner import DEFAULT_TIMEOUT_S, run_cases
+    from xpubench.launch.runner import DEFAULT_TIMEOUT_S, run_cases
 
     began = time.monotonic()
     hooks = hooks or RunHooks()
@@ -175,9 +175,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
 def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | None = None):
     """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called; none
     for a run over several hosts (harness/cluster.py budget_note, said as a warning)."""
-    from xpubench.estimate import case_seconds
-    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
-    from xpubench.harness.cluster import budget_note, from_env
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
+    from xpubench.launch.cluster import budget_note, from_env
+    from xpubench.plan.estimate import case_seconds
 
     total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
     lockstep = budget_note(from_env())
@@ -237,8 +237,8 @@ def _detect() -> dict:
 
 def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
     """A PlanRequest and keywords (a field's name, or an option's TOML key: options.request_fields)."""
-    from xpubench.options import request_fields
     from xpubench.plan import validate
+    from xpubench.plan.options import request_fields
 
     request = request or PlanRequest()
     if fields:

@@ -12,7 +12,7 @@ from typing import Any
 def device_record(fp: dict, backend: str, device: str) -> dict:
     """The device's record in an environment or fingerprint: for a Keras case the record of the framework
     it runs on (keras:jax on jax's devices: the Keras record lists none of its own)."""
-    from xpubench.plan_defaults import device_backend
+    from xpubench.plan.defaults import device_backend
 
     info = (fp.get("backends") or {}).get(device_backend(backend)) or {}
     for dev in info.get("devices") or []:

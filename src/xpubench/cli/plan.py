@@ -8,7 +8,7 @@ from collections import Counter
 
 from rich.table import Table
 
-from xpubench import estimate
+from xpubench.plan import estimate
 
 
 def machine_summary(env: dict) -> str:

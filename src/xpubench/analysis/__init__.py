@@ -1,0 +1,1 @@
+"""Every figure derived from loaded results."""
