@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from xpubench import envnames
+from xpubench.case import Case
 from xpubench.launch import worker
 from xpubench.launch.dispatch import add_described
-from xpubench.plan import Case
 
 CPU_CASE = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", batch_size=8, train_samples=32,
                 eval_samples=12, epochs=2, steps=2)

@@ -16,7 +16,8 @@ import pytest
 from machine_facts import MACHINES
 
 from xpubench import envnames
-from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
+from xpubench.case import Case
+from xpubench.plan import PlanRequest, build_cases, plan_notes
 
 MULTI = {envnames.NUM_PROCESSES: "2", envnames.COORDINATOR: "10.0.0.1:1234", envnames.PROCESS_ID: "0"}
 

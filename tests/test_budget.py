@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from xpubench.case import Case
 from xpubench.launch import budget as budget_mod
 from xpubench.launch import runner
 from xpubench.launch.budget import Budget, default_budget, first_cases_first
-from xpubench.plan import Case
 from xpubench.results.fold import aggregate_all
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from xpubench.analysis.ceilings import annotate
+from xpubench.case import Case
 from xpubench.ceilings import cache, runtime
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable
 from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.plan import Case
 from xpubench.plan.cost import price_for_case, priced, result_cost
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result

@@ -202,8 +202,8 @@ def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
 def test_killed_worker_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
+    from xpubench.case import Case
     from xpubench.launch.runner import run_one
-    from xpubench.plan import Case
 
     case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8, devices=2,
                 steps=100000, epochs=1000, train_samples=64, eval_samples=16, compile="off")

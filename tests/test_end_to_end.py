@@ -109,7 +109,7 @@ def test_torch_compile_time_is_timed_apart_and_its_warm_up_step_undone(monkeypat
     code path with a longer compile."""
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_.train import TorchTrainer
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda model: compile_(model, backend="eager"))

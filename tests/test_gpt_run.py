@@ -100,8 +100,8 @@ def test_jax_trainer_builds_the_workloads_adamw() -> None:
 def test_run_generation_adds_the_decode_flop_rate() -> None:
     from test_generation_harness import FakeClock, FakeGenerator
 
+    from xpubench.case import Case
     from xpubench.harness.generation import run_generation
-    from xpubench.plan import Case
 
     case = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4, options=TINY)
     clock = FakeClock()
@@ -151,14 +151,15 @@ def test_terminal_prints_the_generation_table() -> None:
 
 
 def test_compare_matches_generation_cases_by_preset() -> None:
-    from xpubench.plan import Case
+    from xpubench.case import Case
     from xpubench.report.compare import compare_loaded
     from xpubench.report.frame import Entry
+    from xpubench.workloads import with_identity
 
     def entry(source: str, preset: str, p50: float) -> Entry:
         result = generated("torch", 4, p50)
-        key = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
-                   options={"preset": preset}).key
+        key = with_identity(Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
+                                 options={"preset": preset})).key
         result.case.update(key=key, options={"preset": preset})
         return Entry(source, Path(source), result)
 

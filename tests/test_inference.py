@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.harness import inference
 from xpubench.harness.inference import batch_count, measure, pad_rows, predict_all, score
-from xpubench.plan import Case
 from xpubench.workloads import get_workload
 
 N, BATCH = 1001, 64

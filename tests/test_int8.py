@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import shared_dataset
 
+from xpubench.case import Case
 from xpubench.harness.inference import NotApplicable, check_int8_share
-from xpubench.plan import Case
 from xpubench.results.store import load_file
 from xpubench.workloads import get_workload
 

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.launch.runner import run_one
-from xpubench.plan import Case
 from xpubench.workloads import MODEL_WORKLOADS, get_workload
 
 LSTM_LAYERS = {"imdb_lstm": 1, "shakespeare_lstm": 2}   # Keras's LSTM has one bias vector, torch's two
@@ -110,7 +110,7 @@ def test_keras_ops_matmul(keras_backend):
 
 COMPILE_UNDONE = """
 import numpy as np
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.backends.keras_.train import KerasTrainer
 case = Case(workload="mnist_cnn", backend="keras:jax", device="cpu", mode="train", batch_size=32, train_samples=64,
             eval_samples=32)

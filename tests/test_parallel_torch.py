@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from xpubench.analysis import scaling
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.results.store import load_file
 
 torch = pytest.importorskip("torch")

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.harness.timing import time_windows, timed
 from xpubench.harness.training import run_training, sync_mode
-from xpubench.plan import Case
 from xpubench.results.stats import summarize
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from xpubench.case import Case
 from xpubench.errors import UserError
 from xpubench.launch.runner import run_one
-from xpubench.plan import Case
 from xpubench.usermodel.reference import parse_reference
 from xpubench.usermodel.spec import model_input, workload_spec
 

@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.errors import UserError
 from xpubench.harness import weights
-from xpubench.plan import Case
 from xpubench.workloads import get_workload
 
 

@@ -167,7 +167,7 @@ def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
 
 def _lowered_train_step(precision: str) -> str:
     from xpubench.backends.jax_.train import JaxTrainer
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     t = JaxTrainer(Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", precision=precision,
                         batch_size=4, train_samples=8, eval_samples=4))

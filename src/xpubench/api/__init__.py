@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpubench.case import Case
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.launch import runfile
 from xpubench.launch.runfile import default_output, held, plan_path, read_plan, write_plan
-from xpubench.plan import Case, PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.results import store
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.results.fold import aggregate_all

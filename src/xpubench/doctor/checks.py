@@ -49,8 +49,8 @@ def _ms(seconds: float) -> str:
 
 
 def placement(requested: str, found: str) -> Row:
+    from xpubench.case import Case
     from xpubench.launch.runner import placement_problem
-    from xpubench.plan import Case
 
     problem = placement_problem(Case(workload="matmul", backend="-", device=requested, mode="matmul"), found)
     if problem:

@@ -46,9 +46,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.case import SYNC_MODES
 from xpubench.devices.device import is_accelerator
 from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
-from xpubench.plan import SYNC_MODES
 from xpubench.results.metrics import TrainMetrics
 from xpubench.results.outcome import Outcome
 from xpubench.results.stats import summarize

@@ -23,9 +23,10 @@ import socket
 from pathlib import Path
 
 from xpubench import readfile
+from xpubench.case import Case
 from xpubench.errors import UserError
-from xpubench.plan import Case
 from xpubench.results.validate import Invalid, check_case, number, optional, record, whole
+from xpubench.workloads import with_identity
 
 PLAN_VERSION = 1
 MAX_PLAN = 64 * readfile.MiB
@@ -112,7 +113,7 @@ def read_plan(output: Path) -> tuple[list[Case], dict]:
         for i, d in enumerate(raw):
             check_case(d, f"plan.cases[{i}]")
         SETTINGS(settings, "plan.settings")
-        cases = [Case.from_dict(d) for d in raw]
+        cases = [with_identity(Case.from_dict(d)) for d in raw]
     except (Invalid, TypeError) as exc:
         raise UserError(f"{where} is unreadable ({exc})") from None
     if [d.get("run_id") for d in raw] != [c.run_id for c in cases]:  # identity changed: matching is unsafe

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xpubench import envnames
+from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.devices.peaks import add_peak_metrics
 from xpubench.launch import failures
 from xpubench.launch.budget import Budget
 from xpubench.launch.cluster import from_env
-from xpubench.plan import Case
 from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
 from xpubench.results.outcome import Outcome

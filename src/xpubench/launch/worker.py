@@ -78,7 +78,7 @@ def watch_parent(interval_s: float = 0.5) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     watch_parent()
     case_path, result_path = Path(argv[0]), Path(argv[1])

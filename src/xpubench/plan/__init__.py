@@ -7,12 +7,11 @@ count. Everything the worker needs is in the Case; nothing is read from globals.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench.case import SYNC_MODES, Case
 from xpubench.errors import UserError
 from xpubench.plan.cost import priced
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
@@ -45,8 +44,6 @@ from xpubench.workloads import (
     spec_of,
 )
 
-SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
-
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 MODES = ("train", "infer")
 MATMUL_SIZES = (1024, 2048, 4096)
@@ -55,55 +52,6 @@ MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # (steps per epoch: plan_defaults.quick_steps, more on accelerators)
 QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
-
-
-@dataclass(frozen=True)
-class Case:
-    workload: str
-    backend: str
-    device: str                      # resolved device id: "cpu", "gpu:0", "tpu:0", "mps"
-    mode: str                        # "matmul" | "train" | "infer" | "generate"
-    precision: str = "fp32"
-    batch_size: int | None = None    # per device
-    size: int | None = None          # matmul N
-    devices: int = 1                 # data-parallel device count
-    epochs: int | None = None
-    steps: int | None = None         # cap on steps per epoch
-    train_samples: int | None = None
-    eval_samples: int | None = None
-    time_budget_s: float | None = None
-    data: str = "synthetic"          # "synthetic" | "real"
-    data_dir: str | None = None
-    compile: str = "auto"            # "auto" | "on" | "off"
-    seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # backend/workload specific extras
-
-    @property
-    def key(self) -> str:
-        """Identity of what is measured (not how long): used to match cases across runs and files."""
-        parts = [self.workload, self.backend, self.device, self.mode, self.precision,
-                 f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
-                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
-                 *(str(self.options.get(k, "")) for k in key_options(self.workload)),
-                 str(self.options.get("model", "")).rpartition(":")[0]]   # a user's model: its file as given
-        return "/".join(p for p in parts if p)
-
-    @property
-    def run_id(self) -> str:
-        """Identity of the whole case, run-length knobs included: used by --resume."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
-        return hashlib.sha1(blob.encode()).hexdigest()[:16]
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["key"] = self.key
-        d["run_id"] = self.run_id
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Case:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass
@@ -310,11 +258,12 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
                model_options: dict | None = None) -> list[Case]:
     if workload == "selftest":
         return [Case(workload=workload, backend=backend, device=device, mode="train", seed=req.seed,
-                     batch_size=bs, options=opts)
+                     batch_size=bs, options=opts, key_options=key_options(workload))
                 for opts in selftest.case_options(req.options) for bs in (req.batch_sizes or [None])]
     options = {k: v for k, v in req.options.items() if k != "behaviours"} | (model_options or {})
     common = {"workload": workload, "backend": backend, "device": device, "seed": req.seed,
-              "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options}
+              "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
+              "key_options": key_options(workload)}
     if workload == "matmul":
         accel = not device.startswith("cpu")
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from xpubench.case import SYNC_MODES
 from xpubench.errors import UserError
-from xpubench.plan import SYNC_MODES, PlanRequest
+from xpubench.plan import PlanRequest
 from xpubench.plan import options_text as read
 from xpubench.workloads.gpt import JAX_ATTENTION, PRESETS, TORCH_ATTENTION
 

@@ -61,3 +61,13 @@ def key_options(name: str) -> tuple[str, ...]:
     if name not in REGISTRY and name not in RUNTIME:
         return ()
     return tuple(getattr(get_workload(name), "KEY_OPTIONS", ()))
+
+
+def with_identity(case):
+    """A case read from a record written before cases carried their ``key_options``: the workload's
+    (case.py: ``Case.key`` reads them)."""
+    import dataclasses
+
+    if case.key_options or case.workload not in REGISTRY:
+        return case
+    return dataclasses.replace(case, key_options=key_options(case.workload))

@@ -10,9 +10,9 @@ import torch
 from xpubench.backends.torch_.device import PeakMemory, sync, torch_device
 from xpubench.backends.torch_.matmul import ops_for
 from xpubench.backends.torch_.train import compile_problem
+from xpubench.case import Case
 from xpubench.devices import memory
 from xpubench.doctor.probe import DoctorOps
-from xpubench.plan import Case
 
 
 def _in_use(device: torch.device) -> int | None:
