@@ -367,7 +367,7 @@ def test_autotuning_is_recorded(monkeypatch):
 # --- 16: int8 against the int8 peak; tf32 only where it is TF32 -------------------------------------
 
 def test_int8_mfu_is_against_the_int8_peak():
-    from xpubench.devices.peaks import add_peak_metrics
+    from xpubench.analysis.peak import add_peak_metrics
 
     fp = {"backends": {"torch": {"devices": [{"id": "gpu:0", "peak_flops": {"fp32": 67e12, "int8": 1979e12}}]}}}
     metrics = {"achieved_flops_per_s": 197.9e12}

@@ -209,7 +209,7 @@ def test_an_nvml_index_is_trusted_only_where_cuda_numbers_gpus_as_nvml_does():
 # --- 5: Keras cases get their device's peak and MFU ----------------------------------------------------
 
 def test_keras_cases_get_the_peak_of_the_device_their_framework_runs_on():
-    from xpubench.devices.peaks import add_peak_metrics
+    from xpubench.analysis.peak import add_peak_metrics
 
     fp = machine("h100-sxm")
     jax_peak = next(d for d in fp["backends"]["jax"]["devices"] if d["id"] == "gpu:0")["peak_flops"]["bf16"]
@@ -256,8 +256,8 @@ def test_doctor_records_its_events_on_the_measured_devices_stream(monkeypatch):
 # --- 7: every worker compiles with empty caches ---------------------------------------------------------
 
 def test_every_worker_process_gets_empty_compilation_caches_of_its_own(tmp_path):
+    from xpubench.harness.compile_cache import warm_cache_note
     from xpubench.launch import worker
-    from xpubench.launch.compile_cache import warm_cache_note
 
     first, second = {}, {}
     worker.prepare_environment("gpu:0", first, scratch=tmp_path / "a")

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from xpubench.errors import UserError
-from xpubench.launch import cluster
+from xpubench.harness import cluster
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.results.store import load_file
 

@@ -14,7 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 
 from xpubench.backends.torch_ import ddp
 from xpubench.errors import UserError
-from xpubench.launch.failures import OutOfMemory, outcome_of_exception
+from xpubench.harness.failures import OutOfMemory, outcome_of_exception
 
 CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.11 GiB total capacity; 77.20 GiB "
             "already allocated; 612.00 MiB free)")

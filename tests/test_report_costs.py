@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from xpubench.analysis import analyse
 from xpubench.report.costs import fold, section, shareable
 from xpubench.report.frame import ResultSet
 from xpubench.results import store
@@ -21,6 +22,7 @@ def recorded_section(edit=None):
     loaded = store.load_file(RECORDED)
     if edit:
         edit(loaded)
+    analyse(loaded.results)
     return section(ResultSet.load(loaded))
 
 

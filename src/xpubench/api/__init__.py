@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpubench import analysis
+from xpubench.analysis import analyse
 from xpubench.case import Case
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
@@ -170,14 +172,14 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     said = budget.summary(processes) if budget else None
     if said:
         _warn(hooks, said)
-    return aggregate_all(previous + runs)
+    return analyse(aggregate_all(previous + runs))
 
 
 def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | None = None):
     """The run's harness.budget.Budget (None: unlimited), its clock started when run() was called; none
     for a run over several hosts (harness/cluster.py budget_note, said as a warning)."""
+    from xpubench.harness.cluster import budget_note, from_env
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
-    from xpubench.launch.cluster import budget_note, from_env
     from xpubench.plan.estimate import case_seconds
 
     total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
@@ -280,8 +282,7 @@ def load(paths) -> Any:
     """Results files -> pandas DataFrame, one row per case, flat columns."""
     from xpubench.report.frame import results_frame
 
-    loaded = store.load_results(paths)
-    return results_frame(loaded)
+    return results_frame(analysis.load(paths))
 
 
 def compare(a, b, *more, **kwargs) -> Any:

@@ -20,3 +20,12 @@ REGISTRY = {
 def get(name: str):
     """The Backend of ``name`` (``keras:jax`` -> keras's)."""
     return importlib.import_module(REGISTRY[name.partition(":")[0]]).BACKEND
+
+
+def device_backend(backend: str) -> str:
+    """The backend whose devices a case runs on: keras:jax on jax's, keras:torch on torch's; TensorFlow's
+    devices are not detected, so keras:tensorflow runs on the CPU (numpy's record: the host CPU)."""
+    name, _, variant = backend.partition(":")
+    if name != "keras":
+        return backend
+    return {"tensorflow": "numpy"}.get(variant, variant or "jax")

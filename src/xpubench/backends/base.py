@@ -10,6 +10,7 @@ of a Backend subclass), plus one line in ``backends.REGISTRY``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -52,3 +53,17 @@ class Backend:
     def doctor_ops(self, device: str) -> Any:
         """``xpubench doctor``'s adapters (doctor/probe.py DoctorOps)."""
         raise Unsupported(f"{self.name} has no doctor adapters")
+
+
+@dataclass
+class DoctorOps:
+    """What a backend supplies for ``xpubench doctor`` (``Backend.doctor_ops(device_id)``; doctor/probe.py
+    drives them)."""
+
+    matmul: Callable[[str], Any]                 # precision -> harness.matmul.MatmulOps of the benchmark
+    asynchronous: bool                           # calls return before the device has done the work
+    allocate: Callable[[int], Any]               # n bytes on the device, written, kept alive by the caller
+    memory_in_use: Callable[[], int | None]      # bytes in use on the device now (host RSS for a CPU)
+    peak: Any                                    # the benchmark's peak-memory counter: reset(), read()
+    compile_check: Callable[[], dict]            # {"what", "seconds"} or {"what", "skipped": why}
+    event_window: Callable[[Callable[[], Any], int], tuple[float, float]] | None = None  # CUDA: (event s, wall s)

@@ -40,9 +40,9 @@ class NumpyBackend(Backend):
 
 def doctor_ops(device: str):
     """``xpubench doctor``'s adapters for numpy: the CPU, synchronous, no compiler."""
+    from xpubench.backends.base import DoctorOps
     from xpubench.case import Case
     from xpubench.devices import memory
-    from xpubench.doctor.probe import DoctorOps
 
     if device != "cpu":
         raise ValueError(f"numpy runs on the cpu only, not on {device}")

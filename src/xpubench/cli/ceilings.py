@@ -82,8 +82,8 @@ def _plan(env: dict, args: argparse.Namespace) -> list[tuple[str, str, list[str]
 def known_good_lines(env: dict, entry: dict | None) -> list[str]:
     """One line per device of the cached figures: each ceiling with a known-good counterpart compared with
     it (devices/knowngood.py), or that none is published for the chip."""
+    from xpubench.backends.peaks import device_record
     from xpubench.devices import knowngood
-    from xpubench.devices.peaks import device_record
 
     lines, said = [], set()
     for data in (entry or {}).get("ceilings", {}).values():
@@ -129,8 +129,8 @@ def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
 
 
 def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Console) -> int:
+    from xpubench.backends.peaks import device_record
     from xpubench.devices import knowngood
-    from xpubench.devices.peaks import device_record
 
     where = f"the machine {args.env_file} describes" if args.env_file else "this machine"
     console.print(f"Dry run for {where}: nothing is measured, nothing is written.", highlight=False)

@@ -131,7 +131,7 @@ def _cluster_settings(args):
     import contextlib
     import os
 
-    from xpubench.launch import cluster
+    from xpubench.harness import cluster
 
     if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_RANK"):
         raise UserError("xpubench starts its own ranks (torchrun's engine) for each case: run it once per "
@@ -155,7 +155,7 @@ def summarize_failures(results) -> int:
     earlier ones included), with one stderr line when not every case ended ok. A case that failed on bad
     input found inside its worker (a corrupt data file, a model file gone: the user must act) is
     EXIT_BAD_INPUT; a case whose processes partly failed ended ok (its warning says so)."""
-    from xpubench.launch.failures import USER_ERRORS
+    from xpubench.harness.failures import USER_ERRORS
 
     failed = [r for r in results if r.status not in ("ok", "skipped")]
     user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]

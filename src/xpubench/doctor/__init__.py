@@ -72,7 +72,7 @@ def run_probe(config: dict, timeout_s: float = 300.0) -> dict:
 
 def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
     """The rows of one backend and device from its measurements (in CHECK_NAMES order)."""
-    from xpubench.devices.peaks import device_record, peak_for
+    from xpubench.backends.peaks import device_record, peak_for
 
     backend, device = config["backend"], config["device"]
     errors = measured.get("errors", {})

@@ -13,28 +13,16 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from xpubench.backends.base import DoctorOps
 
 PRECISION_ROWS = 64          # result rows checked against float64 (the benchmark checks 8)
 TIMING_MIN_WINDOW_S = 0.1    # a synchronised timing window lasts at least this long
 TIMING_REPS = 8              # products per timing window: fewer than any runtime's in-flight limit
 TIMING_MAX_SIZE = 16384      # the timing check's largest N (3 fp32 matrices of 1 GiB)
-
-
-@dataclass
-class DoctorOps:
-    """What a backend supplies for the doctor (``backends/*``: ``doctor_ops(device_id)``)."""
-
-    matmul: Callable[[str], Any]                 # precision -> harness.matmul.MatmulOps of the benchmark
-    asynchronous: bool                           # calls return before the device has done the work
-    allocate: Callable[[int], Any]               # n bytes on the device, written, kept alive by the caller
-    memory_in_use: Callable[[], int | None]      # bytes in use on the device now (host RSS for a CPU)
-    peak: Any                                    # the benchmark's peak-memory counter: reset(), read()
-    compile_check: Callable[[], dict]            # {"what", "seconds"} or {"what", "skipped": why}
-    event_window: Callable[[Callable[[], Any], int], tuple[float, float]] | None = None  # CUDA: (event s, wall s)
 
 
 def relative_error(ops, n: int, rows: int = PRECISION_ROWS) -> float:

@@ -22,10 +22,9 @@ from pathlib import Path
 from xpubench import envnames
 from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
-from xpubench.devices.peaks import add_peak_metrics
-from xpubench.launch import failures
+from xpubench.harness import failures
+from xpubench.harness.cluster import from_env
 from xpubench.launch.budget import Budget
-from xpubench.launch.cluster import from_env
 from xpubench.results import machine, store
 from xpubench.results.fingerprint import utc_now
 from xpubench.results.outcome import Outcome
@@ -189,8 +188,6 @@ def run_cases(
             problem = placement_problem(case, outcome.get("placement"))
             if problem:  # never a silent fallback: the numbers are kept, the status says what happened
                 outcome.update(status="error", message=problem)
-            else:
-                add_peak_metrics(outcome.setdefault("metrics", {}), case.as_dict(), fingerprint)
         if outcome["status"] != "ok" and not lockstep:
             stopped.add(case.run_id)
         run = Run(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from xpubench import envnames
 from xpubench.devices.device import is_accelerator
-from xpubench.launch.failures import outcome_of_exception
+from xpubench.harness.failures import outcome_of_exception
 
 
 def execute(case):
@@ -53,7 +53,7 @@ def prepare_environment(device: str, environ=os.environ, scratch: Path | None = 
     if not is_accelerator(device):
         environ["JAX_PLATFORMS"] = "cpu"
     if scratch is not None:
-        from xpubench.launch.compile_cache import use_fresh_caches
+        from xpubench.harness.compile_cache import use_fresh_caches
 
         use_fresh_caches(scratch, environ)
 

@@ -4,6 +4,7 @@ record is read (this machine's, or another one's from ``--env-file``)."""
 
 from __future__ import annotations
 
+from xpubench.backends import device_backend
 from xpubench.devices.device import is_accelerator
 from xpubench.devices.precisions import fp16_problem, mps_fp16_training_problem, training_half
 from xpubench.devices.records import tf32_problem
@@ -13,15 +14,6 @@ KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # Keras 3 on each: backend ids
 BACKENDS = ("numpy", "torch", "jax", "keras", *(f"keras:{b}" for b in KERAS_BACKENDS))
 DEFAULT_BACKENDS = ("numpy", "torch", "jax")      # no -b: Keras is asked for (-b keras), it doubles a run
 MATMUL_DTYPES = ("fp32", "bf16", "fp16")
-
-
-def device_backend(backend: str) -> str:
-    """The backend whose devices a case runs on: keras:jax on jax's, keras:torch on torch's; TensorFlow's
-    devices are not detected, so keras:tensorflow runs on the CPU (numpy's record: the host CPU)."""
-    name, _, variant = backend.partition(":")
-    if name != "keras":
-        return backend
-    return {"tensorflow": "numpy"}.get(variant, variant or "jax")
 
 
 def _backend_installed(env: dict, backend: str) -> bool:

@@ -10,7 +10,7 @@ from xpubench.errors import UserError
 
 def _cluster():
     """This run's processes (--num-processes; harness/cluster.py): 1 unless it spans several hosts."""
-    from xpubench.launch.cluster import from_env
+    from xpubench.harness.cluster import from_env
 
     return from_env()
 

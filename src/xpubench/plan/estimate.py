@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from xpubench.devices.peaks import peak_for
+from xpubench.backends.peaks import peak_for
 from xpubench.workloads import get_workload
 
 STARTUP_S = {"numpy": 0.7, "torch": 3.5, "jax": 3.0}

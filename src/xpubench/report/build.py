@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from xpubench import analysis
 from xpubench.errors import UserError
 from xpubench.report import advice, charts, charts_training, costs, frameworks, generation, sections, tables
 from xpubench.report.content import Report, Section, TableBlock
 from xpubench.report.environment import differences, file_fingerprints, missing, summarize_fingerprint
 from xpubench.report.frame import ResultSet, ok_rows
-from xpubench.results import store
 from xpubench.results.fingerprint import utc_now
 from xpubench.version import __version__
 
@@ -166,7 +166,7 @@ def write_report(paths, output: Path, *, fmt: str | None = None, force: bool = F
     output = Path(output)
     fmt = output_format(output, fmt)
     check_output(output, [paths] if isinstance(paths, (str, Path)) else paths, force=force, what="the report")
-    report = build_report(store.load_results(paths))
+    report = build_report(analysis.load(paths))
     text = markdown.render(report, output) if fmt == "md" else html.render(report)
     output.write_text(text, encoding="utf-8")
     return output

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from xpubench import analysis
 from xpubench.errors import UserError
 from xpubench.report.environment import differences, file_fingerprints
 from xpubench.report.frame import Entry, entries, timing_name
-from xpubench.results import store
 from xpubench.results.fold import process_groups
 from xpubench.results.schema import finite
 from xpubench.results.stats import as_groups, hierarchical_bootstrap, separated
@@ -278,7 +278,7 @@ def compare_files(*paths, min_change: float = MIN_CHANGE,
         paths = tuple(paths[0])
     if len(paths) < 2:
         raise UserError("compare needs at least two results files")
-    return compare_loaded(store.load_results(list(paths)), min_change=min_change, on_warning=on_warning)
+    return compare_loaded(analysis.load(list(paths)), min_change=min_change, on_warning=on_warning)
 
 
 def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> str | None:

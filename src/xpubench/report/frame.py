@@ -90,7 +90,7 @@ def device_name(result: Result) -> str | None:
 
 def device_record(result: Result) -> dict:
     """The case's device record in its fingerprint (a Keras case's: its framework's, harness/metrics.py)."""
-    from xpubench.devices.peaks import device_record as record
+    from xpubench.backends.peaks import device_record as record
 
     fp = result.fingerprint or {}
     return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),

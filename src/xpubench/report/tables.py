@@ -250,13 +250,13 @@ def every_table(frame: pd.DataFrame) -> list[Table]:
 def tables_of(loaded) -> dict[str, pd.DataFrame]:
     """For a notebook: every non-empty table of results (paths, store.load_results output or a list of
     Result) as DataFrames of formatted strings, by title."""
+    from xpubench import analysis
     from xpubench.report.frame import results_frame
-    from xpubench.results import store
 
     if isinstance(loaded, (str, bytes)) or hasattr(loaded, "__fspath__"):
         loaded = [loaded]
     loaded = list(loaded)
     if loaded and (isinstance(loaded[0], str) or hasattr(loaded[0], "__fspath__")):
-        loaded = store.load_results(loaded)
+        loaded = analysis.load(loaded)
     frame = results_frame(loaded)
     return {t.title: t.frame() for t in every_table(frame) if not t.empty} if not frame.empty else {}

@@ -20,8 +20,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from xpubench.analysis import scaling
-from xpubench.analysis.ceilings import annotate
 from xpubench.results.schema import Result, Run, retryable
 from xpubench.results.stats import two_level
 
@@ -147,15 +145,10 @@ def unique_runs(runs: Iterable[Run]) -> tuple[list[Run], str | None]:
 
 
 def aggregate_all(runs: Iterable[Run]) -> list[Result]:
-    """Every case of a file (or a run) in the order its first process appeared (each process once:
-    ``unique_runs``); then the data-parallel
-    scaling figures of each case against the same case on fewer devices (harness/scaling.py)."""
+    """Every case of a file (or a run) in the order its first process appeared, each process once
+    (``unique_runs``). Nothing is derived here: analysis.analyse adds peak, ceiling and scaling figures."""
     groups: dict[str, list[Run]] = {}
     for run in unique_runs(runs)[0]:
         groups.setdefault(_case_id(run), []).append(run)
     results = [aggregate(g) for g in groups.values()]
-    annotate(results)   # % of peak and of the measured ceiling, intensity, cost (ceilings/annotate.py)
-    for r in results:
-        if r.status == "ok":
-            scaling.annotate(r.metrics, r.case, results)
     return results

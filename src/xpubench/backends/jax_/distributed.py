@@ -15,7 +15,7 @@ import numpy as np
 
 from xpubench.backends.jax_.device import jax_devices, kind_of
 from xpubench.errors import UserError
-from xpubench.launch.cluster import Cluster, from_env
+from xpubench.harness.cluster import Cluster, from_env
 
 JOIN_TIMEOUT_S = 300   # how long a process waits for the others to join (jax's default)
 KEY_BYTES = 512        # a case key, padded, as every process sends it to the others

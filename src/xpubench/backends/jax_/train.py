@@ -292,7 +292,7 @@ class JaxTrainer:
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
         from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
-        from xpubench.launch.compile_cache import warm_cache_note
+        from xpubench.harness.compile_cache import warm_cache_note
 
         out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note("jax")}
 

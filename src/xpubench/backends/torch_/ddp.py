@@ -34,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from xpubench.backends.torch_.device import torch_device
 from xpubench.backends.torch_.train import TorchTrainer
 from xpubench.errors import UserError
-from xpubench.launch.cluster import Cluster, from_env
+from xpubench.harness.cluster import Cluster, from_env
 
 LAUNCHER = "torch.distributed elastic_launch (torchrun's engine), c10d rendezvous"
 JOIN_TIMEOUT_S = 300
@@ -137,7 +137,7 @@ def raise_failure(exc, first_error: Path, device: str = "cpu"):
     corrupt data file) stays one (exit 2); an out-of-memory stays one (status oom) of the right kind:
     a rank killed by SIGKILL is host memory, a rank's "CUDA out of memory" on ``device`` device memory
     (``worker.OutOfMemory`` carries the kind decided from the rank's own error type and message)."""
-    from xpubench.launch.failures import USER_ERRORS, OutOfMemory, classify_exception, oom_kind_of
+    from xpubench.harness.failures import USER_ERRORS, OutOfMemory, classify_exception, oom_kind_of
 
     rank, failure = exc.get_first_failure()
     if failure.exitcode == -9:
@@ -162,7 +162,7 @@ def raise_failure(exc, first_error: Path, device: str = "cpu"):
 
 
 def _note_first_error(first_error: str, rank: int, exc: BaseException) -> None:
-    from xpubench.launch.failures import classify_exception
+    from xpubench.harness.failures import classify_exception
 
     try:
         fd = os.open(first_error, os.O_CREAT | os.O_EXCL | os.O_WRONLY)

@@ -7,12 +7,12 @@ import time
 
 import torch
 
+from xpubench.backends.base import DoctorOps
 from xpubench.backends.torch_.device import PeakMemory, sync, torch_device
 from xpubench.backends.torch_.matmul import ops_for
 from xpubench.backends.torch_.train import compile_problem
 from xpubench.case import Case
 from xpubench.devices import memory
-from xpubench.doctor.probe import DoctorOps
 
 
 def _in_use(device: torch.device) -> int | None:

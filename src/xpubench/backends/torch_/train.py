@@ -33,8 +33,8 @@ from xpubench.backends.torch_.device import (
     torch_device,
 )
 from xpubench.harness.casedata import batch_order
+from xpubench.harness.compile_cache import warm_cache_note
 from xpubench.harness.setup import training_setup
-from xpubench.launch.compile_cache import warm_cache_note
 from xpubench.workloads import get_workload
 
 
