@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from machine_facts import MACHINES
 
-from xpubench import envnames
+from xpubench import backends, envnames
 from xpubench.case import Case
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 
@@ -159,7 +159,8 @@ def test_torch_gpu_energy_reads_the_board_by_its_uuid_whatever_cuda_visible_devi
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda d: SimpleNamespace(uuid="ffc79498-8ff3-c2dc-3b0d-fafd804516ae"))
-    meter = meter_for_case(Case(workload="mnist_cnn", backend="torch", device="gpu:0", mode="train"))
+    case = Case(workload="mnist_cnn", backend="torch", device="gpu:0", mode="train")
+    meter = meter_for_case(case, backends.get("torch").gpu_identity)
     assert isinstance(meter, NvmlMeter)
     meter._module = nvml = FakeNvml()
     meter.start()
@@ -175,7 +176,8 @@ def test_jax_on_an_amd_gpu_reads_amd_smi_on_the_visible_board(monkeypatch):
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("gpu", "AMD Instinct MI300X", "gfx942")])
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "4,5")
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
-    meter = meter_for_case(Case(workload="mnist_cnn", backend="jax", device="gpu:1", mode="train"))
+    case = Case(workload="mnist_cnn", backend="jax", device="gpu:1", mode="train")
+    meter = meter_for_case(case, backends.get("jax").gpu_identity)
     assert isinstance(meter, AmdSmiMeter) and meter.index == 5            # not NVML (n/a), not board 1
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from xpubench.case import Case
 from xpubench.harness import failures
-from xpubench.launch import runner
 from xpubench.harness.failures import OutOfMemory, classify_exception, oom_kind, outcome_of_exception
+from xpubench.launch import runner
 
 TORCH_CUDA = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity; 76.50 GiB "
               "already allocated; 1.02 GiB free; 77.00 GiB reserved in total by PyTorch)")

@@ -50,6 +50,11 @@ class Backend:
     def finish(self, case) -> None:
         """Tear down what the case set up (a multi-process runtime); called after the measurement."""
 
+    def gpu_identity(self, case) -> dict:
+        """{"vendor": "nvidia" | "amd" | None, "uuid": str | None} of the case's GPU, as the framework running
+        it sees it (called after the framework initialised the device): the energy meter reads that board."""
+        return {"vendor": None, "uuid": None}
+
     def doctor_ops(self, device: str) -> Any:
         """``xpubench doctor``'s adapters (doctor/probe.py DoctorOps)."""
         raise Unsupported(f"{self.name} has no doctor adapters")

@@ -15,46 +15,31 @@ the reason (``figures`` -> ``energy_na``), never an exception.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from xpubench.energy import energy_figures, meter_for
 from xpubench.energy.meter import EnergyMeter, EnergyReading, Unavailable
 
 
-def meter_for_case(case) -> EnergyMeter:
+def meter_for_case(case, gpu_identity: Callable[[Any], dict] | None = None) -> EnergyMeter:
     """The meter of a case's device. A data-parallel case on several accelerators reads none: one board's
     counter is not the case's energy (CPU "devices" share one package, so they are read). A GPU is told
-    by the framework that runs the case (``gpu_identity``): its vendor picks NVML or AMD SMI, its UUID
-    (torch) finds the board in NVML."""
+    by the framework that runs the case (``gpu_identity(case)``, its backend's: backends/base.py): its
+    vendor picks NVML or AMD SMI, its UUID (torch) finds the board in NVML; without it, n/a."""
     kind = case.device.split(":")[0]
     if (case.devices or 1) > 1 and kind != "cpu":
         return Unavailable(f"energy is read for one-device cases only ({case.devices} devices here)")
     if kind == "gpu":
+        if gpu_identity is None:
+            return Unavailable(f"no backend said which GPU {case.device} is")
         try:
             identity = gpu_identity(case)
         except Exception as exc:  # noqa: BLE001 - a meter never fails a case: n/a with the reason
             return Unavailable(f"cannot tell which GPU {case.device} is ({' '.join(str(exc).split())[:200]})")
         return meter_for(case.device, **identity)
     return meter_for(case.device)
-
-
-def gpu_identity(case) -> dict:
-    """{"vendor": "nvidia" | "amd", "uuid": str | None} of the case's GPU, from the framework running it
-    (already imported by then: the meter is made after the trainer or predictor)."""
-    from xpubench.plan.defaults import device_backend
-
-    framework = device_backend(case.backend)
-    if framework == "torch":
-        from xpubench.backends.torch_.device import gpu_identity as identity
-        from xpubench.backends.torch_.device import torch_device
-
-        return identity(torch_device(case.device))
-    if framework == "jax":
-        from xpubench.backends.jax_.device import gpu_identity as identity
-        from xpubench.backends.jax_.device import jax_devices
-
-        return identity(jax_devices(case.device)[0])
-    return {"vendor": None, "uuid": None}
 
 
 class EnergyWindows:

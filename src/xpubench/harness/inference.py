@@ -208,7 +208,7 @@ class Session(Protocol):
     def predictor(self, precision: str) -> tuple[Predictor, dict]: ...  # (predictor, conversion report)
 
 
-def run_inference(case, session: Session):
+def run_inference(case, session: Session, gpu_identity=None):
     """An inference case: the fp32 weights of the case's training run (trained here, or the cached
     result of that same run), converted to the case's precision, then measured (see module docstring).
     Non-fp32 cases also score the fp32 model on the same samples, so before/after is in one record."""
@@ -235,7 +235,7 @@ def run_inference(case, session: Session):
         reference = quality(spec, predict_all(fp32), session.y_eval, prefix="fp32_")
         fp32_bytes = fp32.model_bytes()
     predictor, report = session.predictor(case.precision)
-    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case)))
+    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case, gpu_identity)))
     metrics.update(quality(spec, outputs, session.y_eval))
     if reference:
         compare_to_fp32(spec, metrics, reference, fp32_bytes)

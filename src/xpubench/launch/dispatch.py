@@ -69,8 +69,9 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
         from xpubench.usermodel.load import prepare
 
         case, _ = prepare(case)
-    trainer = backends.get(case.backend).trainer(case, rank=rank, world=world)
-    outcome = run_training(trainer, case, trainer.flops_per_sample)
+    backend = backends.get(case.backend)
+    trainer = backend.trainer(case, rank=rank, world=world)
+    outcome = run_training(trainer, case, trainer.flops_per_sample, gpu_identity=backend.gpu_identity)
     add_described(outcome.metrics, trainer)
     if outcome.metrics.get("flops_per_sample") is not None:   # training FLOPs: forward x the spec's factor (3)
         outcome.metrics["forward_flops_per_sample"] = outcome.metrics["flops_per_sample"] / trainer.spec.train_flops_factor
@@ -88,7 +89,7 @@ def _infer(backend, case) -> Outcome:
     from xpubench.harness.inference import run_inference
 
     session = backend.session(case)
-    outcome = run_inference(case, session)
+    outcome = run_inference(case, session, gpu_identity=backend.gpu_identity)
     if outcome.status == "ok":
         add_described(outcome.metrics, session)
     return outcome

@@ -60,6 +60,11 @@ class JaxBackend(Backend):
 
             distributed.shutdown()
 
+    def gpu_identity(self, case) -> dict:
+        from xpubench.backends.jax_.device import gpu_identity, jax_devices
+
+        return gpu_identity(jax_devices(case.device)[0])
+
     def doctor_ops(self, device: str):
         from xpubench.backends.jax_.doctor import doctor_ops
 

@@ -20,6 +20,12 @@ class KerasBackend(Backend):
             return precision_problem(case)
         return None
 
+    def gpu_identity(self, case) -> dict:
+        """The framework Keras runs on tells (keras:jax -> jax's identity of the device)."""
+        from xpubench import backends
+
+        return backends.get(backends.device_backend(case.backend)).gpu_identity(case)
+
     def matmul_ops(self, case):
         from xpubench.backends.keras_.matmul import ops_for
 

@@ -61,6 +61,11 @@ class TorchBackend(Backend):
 
         return generator_for(case)
 
+    def gpu_identity(self, case) -> dict:
+        from xpubench.backends.torch_.device import gpu_identity, torch_device
+
+        return gpu_identity(torch_device(case.device))
+
     def doctor_ops(self, device: str):
         from xpubench.backends.torch_.doctor import doctor_ops
 
