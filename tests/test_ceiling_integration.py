@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from xpubench.analysis.ceilings import annotate
+from xpubench.analysis.cost import result_cost
 from xpubench.case import Case
 from xpubench.ceilings import cache, runtime
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable
@@ -15,7 +16,7 @@ from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.plan.cost import price_for_case, priced, result_cost
+from xpubench.plan.prices import price_for_case, priced
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result
 

@@ -3,15 +3,14 @@ time and by cost."""
 
 import pytest
 
+from xpubench.analysis.cost import cost_figures, rank_time_and_cost
 from xpubench.errors import UserError
-from xpubench.plan.cost import (
-    cost_figures,
+from xpubench.plan.prices import (
     load_prices_file,
     merge_prices,
     normalise_device,
     parse_price_flags,
     price_for,
-    rank_time_and_cost,
 )
 
 

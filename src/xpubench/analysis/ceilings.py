@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xpubench.analysis.cost import result_cost
 from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
-from xpubench.plan.cost import result_cost
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "int8": 1}
 LOWER_BOUND = "lower bound: the fastest matmul of this file"

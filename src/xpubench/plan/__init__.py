@@ -13,7 +13,6 @@ from typing import Any
 
 from xpubench.case import SYNC_MODES, Case
 from xpubench.errors import UserError
-from xpubench.plan.cost import priced
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     BACKENDS,
     DEFAULT_BACKENDS,
@@ -34,6 +33,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
     slow_cpu_dtypes,
 )
 from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
+from xpubench.plan.prices import priced
 from xpubench.workloads import (
     MODEL_WORKLOADS,
     REGISTRY,

@@ -224,7 +224,7 @@ def noise_note(data: ResultSet) -> list[str]:
 def time_and_cost(data: ResultSet) -> list[str]:
     """With prices: per workload and mode, the setups ranked by time and by cost (each at its fastest
     batch size), and where the two rankings differ (cost.rank_time_and_cost)."""
-    from xpubench.plan.cost import rank_time_and_cost
+    from xpubench.analysis.cost import rank_time_and_cost
 
     lines = []
     for mode, name, unit in (("train", "usd_per_1m_samples", "1M training samples"),
