@@ -60,7 +60,7 @@ def test_ceilings_dry_run_names_the_known_good_figure_of_a_recorded_h100(capsys)
 
 def test_ceilings_dry_run_here_says_none_is_published(capsys, monkeypatch):
     env = json.loads(H100.read_text())
-    monkeypatch.setattr("xpubench.devices.detect.environment", lambda: env)   # this machine: its CPU, no GPU
+    monkeypatch.setattr("xpubench.backends.detect.environment", lambda: env)   # this machine: its CPU, no GPU
     assert main(shlex.split("ceilings --dry-run -b numpy")) == 0
     assert "known-good: none published for Intel(R) Xeon(R) Platinum 8480C" in capsys.readouterr().out
 

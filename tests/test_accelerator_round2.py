@@ -258,7 +258,7 @@ def test_doctor_records_its_events_on_the_measured_devices_stream(monkeypatch):
 # --- 7: every worker compiles with empty caches ---------------------------------------------------------
 
 def test_every_worker_process_gets_empty_compilation_caches_of_its_own(tmp_path):
-    from xpubench.harness.compile_cache import warm_cache_note
+    from xpubench import backends
     from xpubench.launch import worker
 
     first, second = {}, {}
@@ -267,13 +267,14 @@ def test_every_worker_process_gets_empty_compilation_caches_of_its_own(tmp_path)
     assert first["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path / "a"))
     assert first["TRITON_CACHE_DIR"].startswith(str(tmp_path / "a"))
     assert second["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path / "b"))
-    assert warm_cache_note("torch", first) is None
+    torch, jax = backends.get("torch"), backends.get("jax")
+    assert torch.warm_cache_note(first) is None
     users = {"TORCHINDUCTOR_CACHE_DIR": "/home/me/.inductor"}
     worker.prepare_environment("gpu:0", users, scratch=tmp_path / "c")
     assert users["TORCHINDUCTOR_CACHE_DIR"] == "/home/me/.inductor"          # the user's choice, said
-    assert "/home/me/.inductor" in warm_cache_note("torch", users)
-    assert "Inductor's default cache" in warm_cache_note("torch", {})          # in-process: /tmp's shared one
-    assert warm_cache_note("jax", {"JAX_COMPILATION_CACHE_DIR": "/cache"}) is not None
+    assert "/home/me/.inductor" in torch.warm_cache_note(users)
+    assert "Inductor's default cache" in torch.warm_cache_note({})          # in-process: /tmp's shared one
+    assert jax.warm_cache_note({"JAX_COMPILATION_CACHE_DIR": "/cache"}) is not None
 
 
 def test_the_worker_gives_its_private_folder_as_the_scratch(monkeypatch, tmp_path):

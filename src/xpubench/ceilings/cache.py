@@ -70,7 +70,7 @@ def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
-    """The identity of this machine and software, from ``devices.detect.environment()``'s record."""
+    """The identity of this machine and software, from ``backends.detect.environment()``'s record."""
     host = env.get("host", {})
     cpu = host.get("cpu", {})
     backends = env.get("backends", {})

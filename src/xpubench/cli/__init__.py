@@ -119,7 +119,7 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_env(args, console) -> int:
-    from xpubench.devices.detect import environment
+    from xpubench.backends.detect import environment
     from xpubench.devices.render import render_environment
 
     env = environment()

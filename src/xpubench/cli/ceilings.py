@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xpubench.ceilings import cache
-from xpubench.ceilings.measure import ADAPTERS, PRECISIONS, ceilings_for
+from xpubench.ceilings.measure import ceilings_for, precisions_of, with_ceilings
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
 
@@ -64,7 +64,7 @@ def cached_table(env: dict) -> Table | str:
 
 def _plan(env: dict, args: argparse.Namespace) -> list[tuple[str, str, list[str]]]:
     """(backend, device, precisions) to measure, checked against what is installed (one line if not)."""
-    installed = [b for b, info in env.get("backends", {}).items() if info.get("installed") and b in ADAPTERS]
+    installed = [b for b, info in env.get("backends", {}).items() if info.get("installed") and b in with_ceilings()]
     backends = _split(args.backend) or installed
     for b in backends:
         if b not in installed:
@@ -73,7 +73,7 @@ def _plan(env: dict, args: argparse.Namespace) -> list[tuple[str, str, list[str]
     planned = []
     for b in backends:
         for device in _split(args.device) or [d["id"] for d in env["backends"][b].get("devices", [])]:
-            usable = [p for p in precisions if p in PRECISIONS[b]]
+            usable = [p for p in precisions if p in precisions_of(b)]
             if usable:
                 planned.append((b, device, usable))
     return planned
@@ -101,7 +101,7 @@ def known_good_lines(env: dict, entry: dict | None) -> list[str]:
 
 
 def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
-    from xpubench.devices.detect import environment
+    from xpubench.backends.detect import environment
     from xpubench.devices.envfile import load_environment
 
     if args.env_file and not args.dry_run:

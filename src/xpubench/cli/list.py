@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from xpubench.plan import BACKENDS, MATMUL_SIZES
+from xpubench.plan import MATMUL_SIZES, backend_ids
 from xpubench.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOADS, get_workload
 
 
@@ -21,4 +21,4 @@ def print_listing(console) -> None:
                   f"{s.train_samples:,} / {s.eval_samples:,}",
                   f"{mod.forward_flops(s) * s.train_flops_factor / 1e9:.3f}")
     console.print(t)
-    console.print("backends: " + ", ".join(BACKENDS) + "   (see `xpubench env` for what is installed here)")
+    console.print("backends: " + ", ".join(backend_ids()) + "   (see `xpubench env` for what is installed here)")

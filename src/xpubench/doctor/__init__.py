@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from xpubench import backends
 from xpubench.doctor import checks
 from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
@@ -40,10 +41,9 @@ def probe_config(env: dict, backend: str, device: str) -> dict:
     from xpubench.plan.defaults import has_tf32, model_precisions, slow_cpu_dtypes
 
     accel = not device.startswith("cpu")
-    if backend == "numpy":
-        precisions = ["fp32"]
-    else:
-        precisions = ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), "bf16", "fp16"]
+    runs = backends.get(backend).precisions
+    precisions = [p for p in ("fp32", "tf32", "bf16", "fp16") if p in runs
+                  and (p != "tf32" or has_tf32(env, backend, device))]
     slow = slow_cpu_dtypes(env, backend, device)
     ceiling = [p for p in dict.fromkeys(["fp32", *model_precisions(env, backend, device)])
                if p in precisions and p not in slow]

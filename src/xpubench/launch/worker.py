@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from xpubench import envnames
+from xpubench import backends, envnames
 from xpubench.devices.device import is_accelerator
 from xpubench.harness.failures import outcome_of_exception
 
@@ -43,19 +43,15 @@ def apply_memory_limit(device: str) -> None:
 
 
 def prepare_environment(device: str, environ=os.environ, scratch: Path | None = None) -> None:
-    """Framework settings every case's process needs, set before any framework is imported:
-    JAX must not preallocate 75% of every visible GPU (XLA_PYTHON_CLIENT_PREALLOCATE=false, unless the
-    user set it; the fingerprint records any such variable), a CPU case sees no accelerator
-    (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's default-device work on a GPU, and with
-    ``scratch`` (the worker's private folder) torch's compilation caches start empty in it
-    (harness/compile_cache.py), so compile_s is a cold compile as JAX's is."""
-    environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if not is_accelerator(device):
-        environ["JAX_PLATFORMS"] = "cpu"
+    """The settings every backend asks of a case's process, made before any framework is imported
+    (``Backend.worker_environment``: JAX without GPU memory preallocation and, for a CPU case, without
+    accelerators; torch's compilation caches empty in ``scratch``, the worker's private folder, so
+    compile_s is a cold compile). Every backend's, so a user's model that imports another framework is
+    covered too."""
     if scratch is not None:
-        from xpubench.harness.compile_cache import use_fresh_caches
-
-        use_fresh_caches(scratch, environ)
+        environ[envnames.SCRATCH] = str(scratch)
+    for name in backends.names():
+        backends.get(name).worker_environment(device, environ, scratch)
 
 
 def watch_parent(interval_s: float = 0.5) -> None:

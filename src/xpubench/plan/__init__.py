@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench import backends as registry
 from xpubench.case import SYNC_MODES, Case
 from xpubench.errors import UserError
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
-    BACKENDS,
-    DEFAULT_BACKENDS,
-    MATMUL_DTYPES,
     _backend_installed,
+    backend_ids,
     case_mode,
     choose_devices,
+    default_backends,
     default_devices,
     expand_backends,
     half_precision_note,
@@ -110,7 +110,7 @@ def validate(req: PlanRequest) -> None:
     for name, label in LIST_LABELS.items():
         _check_list(label, getattr(req, name))
     _check_choice("workload", req.workloads, list(REGISTRY))
-    _check_choice("backend", req.backends, BACKENDS)
+    _check_choice("backend", req.backends, backend_ids())
     _check_choice("precision", req.precisions, PRECISIONS)
     _check_choice("mode", req.modes, MODES)
     _check_choice("data source", [req.data], ("synthetic", "real"))
@@ -224,7 +224,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     defaults = [*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS]
     workloads = req.workloads or ([] if req.model else  # --model alone runs that model only
                                   defaults if cluster.multi else ["matmul", *defaults])
-    backends = req.backends or [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
+    backends = req.backends or [b for b in default_backends() if _backend_installed(env, b)]
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = _model_cases(req, env) if req.model else []
@@ -273,8 +273,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         precisions = req.precisions or matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
-    if backend == "numpy":
-        return []  # numpy has no training stack: it is the matmul reference only
+    if not registry.record(backend).trains:
+        return []  # a matmul reference only (numpy): no training stack
     mod = None if spec is not None else get_workload(workload)   # a user's model brings its spec
     if mod is not None:
         if not runs_on(mod, backend):

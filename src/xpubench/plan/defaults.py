@@ -4,40 +4,47 @@ record is read (this machine's, or another one's from ``--env-file``)."""
 
 from __future__ import annotations
 
+from xpubench import backends as registry
 from xpubench.backends import device_backend
 from xpubench.devices.device import is_accelerator
-from xpubench.devices.precisions import fp16_problem, mps_fp16_training_problem, training_half
+from xpubench.devices.precisions import fp16_problem, training_half
 from xpubench.devices.records import tf32_problem
 from xpubench.errors import UserError
 
-KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # Keras 3 on each: backend ids keras:jax, keras:torch, ...
-BACKENDS = ("numpy", "torch", "jax", "keras", *(f"keras:{b}" for b in KERAS_BACKENDS))
-DEFAULT_BACKENDS = ("numpy", "torch", "jax")      # no -b: Keras is asked for (-b keras), it doubles a run
-MATMUL_DTYPES = ("fp32", "bf16", "fp16")
+
+def backend_ids() -> list[str]:
+    """Every backend id a request may name (backends/: each record's name and variants)."""
+    return registry.every_id()
+
+
+def default_backends() -> list[str]:
+    """The backends planned when no -b is given (each record's ``in_default_run``)."""
+    return [name for name in registry.names() if registry.get(name).in_default_run]
 
 
 def _backend_installed(env: dict, backend: str) -> bool:
-    records = env.get("backends", {})
-    name, _, variant = backend.partition(":")
-    if name == "keras":   # Keras and the framework it runs on (TensorFlow: found by the keras record)
-        keras = records.get("keras", {})
-        runs_on = records.get(variant, {}).get("installed") if variant != "tensorflow" else \
-            "tensorflow" in (keras.get("keras_backends") or ())
-        return bool(keras.get("installed") and (not variant or runs_on))
-    return bool(records.get(backend, {}).get("installed"))
+    return registry.known(backend) and registry.get(backend).installed(env, backend)
 
 
 def expand_backends(env: dict, backends: list[str] | None) -> list[str] | None:
-    """-b keras -> every Keras backend installed here (keras:jax, keras:torch, keras:tensorflow); refused
-    in one line when Keras or every framework it runs on is missing."""
-    if not backends or "keras" not in backends:
+    """A backend with variants named bare (-b keras) -> every one of its variants installed here (keras:jax,
+    keras:torch, keras:tensorflow); refused in one line when none is."""
+    if not backends:
         return backends
-    found = [f"keras:{b}" for b in KERAS_BACKENDS if _backend_installed(env, f"keras:{b}")]
-    if not found:
-        missing = "keras" if not _backend_installed(env, "keras") else "jax, torch or tensorflow for it to run on"
-        raise UserError(f"backend 'keras' needs Keras 3 and a framework to run on; missing here: {missing} "
-                        "(pip install 'xpubench[keras]')")
-    return [x for b in backends for x in (found if b == "keras" else [b])]
+    out = []
+    for name in backends:
+        record = registry.get(name) if registry.known(name) else None
+        if record is None or not record.variants or ":" in name:
+            out.append(name)
+            continue
+        found = record.ids(env)
+        if not found:
+            missing = (name if not record.installed(env, name) else
+                       f"{', '.join(record.variants)} for it to run on")
+            raise UserError(f"backend {name!r} needs {record.title} and a framework to run on; missing here: "
+                            f"{missing} (pip install 'xpubench[{name}]')")
+        out += found
+    return out
 
 
 def default_devices(env: dict, backend: str) -> list[str]:
@@ -55,18 +62,10 @@ def _device_record(env: dict, backend: str, device: str) -> dict:
     return {}
 
 
-# CPU instructions that make a half-precision matmul native; without them torch's CPU kernels for that
-# dtype run at ~1 GFLOP/s (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2),
-# so one 4096 product takes minutes. XLA converts to fp32 internally and stays fast.
-NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
-
-
 def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    """Half dtypes left out of the default matmul sweep here (still run when asked for by name)."""
-    if device_backend(backend) != "torch" or not device.startswith("cpu"):
-        return []
-    flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
-    return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
+    """Half dtypes left out of the default matmul sweep here (still run when asked for by name): those the
+    framework that runs the case computes slowly on this CPU (its record's ``slow_cpu_dtypes``)."""
+    return registry.get(device_backend(backend)).slow_cpu_dtypes(env, device)
 
 
 def has_tf32(env: dict, backend: str, device: str) -> bool:
@@ -75,13 +74,15 @@ def has_tf32(env: dict, backend: str, device: str) -> bool:
 
 
 def matmul_dtypes(env: dict, backend: str, device: str) -> list[str]:
-    if backend == "numpy":
-        return ["fp32"]
+    """The default matmul sweep: the backend's matmul dtypes, less the slow ones on this CPU and fp16 where
+    the chip has none; tf32 beside fp32 where the chip has it and the backend runs it."""
+    record = registry.get(backend)
     kind = _device_record(env, backend, device).get("kind")
-    dtypes = [d for d in MATMUL_DTYPES if d not in slow_cpu_dtypes(env, backend, device)
+    dtypes = [d for d in record.default_matmul_dtypes(env, backend, device)
+              if d not in slow_cpu_dtypes(env, backend, device)
               and not (d == "fp16" and fp16_problem(kind))]   # a TPU's "fp16" would run as bf16
-    if has_tf32(env, backend, device):
-        dtypes.insert(1, "tf32")
+    if "tf32" in record.precisions and "fp32" in dtypes and has_tf32(env, backend, device):
+        dtypes.insert(dtypes.index("fp32") + 1, "tf32")
     return dtypes
 
 
@@ -98,11 +99,8 @@ def model_precisions(env: dict, backend: str, device: str) -> list[str]:
 
 
 def _training_half(env: dict, backend: str, device: str) -> tuple[str | None, str | None]:
-    record = _device_record(env, backend, device)
-    problem = None   # JAX scales fp16 losses itself (backends/jax_/loss_scale.py): no version gate
-    if device_backend(backend) == "torch" and record.get("kind") == "mps":
-        problem = mps_fp16_training_problem(env.get("backends", {}).get("torch", {}).get("version"))
-    return training_half(record, problem)
+    problem = registry.get(device_backend(backend)).fp16_training_problem(env, device)
+    return training_half(_device_record(env, backend, device), problem)
 
 
 def half_precision_note(env: dict, backend: str, device: str) -> str | None:
@@ -139,7 +137,7 @@ def choose_devices(env: dict, backends: list[str] | None, devices: list[str] | N
     """{backend: device ids} for ``backends`` (default: every installed one) and ``devices`` (device
     spellings; default: the first device of each kind). ``implicit`` (default: no backends named) drops
     the devices a backend lacks instead of refusing them (``_devices_for``)."""
-    chosen = backends or [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
+    chosen = backends or [b for b in default_backends() if _backend_installed(env, b)]
     implicit = not backends if implicit is None else implicit
     return {backend: _devices_for(env, backend, devices, implicit) for backend in chosen}
 
@@ -169,7 +167,7 @@ def _check_someone_has(env: dict, spelling: str) -> None:
     """Refuse a device spelling no installed backend resolves (one line naming what each one has)."""
     from xpubench.devices.detect import resolve_device
 
-    installed = [b for b in DEFAULT_BACKENDS if _backend_installed(env, b)]
+    installed = [b for b in default_backends() if _backend_installed(env, b)]
     errors = []
     for backend in installed:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xpubench import backends
 from xpubench.errors import UserError
 
 
@@ -16,15 +17,12 @@ def _cluster():
 
 
 def available_count(env: dict, backend: str, device: str) -> int:
-    """How many devices of this kind data parallelism can use (torch on CPU: one process per core),
-    over all processes of a multi-process run (each process is taken to have as many as this one)."""
-    import os
-
+    """How many devices of this kind data parallelism can use (the backend's own count where it has one:
+    torch on a CPU runs one process per core), over all processes of a multi-process run (each process is
+    taken to have as many as this one)."""
     kind = device.split(":")[0]
-    if backend == "torch" and kind == "cpu":
-        usable = env.get("host", {}).get("cpu", {}).get("usable_cores")   # the described machine's
-        have = usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    else:
+    have = backends.record(backend).data_parallel_devices(env, device)
+    if have is None:
         devs = env.get("backends", {}).get(backend, {}).get("devices", [])
         have = max(1, sum(1 for d in devs if d["kind"] == kind))
     return have * _cluster().num_processes
@@ -45,8 +43,7 @@ def device_counts(req: Any, env: dict, backend: str, device: str) -> list[int]:
     kind = device.split(":")[0]
     for n in counts:
         if n > have:
-            hint = (" (simulate N CPU devices with XLA_FLAGS=--xla_force_host_platform_device_count=N)"
-                    if backend == "jax" and kind == "cpu" else "")
+            hint = backends.record(backend).data_parallel_hint(device)
             raise UserError(f"--devices {n}: {backend} sees only {have} {kind} device(s) here; "
                             f"use --devices {have} or --devices all{hint}")
         if n % processes:

@@ -2,11 +2,11 @@
 
 It is a plan, never a measurement, and says what it assumes:
 
-- every case starts a worker process: Python plus the framework's import (``STARTUP_S``, measured on the
-  project's 2-core CI VM; a faster host starts faster);
-- compilation: JAX compiles each step ahead of time (``JAX_COMPILE_S`` each: 1.7-2.8 s measured for the
-  CNN on that VM); ``torch.compile`` (compile="auto" on CUDA/ROCm) ``TORCH_COMPILE_S`` (18-33 s measured
-  on CPU with a cold cache; shared/notes/cpu-facts.md);
+- every case starts a worker process: Python plus the framework's import (each backend record's
+  ``startup_s``, measured on the project's 2-core CI VM; a faster host starts faster);
+- compilation: each backend record's ``compile_seconds(case)`` (JAX compiles each step ahead of time,
+  1.7-2.8 s measured for the CNN on that VM; ``torch.compile``, compile="auto" on CUDA/ROCm, 18-33 s
+  measured on CPU with a cold cache; shared/notes/cpu-facts.md);
 - work runs at an assumed share of the chip's peak: ``MATMUL_EFFICIENCY`` for matmul, ``MODEL_MFU`` for
   model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
   models are assumed no better);
@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import math
 
+from xpubench import backends
 from xpubench.backends.peaks import peak_for
 from xpubench.workloads import get_workload
 
-STARTUP_S = {"numpy": 0.7, "torch": 3.5, "jax": 3.0}
-JAX_COMPILE_S = 2.5
-TORCH_COMPILE_S = 30.0
 MATMUL_EFFICIENCY = 0.5
 MODEL_MFU = 0.07
 MATMUL_BUDGET_S = 6.0        # workloads/matmul.py DEFAULT_BUDGET_S
@@ -40,16 +38,13 @@ def _peak(case, env: dict) -> float | None:
 
 
 def _compile_s(case) -> float:
-    if case.backend == "jax":
-        return JAX_COMPILE_S * (3 if case.mode == "infer" else 2)   # train + eval step (+ predict)
-    auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
-    return TORCH_COMPILE_S if case.backend == "torch" and (case.compile == "on" or auto_gpu) else 0.0
+    return backends.record(case.backend).compile_seconds(case)
 
 
 def case_seconds(case, env: dict) -> tuple[float, bool]:
     """(estimated seconds for one case, whether its work part is known). An unknown peak leaves only
     start-up, compilation and the parts a time budget bounds."""
-    start = STARTUP_S.get(case.backend, 3.0)
+    start = backends.record(case.backend).startup_seconds(case.backend)
     peak = _peak(case, env)
     if case.mode == "matmul":
         budget = case.time_budget_s or MATMUL_BUDGET_S

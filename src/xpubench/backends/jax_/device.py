@@ -115,3 +115,14 @@ class PeakMemory:
         raised = [n for n, b in zip(now, before) if b is None or n > b]
         below = [b for n, b in zip(now, before) if b is not None and n <= b]   # region peak <= b: unknown
         return max(raised) if raised and max(raised) >= max(below, default=0) else None
+
+
+def warm_cache_note(environ) -> str | None:
+    """Why a compile time may include cache hits: JAX compiles from scratch in every process unless its
+    persistent compilation cache is on (JAX_COMPILATION_CACHE_DIR or jax_compilation_cache_dir)."""
+    import sys
+
+    jax_module = sys.modules.get("jax")
+    folder = environ.get("JAX_COMPILATION_CACHE_DIR") or (
+        getattr(jax_module.config, "jax_compilation_cache_dir", None) if jax_module is not None else None)
+    return f"compile_s may include hits of JAX's persistent compilation cache ({folder})" if folder else None

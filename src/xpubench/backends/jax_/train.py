@@ -292,9 +292,9 @@ class JaxTrainer:
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
         from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
-        from xpubench.harness.compile_cache import warm_cache_note
+        from xpubench.backends.jax_.device import warm_cache_note
 
-        out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note("jax")}
+        out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note(os.environ)}
 
         moved = step_bytes_per_sample(self._train, self.global_batch, getattr(self, "flops_per_sample", None))
         if moved:

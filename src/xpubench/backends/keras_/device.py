@@ -24,7 +24,8 @@ from typing import Any
 
 from xpubench.errors import UserError
 
-KERAS_BACKENDS = ("jax", "torch", "tensorflow")
+KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # the frameworks Keras 3 runs on
+
 DTYPE_POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xpubench.backends.torch_.caches import warm_cache_note
 from xpubench.backends.torch_.device import (
     PeakMemory,
     checked_autocast,
@@ -33,7 +34,6 @@ from xpubench.backends.torch_.device import (
     torch_device,
 )
 from xpubench.harness.casedata import batch_order
-from xpubench.harness.compile_cache import warm_cache_note
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -265,7 +265,7 @@ class TorchTrainer:
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: compiled or eager (and why, as a warning),
         autotuning, fp16's loss scaling."""
-        warm = warm_cache_note("torch") if self.compiled else None
+        warm = warm_cache_note() if self.compiled else None
         notes = "; ".join(n for n in (self.compile_note, warm) if n)
         out = {"compiled": self.compiled, "autotune": self.autotune, "warning": notes or None}
         if self.scaler is not None:
