@@ -19,6 +19,7 @@ from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
 from xpubench.backends.jax_.train import cast_floats, make_apply
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows, train_untimed
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.workloads import get_workload
 
 
@@ -32,7 +33,7 @@ def arrays_tree(arrays: dict[str, np.ndarray]) -> dict:
     return traverse_util.unflatten_dict({k: np.asarray(v) for k, v in arrays.items()}, sep="/")
 
 
-class JaxPredictor:
+class JaxPredictor(PeakMemoryFrom):
     """``fn(params, extra, x) -> out`` jitted; the padded batches on the device before any clock."""
 
     def __init__(self, fn, params, extra, x: np.ndarray, batch: int, device):
@@ -68,11 +69,6 @@ class JaxPredictor:
         """Where a prediction's output lives (one untimed call)."""
         return placement(self.predict(0))
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
 
 class JaxSession:

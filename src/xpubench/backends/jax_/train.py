@@ -27,6 +27,7 @@ from xpubench.backends.jax_ import loss_scale
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
 from xpubench.harness.casedata import batch_order
 from xpubench.harness.inference import batch_count, pad_rows
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -184,7 +185,7 @@ def autotune_setting(device) -> str | None:
     return f"XLA autotuning, xla_gpu_autotune_level {m.group(1) if m else '4 (default)'}"
 
 
-class JaxTrainer:
+class JaxTrainer(PeakMemoryFrom):
     def __init__(self, case):
         self.case = case
         (self.device,) = jax_devices(case.device)
@@ -283,11 +284,6 @@ class JaxTrainer:
     def placement(self) -> str:
         return placement(jax.tree.leaves(self.state[0])[0])
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""

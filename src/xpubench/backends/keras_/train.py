@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of, set_precision
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.harness.training import StepTimer
 from xpubench.workloads import get_workload
@@ -101,7 +102,7 @@ def timing_callback(keras: Any, timer: StepTimer, pipelined: bool) -> Any:
     return PipelinedSteps() if pipelined else StepTimes()
 
 
-class KerasTrainer:
+class KerasTrainer(PeakMemoryFrom):
     """An epoch Trainer (harness/training.py) over ``model.fit``; see the module docstring."""
 
     def __init__(self, case):
@@ -181,13 +182,8 @@ class KerasTrainer:
         return self._placement
 
     def reset_peak_memory(self) -> None:
-        self.memory = self.device.peak_memory_counter()
-        if self.memory is not None:
-            self.memory.reset()
-
-    def peak_memory(self):
-        memory = getattr(self, "memory", None)
-        return memory.read() if memory is not None else None
+        self.memory = self.device.peak_memory_counter()   # made once the model exists
+        super().reset_peak_memory()
 
 
 

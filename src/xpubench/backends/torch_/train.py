@@ -34,6 +34,7 @@ from xpubench.backends.torch_.device import (
     torch_device,
 )
 from xpubench.harness.casedata import batch_order
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -110,7 +111,7 @@ def compile_choice(case, device: torch.device) -> tuple[bool, str | None]:
     return (False, f"torch.compile not used ({problem}): trained eager") if problem else (True, None)
 
 
-class TorchTrainer:
+class TorchTrainer(PeakMemoryFrom):
     def __init__(self, case, world_size: int = 1, rank: int = 0, wrap=None):
         self.case, self.device = case, torch_device(case.device)
         set_precision_mode(case.precision)
@@ -256,11 +257,6 @@ class TorchTrainer:
     def placement(self) -> str:
         return placement(next(self.model.parameters()))
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: compiled or eager (and why, as a warning),
