@@ -94,10 +94,6 @@ class Mode:
         """The headline figure ``metrics`` carries (the first of ``headline`` present), or None."""
         return next((f for f in self.headline if _present(metrics, f.metric)), None)
 
-    def headline_value(self, metrics: Mapping[str, Any]) -> float | None:
-        figure = self.headline_figure(metrics)
-        return None if figure is None else metrics.get(figure.metric)
-
     def sample_name(self, samples: Mapping[str, Any], names: tuple[str, ...] | None = None) -> str | None:
         """The first of ``names`` (default: the headline samples) with samples in ``samples``, or None."""
         return next((n for n in (names or self.samples) if len(samples.get(n) or []) > 0), None)
@@ -112,7 +108,8 @@ class Mode:
         return metrics.get(self.flop_rate) if self.flop_rate else None
 
     def typed(self, metrics: Mapping[str, Any]) -> Metrics:
-        """The mode's dataclass filled from a result's flat metrics (names of other groups left out)."""
+        """The mode's dataclass filled from a result's flat metrics (names of other groups left out): the
+        declared, typed view of what travels as a JSON object (for a notebook: ``.step_s``, not ``["step_s"]``)."""
         own = set(self.metrics.names())
         return self.metrics(**{k: v for k, v in metrics.items() if k in own})
 
@@ -132,15 +129,6 @@ def mode_of(name: Any) -> Mode | None:
     return MODES.get(str(name)) if name is not None else None
 
 
-def modes_where(**flags: Any) -> list[Mode]:
-    """The registered modes whose attributes equal ``flags`` (``ranked=True``), in registration order;
-    a flag given as ``True`` also matches any set value (``cost=True``: every priced mode)."""
-    def match(mode: Mode) -> bool:
-        return all((getattr(mode, k) is not None and getattr(mode, k) is not False) if v is True
-                   else getattr(mode, k) == v for k, v in flags.items())
-    return [m for m in MODES.values() if match(m)]
-
-
 SAMPLES_PER_S = Figure("samples_per_s", after="samples/s")
 
 register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size", size_text=("N={}", "N={}"),
@@ -150,7 +138,7 @@ register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size
 register(Mode("train", TrainMetrics, "training", samples=("step_s",),
               headline=(Figure("tokens_per_s", after="tok/s"), SAMPLES_PER_S), cold="first_epoch_s",
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
-              cost=Figure("usd_per_1m_samples", after="1M training samples")))
+              cost=Figure("usd_per_1m_samples", after="1M samples")))
 register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"), headline=(SAMPLES_PER_S,),
               rate_samples=("pass_s",), per="eval_samples",
               details=(Figure("latency_s", after="/batch"), Figure("metric", named_by="metric_name")),
