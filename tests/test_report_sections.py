@@ -166,3 +166,26 @@ def test_entries_of_a_new_mode_fold_by_its_samples(restored):
     assert headline_name(result) == "embed_s"
     entry = Entry("a", Path("a.jsonl"), result)
     assert ResultSet.load([entry]).frame.iloc[0]["timing"] == "embed_s"
+
+
+RECORDED = sorted((Path(__file__).parent / "data").rglob("*.jsonl"))
+
+
+@pytest.mark.slow   # charts and bootstraps of every recorded file: ~20 s on the 2-core VM
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_every_recorded_file_loads_reports_and_compares(path, tmp_path):
+    """Files written before the mode records and the section list: the report (HTML and Markdown), the
+    terminal's tables and a comparison with itself still come out of each."""
+    from xpubench import analysis
+    from xpubench.report import markdown
+    from xpubench.report.compare import compare_files
+
+    loaded = analysis.load([path])
+    report = build_report(loaded)
+    assert {"advice", "spread", "environments"} <= {s.anchor for s in report.sections}
+    assert "<h2>" in html.render(report) and "# xpubench report" in markdown.render(report, tmp_path / "r.md")
+    text = terminal_text([r for f in loaded for r in f.results])
+    assert "Summary" in text and "Answer:" in text
+    [same] = compare_files(path, path)
+    ok = [r for r in same.rows if r.ratio is not None]
+    assert ok and all(r.ratio == pytest.approx(1.0) and not r.significant for r in ok)
