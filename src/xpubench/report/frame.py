@@ -90,12 +90,16 @@ def device_name(result: Result) -> str | None:
 
 
 def device_record(result: Result) -> dict:
-    """The case's device record in its fingerprint (a Keras case's: its framework's, harness/metrics.py)."""
+    """The case's device record in its fingerprint (a Keras case's: its framework's, backends/peaks.py);
+    {} for a backend this xpubench has no record of (a file from another version still reports)."""
     from xpubench.backends.peaks import device_record as record
 
     fp = result.fingerprint or {}
-    return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
-                  str(result.case.get("device")))
+    try:
+        return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
+                      str(result.case.get("device")))
+    except KeyError:   # backends.get: no record of that backend name here
+        return {}
 
 
 def _dig(record: Any, *keys: str) -> Any:
