@@ -239,14 +239,15 @@ def test_one_unreadable_window_makes_the_figure_na():
 # ---- the report ------------------------------------------------------------------------------------------
 
 def test_the_report_section_shows_cost_energy_and_efficiency():
-    from xpubench.report.costs import section
+    from xpubench.report.build import build_section
     from xpubench.report.frame import ResultSet
+    from xpubench.report.sections import section
 
     tr = train(10e9, price=0.10)
     tr.metrics["energy_na"] = "n/a: no CPU energy counter"
     results = [matmul(50e9), tr]
     annotate(results)
-    sec = section(ResultSet.load(results))
+    sec = build_section(section("efficiency"), ResultSet.load(results))
     eff, money = (t.frame for t in sec.tables)
     assert list(money["$ per 1M samples"]) == ["$0.0139"]
     assert "energy" not in money and "J/sample" not in money           # n/a in every row: said once

@@ -15,7 +15,8 @@ from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.report.build import build_report
 from xpubench.report.frame import ResultSet
-from xpubench.report.generation import generation_table, print_generation_tables, throughput_latency_chart
+from xpubench.report.generation import generation_table, throughput_latency_chart
+from xpubench.report.terminal import print_run_tables
 from xpubench.results.schema import Result
 from xpubench.workloads import gpt
 
@@ -131,7 +132,7 @@ RESULTS = [generated(b, n, p) for b in ("torch", "jax") for n, p in ((1, 0.002),
 
 def test_generation_table_and_chart() -> None:
     frame = ResultSet.load(RESULTS).frame
-    table = generation_table(frame)
+    table = generation_table(frame).frame()
     assert len(table) == 6 and list(table["batch"][:3]) == ["1", "4", "16"]
     row = table.iloc[2]   # jax, batch 16
     assert row["backend"] == "jax" and row["decode tok/s"] == "2,667" and row["MFU (decode)"] == "n/a"
@@ -145,7 +146,7 @@ def test_terminal_prints_the_generation_table() -> None:
     from rich.console import Console
 
     console = Console(record=True, width=250)
-    print_generation_tables(RESULTS, console)
+    print_run_tables(RESULTS, console)
     text = console.export_text()
     assert "Generation" in text and "2,667" in text and "TTFT" in text
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.analysis import analyse
-from xpubench.report.costs import fold, section, shareable
+from xpubench.report.build import build_section
+from xpubench.report.costs import fold, shareable
 from xpubench.report.frame import ResultSet
+from xpubench.report.sections import section
 from xpubench.results import store
 
 RECORDED = Path(__file__).parent / "data" / "runs" / "default-zen4.jsonl"
@@ -23,7 +25,7 @@ def recorded_section(edit=None):
     if edit:
         edit(loaded)
     analyse(loaded.results)
-    return section(ResultSet.load(loaded))
+    return build_section(section("efficiency"), ResultSet.load(loaded))
 
 
 def section_text(sec) -> str:

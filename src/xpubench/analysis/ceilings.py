@@ -1,5 +1,5 @@
-"""Every ok matmul, training and inference result ranked against the chip and priced, when a file is
-loaded (results/aggregate.aggregate_all calls ``annotate``; nothing here changes the file).
+"""Every ok result of a ranked mode (results/modes.py: matmul, training, inference) ranked against the chip
+and priced, when a file is loaded (results/aggregate.aggregate_all calls ``annotate``; nothing here changes the file).
 
 For each result:
 
@@ -26,26 +26,26 @@ from collections.abc import Iterable
 from xpubench.analysis.cost import result_cost
 from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
+from xpubench.results.modes import mode_of
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "int8": 1}
 LOWER_BOUND = "lower bound: the fastest matmul of this file"
-HEADLINE = {"matmul": ("warm_s", "warm_ci95_low_s", "warm_ci95_high_s"),
-            "train": ("step_s", "step_ci95_low_s", "step_ci95_high_s"),
-            "infer": ("latency_s", "latency_ci95_low_s", "latency_ci95_high_s")}
+CEILING_MODE = "matmul"   # a ceiling is the fastest product of its group (ceilings/): this mode's results raise it
 
 
 def achieved(result) -> float | None:
-    m = result.metrics
-    return m.get("warm_flops_per_s") if result.case.get("mode") == "matmul" else m.get("achieved_flops_per_s")
+    """The result's achieved FLOP/s (its mode's ``flop_rate``, results/modes.py), None without one."""
+    mode = mode_of(result.case.get("mode"))
+    return mode.flops(result.metrics) if mode else None
 
 
 def rel_noise(result) -> float | None:
     """Half-width of the headline time's 95% interval / its median (the same relative width applies to
     the rate derived from it)."""
-    names = HEADLINE.get(result.case.get("mode"))
-    if not names:
+    mode = mode_of(result.case.get("mode"))
+    if mode is None or not mode.ranked:
         return None
-    mid, low, high = (result.metrics.get(n) for n in names)
+    mid, low, high = mode.interval(result.metrics)
     if not (mid and low is not None and high is not None):
         return None
     return (high - low) / 2 / mid
@@ -92,7 +92,7 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
         if ceiling is not None:
             out[group] = (ceiling, _source(r), ceiling.rel_noise)
     for r in results:
-        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == "matmul" else None
+        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == CEILING_MODE else None
         group = _group(r.case)
         if not rate or group not in out:
             continue
@@ -104,7 +104,7 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
                           rel_noise(r))
     searched = set(out)
     for r in results:   # no recorded ceiling: the fastest matmul of the group, a lower bound of it
-        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == "matmul" else None
+        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == CEILING_MODE else None
         group, case = _group(r.case), r.case
         if not rate or group in searched or (group in out and out[group][0].flops_per_s >= rate):
             continue
@@ -119,7 +119,7 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
 def _intensity_bytes(result) -> tuple[float | None, float | None]:
     """(FLOPs, bytes) per call or per sample, where the bytes are known."""
     m, case = result.metrics, result.case
-    if case.get("mode") == "matmul" and case.get("size"):
+    if case.get("mode") == CEILING_MODE and case.get("size"):
         n = int(case["size"])
         return m.get("flops_per_call"), float(matmul_bytes(n, n, n, BYTES_PER_ELEMENT.get(case.get("precision"), 4)))
     return m.get("flops_per_sample"), m.get("bytes_per_sample")
@@ -127,11 +127,11 @@ def _intensity_bytes(result) -> tuple[float | None, float | None]:
 
 def annotate_one(result, ceilings: dict) -> None:
     m, case = result.metrics, result.case
-    mode = case.get("mode")
-    if mode in ("train", "infer"):
-        m.update(result_cost(m, mode, (case.get("options") or {}).get("price_per_hour")))
+    mode = mode_of(case.get("mode"))
+    if mode is not None and mode.cost is not None:
+        m.update(result_cost(m, mode.name, (case.get("options") or {}).get("price_per_hour")))
     rate = achieved(result)
-    if mode not in HEADLINE or not rate:
+    if mode is None or not mode.ranked or not rate:
         return
     found = ceilings.get(_group(case))
     scale = _scale(case)
@@ -161,7 +161,7 @@ def annotate_one(result, ceilings: dict) -> None:
         "ceiling_flops_per_s": eff.ceiling_flops_per_s, "pct_of_ceiling": eff.pct_of_ceiling,
         "ceiling_source": source, "ceiling_rel_noise": noise, "achieved_rel_noise": rel_noise(result),
         "ceiling_is_lower_bound": bound or None,
-        "arithmetic_intensity": eff.arithmetic_intensity, "bytes_per_call": moved if mode == "matmul" else None,
+        "arithmetic_intensity": eff.arithmetic_intensity, "bytes_per_call": moved if mode.name == CEILING_MODE else None,
         "measured_bandwidth": bw, "roofline_flops_per_s": roofline_bound(eff.arithmetic_intensity,
                                                                         eff.ceiling_flops_per_s, bw),
         "peak_label": eff.peak_label, "ceiling_label": eff.ceiling_label,

@@ -9,12 +9,14 @@ from xpubench.report import html as html_out
 from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.outputs import GENERATOR, html_comment
 from xpubench.report.tables import fmt_seconds
+from xpubench.results.modes import MODES
 
 
 def explain(comparisons) -> str:
     change = comparisons[0].min_change if comparisons else 0.05
-    text = ("time = median of each case's worker-process medians of its raw samples (matmul warm_s, training "
-            "step_s, inference latency_s); B/A > 1 means B is slower; 95% CI from a seeded bootstrap over the "
+    samples = ", ".join(f"{m.label} {m.samples[0]}" for m in MODES.values())   # results/modes.py
+    text = (f"time = median of each case's worker-process medians of its raw samples ({samples}); B/A > 1 "
+            "means B is slower; 95% CI from a seeded bootstrap over the "
             "processes, then the samples within them, of both files; a difference is called only when the CI "
             f"excludes 1, the change is at least {change:.0%} and every process of one side was slower than "
             "every process of the other.")

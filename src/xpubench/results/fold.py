@@ -7,8 +7,8 @@ were repeated read exactly as before). With several:
 - metrics: each number is the median over the ok processes of that process's own figure (whole
   numbers: the lower median, a value that occurred), so every rate derived from the headline time (samples/s,
   FLOP/s, MFU) stays consistent with it; other values are kept when the processes agree, else the
-  first process's. The headline time (``HEADLINE``) is the median of the process medians, its 95%
-  interval a bootstrap over both levels (harness/stats.py two_level), and these are added:
+  first process's. The headline time (its mode's ``samples``, results/modes.py) is the median of the
+  process medians, its 95% interval a bootstrap over both levels (harness/stats.py two_level), and these are added:
   ``processes``, ``process_between_spread`` and ``process_within_spread`` (the two levels' spread),
   ``process_disagreement`` ("bimodal", "machine state changed" or None) and its sentence in ``warning``.
 - samples: each ok process's samples one after the other (``runs`` keeps them apart); series, artifacts
@@ -20,21 +20,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
+from xpubench.results.modes import mode_of
 from xpubench.results.schema import Result, Run, retryable
 from xpubench.results.stats import two_level
 
-# the raw samples that carry a case's headline time, by mode (the first one present wins); the metrics
-# of a headline ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``
-HEADLINE = {"matmul": ("warm_s",), "train": ("step_s",), "infer": ("latency_s", "pass_s"),
-            "generate": ("decode_token_s",)}
-
 
 def headline_name(runs_or_result) -> str | None:
-    """The headline sample name of a Run or Result (None when it holds no such samples)."""
-    for name in HEADLINE.get(runs_or_result.case.get("mode", ""), ()):
-        if len(runs_or_result.samples.get(name) or []) > 0:
-            return name
-    return None
+    """The headline sample name of a Run or Result: the first of its mode's ``samples`` (results/modes.py)
+    it holds samples of; None when it holds none, or its mode has no record. The metrics of a headline
+    ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``."""
+    mode = mode_of(runs_or_result.case.get("mode"))
+    return mode.sample_name(runs_or_result.samples) if mode else None
 
 
 def process_groups(result: Result, name: str | None = None) -> list[list[float]]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xpubench.results.metrics import REGISTRY
+from xpubench.results.modes import mode_of
 
 MAX_DEPTH = 24            # free-form JSON inside a record (fingerprints are about 6 levels deep)
 LARGEST = 1e100           # no figure comes near (FLOP/s ~1e18): squares and products of figures stay finite
@@ -217,31 +218,30 @@ RUN = record({
     "placement": TEXT, "fingerprint": FINGERPRINT, "started_at": TEXT, "duration_s": number(0),
     "process": whole(0), "processes": whole(1), "machine": map_of(optional(number())), "schema_version": whole(1)},
     required=("case", "status"), not_null=("message", "started_at", "process", "processes"))
-# what a case of each mode is measured at, and the headline time an ok result of that mode always carries
-# (the harness writes it; reports rank and divide by it): one of these names, at least SHORTEST_S
-CASE_SIZE = {"matmul": "size", "train": "batch_size", "infer": "batch_size", "generate": "batch_size"}
-HEADLINE_METRICS = {"matmul": ("warm_s",), "train": ("step_s",), "infer": ("latency_s", "pass_s"),
-                    "generate": ("decode_token_s",)}
 
 
 def check_case(case: dict, at: str = "case") -> None:
-    """CASE, and the size a case of its mode is measured at (the selftest excepted: it measures nothing)."""
+    """CASE, and the size a case of its mode is measured at (``Mode.size``, results/modes.py; the selftest
+    excepted: it measures nothing)."""
     CASE(case, at)
-    size = CASE_SIZE.get(case["mode"])
+    mode = mode_of(case["mode"])
+    size = mode.size if mode else None
     if size and case["workload"] != "selftest" and case.get(size) is None:
         raise Invalid(f"{at}.{size} is missing (a {case['mode']} case)")
 
 
 def check_run(record_: dict) -> None:
     """Invalid (naming the first bad field) unless ``record_`` (a decoded, migrated line) fits RUN, its
-    case ``check_case``, and an ok result of a measured mode carries HEADLINE_METRICS."""
+    case ``check_case``, and an ok result of a measured mode carries its headline time (``Mode.samples``, at
+    least SHORTEST_S: the harness writes it; reports rank and divide by it)."""
     RUN(record_, "record")
     check_case(record_["case"], "record.case")
     if record_.get("process", 0) >= record_.get("processes", 1):
         raise Invalid(f"record.process {record_.get('process')!r} is not below record.processes "
                       f"{record_.get('processes')!r}")
     case, metrics = record_["case"], record_.get("metrics") or {}
-    names = HEADLINE_METRICS.get(case["mode"], ())
+    mode = mode_of(case["mode"])
+    names = mode.samples if mode else ()
     if record_["status"] == "ok" and case["workload"] != "selftest" and names:
         given = [n for n in names if metrics.get(n) is not None] or list(names)
         number(SHORTEST_S)(metrics.get(given[0]), f"record.metrics.{given[0]} (the time of an ok {case['mode']} "
