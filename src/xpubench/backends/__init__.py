@@ -67,8 +67,9 @@ def every_id() -> list[str]:
 
 def device_backend(backend: str) -> str:
     """The backend whose devices a case runs on: keras:jax on jax's, keras:torch on torch's; keras:tensorflow
-    on the host CPU (numpy's record: TensorFlow's devices are not detected)."""
-    return get(backend).device_backend(backend)
+    on the host CPU (numpy's record: TensorFlow's devices are not detected). A name no backend has (a
+    results file from a newer xpubench or a plugin not installed here) is its own."""
+    return get(backend).device_backend(backend) if known(backend) else backend
 
 
 def fingerprint_packages() -> tuple[str, ...]:
