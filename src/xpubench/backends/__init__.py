@@ -29,3 +29,10 @@ def device_backend(backend: str) -> str:
     if name != "keras":
         return backend
     return {"tensorflow": "numpy"}.get(variant, variant or "jax")
+
+
+def supports(backend: str, workload) -> bool:
+    """Whether ``backend`` builds ``workload``'s model: the workload (workloads/base.py) declares one for
+    the backend's model family, "keras" for every keras:* id and the backend's name otherwise. The
+    planner plans no other (workload, backend) pair."""
+    return backend.partition(":")[0] in workload.models

@@ -62,7 +62,7 @@ def loss_per_sample(spec, out, y):
 
 def make_optimizer(spec, lr: float):
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay mask (gpt.py)
-        return get_workload(spec.name).jax_optimizer(spec, lr)
+        return get_workload(spec.name).optimizers["jax"](spec, lr)
     if spec.optimizer == "adam":
         return optax.adam(lr, eps=1e-8)
     if spec.optimizer == "rmsprop":
@@ -199,7 +199,7 @@ class JaxTrainer:
         self.xs, self.ys = put(setup.x_train), put(setup.y_train)
         self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
         self.eval_x, self.eval_y = put(in_batches(self.x_eval, self.batch)), put(in_batches(self.y_eval, self.batch))
-        model = get_workload(case.workload).build_jax(self.spec)
+        model = get_workload(case.workload).models["jax"](self.spec)
         self.apply = make_apply(model, case.precision)
         params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
         tx = make_optimizer(self.spec, setup.learning_rate)

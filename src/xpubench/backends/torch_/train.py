@@ -61,7 +61,7 @@ def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def make_optimizer(spec, params, device: torch.device, lr: float):
     fused = device.type == "cuda"
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay groups (gpt.py)
-        return get_workload(spec.name).torch_optimizer(params, spec, lr, fused=fused or None)
+        return get_workload(spec.name).optimizers["torch"](params, spec, lr, fused=fused or None)
     if spec.optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, eps=1e-8, fused=fused or None)
     if spec.optimizer == "rmsprop":
@@ -71,8 +71,7 @@ def make_optimizer(spec, params, device: torch.device, lr: float):
 
 
 def build_model(spec, case, device: torch.device) -> torch.nn.Module:
-    mod = get_workload(case.workload)
-    model = mod.build_torch(spec).to(device)
+    model = get_workload(case.workload).models["torch"](spec).to(device)
     if spec.input_kind == "image":
         model = model.to(memory_format=torch.channels_last)
     return model
