@@ -32,10 +32,10 @@ def test_int8_convolutions_are_not_applicable_on_a_jax_gpu_but_dense_layers_and_
     from xpubench.workloads import get_workload
 
     def qparams(workload):
-        mod = get_workload(workload)
-        spec = mod.SPEC
+        wl = get_workload(workload)
+        spec = wl.spec
         x = np.zeros((1, *spec.input_shape), np.int32 if spec.input_kind == "tokens" else np.float32)
-        return quant.quantize_params(init_variables(mod.build_jax(spec), spec, x, 0)[0])[0]
+        return quant.quantize_params(init_variables(wl.models["jax"](spec), spec, x, 0)[0])[0]
 
     cnn, lstm = qparams("mnist_cnn"), qparams("imdb_lstm")
     said = quant.platform_problem("gpu", "dynamic", cnn)

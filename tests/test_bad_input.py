@@ -337,7 +337,7 @@ def _spec(workload: str):
     from xpubench.workloads import get_workload
 
     try:
-        spec = get_workload(workload).SPEC
+        spec = get_workload(workload).spec
     except ImportError:
         pytest.skip(f"workload {workload} is not written yet")
     return dataclasses.replace(spec, dataset=DATASET_OF[workload])

@@ -11,7 +11,7 @@ import pytest
 
 import xpubench
 from xpubench.results.store import load_file
-from xpubench.workloads import MODEL_WORKLOADS
+from xpubench.workloads import names
 
 
 def xpubench_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -69,10 +69,10 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
 @pytest.mark.slow
 def test_every_workload_trains_in_both_frameworks(tmp_path):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer
-    results = xpubench.run(processes=1, workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
+    results = xpubench.run(processes=1, workloads=names("model"), backends=["torch", "jax"], devices=["cpu"],
                            quick=True, epochs=2, steps=2, options={"sync": "epoch"}, output=tmp_path / "all.jsonl")
     assert {(r.case["workload"], r.case["backend"]) for r in results} == {
-        (w, b) for w in MODEL_WORKLOADS for b in ("torch", "jax")}
+        (w, b) for w in names("model") for b in ("torch", "jax")}
     for r in results:
         assert r.status == "ok", (r.key, r.message)
         assert r.metrics["samples_per_s"] > 0 and r.metrics["achieved_flops_per_s"] > 0, r.key

@@ -28,10 +28,10 @@ def test_torch_dynamic_quantization() -> None:
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_ import quant
 
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(30,))
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(30,))
     torch.manual_seed(0)
-    model = mod.build_torch(spec).eval()
+    model = wl.models["torch"](spec).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # the deprecation notices are silenced, nothing else is
         qmodel, report = quant.quantize(model, torch.device("cpu"))
@@ -44,7 +44,7 @@ def test_torch_dynamic_quantization() -> None:
     with torch.no_grad():
         diff = (model(x) - qmodel(x)).abs().max().item()
     assert diff < 0.02
-    cnn = get_workload("mnist_cnn").build_torch(get_workload("mnist_cnn").SPEC)
+    cnn = get_workload("mnist_cnn").models["torch"](get_workload("mnist_cnn").spec)
     int8, fp32, share = quant.quantizable(cnn)   # static scheme: convolutions too
     assert int8 == ["conv1", "conv2", "fc1", "fc2"] and fp32 == [] and share > 0.99
 
@@ -76,10 +76,10 @@ def test_torch_static_int8_convolutions(workload) -> None:
 
     from xpubench.backends.torch_ import quant
 
-    mod = get_workload(workload)
+    wl = get_workload(workload)
     torch.manual_seed(0)
-    model = mod.build_torch(mod.SPEC).eval().to(memory_format=torch.channels_last)  # as trained
-    x = torch.rand(320, *mod.SPEC.input_shape, generator=torch.Generator().manual_seed(1))
+    model = wl.models["torch"](wl.spec).eval().to(memory_format=torch.channels_last)  # as trained
+    x = torch.rand(320, *wl.spec.input_shape, generator=torch.Generator().manual_seed(1))
     with pytest.raises(ValueError, match="calibration"):
         quant.quantize(model, torch.device("cpu"))
     with warnings.catch_warnings():
@@ -171,9 +171,9 @@ def test_jax_quantize_rows_and_apply() -> None:
     q, s = quant.quantize_rows(w, axis=0)
     assert q.dtype == np.int8 and s.shape == (8,) and np.abs(q).max() == 127
     assert np.all(np.abs(q * s - w) <= s / 2 + 1e-7)
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(30,))
-    model = mod.build_jax(spec)
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(30,))
+    model = wl.models["jax"](spec)
     x = _tokens(spec, 16)
     params = model.init(jax.random.key(0), x[:1])["params"]
     qparams, report = quant.quantize_params(params)
@@ -196,9 +196,9 @@ def test_jax_int8_convolutions(workload) -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_ import quant
 
-    mod = get_workload(workload)
-    model = mod.build_jax(mod.SPEC)
-    x = np.random.default_rng(2).random((16, *mod.SPEC.input_shape), dtype=np.float32)
+    wl = get_workload(workload)
+    model = wl.models["jax"](wl.spec)
+    x = np.random.default_rng(2).random((16, *wl.spec.input_shape), dtype=np.float32)
     variables = jax.jit(model.init)(jax.random.key(0), x[:1])
     params, extra = variables["params"], {k: v for k, v in variables.items() if k != "params"}
     qparams, report = quant.quantize_params(params)

@@ -75,3 +75,9 @@ def device_backend(backend: str) -> str:
 def fingerprint_packages() -> tuple[str, ...]:
     """The distributions every result's fingerprint records the versions of: each backend's."""
     return tuple(dict.fromkeys(p for name in names() for p in get(name).packages))
+
+
+def supports(backend: str, workload) -> bool:
+    """Whether ``backend`` builds ``workload``'s model (its record's ``supports``: the workload declares a
+    model for the backend's family, or the backend brings its own). The planner plans no other pair."""
+    return known(backend) and get(backend).supports(workload, backend)

@@ -119,8 +119,7 @@ class Backend:
     def supports(self, workload, backend: str | None = None) -> bool:
         """Whether this backend has a model for ``workload`` (a workloads.base.Workload): the workload
         declares one for its family, or the backend brings its own."""
-        models = getattr(workload, "models", None) or {}
-        return self.family(backend or self.name) in models or workload.name in self.models
+        return self.family(backend or self.name) in workload.models or workload.name in self.models
 
     def build(self, workload, spec, backend: str | None = None) -> Any:
         """The model of ``workload`` for ``spec``: the backend's own builder, else the workload's."""

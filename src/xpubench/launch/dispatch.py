@@ -6,7 +6,7 @@ backend supplies (backends/base.py). Every loop lives in the harness:
     infer   -> harness/inference.py   run_inference(case, backend.session(case))
     generate-> harness/generation.py  run_generation(case, backend.generator(case))
 
-A workload that is its own measurement (``run(case)``: the selftest) runs directly. A user's model
+A workload that is its own measurement (its record's ``run``: the selftest) runs directly. A user's model
 (``options["model"]``) is loaded and registered as a workload first (usermodel/load.py).
 """
 
@@ -31,7 +31,7 @@ def run_case(case) -> Outcome:
             case, model_metrics = prepare(case)
         except Unsupported as exc:   # a model of another framework than this case's backend
             return Outcome(status="skipped", message=str(exc))
-    own = getattr(get_workload(case.workload), "run", None)
+    own = get_workload(case.workload).run
     if own is not None:
         return own(case)
     backend = backends.get(case.backend)
@@ -75,7 +75,7 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
     add_described(outcome.metrics, trainer)
     if outcome.metrics.get("flops_per_sample") is not None:   # training FLOPs: forward x the spec's factor (3)
         outcome.metrics["forward_flops_per_sample"] = outcome.metrics["flops_per_sample"] / trainer.spec.train_flops_factor
-    per_sample = getattr(get_workload(case.workload), "tokens_per_sample", None)   # token models (gpt)
+    per_sample = get_workload(case.workload).tokens_per_sample   # token models (gpt)
     if per_sample is not None and outcome.metrics.get("samples_per_s"):
         outcome.metrics["tokens_per_s"] = outcome.metrics["samples_per_s"] * per_sample(trainer.spec)
     return outcome

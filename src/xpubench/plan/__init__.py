@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench import backends as registry
+from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
 from xpubench.errors import UserError
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     _backend_installed,
     backend_ids,
-    case_mode,
     choose_devices,
     default_backends,
     default_devices,
@@ -25,24 +24,15 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
     half_precision_note,
     has_tf32,
     matmul_dtypes,
-    mode_batch_sizes,
     model_precisions,
     quick_batch_size,
     quick_steps,
-    runs_on,
     slow_cpu_dtypes,
 )
 from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
 from xpubench.plan.prices import priced
-from xpubench.workloads import (
-    MODEL_WORKLOADS,
-    REGISTRY,
-    TRANSFORMER_WORKLOADS,
-    get_workload,
-    key_options,
-    selftest,
-    spec_of,
-)
+from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
+from xpubench.workloads.base import Workload
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 MODES = ("train", "infer")
@@ -145,7 +135,7 @@ def validate(req: PlanRequest) -> None:
         raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
-    selftest.case_options(req.options)   # its behaviours, checked (workloads/selftest.py)
+    check_options(req.options)   # the workloads' own options (gpt's sizes, the selftest's behaviours)
     _check_model(req)
     _check_run_extras(req)
 
@@ -180,9 +170,8 @@ def _check_model(req: PlanRequest) -> None:
 
 
 def _check_run_extras(req: PlanRequest) -> None:
-    """Prices (device -> USD per hour), the run's budget and the gpt options."""
+    """Prices (device -> USD per hour) and the run's budget."""
     from xpubench.devices.device import Device
-    from xpubench.workloads import gpt
 
     if not isinstance(req.prices, dict):
         raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
@@ -196,12 +185,6 @@ def _check_run_extras(req: PlanRequest) -> None:
     b = req.budget_s
     if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
         raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
-    if any(k in req.options for k in gpt.OPTIONS):
-        gpt.configure(req.options)
-    for key, least in (("prompt_len", 1), ("new_tokens", 2)):
-        v = req.options.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
-            raise UserError(f"--{key.replace('_', '-')} must be a whole number of at least {least}, got {v!r}")
 
 
 def _unique(values):
@@ -221,9 +204,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         device_counts=_unique(req.device_counts),
         data_dir=str(Path(req.data_dir).expanduser().resolve()) if req.data_dir else None)  # resume from anywhere
     cluster = _cluster()
-    defaults = [*MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS]
-    workloads = req.workloads or ([] if req.model else  # --model alone runs that model only
-                                  defaults if cluster.multi else ["matmul", *defaults])
+    defaults = [w for w in default_run() if not (cluster.multi and get_workload(w).kind == "matmul")]
+    workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
     backends = req.backends or [b for b in default_backends() if _backend_installed(env, b)]
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
@@ -233,7 +215,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
             for workload in workloads:
-                cases += priced(_cases_for(req, env, workload, backend, device), req.prices)  # cost.py
+                cases += priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
     if not cases:
         raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
                         "add -b torch or -b jax, or choose -w matmul")
@@ -251,20 +233,24 @@ def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
     planned = model_plan(req, env)
     return [case for backend, native in planned.backends.items()
             for device in choose_devices(env, [native], req.devices, implicit=False)[native]
-            for case in _cases_for(req, env, planned.workload, backend, device, planned.spec, planned.options)]
+            for case in _cases_for(req, env, planned.record, backend, device, planned.options)]
 
 
-def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device: str, spec=None,
+def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, device: str,
                model_options: dict | None = None) -> list[Case]:
-    if workload == "selftest":
-        return [Case(workload=workload, backend=backend, device=device, mode="train", seed=req.seed,
-                     batch_size=bs, options=opts, key_options=key_options(workload))
-                for opts in selftest.case_options(req.options) for bs in (req.batch_sizes or [None])]
-    options = {k: v for k, v in req.options.items() if k != "behaviours"} | (model_options or {})
-    common = {"workload": workload, "backend": backend, "device": device, "seed": req.seed,
+    """The cases of one workload on one backend and device: none where the backend has no model of the
+    workload (``backends.supports``; a user's model was matched to its backends by plan/usermodel.py)."""
+    if workload.run is not None:   # its own measurement (the selftest): one case per options dict
+        per_case = workload.case_options(req.options) if workload.case_options else [dict(req.options)]
+        return [Case(workload=workload.name, backend=backend, device=device, mode=workload.modes[0], seed=req.seed,
+                     batch_size=bs, options=opts, key_options=workload.key_options)
+                for opts in per_case for bs in (req.batch_sizes or [None])]
+    others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
+    options = {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
+    common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
-              "key_options": key_options(workload)}
-    if workload == "matmul":
+              "key_options": workload.key_options}
+    if workload.kind == "matmul":
         accel = not device.startswith("cpu")
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
         if req.quick:
@@ -273,13 +259,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         precisions = req.precisions or matmul_dtypes(env, backend, device)
         precisions = [p for p in precisions if p != "int8"]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
-    if not registry.record(backend).trains:
-        return []  # a matmul reference only (numpy): no training stack
-    mod = None if spec is not None else get_workload(workload)   # a user's model brings its spec
-    if mod is not None:
-        if not runs_on(mod, backend):
-            return []  # gpt is torch and jax only
-        spec = spec_of(workload, options)
+    if workload.kind != "user" and not supports(backend, workload):
+        return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
+    spec = workload.spec_for(options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or model_precisions(env, backend, device)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
@@ -292,9 +274,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: str, backend: str, device:
         steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan_defaults.py)
     cases = []
     for precision in precisions:
-        for mode in (case_mode(mod, m) for m in (["infer"] if precision == "int8" else modes)):
+        asked = ["infer"] if precision == "int8" else modes
+        for mode in (workload.case_mode(m) for m in asked if m in workload.modes):   # the modes it declares
             for n in counts:
-                for bs in mode_batch_sizes(mod, mode, req.batch_sizes, batch_sizes):
+                for bs in req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes):
                     cases.append(Case(
                         mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
                         steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),

@@ -181,21 +181,3 @@ def _check_someone_has(env: dict, spelling: str) -> None:
                      for e in errors)
     raise UserError(f"device {spelling!r} is not available to any installed backend: {said}")
 
-
-def case_mode(workload_module, mode: str) -> str:
-    """The loop a model case runs: ``infer`` on a generative workload (``GENERATIVE``: gpt) is the
-    generation loop, case mode "generate" (harness/generation.py); any other mode is itself."""
-    return "generate" if mode == "infer" and getattr(workload_module, "GENERATIVE", False) else mode
-
-
-def mode_batch_sizes(workload_module, mode: str, asked: list[int] | None, default: list[int]) -> list[int]:
-    """The batch sizes of one mode: those asked for, else the generation sweep
-    (``GENERATION_BATCH_SIZES``) for "generate", else the mode's default."""
-    if asked:
-        return asked
-    return list(getattr(workload_module, "GENERATION_BATCH_SIZES", default)) if mode == "generate" else default
-
-
-def runs_on(workload_module, backend: str) -> bool:
-    """Whether the workload has a model for this backend (``BACKENDS``; every backend when unsaid)."""
-    return backend in getattr(workload_module, "BACKENDS", (backend,))

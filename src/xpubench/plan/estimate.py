@@ -22,7 +22,7 @@ import math
 
 from xpubench import backends
 from xpubench.backends.peaks import peak_for
-from xpubench.workloads import get_workload
+from xpubench.workloads import get_workload, matmul
 
 MATMUL_EFFICIENCY = 0.5
 MODEL_MFU = 0.07
@@ -50,15 +50,16 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         budget = case.time_budget_s or MATMUL_BUDGET_S
         if not peak:
             return start + budget, True       # the windows stop at the budget, whatever the chip
-        product = 2.0 * case.size**3 / (peak * MATMUL_EFFICIENCY)
+        product = matmul.flops(case.size) / (peak * MATMUL_EFFICIENCY)
         return start + min(budget, MATMUL_WINDOWS * max(0.05, product)) + 3 * product, True
-    if case.workload == "selftest":
-        return start, True
     if case.options.get("model"):   # a user's model: its FLOPs are measured in its worker, unknown here
         bounded = case.time_budget_s or (INFER_BUDGET_S if case.mode == "infer" else 0.0)
         return start + _compile_s(case) + bounded, case.mode == "infer" or bool(case.time_budget_s)
-    spec = get_workload(case.workload).SPEC
-    forward = get_workload(case.workload).forward_flops(spec)
+    workload = get_workload(case.workload)
+    if workload.run is not None:   # its own measurement (the selftest)
+        return start, True
+    spec = workload.spec_for(case.options)   # gpt's preset and sizes
+    forward = workload.forward_flops(spec)
     global_batch = (case.batch_size or spec.batch_sizes[0]) * case.devices
     per_epoch = (case.train_samples or spec.train_samples) // global_batch
     steps = min(case.steps or per_epoch, per_epoch)

@@ -20,9 +20,7 @@ from xpubench.case import SYNC_MODES
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest
 from xpubench.plan import options_text as read
-from xpubench.workloads.gpt import JAX_ATTENTION, PRESETS, TORCH_ATTENTION
-
-ATTENTION = tuple(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))
+from xpubench.workloads import option_rows
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,18 @@ def _list(kind, label: str, name: str, flags: str, goes: str, help=None, **kw) -
 
 
 CLI_ONLY = {"in_config": False, "with_resume": True}
+
+
+def _workload_options() -> tuple[Option, ...]:
+    """The rows of the workloads' own options that have a flag (workloads/base.py WorkloadOption: gpt's
+    --preset, the selftest's --selftest); the others are keys of [run.options] only."""
+    return tuple(
+        Option(row.option_name, (row.flag,), f"options.{row.key}", row.help, choices=row.choices or None,
+               type=read.whole if row.least is not None else read.csv(str, f"{workload} {row.key}") if row.is_list
+               else None, is_list=row.is_list, metavar="N" if row.least is not None else None)
+        for workload, row in option_rows() if row.flag)
+
+
 
 OPTIONS: tuple[Option, ...] = (
     _list(str, "workload", "workload", "-w --workload", "request.workloads", "comma list (default: all)"),
@@ -103,13 +113,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("task", "--task", "request.task", "--model's task: classes:N, binary, regression:N or tokens:VOCAB"),
     _o("vocab_size", "--vocab-size", "request.vocab_size", "--model's token ids (int32 inputs): how many distinct "
        "ids (default: the model's config.vocab_size or first embedding's rows)", type=read.whole, metavar="N"),
-    _o("preset", "--preset", "options.preset", "gpt: the model's size", choices=tuple(PRESETS)),
-    _o("attention", "--attention", "options.attention", "gpt: the attention kernel (default auto)",
-       choices=ATTENTION),
-    _o("prompt_len", "--prompt-len", "options.prompt_len", "gpt generation: prompt tokens per sequence",
-       type=read.whole, metavar="N"),
-    _o("new_tokens", "--new-tokens", "options.new_tokens", "gpt generation: tokens generated per sequence",
-       type=read.whole, metavar="N"),
+    *_workload_options(),
     _o("prices", "--prices", "request.prices", "TOML or JSON file of device = US dollars per hour (cost per "
        "result)", type=read.prices, toml=read.prices, metavar="FILE"),
     _o("price_per_hour", "--price-per-hour", "request.prices", "a device's price, e.g. gpu=2.50 (repeatable; "
@@ -128,8 +132,6 @@ OPTIONS: tuple[Option, ...] = (
     _o("memory_limit", "--memory-limit", "run.memory_limit", "address-space cap (RLIMIT_AS) per worker of a CPU "
        "case, e.g. 8G; accelerator cases run without it (CUDA, ROCm and libtpu reserve more address space "
        "than memory)", type=read.parse_size, toml=read.parse_size, with_resume=True),
-    _list(str, "selftest behaviour", "selftest", "--selftest", "options.behaviours",
-          "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)"),
     _o("no_progress", "--no-progress", "cli", action="store_true", **CLI_ONLY),
     _o("measure_ceilings", "--measure-ceilings", "cli", "measure the missing ceilings (FLOP/s, GB/s) before "
        "the run, ~30 s per precision on a CPU (docs/ceilings.md)", action="store_true", **CLI_ONLY),
@@ -215,8 +217,9 @@ def split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             fields["options"] = {**fields.get("options", {}), name: value}
         elif where == "run":
             run[name] = value
-    if "behaviours" in fields.get("options", {}):
-        fields.setdefault("workloads", ["selftest"])
+    for workload, row in option_rows():   # --selftest alone runs the selftest
+        if row.selects and row.key in fields.get("options", {}):
+            fields.setdefault("workloads", [workload])
     return fields, run
 
 

@@ -33,6 +33,7 @@ from xpubench.plan.defaults import _backend_installed, device_backend, expand_ba
 from xpubench.usermodel.reference import ModelRef, parse_reference
 from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task, parse_vocab_size
 from xpubench.workloads import REGISTRY
+from xpubench.workloads.base import Workload
 
 AUTO = "auto"   # the worker resolves it to the returned model's framework (usermodel/load.py prepare)
 # what plan._cases_for reads of a spec, for a model the parent never imports (usermodel/spec.py's defaults)
@@ -44,7 +45,13 @@ class ModelPlan:
     workload: str                          # the function's name
     backends: dict[str, str]               # backend id -> the backend whose devices it runs on
     options: dict[str, Any] = field(default_factory=dict)
-    spec: Any = field(default_factory=lambda: PLANNED_SPEC)
+
+    @property
+    def record(self) -> Workload:
+        """The workload as the plan sees it: the default spec's batch, epochs and modes (the model itself is
+        imported, and registered as a workload, in the worker: usermodel/load.py)."""
+        return Workload(name=self.workload, title=f"your model {self.workload}", kind="user", sources=(),
+                        spec=PLANNED_SPEC, in_default_run=False)
 
 
 def model_plan(req, env: dict) -> ModelPlan:

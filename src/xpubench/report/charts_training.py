@@ -19,12 +19,13 @@ CLASS_NAMES = {  # the public label names of the data sets the gallery can show
 
 
 def workload_spec(name: str):
-    """The workload's SPEC (metric name, data set), or None for a workload this xpubench doesn't know."""
+    """The workload's spec (metric name, data set), or None for a workload this xpubench doesn't know or
+    one without a model."""
     from xpubench.errors import UserError
     from xpubench.workloads import get_workload
 
     try:
-        return getattr(get_workload(name), "SPEC", None)
+        return get_workload(name).spec
     except (UserError, ImportError):
         return None
 

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 from flax import traverse_util
 
+from xpubench import backends
 from xpubench.backends.jax_ import quant
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
 from xpubench.backends.jax_.train import cast_floats, make_apply
@@ -77,10 +78,10 @@ class JaxSession:
 
         self.case = case
         self.trainer = JaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        mod = get_workload(case.workload)
+        workload = get_workload(case.workload)
         self.spec = self.trainer.spec
-        self.model = mod.build_jax(self.spec)
-        self.forward_flops = mod.forward_flops(self.spec)
+        self.model = backends.get("jax").build(workload, self.spec)
+        self.forward_flops = workload.forward_flops(self.spec)
         self.y_eval = np.asarray(self.trainer.y_eval)
 
     def precheck(self, precision: str) -> None:
@@ -100,7 +101,7 @@ class JaxSession:
 
         t = self.trainer
         return {"framework": f"jax {jax.__version__}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(np.asarray(t.xs), np.asarray(t.ys)),
                 "spec": repr(self.spec)}
 

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from xpubench import backends
 from xpubench.backends.jax_ import loss_scale
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
 from xpubench.harness.casedata import batch_order
@@ -63,7 +64,7 @@ def loss_per_sample(spec, out, y):
 
 def make_optimizer(spec, lr: float):
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay mask (gpt.py)
-        return get_workload(spec.name).jax_optimizer(spec, lr)
+        return get_workload(spec.name).optimizers["jax"](spec, lr)
     if spec.optimizer == "adam":
         return optax.adam(lr, eps=1e-8)
     if spec.optimizer == "rmsprop":
@@ -200,7 +201,7 @@ class JaxTrainer(PeakMemoryFrom):
         self.xs, self.ys = put(setup.x_train), put(setup.y_train)
         self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
         self.eval_x, self.eval_y = put(in_batches(self.x_eval, self.batch)), put(in_batches(self.y_eval, self.batch))
-        model = get_workload(case.workload).build_jax(self.spec)
+        model = backends.get("jax").build(get_workload(case.workload), self.spec)
         self.apply = make_apply(model, case.precision)
         params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
         tx = make_optimizer(self.spec, setup.learning_rate)

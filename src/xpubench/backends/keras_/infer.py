@@ -108,7 +108,7 @@ class KerasSession:
 
         t = self.trainer
         return {"framework": f"keras {t.keras.__version__} on {t.keras_backend}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(t.x, t.y), "spec": repr(self.spec)}
 
     def train(self) -> dict[str, np.ndarray]:

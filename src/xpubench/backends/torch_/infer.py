@@ -104,7 +104,7 @@ class TorchSession:
 
         t = self.trainer
         return {"framework": f"torch {torch.__version__}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(t.x.cpu().numpy(), t.y.cpu().numpy()),
                 "spec": repr(self.spec)}
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xpubench import backends
 from xpubench.backends.torch_.caches import warm_cache_note
 from xpubench.backends.torch_.device import (
     PeakMemory,
@@ -62,7 +63,7 @@ def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def make_optimizer(spec, params, device: torch.device, lr: float):
     fused = device.type == "cuda"
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay groups (gpt.py)
-        return get_workload(spec.name).torch_optimizer(params, spec, lr, fused=fused or None)
+        return get_workload(spec.name).optimizers["torch"](params, spec, lr, fused=fused or None)
     if spec.optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, eps=1e-8, fused=fused or None)
     if spec.optimizer == "rmsprop":
@@ -72,8 +73,7 @@ def make_optimizer(spec, params, device: torch.device, lr: float):
 
 
 def build_model(spec, case, device: torch.device) -> torch.nn.Module:
-    mod = get_workload(case.workload)
-    model = mod.build_torch(spec).to(device)
+    model = backends.get("torch").build(get_workload(case.workload), spec).to(device)
     if spec.input_kind == "image":
         model = model.to(memory_format=torch.channels_last)
     return model
