@@ -138,6 +138,8 @@ HOSTILE_RECORDS = {
     "case size a string": changed(MATMUL, "case.size", "big"),
     "samples strings": changed(MATMUL, "samples.warm_s", ["0.1", "0.2"]),
     "gallery confidence a string": changed(TRAIN, "artifacts.gallery.0.confidence", "high"),
+    "gallery label null": changed(TRAIN, "artifacts.gallery.0.label", None),
+    "gallery pixel above 255": changed(TRAIN, "artifacts.gallery.0.image.0.0", 300),
     "negative time": changed(MATMUL, "metrics.cold_s", -0.5),
     "negative sample": changed(MATMUL, "samples.warm_s.0", -1e-3),
     "process past processes": changed(MATMUL, "process", 7),
@@ -152,7 +154,8 @@ SAYS = {"nested 1000 levels": "JSON nested too deeply to read", "metric 1e400": 
         "metric NaN": "NaN is not a JSON number", "metric a string": "metrics.warm_s must be a number",
         "ok with empty metrics": "metrics.warm_s (the time of an ok matmul result) must be a number of at least 1e-09",
         "fingerprint a string": "fingerprint must be a JSON object", "case size a string": "case.size must be",
-        "gallery confidence a string": "confidence must be a number", "negative time": "metrics.cold_s must be",
+        "gallery confidence a string": "confidence must be a number", "gallery label null": "label must not be null",
+        "gallery pixel above 255": "at most 255", "negative time": "metrics.cold_s must be",
         "samples strings": "samples.warm_s[0] must be a number", "process past processes": "process 7",
         "fingerprint 30 levels deep": "nested more than 24 levels", "metric 10^400": "a number a float can hold"}
 

@@ -63,10 +63,13 @@ def number(least: float | None = None, most: float | None = None) -> Check:
     return check
 
 
-def whole(least: int = 0) -> Check:
+def whole(least: int = 0, most: int | None = None) -> Check:
+    expected = f"a whole number of at least {least}" + (f" and at most {most}" if most is not None else "")
+
     def check(value: Any, at: str) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value < LARGEST_WHOLE:
-            _fail(at, f"a whole number of at least {least}", value)
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value < LARGEST_WHOLE \
+                or (most is not None and value > most):
+            _fail(at, expected, value)
     return check
 
 
@@ -171,7 +174,7 @@ def _metric_check(unit: str) -> Check:
 
 METRICS = record({name: _metric_check(m.unit) for name, m in REGISTRY.items()}, rest=SCALAR)
 SECONDS = list_of(optional(number(SHORTEST_S)))   # raw samples: times of finished work
-PIXEL = whole(0)
+PIXEL = whole(0, 255)   # 8-bit pixels, as the gallery keeps them
 
 
 def IMAGE(value: Any, at: str) -> None:
@@ -186,7 +189,8 @@ def IMAGE(value: Any, at: str) -> None:
 
 
 GALLERY = list_of(record({"index": whole(0), "label": whole(0), "pred": whole(0), "confidence": number(0, 1),
-                          "correct": FLAG, "image": IMAGE}))
+                          "correct": FLAG, "image": IMAGE},
+                         not_null=("label", "pred", "confidence", "image")))   # what the chart draws
 DEVICE = record({"id": TEXT, "kind": TEXT, "name": TEXT, "vendor": TEXT, "driver": SCALAR,
                  "compute_capability": SCALAR, "memory_bytes": whole(0), "memory_bandwidth": number(0),
                  "peak_flops": map_of(optional(number(0))), "peak_is_estimate": FLAG, "peak_source": TEXT})
