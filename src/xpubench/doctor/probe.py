@@ -80,13 +80,14 @@ def warm_flops(ops, n: int, budget_s: float) -> float:
     return flops(n) / summarize(windows.samples).median
 
 
-def memory_probe(dops: DoctorOps, nbytes: int, chunks: int = 4) -> dict:
+def memory_probe(dops: DoctorOps, nbytes: int, chunks: int = 16) -> dict:
     """The peak counter across holding ``nbytes`` on the device, beside the independent in-use reading.
 
     An allocator may hand back memory it already holds (freed by earlier work in the same process: a
     notebook, a test suite), so one allocation need not raise any counter. The probe keeps allocating
     chunks of ``nbytes`` (holding them, at most ``chunks``) until the in-use reading has risen by one
-    chunk: from then on the memory is new and an honest peak counter must have risen with it."""
+    chunk: from then on the memory is new and an honest peak counter must have risen with it. Where
+    even ``chunks`` chunks were all recycled, the check says it could not tell (checks.memory)."""
     baseline = dops.memory_in_use()
     dops.peak.reset()
     held, in_use = [], baseline
