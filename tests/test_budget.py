@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from xpubench.harness import budget as budget_mod
-from xpubench.harness import runner
-from xpubench.harness.budget import Budget, default_budget, first_cases_first
-from xpubench.plan import Case
-from xpubench.results.aggregate import aggregate_all
+from xpubench.case import Case
+from xpubench.launch import budget as budget_mod
+from xpubench.launch import runner
+from xpubench.launch.budget import Budget, default_budget, first_cases_first
+from xpubench.results.fold import aggregate_all
 
 
 class FakeClock:
@@ -37,7 +37,8 @@ def _fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float], han
             clock.now += timeout_s
             return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, timeout_s
         clock.now += durations[case.key]
-        return {"status": "ok", "metrics": {}}, durations[case.key]
+        headline = {"matmul": "warm_s", "train": "step_s", "infer": "latency_s"}[case.mode]   # an ok result's time
+        return {"status": "ok", "metrics": {headline: 0.01}}, durations[case.key]
 
     monkeypatch.setattr(runner, "run_one", fake_run_one)
     return timeouts
@@ -210,8 +211,8 @@ def test_the_progress_bar_shows_the_time_left():
 
 
 def test_the_dry_run_preview_says_what_the_budget_leaves_out():
-    from xpubench import estimate
-    from xpubench.harness.budget import preview
+    from xpubench.launch.budget import preview
+    from xpubench.plan import estimate
 
     cases = [_case("matmul", "numpy", 1024), _case("mnist_cnn"), _case("weather_gru"), _case("mnist_cnn", "jax")]
     seconds = {"matmul": 2.0, "mnist_cnn": 10.0, "weather_gru": 30.0}
@@ -251,7 +252,7 @@ def test_the_run_keeps_a_reserve_for_its_closing_output_and_repeats_need_room():
     """api.run's budget keeps RESERVE_S for the output after the last worker, and starts a case's further
     (optional) process only with REPEAT_SAFETY x its estimate of room: a run measured 150.8 s against its
     150 s budget before (the last admitted repeat ran to the end, then the answer printed)."""
-    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget
 
     now = [0.0]
     case = type("C", (), {"key": "k", "workload": "w", "backend": "b"})()
@@ -285,7 +286,7 @@ def test_the_line_holds_whatever_the_estimates_say(monkeypatch, wrong_by):
     closing output fits in the reserve."""
     import random
 
-    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S
 
     rng = random.Random(21)
     clock = FakeClock()

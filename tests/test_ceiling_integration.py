@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from xpubench.analysis.ceilings import annotate
+from xpubench.analysis.cost import result_cost
+from xpubench.case import Case
 from xpubench.ceilings import cache, runtime
-from xpubench.ceilings.annotate import annotate
-from xpubench.cost import price_for_case, priced, result_cost
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable
 from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.plan import Case
+from xpubench.plan.prices import price_for_case, priced
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result
 
@@ -238,14 +239,15 @@ def test_one_unreadable_window_makes_the_figure_na():
 # ---- the report ------------------------------------------------------------------------------------------
 
 def test_the_report_section_shows_cost_energy_and_efficiency():
-    from xpubench.report.costs import section
+    from xpubench.report.build import build_section
     from xpubench.report.frame import ResultSet
+    from xpubench.report.sections import section
 
     tr = train(10e9, price=0.10)
     tr.metrics["energy_na"] = "n/a: no CPU energy counter"
     results = [matmul(50e9), tr]
     annotate(results)
-    sec = section(ResultSet.load(results))
+    sec = build_section(section("efficiency"), ResultSet.load(results))
     eff, money = (t.frame for t in sec.tables)
     assert list(money["$ per 1M samples"]) == ["$0.0139"]
     assert "energy" not in money and "J/sample" not in money           # n/a in every row: said once
@@ -272,7 +274,7 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
 def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from xpubench.ceilings.cli import cached_table
+    from xpubench.cli.ceilings import cached_table
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     env = {"host": {"cpu": {"model": "fake"}}, "backends": {"numpy": {"installed": True, "version": "2"}}}

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from xpubench.backends.detect import environment
 from xpubench.devices import cpu, specs
-from xpubench.devices.detect import available_devices, environment, resolve_device
+from xpubench.devices.detect import available_devices, resolve_device
 from xpubench.errors import UserError
 
 ZEN4_CPUINFO = "\n\n".join(

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from xpubench import api, options
+from xpubench import api
 from xpubench.cli import build_parser
-from xpubench.cli_run import request_from
+from xpubench.cli.run import request_from
 from xpubench.errors import UserError
+from xpubench.plan import options
 
 # option name -> (command-line arguments, TOML keys, the value expected where the row's `goes` points);
 # {tmp} is a folder of the test. Every row that is not `cli` must be here: a new row needs a sample.

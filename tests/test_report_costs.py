@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from xpubench.report.costs import fold, section, shareable
+from xpubench.analysis import analyse
+from xpubench.report.build import build_section
+from xpubench.report.costs import fold, shareable
 from xpubench.report.frame import ResultSet
+from xpubench.report.sections import section
 from xpubench.results import store
 
 RECORDED = Path(__file__).parent / "data" / "runs" / "default-zen4.jsonl"
@@ -21,7 +24,8 @@ def recorded_section(edit=None):
     loaded = store.load_file(RECORDED)
     if edit:
         edit(loaded)
-    return section(ResultSet.load(loaded))
+    analyse(loaded.results)
+    return build_section(section("efficiency"), ResultSet.load(loaded))
 
 
 def section_text(sec) -> str:
@@ -56,7 +60,7 @@ def test_an_older_file_with_a_local_path_in_its_note_shows_no_path():
             fp["ceilings"]["note"] = ("no measured ceiling for numpy/cpu/fp32 (no cache file at "
                                       "/root/.cache/xpubench/ceilings.json): run `xpubench ceilings`")
             result.metrics.pop("efficiency_note", None)
-        from xpubench.ceilings.annotate import annotate
+        from xpubench.analysis.ceilings import annotate
 
         annotate(loaded.results)
 

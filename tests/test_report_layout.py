@@ -191,13 +191,13 @@ def test_real_run_prints_within_100_columns(tmp_path):
 def test_list_fits_the_terminal_and_never_cuts_a_name(width):
     """`xpubench list` at 80 and 100 columns: no line wider, no "…", every workload name whole (it is what
     a user types after -w)."""
-    from xpubench.cli_list import print_listing
-    from xpubench.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOADS
+    from xpubench.cli.list import print_listing
+    from xpubench.workloads import default_run
 
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     print_listing(console)
     text = console.file.getvalue()
     assert max(len(line) for line in text.splitlines()) <= width
     assert "…" not in text
-    for name in ("matmul", *MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS):
+    for name in default_run():
         assert f"│ {name} " in text, name

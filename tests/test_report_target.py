@@ -16,7 +16,7 @@ from xpubench.report.frame import Entry, ResultSet
 from xpubench.report.summary import summary_table
 from xpubench.report.target import curve_text, ranking_lines, sweep_lines, target_table
 from xpubench.report.terminal import print_run_output
-from xpubench.results.aggregate import aggregate
+from xpubench.results.fold import aggregate
 
 TORCH = [20.0, 21.0, 19.5, 20.4, 22.0]
 JAX = [30.0, 31.5, 29.0, 30.2, 33.0]
@@ -70,6 +70,9 @@ def test_the_terminal_prints_the_table_the_curves_and_the_answer(tmp_path):
     assert "Time to target" in text and "The metric against wall time" in text
     assert "fastest here torch cpu b256" in text and "samples/s" in text
     assert curve_text(results[0]) == "seed 3: 10 s 0.97 · 20 s 0.98 ✓"   # the median seed (20.4 s)
+    verbose = Console(width=200, record=True)   # --verbose prints every terminal section: this one once
+    print_run_output(results, verbose, tmp_path / "r.jsonl", verbose=True)
+    assert verbose.export_text().count("The metric against wall time") == 1
 
 
 def test_the_report_has_a_time_to_target_section_with_its_chart():

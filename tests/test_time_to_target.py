@@ -1,7 +1,7 @@
 """Time to target, on recorded per-epoch curves (no training): the loop's stop rule and clock on a fake
 device and clock (harness/target.py in harness/training.py), the arithmetic (results/target_stats.py:
 time to target, MLPerf's trimmed mean, bootstrap intervals), "not reached" as a status, one seed per
-worker process (harness/runner.py), the plan's checks (plan_target.py) and the reports (report/target.py)."""
+worker process (launch/runner.py), the plan's checks (plan/target.py) and the reports (report/target.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from test_stats_timing import FakeClock, FakeDevice, train_case
 
 from xpubench import cli
 from xpubench.errors import UserError
-from xpubench.harness import runner
 from xpubench.harness.target import process_case
 from xpubench.harness.training import run_training
+from xpubench.launch import runner
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.plan_target import default_processes
-from xpubench.results.aggregate import aggregate
+from xpubench.plan.target import default_processes
+from xpubench.results.fold import aggregate
 from xpubench.results.schema import Run
 from xpubench.results.target_stats import EvalPoint, fold, interval, ratio, run_figures, trimmed_mean
-from xpubench.targets import Target, parse
+from xpubench.results.targets import Target, parse
 from xpubench.workloads import mnist_cnn
 
 # Validation accuracy after each epoch of one real run, recorded on the 2-core AMD EPYC VM: mnist_cnn, torch,
@@ -107,6 +107,21 @@ def test_evaluation_every_n_steps_cuts_epochs_into_rounds_in_the_same_batch_orde
     assert trainer.indices == [0, 1, 2, 3, 4] and trainer.epochs_started == [0]
     assert out.series["target_epoch"] == pytest.approx([0.4, 0.8, 1.0])
     assert m["eval_every_steps"] == 2 and m["epoch_s"] is None and m["epochs_run"] == 1
+
+
+def test_keras_skips_a_target_case_that_evaluates_inside_an_epoch():
+    """Keras's fit runs whole epochs: its record says so before any trainer is built (the case is skipped
+    with the reason); a target case without --eval-every, and the other backends, run."""
+    from xpubench import backends
+    from xpubench.case import Case
+
+    def case(backend, **options):
+        return Case(workload="mnist_cnn", backend=backend, device="cpu", mode="train", data="real",
+                    options={"target": "accuracy>=0.975", **options})
+
+    assert "evaluates after every epoch only" in backends.get("keras").unsupported(case("keras:jax", eval_every=2))
+    assert backends.get("keras").unsupported(case("keras:jax")) is None
+    assert backends.get("torch").unsupported(case("torch", eval_every=2)) is None
 
 
 def test_run_figures_of_a_recorded_curve():

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from xpubench.case import Case
 from xpubench.errors import UserError
-from xpubench.harness.runner import run_one
-from xpubench.plan import Case
+from xpubench.launch.runner import run_one
 from xpubench.usermodel.reference import parse_reference
 from xpubench.usermodel.spec import model_input, workload_spec
 
@@ -193,7 +193,7 @@ def test_user_models_train_and_predict_in_workers_with_measured_flops(ref, backe
 def test_flops_that_a_counter_would_miss_are_unknown_not_wrong():
     """FlopCounterMode sees 200 FLOPs in the built-in imdb_lstm (26.4M by formula): refused, not reported."""
     code = ("from xpubench.workloads import get_workload\nimport torch\nfrom xpubench.usermodel.flops import "
-            "torch_flops\nmod = get_workload('imdb_lstm'); m = mod.build_torch(mod.SPEC)\n"
+            "torch_flops\nwl = get_workload('imdb_lstm'); m = wl.models['torch'](wl.spec)\n"
             "print(torch_flops(lambda: m(torch.zeros(1, 250, dtype=torch.long)), m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "(None, 'n/a (torch FlopCounterMode does not count nn.LSTM" in out
@@ -207,7 +207,7 @@ def test_measured_torch_flops_equal_the_formula_for_the_built_in_cnns():
     from xpubench.workloads import get_workload
 
     for name in ("mnist_cnn", "cifar10_resnet"):
-        mod = get_workload(name)
-        model = mod.build_torch(mod.SPEC).eval()
-        x = torch.zeros(1, *mod.SPEC.input_shape)
-        assert torch_flops(lambda m=model, x=x: m(x), model)[0] == mod.forward_flops(mod.SPEC)
+        wl = get_workload(name)
+        model = wl.models["torch"](wl.spec).eval()
+        x = torch.zeros(1, *wl.spec.input_shape)
+        assert torch_flops(lambda m=model, x=x: m(x), model)[0] == wl.forward_flops(wl.spec)

@@ -32,7 +32,7 @@ def keras_layer_flops(model) -> int:
 
 
 def main(ref: str, backend: str, options: str = "{}") -> None:
-    from xpubench.plan import Case
+    from xpubench.case import Case
     from xpubench.usermodel.load import load
 
     case = Case(workload=ref.rpartition(":")[2], backend=backend, device="cpu", mode="train",

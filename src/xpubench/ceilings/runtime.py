@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from xpubench import backends
 from xpubench.ceilings import cache
-from xpubench.ceilings.measure import ADAPTERS, PRECISIONS, ceilings_for
+from xpubench.ceilings.measure import ceilings_for
 
 MODES = ("matmul", "train", "infer")
 HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU) or pass "
@@ -34,7 +35,7 @@ def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
     """{(backend, device): [precisions]} with a ceiling adapter, for the cases' modes."""
     out: dict[tuple[str, str], list[str]] = {}
     for c in cases:
-        if c.mode in MODES and c.backend in ADAPTERS and c.precision in PRECISIONS[c.backend]:
+        if c.mode in MODES and backends.known(c.backend) and c.precision in backends.get(c.backend).ceiling_dtypes:
             precisions = out.setdefault((c.backend, c.device), [])
             if c.precision not in precisions:
                 precisions.append(c.precision)

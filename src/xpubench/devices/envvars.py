@@ -42,6 +42,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("PYTORCH_CUDA_ALLOC_CONF", "PyTorch's CUDA caching allocator (peak memory, fragmentation)"),
     EnvVar("PYTORCH_HIP_ALLOC_CONF", "PyTorch's ROCm caching allocator (peak memory, fragmentation)"),
     EnvVar("CUBLAS_WORKSPACE_CONFIG", "cuBLAS workspace size (can change which kernels run)"),
+    EnvVar("MIOPEN_FIND_MODE", "how MIOpen picks convolution kernels on ROCm (xpubench workers: DYNAMIC_HYBRID "
+           "unless set; NORMAL is the full search)"),
+    EnvVar("MIOPEN_FIND_ENFORCE", "forces MIOpen's search or its database updates on ROCm"),
+    EnvVar("TORCHINDUCTOR_CACHE_DIR", "torch.compile's cache (set by the user: compile_s may be a cache hit; "
+           "xpubench workers otherwise start with an empty one)"),
+    EnvVar("TRITON_CACHE_DIR", "Triton's kernel cache (as TORCHINDUCTOR_CACHE_DIR)"),
+    EnvVar("JAX_COMPILATION_CACHE_DIR", "JAX's persistent compilation cache (compile_s may be a cache hit)"),
     EnvVar("NVIDIA_TF32_OVERRIDE", "0: TF32 off everywhere (tf32 cases run as fp32); 1: cuBLAS/cuDNN may "
            "use TF32 for fp32 work", silent=True),
     EnvVar("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1: PyTorch's fp32 matmuls may run as TF32", silent=True),

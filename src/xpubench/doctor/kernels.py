@@ -103,7 +103,7 @@ def diagnose(env: dict, environ: Mapping[str, str], rate=matmul_rate) -> Row | N
 
 def main(argv: list[str]) -> int:
     from xpubench.doctor.probe import doctor_ops, warm_flops
-    from xpubench.harness.worker import prepare_environment
+    from xpubench.launch.worker import prepare_environment
 
     backend, precision = argv[0], argv[1]
     prepare_environment("cpu")

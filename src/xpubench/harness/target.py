@@ -8,9 +8,9 @@ compilation (``compile_s``); both stay off it, as MLPerf keeps initialisation of
 evaluation on the held-out split is on the clock (MLPerf's rule); the clock stops at the end of the first
 evaluation whose value reaches the target. Evaluation follows every epoch, or every ``--eval-every N``
 steps (the epoch is then run in rounds of N steps, in the same batch order; step Trainers only: Keras
-``fit`` runs whole epochs). Training stops at the target or after the case's epochs (the cap), whichever
-comes first; a run that ends without the target says so (``target_reached`` false, ``message``, the best
-value seen), never a silent success.
+``fit`` runs whole epochs, and its backend record skips such a case). Training stops at the target or
+after the case's epochs (the cap), whichever comes first; a run that ends without the target says so
+(``target_reached`` false, ``message``, the best value seen), never a silent success.
 
 Seeds: process i of a case trains with seed ``case.seed + i`` (``process_case``, called by the runner), so
 the K processes are K seeds; each records its own (``metrics.seed``). The arithmetic from evaluations to
@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from xpubench.backends.base import Unsupported
 from xpubench.errors import UserError
-from xpubench.harness.outcome import Outcome
 from xpubench.harness.setup import learning_rate
+from xpubench.results.outcome import Outcome
 from xpubench.results.target_stats import EvalPoint, run_figures
-from xpubench.targets import DEFAULT, Target, check_metric, default_for, parse
+from xpubench.results.targets import DEFAULT, Target, check_metric, parse
+from xpubench.workloads import get_workload
 
 
 def wants_target(case) -> bool:
@@ -44,14 +44,15 @@ def process_case(case, process: int):
 def resolve(case, spec, train_samples: int, global_batch: int) -> tuple[Target, str]:
     """The case's Target and where it came from. ``default`` is the workload's default for the data found:
     its whole-dataset target when the training set holds the whole training split (every whole batch of
-    ``spec.train_samples``), else its target for part of the data (targets.py)."""
+    ``spec.train_samples``), else its target for part of the data (its record's ``target``)."""
     asked = case.options["target"]
     if asked != DEFAULT:
         target, source = parse(asked), "--target"
     else:
         full = train_samples > spec.train_samples - global_batch
         data = "the whole training split" if full else f"part of the data ({train_samples:,} training samples)"
-        target = default_for(case.workload, full)
+        default = get_workload(case.workload).target
+        target = default.for_data(full) if default else None
         if target is None:
             raise UserError(f"{case.workload} has no default target on {data}: give --target METRIC=VALUE "
                             "(docs/methodology.md lists meaningful ones)")
@@ -68,9 +69,9 @@ class TargetRun:
         self.target, self.source = resolve(case, trainer.spec, steps * trainer.global_batch, trainer.global_batch)
         every = case.options.get("eval_every")
         self.every = every if every and every < steps else None
-        if self.every and hasattr(trainer, "run_epoch"):
-            raise Unsupported(f"{case.backend} runs whole epochs in its own loop (fit): it evaluates after every "
-                              "epoch only; drop --eval-every")
+        if self.every and hasattr(trainer, "run_epoch"):   # a backend's gate says so first (keras_: unsupported)
+            raise RuntimeError(f"{case.backend} runs whole epochs in its own loop: it cannot evaluate every "
+                               f"{every} steps (drop --eval-every)")
         self.points: list[EvalPoint] = []
         self.steps_done = 0
 

@@ -1,6 +1,9 @@
-"""A results file's fingerprint as readable label -> value pairs, and what differs between two of them."""
+"""A results file's fingerprint as readable label -> value pairs, what differs between two of them, and the
+report's environments table (one column per file) with the warnings it leads to."""
 
 from __future__ import annotations
+
+import pandas as pd
 
 from xpubench.devices import envvars, kernels
 from xpubench.units import fmt_bytes
@@ -106,3 +109,29 @@ def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "
             line = f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})"
             (first if is_kernel(label) else rest).append(f"{line} - {LIKELY_CAUSE}" if is_kernel(label) else line)
     return first + rest
+
+
+def environment_table(items) -> pd.DataFrame:
+    """Rows = facts (host, CPU, framework versions, devices, drivers...), one column per file of the
+    entries ``items`` (report/frame.py)."""
+    columns = {}
+    for source, fps in file_fingerprints(items).items():
+        for i, fp in enumerate(fps or [{}]):
+            columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
+    table = pd.DataFrame(columns)
+    table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
+    return table.reset_index(names="")
+
+
+def environment_warnings(items) -> list[str]:
+    """One line per file that ran in another environment than the first, naming what differs."""
+    fps = file_fingerprints(items)
+    names = list(fps)
+    if len(names) < 2:
+        return []
+    lines = []
+    for other in names[1:]:
+        diff = differences((fps[names[0]] or [{}])[0], (fps[other] or [{}])[0], (names[0], other))
+        if diff:
+            lines.append(f"{other} ran in another environment than {names[0]}: " + "; ".join(diff))
+    return lines

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table, print_table
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.report.tables import batch, fmt, fmt_seconds, identity, num
 from xpubench.results import target_stats
-from xpubench.targets import parse
+from xpubench.results.targets import parse
 from xpubench.units import fmt_rate
 
 GROUP = ["source", "workload", "target"]   # setups ranked against each other
@@ -285,15 +285,11 @@ def terminal_lines(data: ResultSet) -> list[str]:
     return out
 
 
-def print_targets(data: ResultSet, console) -> None:
-    """The time-to-target table and each setup's curve, when the results have a quality target."""
-    table = target_table(data.frame)
-    if table.empty:
-        return
-    print_table(table, console)
-    console.print("The metric against wall time (the median seed):", highlight=False)
-    for line in terminal_lines(data):
-        console.print(f"  {line}", highlight=False, overflow="fold")
+def curve_lines(data: ResultSet) -> list[str]:
+    """The terminal's form of the chart (report/sections.py ``text``): each setup's median-seed curve under
+    a heading line; [] when no case has a target."""
+    lines = terminal_lines(data)
+    return ["The metric against wall time (the median seed):", *(f"  {line}" for line in lines)] if lines else []
 
 
 def process_headline(result) -> str:

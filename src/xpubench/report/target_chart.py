@@ -11,7 +11,7 @@ from xpubench.report.content import Chart
 from xpubench.report.frame import ResultSet, many_sources, series_label
 from xpubench.report.tables import fmt_seconds
 from xpubench.report.target import GROUP, seed_curves, target_rows, terminal_lines
-from xpubench.targets import parse
+from xpubench.results.targets import parse
 
 
 def curves_chart(data: ResultSet) -> Chart | None:

@@ -1,5 +1,6 @@
 """What `xpubench run` shows in the terminal: a progress bar while cases run; at the end a compact
-summary, the full tables (with --verbose) and the answer."""
+summary, the sections marked ``always`` (time to target), the full tables (with --verbose) and the
+answer."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from xpubench.report import costs, tables
+from xpubench.report.figures import line
 from xpubench.report.frame import ResultSet
-from xpubench.report.generation import generation_headline, print_generation_tables
+from xpubench.report.sections import SECTIONS
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
-from xpubench.report.target import print_targets, process_headline
-from xpubench.units import fmt_rate
+from xpubench.report.target import process_headline
+from xpubench.results.modes import mode_of
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -88,35 +89,30 @@ class RunProgress:
 
 
 def headline(result) -> str:
-    m = result.metrics
-    if result.case.get("mode") == "matmul":
-        return f"warm {m['warm_flops_per_s'] / 1e9:,.1f} GFLOP/s, cold {m['cold_flops_per_s'] / 1e9:,.1f}"
-    if result.case.get("mode") == "infer" and m.get("latency_s") is not None:
-        name = m.get("metric_name") or "metric"
-        value = m.get(name)
-        shown = "" if value is None else f", {name} {value:.4f}"
-        return f"{fmt_rate(m['samples_per_s'])} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
-    if result.case.get("mode") == "generate":
-        return generation_headline(m)
-    if m.get("target"):   # a quality target: one seed's time to it, or "not reached" (the message says more)
+    """The figures a finished case prints beside its status: its mode's headline and details
+    (results/modes.py), "" for a mode nobody declared; a process of a case with a quality target: its
+    seed and time to target, or why it fell short (report/target.py)."""
+    if result.metrics.get("target"):
         return process_headline(result)
-    if "samples_per_s" in m:
-        return f"{fmt_rate(m['samples_per_s'])} samples/s"
-    return ""
+    mode = mode_of(result.case.get("mode"))
+    return line(mode, result.metrics) if mode else ""
 
 
-def print_run_tables(results, console: Console) -> None:
-    """Every full table of these results (`xpubench run --verbose`)."""
+def print_run_tables(results, console: Console, *, verbose: bool = True) -> None:
+    """The sections report/sections.py marks for the terminal, in its order: every ``terminal`` one and
+    then the noisy figures with ``verbose`` (`xpubench run --verbose`), else only those marked ``always``
+    (printed after the summary of every run: time to target)."""
     data = ResultSet.load(results)
     if data.frame.empty:
         return
-    for table in tables.every_table(data.frame):
-        print_table(table, console)
-    print_generation_tables(results, console)
-    efficiency = costs.terminal_table(results)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
-    if efficiency is not None:
-        print_table(efficiency, console)
-    _print_noisy(data, console)
+    for section in SECTIONS:
+        if section.always or (verbose and section.terminal):
+            for table in section.shown_tables(data, report=False):
+                print_table(table, console)
+            for text in section.text(data):   # what its charts show, as text
+                console.print(text, highlight=False, overflow="fold")
+    if verbose:
+        _print_noisy(data, console)
 
 
 def print_summary(results, console: Console) -> None:
@@ -137,13 +133,12 @@ def _print_noisy(data: ResultSet, console: Console) -> None:
 
 
 def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
-    """All `xpubench run` prints after its cases: the summary, the full tables with ``verbose``, then the
-    answer (report/answer.py) with where the results are and how to make the report."""
+    """All `xpubench run` prints after its cases: the summary, the sections marked ``always`` (every
+    terminal section with ``verbose``), then the answer (report/answer.py) with where the results are and
+    how to make the report."""
     from xpubench.report.answer import answer_lines
 
     print_summary(results, console)
-    print_targets(ResultSet.load(results), console)   # time to target: table and curves (report/target.py)
-    if verbose:
-        print_run_tables(results, console)
-    for line in answer_lines(ResultSet.load(results), output):
-        console.print(line, highlight=False, overflow="fold")
+    print_run_tables(results, console, verbose=verbose)   # without --verbose: the ``always`` sections
+    for text in answer_lines(ResultSet.load(results), output):
+        console.print(text, highlight=False, overflow="fold")

@@ -2,7 +2,8 @@
 info and optimum-benchmark's typed measurements).
 
 The measuring code fills the per-mode dataclasses (``MatmulMetrics``, ``TrainMetrics``, ``InferMetrics``,
-``GenerateMetrics``); what is added around a measurement (peak and efficiency, data-parallel scaling,
+``GenerateMetrics``; each mode's record in results/modes.py names its dataclass and the figures readers
+rank); what is added around a measurement (peak and efficiency, data-parallel scaling,
 the worker processes, energy, cost, the model's provenance, a failure) has a group of its own.
 ``REGISTRY`` maps every name to its :class:`Metric`; reports read units and meanings from it. A result's
 ``metrics`` stay a flat JSON object (the file format does not change): ``Metrics.as_dict()`` writes it,
@@ -319,24 +320,24 @@ class Model(Metrics):
                                                    "the task, the model's config or embedding)", optional=True)
 
 
-MODES: dict[str, type[Metrics]] = {"matmul": MatmulMetrics, "train": TrainMetrics, "infer": InferMetrics,
-                                   "generate": GenerateMetrics}
+MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)  # results/modes.py
 SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model,
                                      TimeToTarget)   # training to a quality target (metrics_target.py)
+REGISTRY: dict[str, Metric] = {}
 
 
-def _registry() -> dict[str, Metric]:
-    out: dict[str, Metric] = {}
-    for cls in (*SHARED, *MODES.values()):
-        for f in dataclasses.fields(cls):
-            info = Metric(f.name, f.metadata["unit"], f.metadata["meaning"], cls.GROUP)
-            if f.name in out and out[f.name].unit != info.unit:
-                raise TypeError(f"metric {f.name} declared with units {out[f.name].unit} and {info.unit}")
-            out.setdefault(f.name, info)
-    return out
+def declare(cls: type[Metrics]) -> None:
+    """Add a group's figures to ``REGISTRY`` (a name declared twice keeps its first declaration; two units
+    for one name are refused)."""
+    for f in dataclasses.fields(cls):
+        info = Metric(f.name, f.metadata["unit"], f.metadata["meaning"], cls.GROUP)
+        if f.name in REGISTRY and REGISTRY[f.name].unit != info.unit:
+            raise TypeError(f"metric {f.name} declared with units {REGISTRY[f.name].unit} and {info.unit}")
+        REGISTRY.setdefault(f.name, info)
 
 
-REGISTRY: dict[str, Metric] = _registry()
+for _group in (*SHARED, *MODE_GROUPS):
+    declare(_group)
 
 
 def unit(name: str) -> str | None:

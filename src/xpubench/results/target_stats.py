@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xpubench.targets import Target
+from xpubench.results.targets import Target
 
 RESAMPLES = 2000
 LEVEL = 0.95

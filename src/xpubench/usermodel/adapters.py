@@ -1,5 +1,5 @@
 """One adapter per framework around a user's model, in the worker (load.py): the builder the backend's
-trainer and inference session call (``builder_name``), one forward pass for the checks, the parameter
+trainer and inference session call (``builder``, registered under the model family ``family``), one forward pass for the checks, the parameter
 count and the FLOP count.
 
 Every adapter: ``forward(x)`` -> the model's raw output for a numpy batch (eval mode, no gradients);
@@ -26,7 +26,7 @@ def _one_sample(spec) -> np.ndarray:
 
 
 class TorchAdapter:
-    builder_name = "build_torch"
+    family = "torch"
 
     def __init__(self, model, spec, case):
         self.model, self.spec, self.case = model, spec, case
@@ -96,7 +96,7 @@ class FlaxAdapter:
     as ``deterministic=not train`` when its ``__call__`` has that parameter, else not at all; and so that
     it returns the logits of its output (outputs.pick_logits, decided on the output's structure)."""
 
-    builder_name = "build_jax"
+    family = "jax"
 
     def __init__(self, model, spec, case):
         import flax.linen as nn
@@ -157,7 +157,7 @@ class FlaxAdapter:
 
 
 class KerasAdapter:
-    builder_name = "build_keras"
+    family = "keras"
 
     def __init__(self, model, spec, case):
         from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of
@@ -166,7 +166,7 @@ class KerasAdapter:
         self.device = KerasDevice(self.keras, self.keras.backend.backend(), case.device)
         self.model, self.spec = model, spec
 
-    def builder(self, keras, spec):
+    def builder(self, spec):
         return self.model
 
     def forward(self, x: np.ndarray):

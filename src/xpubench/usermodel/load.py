@@ -1,5 +1,6 @@
 """In the worker: a user's model imported, called, recognised, checked and registered as a workload, so
-that the backends' own trainers and inference sessions run it (``get_workload(case.workload)``).
+that the backends' own trainers and inference sessions run it (``get_workload(case.workload)``: a
+``Workload`` record with the model as its only model, under its framework's family).
 
 The case carries ``options["model"]`` (the reference, see reference.py) and, when given as options,
 ``options["model_input"]`` (ModelInput.as_options: input_shape, input_dtype, task, vocab_size,
@@ -20,9 +21,9 @@ softmax's probabilities (a warning). A FLOP count that fails leaves the FLOPs n/
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
-import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from xpubench.usermodel.outputs import (
 from xpubench.usermodel.reference import ModelRef, parse_reference
 from xpubench.usermodel.spec import INT_DTYPES, expected_output, model_input, workload_spec
 from xpubench.workloads import register_runtime
+from xpubench.workloads.base import Workload
 
 BACKEND_OF = {"torch": "torch", "flax": "jax", "keras": "keras"}
 NOT_A_MODEL = "not a torch.nn.Module, a flax linen Module or a Keras 3 Model (nor a dict with the key 'model')"
@@ -108,7 +110,9 @@ def detect_framework(obj: Any) -> str | None:
 
 def load(case) -> LoadedModel:
     """Import, call, recognise, check and register the case's model (see the module docstring)."""
-    ref = parse_reference(case.options["model"])
+    text, file = case.options["model"], case.options.get("model_file")
+    ref = parse_reference(text) if not file else dataclasses.replace(   # the file the plan resolved: any folder
+        parse_reference(f"{file}:{text.rpartition(':')[2]}"), text=text)
     if "keras" not in sys.modules and (case.backend.startswith("keras") or "keras" in ref.frameworks):
         from xpubench.backends.keras_.device import import_keras, keras_backend_of
 
@@ -136,7 +140,7 @@ def load(case) -> LoadedModel:
         measured, method = None, flops.count_failed(exc)
     loaded = LoadedModel(ref, framework, model, spec, adapter.params(), measured, method, output, vocab_source,
                          warning)
-    register_runtime(case.workload, _workload_module(loaded, adapter))
+    register_runtime(_workload(loaded, adapter))
     return loaded
 
 
@@ -203,14 +207,14 @@ def spec_task(spec) -> str:
             "token_seq": f"tokens:{spec.num_outputs}"}[spec.target_kind]
 
 
-def _workload_module(loaded: LoadedModel, adapter) -> types.ModuleType:
-    """A workload module for this process (workloads/base.py's contract) around the loaded model."""
-    module = types.ModuleType(f"xpubench.usermodel.runtime.{loaded.spec.name}")
-    module.__file__ = str(loaded.ref.path)   # weights.code_digest: a change to the file invalidates cached weights
-    module.SPEC = loaded.spec
-    module.forward_flops = lambda spec: loaded.flops if loaded.flops is not None else float("nan")
-    setattr(module, adapter.builder_name, adapter.builder)
-    return module
+def _workload(loaded: LoadedModel, adapter) -> Workload:
+    """The workload record of this process (workloads/base.py) around the loaded model: its spec, its model
+    under its framework's family, its measured FLOPs (NaN where they could not be counted). Its source is
+    the user's file: weights.code_digest then invalidates cached weights when the file changes."""
+    return Workload(name=loaded.spec.name, title=loaded.spec.title, kind="user", sources=(str(loaded.ref.path),),
+                    spec=loaded.spec, models={adapter.family: adapter.builder},
+                    forward_flops=lambda spec: loaded.flops if loaded.flops is not None else float("nan"),
+                    in_default_run=False)
 
 
 def prepare(case):
