@@ -58,7 +58,7 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
                   "per case)"
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
-                    "the peak; see src/xpubench/estimate.py)", highlight=False, soft_wrap=True)
+                    "the peak; see src/xpubench/plan/estimate.py)", highlight=False, soft_wrap=True)
     note = estimate.budget_note(planned.cases, env, budget_s, processes)
     if note:
         console.print(f"budget: {note}", highlight=False, soft_wrap=True)
