@@ -44,13 +44,12 @@ class JaxGenerator:
                  precision: str = "fp32"):
         self.batch, self.prompt_len = prompt.shape
         self.new_tokens = new_tokens
-        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
         dtype = DTYPES.get(precision, jnp.float32)
         self.params = jax.device_put(cast_floats(params, dtype), device)
         self.prompt = jax.device_put(np.ascontiguousarray(prompt, dtype=np.int32), device)
-        shape = (self.batch, positions, spec.n_head, spec.n_embd // spec.n_head)
-        kv = tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.n_layer))
-        self.cache = jax.device_put((kv, jnp.int32(0)), device)
+        with jax.default_device(device):
+            self.cache = jax.device_put((self.new_kv(spec, positions, dtype), jnp.int32(0)), device)
         prompt_len = self.prompt_len
 
         def prefill(params, cache, prompt):
@@ -69,6 +68,16 @@ class JaxGenerator:
         self._jit_decode = jax.jit(decode, donate_argnums=1)
         self._prefill, self._decode = self._jit_prefill, self._jit_decode
         self._compiled: tuple[Any, Any] | None = None
+
+    @staticmethod
+    def context(spec) -> int:
+        """Positions the model can attend to (a subclass for another model overrides it)."""
+        return spec.block_size
+
+    def new_kv(self, spec, positions: int, dtype) -> tuple:
+        """Zeroed keys and values: a tuple over layers of (k, v), each (B, positions, H, Q)."""
+        shape = (self.batch, positions, spec.n_head, spec.n_embd // spec.n_head)
+        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.n_layer))
 
     def compile(self) -> float:
         """Lower and compile prefill and decode for this batch and prompt length; seconds."""

@@ -36,16 +36,25 @@ class TorchGenerator:
     """prefill / decode / sync over a GPT module; see ``harness.generation.Generator``."""
 
     def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device):
-        self.model, self.device, self.attention = model.eval(), device, spec.attention
+        self.model, self.device, self.attention = model.eval(), device, getattr(spec, "attention", "auto")
         self.batch, self.prompt_len = prompt.shape
         self.new_tokens = new_tokens
-        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
         self.prompt = torch.from_numpy(np.ascontiguousarray(prompt)).to(device)
-        shape = (spec.n_layer, self.batch, spec.n_head, positions, spec.n_embd // spec.n_head)
-        dtype = next(model.parameters()).dtype
-        self.cache = KVCache(torch.zeros(shape, dtype=dtype, device=device),
-                             torch.zeros(shape, dtype=dtype, device=device))
+        self.cache = KVCache(*self.new_cache(spec, positions))
         sync(device)
+
+    @staticmethod
+    def context(spec) -> int:
+        """Positions the model can attend to (a subclass for another model overrides it)."""
+        return spec.block_size
+
+    def new_cache(self, spec, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zeroed keys and values (L, B, H, positions, Q) in the model's dtype, on the device."""
+        shape = (spec.n_layer, self.batch, spec.n_head, positions, spec.n_embd // spec.n_head)
+        dtype = next(self.model.parameters()).dtype
+        return (torch.zeros(shape, dtype=dtype, device=self.device),
+                torch.zeros(shape, dtype=dtype, device=self.device))
 
     def compile(self) -> None:
         return None   # eager
