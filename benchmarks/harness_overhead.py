@@ -29,13 +29,13 @@ COMMON = """
 import time, numpy as np
 from xpubench.workloads import get_workload
 from xpubench.data import synthetic
-mod = get_workload("mnist_cnn"); spec = mod.SPEC
+wl = get_workload("mnist_cnn"); spec = wl.spec
 B, S = {batch}, {steps}
 ds = synthetic(spec, B * S, B, seed=0)
 """
 TORCH = COMMON + """
 import torch, torch.nn.functional as F
-model = mod.build_torch(spec).to(memory_format=torch.channels_last)
+model = wl.models["torch"](spec).to(memory_format=torch.channels_last)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train).long()
 def run(n):
@@ -50,7 +50,7 @@ t = time.perf_counter(); run(S); print(B * S / (time.perf_counter() - t))
 """
 JAX = COMMON + """
 import jax, jax.numpy as jnp, optax
-model = mod.build_jax(spec)
+model = wl.models["jax"](spec)
 params = model.init({{"params": jax.random.key(0), "dropout": jax.random.key(1)}}, ds.x_train[:1], train=False)["params"]
 tx = optax.adam(1e-3); state = (params, tx.init(params))
 xs = jnp.asarray(ds.x_train.reshape(S, B, 28, 28, 1)); ys = jnp.asarray(ds.y_train.reshape(S, B))

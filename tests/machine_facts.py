@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from xpubench.devices import cpu, records
-from xpubench.devices.detect import _cpu_device
+from xpubench.devices.detect import cpu_device as _cpu_device
 
 MACHINES = Path(__file__).parent / "data" / "machines"
 MiB = 1 << 20

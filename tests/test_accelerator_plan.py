@@ -56,7 +56,9 @@ def test_the_same_for_the_tpu_the_mi300x_and_the_m2():
     mps = build_cases(PlanRequest(devices=["mps"], quick=True), machine("apple-m2"))
     assert {c.backend for c in mps} == {"torch"} and {c.device for c in mps} == {"mps"}
     assert {c.precision for c in mps if c.mode == "matmul"} == {"fp32", "bf16", "fp16"}   # defect 15
-    assert {c.precision for c in mps if c.mode == "train"} == {"fp32", "bf16"}
+    # no 16-bit training: bf16 is emulated on an M2 and this torch (2.4.1) has no GradScaler on MPS
+    # (second round, defect 12: tests/test_accelerator_round2.py)
+    assert {c.precision for c in mps if c.mode == "train"} == {"fp32"}
 
 
 def test_a_device_nobody_has_is_refused_naming_what_each_backend_has():
@@ -143,7 +145,7 @@ def test_dry_run_here_is_the_plan_a_run_would_execute(capsys, monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize(("content", "says"), [
-    (None, "no such file"), ("not json", "is not JSON"), ("[1, 2]", "is not an environment record"),
+    (None, "no such file"), ("not json", "not JSON"), ("[1, 2]", "is not an environment record"),
     ('{"host": {}, "backends": {"jax": {"devices": []}}}', "has no \"installed\" flag"),
     ('{"host": {}, "backends": {"jax": {"installed": true, "devices": [{"id": "gpu:0"}]}}}', "needs an \"id\" and a \"kind\"")])
 def test_a_bad_env_file_is_one_line_and_exit_2(content, says, tmp_path, capsys):
@@ -160,7 +162,7 @@ def test_env_file_without_dry_run_is_refused(capsys):
 
 
 def test_dry_run_estimates_cases_without_a_known_peak_apart():
-    from xpubench import estimate
+    from xpubench.plan import estimate
 
     env = machine("tpu-v5e-8")
     cases = build_cases(PlanRequest(devices=["tpu"], workloads=["mnist_cnn"], quick=True), env)

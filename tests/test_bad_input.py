@@ -20,7 +20,9 @@ from xpubench import cli
 from xpubench.results import store
 from xpubench.results.schema import SCHEMA_VERSION
 
-RESULT = {"schema_version": SCHEMA_VERSION, "status": "ok", "case": {"run_id": "r1", "key": "matmul/numpy/cpu"}}
+CASE = {"workload": "matmul", "backend": "numpy", "device": "cpu", "mode": "matmul", "precision": "fp32", "size": 64,
+        "run_id": "r1", "key": "matmul/numpy/cpu/matmul/fp32/n64"}
+RESULT = {"schema_version": SCHEMA_VERSION, "status": "ok", "case": CASE, "metrics": {"warm_s": 0.001}}
 FILES = {
     "malformed.toml": 'workload = ["matmul"\n',
     "binary.toml": b"\xff\xfe\x00\x01\x89PNG",
@@ -43,6 +45,17 @@ FILES = {
     "badprices.json": "{cpu: 0.10}",
     "pricestable.toml": 'workload = "matmul"\nprices = 3\n',
     "model.py": "def build():\n    return None\n",
+    "deep.jsonl": json.dumps(RESULT)[:-1] + ', "deep": ' + "[" * 1000 + "]" * 1000 + "}\n",
+    "nan.jsonl": json.dumps({**RESULT, "metrics": {"warm_s": float("nan")}}) + "\n",
+    "huge.jsonl": json.dumps(RESULT).replace('"warm_s": 0.001', '"warm_s": 1e400') + "\n",
+    "text.jsonl": json.dumps({**RESULT, "metrics": {"warm_s": "fast"}}) + "\n",
+    "negative.jsonl": json.dumps({**RESULT, "duration_s": -3.0}) + "\n",
+    "deepplan.jsonl": "",
+    "deepplan.jsonl.plan.json": "[" * 1000 + "]" * 1000,
+    "deep.toml": "workload = " + "[" * 1000 + "]" * 1000 + "\n",
+    "deepprices.json": "[" * 1000 + "]" * 1000,
+    "deepenv.json": "[" * 1000 + "]" * 1000,
+    "README.md": "# my notes\n",
 }
 
 # (id, argv with {tmp} for the folder holding FILES, what the line must say)
@@ -82,6 +95,26 @@ CASES = [
     ("output is a folder", "run -w matmul -b numpy -o {tmp}", "it is a folder"),
     ("output holds results", "run -w matmul -b numpy -o {tmp}/results.jsonl", "already holds results"),
     ("report output folder missing", "report {tmp}/results.jsonl -o {tmp}/nope/r.html", "does not exist"),
+    ("report over its input", "report {tmp}/results.jsonl -o {tmp}/results.jsonl",
+     "is one of the results files being read"),
+    ("compare over results", "compare {tmp}/results.jsonl {tmp}/results.jsonl -o {tmp}/noplan.jsonl --force",
+     "holds xpubench results"),
+    ("report over another file", "report {tmp}/results.jsonl -o {tmp}/README.md", "was not written by xpubench"),
+    ("report to /dev/null", "report {tmp}/results.jsonl -o /dev/null", "it is a device, not a regular file"),
+    ("results: /dev/zero", "report /dev/zero", "results file /dev/zero is a device, not a regular file"),
+    ("results nested 1000 deep", "report {tmp}/deep.jsonl", "nested too deeply"),
+    ("results with NaN", "compare {tmp}/nan.jsonl {tmp}/results.jsonl", "NaN is not a JSON number"),
+    ("results: number too large", "report {tmp}/huge.jsonl", "too large"),
+    ("results: text for a number", "report {tmp}/text.jsonl", "record.metrics.warm_s must be a number"),
+    ("results: negative time", "report {tmp}/negative.jsonl", "record.duration_s must be a number of at least 0"),
+    ("resume: plan nested", "run --resume {tmp}/deepplan.jsonl", "nested too deeply"),
+    ("config nested", "run --config {tmp}/deep.toml", "nested too deeply"),
+    ("--prices nested", "run -w matmul -b numpy --prices {tmp}/deepprices.json", "nested too deeply"),
+    ("--env-file nested", "run --dry-run --env-file {tmp}/deepenv.json", "nested too deeply"),
+    ("output not results", "run -w matmul -b numpy -o {tmp}/README.md", "is not an xpubench results file"),
+    ("output /dev/null", "run -w matmul -b numpy -o /dev/null", "it is a device, not a regular file"),
+    ("--dry-run --timeout 0", "run -w selftest --dry-run --timeout 0", "--timeout must be a number of seconds"),
+    ("--allow-changed-model without --resume", "run -w matmul --allow-changed-model", "goes with --resume"),
     ("--resume with --workload", "run --resume {tmp}/results.jsonl -w matmul", "drop --workload"),
     ("--scaling with --devices", "run -w mnist_cnn -b torch --scaling --devices 2", "drop --devices"),
     ("--save-weights is a file", "run -w imdb_lstm --mode infer --save-weights {tmp}/results.jsonl",
@@ -104,7 +137,7 @@ CASES = [
     ("--price-per-hour unknown device", "run -w matmul -b numpy --price-per-hour xpu=1", "prices: unknown device 'xpu'"),
     ("--prices file missing", "run -w matmul -b numpy --prices {tmp}/nope.toml", "prices file {tmp}/nope.toml does not exist"),
     ("--prices not TOML", "run -w matmul -b numpy --prices {tmp}/malformed.toml", "is not valid TOML"),
-    ("--prices not JSON", "run -w matmul -b numpy --prices {tmp}/badprices.json", "is not valid JSON"),
+    ("--prices not JSON", "run -w matmul -b numpy --prices {tmp}/badprices.json", "badprices.json: not JSON"),
     ("--prices bad value", "run -w matmul -b numpy --prices {tmp}/badprices.toml",
      "price for gpu must be US dollars per hour, 0 or more, got 'cheap'"),
     ("config prices not a table", "run --config {tmp}/pricestable.toml", "prices: must be a table"),
@@ -218,15 +251,15 @@ def test_absent_device_writes_nothing(tmp, capsys, machine):
 
 
 def test_unreadable_config(tmp, capsys, monkeypatch):
-    real = Path.read_text
+    real = os.open
 
-    def denied(self, *a, **kw):
-        if self.name == "locked.toml":
-            raise PermissionError(errno.EACCES, "Permission denied", str(self))
-        return real(self, *a, **kw)
+    def denied(path, *a, **kw):
+        if Path(path).name == "locked.toml":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *a, **kw)
 
     (tmp / "locked.toml").write_text('workload = "matmul"\n')
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(os, "open", denied)
     check_one_line(*run_cli("run --config {tmp}/locked.toml", tmp, capsys), "is unreadable: Permission denied")
 
 
@@ -285,6 +318,8 @@ DATA_CASES = {
     "IDX truncated": ("mnist_cnn", {"train-images-idx3-ubyte": idx(2051, (10, 28, 28), body=100),
                                     "train-labels-idx1-ubyte": idx(2049, (10,))}, "truncated"),
     "IDX without partner": ("mnist_cnn", {"train-images-idx3-ubyte": idx(2051, (10, 28, 28))}, "no partner"),
+    "IDX dimensions overflow": ("mnist_cnn", {"train-images-idx3-ubyte": idx(2051, (2**16, 2**16, 2**32 - 1), body=64),
+                                              "train-labels-idx1-ubyte": idx(2049, (10,))}, "more than xpubench reads"),
     "CIFAR wrong size": ("cifar10_resnet", {"data_batch_1.bin": bytes(3000)}, "CIFAR-10 records"),
     "CSV missing columns": ("weather_gru", {"weather.csv": "Date Time\n01.01.2009 00:00:00\n"}, "column"),
     "CSV missing values": ("weather_gru", {"weather.csv": "Date Time,p,T\n01.01.2009 00:00:00,1,\n"},
@@ -302,7 +337,7 @@ def _spec(workload: str):
     from xpubench.workloads import get_workload
 
     try:
-        spec = get_workload(workload).SPEC
+        spec = get_workload(workload).spec
     except ImportError:
         pytest.skip(f"workload {workload} is not written yet")
     return dataclasses.replace(spec, dataset=DATASET_OF[workload])

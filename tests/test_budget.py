@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from xpubench.harness import budget as budget_mod
-from xpubench.harness import runner
-from xpubench.harness.budget import Budget, default_budget, first_cases_first
-from xpubench.plan import Case
-from xpubench.results.aggregate import aggregate_all
+from xpubench.case import Case
+from xpubench.launch import budget as budget_mod
+from xpubench.launch import runner
+from xpubench.launch.budget import Budget, default_budget, first_cases_first
+from xpubench.results.fold import aggregate_all
 
 
 class FakeClock:
@@ -37,7 +37,8 @@ def _fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float], han
             clock.now += timeout_s
             return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, timeout_s
         clock.now += durations[case.key]
-        return {"status": "ok", "metrics": {}}, durations[case.key]
+        headline = {"matmul": "warm_s", "train": "step_s", "infer": "latency_s"}[case.mode]   # an ok result's time
+        return {"status": "ok", "metrics": {headline: 0.01}}, durations[case.key]
 
     monkeypatch.setattr(runner, "run_one", fake_run_one)
     return timeouts
@@ -210,8 +211,8 @@ def test_the_progress_bar_shows_the_time_left():
 
 
 def test_the_dry_run_preview_says_what_the_budget_leaves_out():
-    from xpubench import estimate
-    from xpubench.harness.budget import preview
+    from xpubench.launch.budget import preview
+    from xpubench.plan import estimate
 
     cases = [_case("matmul", "numpy", 1024), _case("mnist_cnn"), _case("weather_gru"), _case("mnist_cnn", "jax")]
     seconds = {"matmul": 2.0, "mnist_cnn": 10.0, "weather_gru": 30.0}
@@ -251,7 +252,7 @@ def test_the_run_keeps_a_reserve_for_its_closing_output_and_repeats_need_room():
     """api.run's budget keeps RESERVE_S for the output after the last worker, and starts a case's further
     (optional) process only with REPEAT_SAFETY x its estimate of room: a run measured 150.8 s against its
     150 s budget before (the last admitted repeat ran to the end, then the answer printed)."""
-    from xpubench.harness.budget import REPEAT_SAFETY, RESERVE_S, Budget
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget
 
     now = [0.0]
     case = type("C", (), {"key": "k", "workload": "w", "backend": "b"})()
@@ -262,3 +263,65 @@ def test_the_run_keeps_a_reserve_for_its_closing_output_and_repeats_need_room():
     assert b.admit(case, 1) == "process 2 does not fit"   # a repeat needs 12.5 s
     now[0] += 1.0
     assert "budget has" in b.admit(case, 0)      # less than the estimate left once the reserve is kept
+
+
+def _honest_fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float]):
+    """runner.run_one replaced by a worker that needs ``durations[key]`` seconds of the fake clock and is
+    killed at its timeout when that comes first (as run_one kills a worker's process group)."""
+    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None):
+        need = durations[case.key]
+        if need > timeout_s:
+            clock.now += timeout_s
+            return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, timeout_s
+        clock.now += need
+        return {"status": "ok", "metrics": {}}, need
+
+    monkeypatch.setattr(runner, "run_one", fake_run_one)
+
+
+@pytest.mark.parametrize("wrong_by", [0.2, 1.0, 3.0, 8.0])
+def test_the_line_holds_whatever_the_estimates_say(monkeypatch, wrong_by):
+    """Issue 21: a default run took 154 s of its 150 s under load. Every worker here takes ``wrong_by`` x
+    its estimate (with a spread); the runner's cases must still end by the budget less the reserve, so the
+    closing output fits in the reserve."""
+    import random
+
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S
+
+    rng = random.Random(21)
+    clock = FakeClock()
+    workloads = ("mnist_cnn", "fashion_cnn", "cifar10_resnet", "imdb_lstm", "shakespeare_lstm", "weather_gru", "gpt")
+    cases = [_case(w, b) for w in workloads for b in ("torch", "jax")]
+    estimates = {c.key: rng.uniform(4.0, 35.0) for c in cases}
+    _honest_fake_runner(monkeypatch, clock, {k: e * wrong_by * rng.uniform(0.7, 1.5) for k, e in estimates.items()})
+    b = Budget(150.0, estimate=lambda c: estimates[c.key], clock=clock, reserve_s=RESERVE_S,
+               repeat_safety=REPEAT_SAFETY)
+    clock.now += 4.0                                  # detection and planning, inside the budget
+    runs = runner.run_cases(cases, None, fingerprint={}, processes=3, timeout_s=600.0, budget=b)
+    assert clock.now - b.started <= 150.0 - RESERVE_S + 1e-9
+    assert any(r.status == "ok" for r in runs)
+    killed = [r for r in runs if r.status == "timeout"]
+    assert all("150 s budget was spent" in r.message for r in killed)
+
+
+def test_a_cases_further_processes_are_judged_by_what_its_first_one_took():
+    clock = FakeClock()
+    b = Budget(100.0, estimate=lambda c: 5.0, clock=clock, repeat_safety=1.25)
+    slow, other = _case("mnist_cnn"), _case("weather_gru")
+    b.record(other, 5.0)
+    b.record(slow, 20.0)                          # 4x its estimate; the run as a whole: 25 s for 10 estimated
+    assert b.expected(slow, 1) == 20.0 and b.expected(other, 1) == 5.0
+    assert b.expected(_case("gpt"), 0) == pytest.approx(5.0 * 2.5)   # a first process: estimate x the run's ratio
+    clock.now += 100.0 - 24.0                     # 24 s left: a repeat of `slow` needs 20 x 1.25 = 25 s
+    assert b.admit(slow, 1) == "process 2 does not fit"
+    assert b.admit(other, 1) is None
+
+
+def test_a_worker_is_stopped_at_the_line_less_the_reserve():
+    clock = FakeClock()
+    b = Budget(150.0, estimate=lambda c: 1.0, clock=clock, reserve_s=5.0)
+    assert b.timeout(600.0) == 145.0
+    clock.now += 140.0
+    assert b.timeout(600.0) == 5.0
+    clock.now += 30.0                             # past the line: the least timeout, never a negative one
+    assert b.timeout(600.0) == 0.1

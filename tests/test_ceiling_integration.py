@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from xpubench.analysis.ceilings import annotate
+from xpubench.analysis.cost import result_cost
+from xpubench.case import Case
 from xpubench.ceilings import cache, runtime
-from xpubench.ceilings.annotate import annotate
-from xpubench.cost import price_for_case, priced, result_cost
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable
 from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.plan import Case
+from xpubench.plan.prices import price_for_case, priced
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result
 
@@ -129,10 +130,30 @@ def test_no_recorded_ceiling_is_na_with_how_to_get_one():
     fp = record()
     fp["ceilings"] = {"ceilings": {}, "bandwidth": {}, "missing": ["numpy/cpu/fp32"],
                       "note": "no measured ceiling for numpy/cpu/fp32: run `xpubench ceilings`"}
-    results = [matmul(50e9, fp=fp)]
+    bf16 = train(10e9, fp=fp)
+    bf16.case = {**bf16.case, "precision": "bf16"}     # no bf16 matmul in the file: nothing stands in
+    results = [bf16]
     annotate(results)
     m = results[0].metrics
     assert m["ceiling_label"] == "n/a" and "pct_of_ceiling" not in m and "xpubench ceilings" in m["efficiency_note"]
+
+
+def test_without_a_recorded_ceiling_the_files_fastest_matmul_is_a_labelled_lower_bound():
+    """Issue 21: the default run caches no ceiling; its own matmuls stand in as a lower bound of it, so every
+    % against it is an upper bound ("<=") and the note still says how to measure the real one."""
+    fp = record()
+    fp["ceilings"] = {"ceilings": {}, "bandwidth": {}, "missing": ["numpy/cpu/fp32"],
+                      "note": "no measured ceiling for numpy/cpu/fp32: run `xpubench ceilings`"}
+    results = [matmul(50e9, n=1024, fp=fp), matmul(80e9, n=2048, fp=fp), train(10e9, fp=fp)]
+    annotate(results)
+    small, large, model = (r.metrics for r in results)
+    assert large["ceiling_flops_per_s"] == 80e9 and large["ceiling_is_lower_bound"] is True
+    assert (large["ceiling_label"], small["ceiling_label"], model["ceiling_label"]) == ("≤100%", "≤62%", "≤12%")
+    assert "lower bound: the fastest matmul of this file (N=2048)" in model["ceiling_source"]
+    assert "xpubench ceilings" in model["efficiency_note"]
+    faster = train(90e9, fp=fp)                        # a model past the bound: no % at all
+    annotate([results[1], faster])
+    assert faster.metrics["ceiling_label"] == "above the bound"
 
 
 def test_a_run_records_the_cached_ceilings_and_names_the_missing(tmp_path):
@@ -218,17 +239,19 @@ def test_one_unreadable_window_makes_the_figure_na():
 # ---- the report ------------------------------------------------------------------------------------------
 
 def test_the_report_section_shows_cost_energy_and_efficiency():
-    from xpubench.report.costs import section
+    from xpubench.report.build import build_section
     from xpubench.report.frame import ResultSet
+    from xpubench.report.sections import section
 
     tr = train(10e9, price=0.10)
     tr.metrics["energy_na"] = "n/a: no CPU energy counter"
     results = [matmul(50e9), tr]
     annotate(results)
-    sec = section(ResultSet.load(results))
+    sec = build_section(section("efficiency"), ResultSet.load(results))
     eff, money = (t.frame for t in sec.tables)
     assert list(money["$ per 1M samples"]) == ["$0.0139"]
-    assert list(money["energy source"]) == ["n/a: no CPU energy counter"]
+    assert "energy" not in money and "J/sample" not in money           # n/a in every row: said once
+    assert "J/step, J/sample, samples/J, W, energy: n/a for every result (no CPU energy counter)" in sec.tables[1].note
     assert set(eff["% of ceiling"]) == {"50%", "10%"}
     assert sec.charts and sec.charts[0].name == "roofline"
 
@@ -251,7 +274,7 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
 def test_env_shows_the_cached_ceilings_or_why_there_are_none(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from xpubench.ceilings.cli import cached_table
+    from xpubench.cli.ceilings import cached_table
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     env = {"host": {"cpu": {"model": "fake"}}, "backends": {"numpy": {"installed": True, "version": "2"}}}

@@ -3,16 +3,15 @@ time and by cost."""
 
 import pytest
 
-from xpubench.cost import (
-    cost_figures,
+from xpubench.analysis.cost import cost_figures, rank_time_and_cost
+from xpubench.errors import UserError
+from xpubench.plan.prices import (
     load_prices_file,
     merge_prices,
     normalise_device,
     parse_price_flags,
     price_for,
-    rank_time_and_cost,
 )
-from xpubench.errors import UserError
 
 
 def test_price_flags_and_device_spellings():

@@ -73,9 +73,9 @@ def test_zero_and_bad_kind() -> None:
 def test_workload_specs_if_present() -> None:
     """Every registered model workload gets synthetic data and has a real-data loader."""
     workloads = pytest.importorskip("xpubench.workloads")
-    for name in workloads.MODEL_WORKLOADS:
+    for name in workloads.names("model"):
         try:
-            spec = workloads.get_workload(name).SPEC
+            spec = workloads.get_workload(name).spec
         except ImportError:
             continue
         assert spec.dataset in data.DATASETS, name

@@ -11,7 +11,8 @@ import pytest
 from machine_facts import MACHINES, JaxDevice
 
 from xpubench.devices import cpu, records, specs
-from xpubench.devices.detect import _cpu_device, resolve_device
+from xpubench.devices.detect import cpu_device as _cpu_device
+from xpubench.devices.detect import resolve_device
 from xpubench.errors import UserError
 
 IDENTITY = ("id", "kind", "name", "vendor", "compute_capability", "arch", "memory_bytes", "chip", "compute_units",
@@ -136,7 +137,7 @@ def test_a_plugin_that_failed_to_load_is_named_when_its_device_is_asked_for():
 def test_jax_platform_errors_read_jaxs_own_record(monkeypatch):
     from jax._src import hardware_utils, xla_bridge
 
-    from xpubench.devices.detect import jax_platform_errors
+    from xpubench.backends.jax_.detect import jax_platform_errors
 
     monkeypatch.setattr(xla_bridge, "_backend_errors", {"cuda": "no supported devices found for platform CUDA.",
                                                         "tpu": "Failed to open libtpu.so"})

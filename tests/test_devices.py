@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from xpubench.backends.detect import environment
 from xpubench.devices import cpu, specs
-from xpubench.devices.detect import available_devices, environment, resolve_device
+from xpubench.devices.detect import available_devices, resolve_device
 from xpubench.errors import UserError
 
 ZEN4_CPUINFO = "\n\n".join(
@@ -59,6 +60,46 @@ def test_cpu_peak_is_cores_x_clock_x_widest_fma_and_says_it_is_an_estimate():
     assert cpu.cpu_peak_estimate(info, "bf16")["value"] == pytest.approx(2 * est["value"])  # avx512_bf16
     info["flags"] = ["sse4_2", "avx", "avx2", "fma"]
     assert cpu.cpu_peak_estimate(info, "int8")["value"] is None   # no VNNI: no int8 figure at all
+
+
+def test_the_estimate_uses_the_clock_measured_under_load_and_says_when_it_is_no_upper_bound():
+    """Issue 21: a VM's /proc/cpuinfo clock (2.6 GHz) is below the clock its cores run at: matmuls read
+    115-155% of a peak built on it. A measured clock (or cpufreq's maximum) makes the estimate a bound."""
+    info = cpu.parse_cpuinfo(ZEN4_CPUINFO)
+    present = set(info.pop("all_flags"))
+    info.update(flags=[f for f in cpu.SIMD_FLAGS if f in present], usable_physical_cores=2)
+    reported = cpu.cpu_peak_estimate(info, "fp32")
+    assert reported["upper_bound"] is False and "not an upper bound" in reported["basis"]
+    measured = cpu.cpu_peak_estimate({**info, "mhz_measured": 3680.0}, "fp32")
+    assert measured["value"] == pytest.approx(2 * 3.68e9 * 32) and measured["upper_bound"] is True
+    assert "3.68 GHz" in measured["basis"] and "measured on one busy core" in measured["basis"]
+    assert "reports 2.60 GHz" in measured["basis"]
+    higher_max = cpu.cpu_peak_estimate({**info, "mhz_measured": 3680.0, "mhz_max": 4000.0}, "fp32")
+    assert higher_max["value"] == pytest.approx(2 * 4.0e9 * 32) and "cpuinfo_max_freq" in higher_max["basis"]
+
+
+def test_the_clock_is_the_slope_between_two_chain_lengths_and_nonsense_is_rejected():
+    from xpubench.devices import clock
+
+    fixed = 20e-6                                   # a call's fixed cost drops out of the slope
+    short = fixed + clock.CYCLES_PER_ROUND * clock.ROUNDS_PER_ITERATION * clock.ITERATIONS[0] / 3.5e9
+    long = fixed + clock.CYCLES_PER_ROUND * clock.ROUNDS_PER_ITERATION * clock.ITERATIONS[1] / 3.5e9
+    assert clock.slope_ghz(short, long) == pytest.approx(3.5)
+    assert clock.slope_ghz(long, short) is None                              # longer chain faster: broken
+    assert clock.slope_ghz(0.0, 1.0) is None                                 # 0.0007 GHz: not a clock
+
+
+@pytest.mark.slow
+def test_the_clock_chain_compiles_and_gives_a_clock_on_this_machine():
+    """The chain really runs here through the installed JAX (a clock within SANE_GHZ), and the host
+    record carries it into the estimate's basis."""
+    from xpubench.devices import clock
+    from xpubench.devices.detect import host
+
+    mhz, method = clock.measured_mhz()
+    assert mhz is not None, method
+    cpu_record = host()["cpu"]
+    assert cpu_record["mhz_measured"] and "measured on one busy core" in cpu_record["peak_estimate"]["fp32"]["basis"]
 
 
 def _absent(env: dict, backend: str, spelling: str) -> str:

@@ -147,22 +147,26 @@ def _descendants(pid: int) -> dict[int, bytes]:
     return found
 
 
-def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60) -> dict[int, bytes]:
-    """The processes under ``pid`` once the worker and ``ranks`` rank processes exist."""
+def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60, before=frozenset()) -> dict[int, bytes]:
+    """The processes under ``pid`` once the worker and ``ranks`` rank processes exist, less ``before``
+    (under this test process: an earlier test may have left a multiprocessing resource tracker, which
+    lives as long as the process and is not the case's)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         below = _descendants(pid)
-        workers = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        workers = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
         spawned = [p for p, cmd in below.items() if b"spawn_main" in cmd]
         if workers and len(spawned) >= ranks:
             time.sleep(1)  # let the ranks get going (rendezvous)
-            return _descendants(pid)
+            return {p: cmd for p, cmd in _descendants(pid).items() if p not in before}
         time.sleep(0.1)
     raise AssertionError(f"no worker with {ranks} ranks under {pid} after {limit_s:g} s: {_descendants(pid)}")
 
 
-def _still_running(pids, limit_s: float = 10) -> list[int]:
-    """The pids still alive (not gone, not a zombie) after up to ``limit_s`` seconds."""
+def _still_running(pids, limit_s: float = 30) -> list[int]:
+    """The pids still alive (not gone, not a zombie) after up to ``limit_s`` seconds (a bound on liveness,
+    not a timing claim: multiprocessing's resource tracker leaves only once it reads the end of its pipe,
+    which on a loaded 2-core machine took more than 5 s)."""
     deadline = time.monotonic() + limit_s
     while True:
         table = _process_table()
@@ -200,23 +204,24 @@ def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
 def test_killed_worker_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
-    from xpubench.harness.runner import run_one
-    from xpubench.plan import Case
+    from xpubench.case import Case
+    from xpubench.launch.runner import run_one
 
     case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8, devices=2,
                 steps=100000, epochs=1000, train_samples=64, eval_samples=16, compile="off")
     done: dict = {}
     runner = threading.Thread(target=lambda: done.update(outcome=run_one(case, timeout_s=120)[0]))
+    already = frozenset(_descendants(os.getpid()))
     runner.start()
     below: dict = {}
     try:
-        below = _wait_for_ranks(os.getpid())
-        (worker,) = [p for p, cmd in below.items() if b"xpubench.harness.worker" in cmd]
+        below = _wait_for_ranks(os.getpid(), before=already)
+        (worker,) = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
         os.kill(worker, signal.SIGKILL)
         runner.join(timeout=30)
         assert not runner.is_alive(), "run_one did not return after its worker was killed"
         assert done["outcome"]["status"] == "oom", done  # SIGKILL reads as the kernel's OOM killer
-        assert _still_running(below, limit_s=5) == [], {p: below[p] for p in _still_running(below, 0)}
+        assert _still_running(below, limit_s=30) == [], {p: below[p] for p in _still_running(below, 0)}
     finally:
         for pid in _still_running(below, 0):  # only after a failure: never leave them running
             os.kill(pid, signal.SIGKILL)

@@ -3,7 +3,7 @@ byte counts."""
 
 import pytest
 
-from xpubench.ceilings.efficiency import efficiency, matmul_bytes, roofline_bound
+from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
 from xpubench.harness.ceiling import Ceiling
 
 BASIS = "estimate: 2 cores x 2.00 GHz x 16 FLOP/cycle (AVX2 on Zen 1/Zen+); clock: /proc/cpuinfo 'cpu MHz'"

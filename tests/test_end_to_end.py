@@ -11,7 +11,7 @@ import pytest
 
 import xpubench
 from xpubench.results.store import load_file
-from xpubench.workloads import MODEL_WORKLOADS
+from xpubench.workloads import names
 
 
 def xpubench_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -69,10 +69,10 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
 @pytest.mark.slow
 def test_every_workload_trains_in_both_frameworks(tmp_path):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer
-    results = xpubench.run(processes=1, workloads=list(MODEL_WORKLOADS), backends=["torch", "jax"], devices=["cpu"],
+    results = xpubench.run(processes=1, workloads=names("model"), backends=["torch", "jax"], devices=["cpu"],
                            quick=True, epochs=2, steps=2, options={"sync": "epoch"}, output=tmp_path / "all.jsonl")
     assert {(r.case["workload"], r.case["backend"]) for r in results} == {
-        (w, b) for w in MODEL_WORKLOADS for b in ("torch", "jax")}
+        (w, b) for w in names("model") for b in ("torch", "jax")}
     for r in results:
         assert r.status == "ok", (r.key, r.message)
         assert r.metrics["samples_per_s"] > 0 and r.metrics["achieved_flops_per_s"] > 0, r.key
@@ -85,7 +85,7 @@ def test_every_workload_trains_in_both_frameworks(tmp_path):
 @pytest.mark.slow
 def test_sync_and_download_flags_reach_the_cases(tmp_path):
     from xpubench.cli import build_parser
-    from xpubench.cli_run import request_from
+    from xpubench.cli.run import request_from
     from xpubench.errors import UserError
 
     def request(*flags):
@@ -109,7 +109,7 @@ def test_torch_compile_time_is_timed_apart_and_its_warm_up_step_undone(monkeypat
     code path with a longer compile."""
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_.train import TorchTrainer
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda model: compile_(model, backend="eager"))

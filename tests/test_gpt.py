@@ -27,10 +27,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from xpubench.backends import supports
 from xpubench.backends.jax_.attention import attention_kernel
 from xpubench.backends.torch_.attention import checked_kernel, sdpa_kernels
 from xpubench.errors import UserError
-from xpubench.workloads import MODEL_WORKLOADS, REGISTRY, TRANSFORMER_WORKLOADS, get_workload, gpt
+from xpubench.workloads import REGISTRY, default_run, get_workload, gpt, names
 
 BATCH = 2
 TOLERANCE = 0.15
@@ -50,10 +51,12 @@ def jax_params(spec, x: np.ndarray, std: float = 0.02) -> dict:
 
 
 def test_registered_apart_from_the_model_wide_workloads() -> None:
-    """gpt is in the default run and the listing (TRANSFORMER_WORKLOADS), not in MODEL_WORKLOADS, which
-    drives the model-wide tests and Keras."""
-    assert REGISTRY["gpt"] == "xpubench.workloads.gpt" and get_workload("gpt") is gpt
-    assert "gpt" not in MODEL_WORKLOADS and "gpt" in TRANSFORMER_WORKLOADS
+    """gpt is in the default run and the listing (kind "transformer"), not among the "model" workloads that
+    drive the model-wide tests; it has no Keras model, so no Keras backend runs it."""
+    assert REGISTRY["gpt"] == "xpubench.workloads.gpt" and get_workload("gpt") is gpt.WORKLOAD
+    assert "gpt" not in names("model") and names("transformer") == ["gpt"] and "gpt" in default_run()
+    assert supports("torch", gpt.WORKLOAD) and supports("jax", gpt.WORKLOAD)
+    assert not supports("keras:jax", gpt.WORKLOAD)
 
 
 # ---- sizes ----------------------------------------------------------------------------------------

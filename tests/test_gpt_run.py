@@ -15,7 +15,8 @@ from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.report.build import build_report
 from xpubench.report.frame import ResultSet
-from xpubench.report.generation import generation_table, print_generation_tables, throughput_latency_chart
+from xpubench.report.generation import generation_table, throughput_latency_chart
+from xpubench.report.terminal import print_run_tables
 from xpubench.results.schema import Result
 from xpubench.workloads import gpt
 
@@ -100,8 +101,8 @@ def test_jax_trainer_builds_the_workloads_adamw() -> None:
 def test_run_generation_adds_the_decode_flop_rate() -> None:
     from test_generation_harness import FakeClock, FakeGenerator
 
+    from xpubench.case import Case
     from xpubench.harness.generation import run_generation
-    from xpubench.plan import Case
 
     case = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4, options=TINY)
     clock = FakeClock()
@@ -131,7 +132,7 @@ RESULTS = [generated(b, n, p) for b in ("torch", "jax") for n, p in ((1, 0.002),
 
 def test_generation_table_and_chart() -> None:
     frame = ResultSet.load(RESULTS).frame
-    table = generation_table(frame)
+    table = generation_table(frame).frame()
     assert len(table) == 6 and list(table["batch"][:3]) == ["1", "4", "16"]
     row = table.iloc[2]   # jax, batch 16
     assert row["backend"] == "jax" and row["decode tok/s"] == "2,667" and row["MFU (decode)"] == "n/a"
@@ -145,20 +146,21 @@ def test_terminal_prints_the_generation_table() -> None:
     from rich.console import Console
 
     console = Console(record=True, width=250)
-    print_generation_tables(RESULTS, console)
+    print_run_tables(RESULTS, console)
     text = console.export_text()
     assert "Generation" in text and "2,667" in text and "TTFT" in text
 
 
 def test_compare_matches_generation_cases_by_preset() -> None:
-    from xpubench.plan import Case
+    from xpubench.case import Case
     from xpubench.report.compare import compare_loaded
     from xpubench.report.frame import Entry
+    from xpubench.workloads import with_identity
 
     def entry(source: str, preset: str, p50: float) -> Entry:
         result = generated("torch", 4, p50)
-        key = Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
-                   options={"preset": preset}).key
+        key = with_identity(Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
+                                 options={"preset": preset})).key
         result.case.update(key=key, options={"preset": preset})
         return Entry(source, Path(source), result)
 
@@ -176,7 +178,7 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
     import subprocess
     import sys
 
-    code = ("from xpubench.plan import Case; from xpubench.harness.dispatch import run_case; "
+    code = ("from xpubench.plan import Case; from xpubench.launch.dispatch import run_case; "
             f"o = run_case(Case(workload='gpt', backend='jax', device='cpu', mode='train', batch_size=2, devices=2, "
             f"epochs=2, steps=2, train_samples=16, eval_samples=8, options={TINY!r})); "
             "print(o.status, o.metrics['global_batch'], o.metrics['tokens_per_s'] > 0, o.metrics['attention_kernel'])")

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.harness import inference
 from xpubench.harness.inference import batch_count, measure, pad_rows, predict_all, score
-from xpubench.plan import Case
 from xpubench.workloads import get_workload
 
 N, BATCH = 1001, 64
@@ -70,12 +70,12 @@ def test_measure_regions_and_counts() -> None:
 def test_pad_rows_and_score() -> None:
     a = np.ones((3, 2), np.float32)
     assert pad_rows(a, 5).shape == (5, 2) and pad_rows(a, 5)[3:].sum() == 0 and pad_rows(a, 3) is a
-    spec = get_workload("imdb_lstm").SPEC
+    spec = get_workload("imdb_lstm").spec
     loss, acc = score(spec, np.array([[2.0], [-1.0], [0.5]]), np.array([1.0, 1.0, 0.0]))
     assert acc == pytest.approx(1 / 3)
     expected = np.mean([np.log1p(np.exp(-2.0)), np.log1p(np.exp(1.0)), np.log1p(np.exp(0.5))])
     assert loss == pytest.approx(expected)
-    spec = get_workload("mnist_cnn").SPEC
+    spec = get_workload("mnist_cnn").spec
     logits = np.array([[0.0, 1.0], [3.0, 0.0]])
     loss, acc = score(spec, logits, np.array([1, 1]))
     assert acc == 0.5 and loss == pytest.approx((np.log(1 + np.e ** -1) + np.log(np.e ** 3 + 1)) / 2)
@@ -90,10 +90,10 @@ def test_torch_any_sample_count() -> None:
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_.infer import TorchPredictor
 
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(12,))
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(12,))
     torch.manual_seed(0)
-    model = mod.build_torch(spec)
+    model = wl.models["torch"](spec)
     x = torch.from_numpy(_tokens(spec, N))
     outs = [predict_all(TorchPredictor(model, x, b, torch.device("cpu"))) for b in (BATCH, 100, N)]
     assert all(o.shape == (N, 1) for o in outs)
@@ -106,9 +106,9 @@ def test_jax_any_sample_count() -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_.infer import JaxPredictor
 
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(12,))
-    model = mod.build_jax(spec)
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(12,))
+    model = wl.models["jax"](spec)
     x = _tokens(spec, N)
     params = model.init(jax.random.key(0), x[:1])["params"]
 
@@ -132,7 +132,7 @@ def _case(backend, precision="fp32", **kw):
 def test_infer_case_end_to_end(backend, tmp_path) -> None:
     """fp32 then bf16 on the same (cached) weights; the score equals the trainer's own evaluation."""
     pytest.importorskip(backend)
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     opts = {"weights_dir": str(tmp_path)}
     fp32 = run_case(_case(backend, options=opts))

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import shared_dataset
 
+from xpubench.case import Case
 from xpubench.harness.inference import NotApplicable, check_int8_share
-from xpubench.plan import Case
 from xpubench.results.store import load_file
 from xpubench.workloads import get_workload
 
@@ -28,10 +28,10 @@ def test_torch_dynamic_quantization() -> None:
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_ import quant
 
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(30,))
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(30,))
     torch.manual_seed(0)
-    model = mod.build_torch(spec).eval()
+    model = wl.models["torch"](spec).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # the deprecation notices are silenced, nothing else is
         qmodel, report = quant.quantize(model, torch.device("cpu"))
@@ -44,7 +44,7 @@ def test_torch_dynamic_quantization() -> None:
     with torch.no_grad():
         diff = (model(x) - qmodel(x)).abs().max().item()
     assert diff < 0.02
-    cnn = get_workload("mnist_cnn").build_torch(get_workload("mnist_cnn").SPEC)
+    cnn = get_workload("mnist_cnn").models["torch"](get_workload("mnist_cnn").spec)
     int8, fp32, share = quant.quantizable(cnn)   # static scheme: convolutions too
     assert int8 == ["conv1", "conv2", "fc1", "fc2"] and fp32 == [] and share > 0.99
 
@@ -76,10 +76,10 @@ def test_torch_static_int8_convolutions(workload) -> None:
 
     from xpubench.backends.torch_ import quant
 
-    mod = get_workload(workload)
+    wl = get_workload(workload)
     torch.manual_seed(0)
-    model = mod.build_torch(mod.SPEC).eval().to(memory_format=torch.channels_last)  # as trained
-    x = torch.rand(320, *mod.SPEC.input_shape, generator=torch.Generator().manual_seed(1))
+    model = wl.models["torch"](wl.spec).eval().to(memory_format=torch.channels_last)  # as trained
+    x = torch.rand(320, *wl.spec.input_shape, generator=torch.Generator().manual_seed(1))
     with pytest.raises(ValueError, match="calibration"):
         quant.quantize(model, torch.device("cpu"))
     with warnings.catch_warnings():
@@ -112,7 +112,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     """The inference case end to end (it used to be recorded as skipped: int8 covered 0.2%): 2 training
     steps on synthetic data, so only the structure and the size mean anything."""
     pytest.importorskip(backend)
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     out = run_case(Case(workload="cifar10_resnet", backend=backend, device="cpu", mode="infer", precision="int8",
                         batch_size=32, epochs=1, steps=2, train_samples=64, eval_samples=40, time_budget_s=0.3,
@@ -171,9 +171,9 @@ def test_jax_quantize_rows_and_apply() -> None:
     q, s = quant.quantize_rows(w, axis=0)
     assert q.dtype == np.int8 and s.shape == (8,) and np.abs(q).max() == 127
     assert np.all(np.abs(q * s - w) <= s / 2 + 1e-7)
-    mod = get_workload("imdb_lstm")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(30,))
-    model = mod.build_jax(spec)
+    wl = get_workload("imdb_lstm")
+    spec = dataclasses.replace(wl.spec, input_shape=(30,))
+    model = wl.models["jax"](spec)
     x = _tokens(spec, 16)
     params = model.init(jax.random.key(0), x[:1])["params"]
     qparams, report = quant.quantize_params(params)
@@ -196,9 +196,9 @@ def test_jax_int8_convolutions(workload) -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_ import quant
 
-    mod = get_workload(workload)
-    model = mod.build_jax(mod.SPEC)
-    x = np.random.default_rng(2).random((16, *mod.SPEC.input_shape), dtype=np.float32)
+    wl = get_workload(workload)
+    model = wl.models["jax"](wl.spec)
+    x = np.random.default_rng(2).random((16, *wl.spec.input_shape), dtype=np.float32)
     variables = jax.jit(model.init)(jax.random.key(0), x[:1])
     params, extra = variables["params"], {k: v for k, v in variables.items() if k != "params"}
     qparams, report = quant.quantize_params(params)
@@ -273,7 +273,7 @@ def test_int8_accuracy_on_real_polarity_data(backend, tmp_path, monkeypatch, req
     pytest.importorskip(backend)
     if not POLARITY.is_dir():
         pytest.skip(f"no {POLARITY}")
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
     from xpubench.workloads import imdb_lstm
 
     # 52 = longest sentence + start token: no sentence is cut, only padding is dropped (docstring)

@@ -10,27 +10,27 @@ import sys
 import numpy as np
 import pytest
 
-from xpubench.harness.runner import run_one
-from xpubench.plan import Case
-from xpubench.workloads import MODEL_WORKLOADS, get_workload
+from xpubench.case import Case
+from xpubench.launch.runner import run_one
+from xpubench.workloads import imdb_lstm, names, shakespeare_lstm
 
 LSTM_LAYERS = {"imdb_lstm": 1, "shakespeare_lstm": 2}   # Keras's LSTM has one bias vector, torch's two
+HIDDEN = {"imdb_lstm": imdb_lstm.HIDDEN, "shakespeare_lstm": shakespeare_lstm.HIDDEN}
 
 PARITY = """
 import sys, json, numpy as np, torch, jax
 from xpubench.backends.keras_.device import import_keras
-from xpubench.workloads import MODEL_WORKLOADS, get_workload
-from xpubench.workloads.keras_models import build_keras
+from xpubench.workloads import get_workload, names
 from xpubench.backends.jax_.train import init_variables
 keras = import_keras(sys.argv[1])
 out = {}
-for name in MODEL_WORKLOADS:
-    mod = get_workload(name)
-    spec = mod.SPEC
-    k = sum(int(np.prod(v.shape)) for v in build_keras(keras, mod, spec).trainable_weights)
-    t = sum(p.numel() for p in mod.build_torch(spec).parameters())
+for name in names("model"):
+    wl = get_workload(name)
+    spec = wl.spec
+    k = sum(int(np.prod(v.shape)) for v in wl.models["keras"](spec).trainable_weights)
+    t = sum(p.numel() for p in wl.models["torch"](spec).parameters())
     x = np.zeros((1, *spec.input_shape), np.int32 if spec.input_kind == "tokens" else np.float32)
-    params, _ = init_variables(mod.build_jax(spec), spec, x, 0)
+    params, _ = init_variables(wl.models["jax"](spec), spec, x, 0)
     f = sum(int(np.size(a)) for a in jax.tree.leaves(params))
     out[name] = [k, t, f]
 print(json.dumps(out))
@@ -44,10 +44,10 @@ def test_keras_models_have_the_native_parameter_counts(keras_backend):
 
     run = subprocess.run([sys.executable, "-c", PARITY, keras_backend], capture_output=True, text=True, check=True)
     counts = json.loads(run.stdout.strip().splitlines()[-1])
-    assert set(counts) == set(MODEL_WORKLOADS)
+    assert set(counts) == set(names("model"))
     for name, (keras_n, torch_n, flax_n) in counts.items():
         assert torch_n == flax_n
-        hidden = getattr(get_workload(name), "HIDDEN", 0)
+        hidden = HIDDEN.get(name, 0)
         assert keras_n == torch_n - 4 * hidden * LSTM_LAYERS.get(name, 0), name
     assert counts["mnist_cnn"][0] == 412_778 and counts["cifar10_resnet"][0] == 269_722
     assert counts["weather_gru"][0] == 821_763
@@ -110,7 +110,7 @@ def test_keras_ops_matmul(keras_backend):
 
 COMPILE_UNDONE = """
 import numpy as np
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.backends.keras_.train import KerasTrainer
 case = Case(workload="mnist_cnn", backend="keras:jax", device="cpu", mode="train", batch_size=32, train_samples=64,
             eval_samples=32)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from xpubench.harness import failures, runner
+from xpubench.case import Case
+from xpubench.harness import failures
 from xpubench.harness.failures import OutOfMemory, classify_exception, oom_kind, outcome_of_exception
-from xpubench.plan import Case
+from xpubench.launch import runner
 
 TORCH_CUDA = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity; 76.50 GiB "
               "already allocated; 1.02 GiB free; 77.00 GiB reserved in total by PyTorch)")
@@ -177,7 +178,7 @@ def test_worker_killed_by_sigkill_is_host_oom_with_the_memory_limit_named(tmp_pa
     def kill_the_worker():  # what the kernel's OOM killer does
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not killed:
-            for pid in _children_running("xpubench.harness.worker"):
+            for pid in _children_running("xpubench.launch.worker"):
                 time.sleep(0.3)  # let it start sleeping
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from xpubench import api, options
+from xpubench import api
 from xpubench.cli import build_parser
-from xpubench.cli_run import request_from
+from xpubench.cli.run import request_from
 from xpubench.errors import UserError
+from xpubench.plan import options
 
 # option name -> (command-line arguments, TOML keys, the value expected where the row's `goes` points);
 # {tmp} is a folder of the test. Every row that is not `cli` must be here: a new row needs a sample.
@@ -47,6 +48,8 @@ SAMPLES = {
                     {"model": "{tmp}/m.py:build", "input_dtype": "int32"}, "int32"),
     "task": (["--model", "{tmp}/m.py:build", "--task", "classes:10"],
              {"model": "{tmp}/m.py:build", "task": "classes:10"}, "classes:10"),
+    "vocab_size": (["--model", "{tmp}/m.py:build", "--vocab-size", "30522"],
+                   {"model": "{tmp}/m.py:build", "vocab_size": 30522}, 30522),
     "preset": (["--preset", "gpt2"], {"preset": "gpt2"}, "gpt2"),
     "attention": (["--attention", "flash"], {"attention": "flash"}, "flash"),
     "prompt_len": (["--prompt-len", "16"], {"prompt_len": 16}, 16),

@@ -21,7 +21,7 @@ EIGHT = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 CHECKS = r"""
 import dataclasses, json
 import jax, numpy as np
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.backends.jax_.parallel import ShardedJaxTrainer, predict_sharded
 from xpubench.backends.jax_.train import JaxTrainer
 

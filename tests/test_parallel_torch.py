@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from xpubench.harness import scaling
-from xpubench.plan import Case
-from xpubench.results.store import load_file
+from xpubench import analysis
+from xpubench.analysis import scaling
+from xpubench.case import Case
 
 torch = pytest.importorskip("torch")
 
@@ -84,7 +84,8 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
          "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
          "--no-progress", "--verbose"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = sorted(load_file(out).results, key=lambda r: r.case["devices"])
+    (loaded,) = analysis.load([out])     # the efficiency is derived on loading (analysis/scaling.py)
+    results = sorted(loaded.results, key=lambda r: r.case["devices"])
     assert [r.case["devices"] for r in results] == [1, 2]
     one, two = results
     for r in results:
@@ -98,7 +99,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
 
 
 def test_torch_data_parallel_inference_is_skipped_with_a_reason():
-    from xpubench.harness.dispatch import run_case
+    from xpubench.launch.dispatch import run_case
 
     outcome = run_case(Case(workload="mnist_cnn", backend="torch", device="cpu", mode="infer", batch_size=8,
                             devices=2))

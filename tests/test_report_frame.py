@@ -10,7 +10,7 @@ import pytest
 import report_runs as runs
 
 import xpubench
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.report import advice, html
 from xpubench.report.build import build_report
 from xpubench.report.frame import ResultSet

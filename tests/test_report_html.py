@@ -49,7 +49,7 @@ def test_html_is_self_contained_and_has_every_section(two_file_report):
     for data in charts.values():
         assert Image.open(io.BytesIO(base64.b64decode(data))).size[0] > 300
     for title in ("Which device for what", "Training", "Matrix multiply", "Speedup over the CPU",
-                  "PyTorch against JAX", "Spread of every figure", "Environments"):
+                  "Backend against backend", "Spread of every figure", "Environments"):
         assert f">{title}</h2>" in page
     assert "Epoch time and step/sample time by batch size x device" in page
     assert "ran in another environment" not in page or "OMP_NUM_THREADS" in page

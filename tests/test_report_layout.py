@@ -153,6 +153,20 @@ def test_summary_drops_low_priority_columns_when_narrow():
     assert max(len(line) for line in narrow.splitlines()) <= 60
 
 
+def test_vs_best_compares_within_a_precision_and_names_it_where_several_ran():
+    """A bf16 case is never the yardstick of an fp32 one (issue 21): each precision has its own best."""
+    from xpubench.report.summary import versus_best
+
+    results = [record(backend="torch", precision="fp32", step=0.2), record(backend="jax", precision="fp32", step=0.1),
+               record(backend="torch", precision="bf16", step=0.05)]
+    frame = results_frame(results)
+    cell = versus_best(frame)
+    cells = {(r["backend"], r["precision"]): cell(r) for _, r in frame.iterrows()}
+    assert cells == {("torch", "fp32"): "0.50x", ("jax", "fp32"): "best fp32", ("torch", "bf16"): "best bf16"}
+    only_fp32 = results_frame(results[:2])
+    assert sorted(versus_best(only_fp32)(r) for _, r in only_fp32.iterrows()) == ["0.50x", "best"]
+
+
 @pytest.mark.slow
 def test_real_run_prints_within_100_columns(tmp_path):
     import os
@@ -177,13 +191,13 @@ def test_real_run_prints_within_100_columns(tmp_path):
 def test_list_fits_the_terminal_and_never_cuts_a_name(width):
     """`xpubench list` at 80 and 100 columns: no line wider, no "…", every workload name whole (it is what
     a user types after -w)."""
-    from xpubench.cli_list import print_listing
-    from xpubench.workloads import MODEL_WORKLOADS, TRANSFORMER_WORKLOADS
+    from xpubench.cli.list import print_listing
+    from xpubench.workloads import default_run
 
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     print_listing(console)
     text = console.file.getvalue()
     assert max(len(line) for line in text.splitlines()) <= width
     assert "…" not in text
-    for name in ("matmul", *MODEL_WORKLOADS, *TRANSFORMER_WORKLOADS):
+    for name in default_run():
         assert f"│ {name} " in text, name

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.errors import UserError
-from xpubench.plan import Case
 from xpubench.results import store
 from xpubench.results.schema import SCHEMA_VERSION, Run
 

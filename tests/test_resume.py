@@ -100,10 +100,8 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
 
 def test_second_run_on_the_same_file_is_refused(tmp_path):
     from xpubench.errors import UserError
+    from xpubench.launch.runfile import held
 
     out = tmp_path / "r.jsonl"
-    out.touch()
-    plan_path(out).write_text(json.dumps({"plan_version": 1, "cases": []}))
-    lock = plan_path(out)
-    with store.exclusive(lock), pytest.raises(UserError, match="another xpubench run"), store.exclusive(lock):
+    with held(out, create=True), pytest.raises(UserError, match="another xpubench run"), held(out, create=False):
         pass

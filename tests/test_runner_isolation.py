@@ -2,8 +2,8 @@
 
 import pytest
 
-from xpubench.harness.runner import run_cases
-from xpubench.plan import Case
+from xpubench.case import Case
+from xpubench.launch.runner import run_cases
 from xpubench.results import store
 
 

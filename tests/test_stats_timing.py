@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from xpubench.harness.stats import summarize
+from xpubench.case import Case
 from xpubench.harness.timing import time_windows, timed
 from xpubench.harness.training import run_training, sync_mode
-from xpubench.plan import Case
+from xpubench.results.stats import summarize
 
 
 class FakeClock:
@@ -230,7 +230,7 @@ def _processes(medians, spread=0.02, n=9, seed=0):
 
 
 def test_two_level_interval_covers_the_processes_not_only_the_samples():
-    from xpubench.harness.stats import two_level
+    from xpubench.results.stats import two_level
 
     agree = two_level(_processes([1.0, 1.01, 0.99, 1.0, 1.02]))
     disagree = two_level(_processes([1.0, 1.01, 0.99, 1.0, 1.8]))
@@ -242,7 +242,7 @@ def test_two_level_interval_covers_the_processes_not_only_the_samples():
 
 
 def test_one_process_is_the_ordinary_bootstrap_and_drift_is_not_bimodal():
-    from xpubench.harness.stats import hierarchical_bootstrap, two_level
+    from xpubench.results.stats import hierarchical_bootstrap, two_level
 
     [one] = _processes([1.0])
     boot = hierarchical_bootstrap([one], resamples=4000)
@@ -255,7 +255,7 @@ def test_one_process_is_the_ordinary_bootstrap_and_drift_is_not_bimodal():
 
 
 def test_separated_needs_every_process_beyond_every_other():
-    from xpubench.harness.stats import separated
+    from xpubench.results.stats import separated
 
     assert separated(_processes([1.0, 1.01, 0.99]), _processes([1.2, 1.25, 1.22], seed=1))
     assert not separated(_processes([1.0, 1.01, 0.99]), _processes([1.2, 1.0, 1.22], seed=1))

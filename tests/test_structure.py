@@ -1,5 +1,8 @@
-"""The code's shape: no import cycle among src/xpubench modules (imports inside functions count too) and
-no source file over 400 lines. Built from the source with ast; nothing is imported."""
+"""The code's shape, built from the source with ast (nothing is imported): no import cycle among
+src/xpubench modules (imports inside functions count too), no import from a lower layer to a higher one
+(``LAYERS``, the one declaration of the order; docs/architecture.md draws it), no source file over 400
+lines, and at most 8 modules directly in src/xpubench/ (the rest lives in packages named after the
+steps of a run)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,28 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "xpubench"
 MAX_LINES = 400
+MAX_TOP_MODULES = 8
+
+# The layers, top first: a module may import its own layer and those below it, never one above. A name
+# is a package (its modules) or a module; the longest name that contains a module places it.
+LAYERS: list[tuple[str, ...]] = [
+    ("xpubench", "xpubench.__main__"),                     # the notebook facade and `python -m xpubench`
+    ("xpubench.cli",),                                     # one module per command
+    ("xpubench.api",),                                     # run / load / report / compare / bench
+    ("xpubench.report", "xpubench.doctor"),                # what people read; the self-check
+    ("xpubench.analysis",),                                # every derived figure, after loading
+    ("xpubench.ceilings",),                                # measured ceilings, their cache
+    ("xpubench.plan",),                                    # request -> cases: options, defaults, estimates
+    ("xpubench.launch",),                                  # K worker processes per case, results appended
+    ("xpubench.usermodel",),                               # a user's model made a workload
+    ("xpubench.backends",),                                # one record per framework: its adapters
+    ("xpubench.harness",),                                 # the measuring loops and their protocols
+    ("xpubench.data",),                                    # real-format loaders, synthetic data
+    ("xpubench.workloads",),                               # one record per workload
+    ("xpubench.results", "xpubench.devices", "xpubench.energy"),   # the record format; device facts; meters
+    ("xpubench.case", "xpubench.errors", "xpubench.units", "xpubench.version", "xpubench.envnames",
+     "xpubench.readfile"),                                 # the ground floor: every layer may import it
+]
 
 
 def module_files(src: Path = SRC) -> dict[str, Path]:
@@ -123,6 +148,49 @@ def test_no_import_cycle_among_src_modules():
     found = cycles(graph)
     assert not found, "import cycles (imports inside functions count):\n" + "\n".join(
         f"  {' <-> '.join(c)}: {_edges_inside(graph, c)}" for c in found)
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    """The index of the layer that holds ``module`` (0 = top), or None where no name contains it."""
+    best: tuple[int, int] | None = None
+    for index, names in enumerate(layers):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[1]):
+                best = (index, len(name))
+    return best[0] if best else None
+
+
+def climbing_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import from a module to one in a higher layer, as "a (layer) -> b (layer)"."""
+    return [f"{a} ({layers[layer_of(a, layers)][0]}) -> {b} ({layers[layer_of(b, layers)][0]})"
+            for a in sorted(graph) for b in sorted(graph[a]) if layer_of(b, layers) < layer_of(a, layers)]
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in module_files() if layer_of(m) is None]
+    assert not unplaced, f"add these to a layer of LAYERS: {unplaced}"
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one():
+    climbs = climbing_imports(import_graph())
+    assert not climbs, "imports that climb (move the shared name down, or pass it in):\n  " + "\n  ".join(climbs)
+
+
+def test_the_layer_check_finds_a_climb(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high.py").write_text("from xpubench.low import base\n")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "low" / "base.py").write_text("def f():\n    from xpubench import high\n")
+    layers = [("xpubench", "xpubench.high"), ("xpubench.low",)]
+    assert climbing_imports(import_graph(tmp_path), layers) == [
+        "xpubench.low.base (xpubench.low) -> xpubench.high (xpubench)"]
+
+
+def test_at_most_8_modules_directly_in_the_package():
+    top = sorted(p.name for p in (SRC / PACKAGE).glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules in src/xpubench/ (at most {MAX_TOP_MODULES}): {top}"
 
 
 def test_no_source_file_over_400_lines():

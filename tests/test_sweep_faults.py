@@ -10,7 +10,7 @@ import pytest
 
 import xpubench
 from xpubench.api import plan_path
-from xpubench.plan import Case
+from xpubench.case import Case
 from xpubench.results import store
 
 

@@ -46,6 +46,14 @@ def test_a_notebook_function_is_rebuilt_in_a_module_file_a_worker_imports(tmp_pa
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in ns["make_model"]().parameters())
 
 
+def test_an_edited_notebook_function_keeps_its_file_and_so_its_results_key(tmp_path):
+    first = isolate(notebook(*CELLS)["make_model"], tmp_path)
+    edited = isolate(notebook(*CELLS[:2], CELLS[2].replace("nn.Linear(x, 10)", "nn.Linear(x, 12)"))["make_model"],
+                     tmp_path)
+    assert first == edited   # the key ends with this file, as a .py file's does across edits
+    assert "nn.Linear(x, 12)" in Path(edited.rpartition(":")[0]).read_text()
+
+
 def test_a_value_made_in_the_notebook_is_named_and_falls_back_in_process(tmp_path):
     ns = notebook(*CELLS, "def scaled():\n    return nn.Linear(int(weights.sum()), 2)\n")
     ns["weights"] = np.ones(4)

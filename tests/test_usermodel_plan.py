@@ -3,6 +3,7 @@ before anything runs; -b keras in the plan; xpubench.bench; the report's Framewo
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +12,10 @@ import pandas as pd
 import pytest
 
 from xpubench import api
-from xpubench.bench import bench, model_reference
+from xpubench.api.bench import bench, model_reference
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.report.frameworks import comparison_table, keras_comparison, keras_section
+from xpubench.report.frameworks import comparison_table, keras_comparison, keras_table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
@@ -47,7 +48,9 @@ def test_the_backend_is_the_framework_the_file_imports(ref, backends):
     function = ref.rpartition(":")[2]
     assert {c.workload for c in cases} == {function}
     assert {c.mode for c in cases} == {"train"}                     # train unless --mode says otherwise
-    assert all(c.options == {"model": ref} for c in cases)
+    source = Path(ref.rpartition(":")[0])   # the file resolved and its digest, for --resume from anywhere
+    assert all(c.options == {"model": ref, "model_file": str(source.resolve()),
+                             "model_sha256": hashlib.sha256(source.read_bytes()).hexdigest()} for c in cases)
     assert all(c.key.endswith(ref.rpartition(":")[0]) for c in cases)
 
 
@@ -74,6 +77,29 @@ def test_a_file_that_imports_no_framework_is_resolved_in_the_worker(tmp_path):
     helper = tmp_path / "indirect.py"
     helper.write_text("from my_helpers import build\ndef make():\n    return build()\n")
     assert [c.backend for c in _cases(model=f"{helper}:make")] == ["auto"]
+
+
+MIXED = Path(__file__).parent / "data" / "usermodels" / "mixed_models.py"
+
+
+@pytest.mark.parametrize("function, backends", [
+    ("torch_mlp", ["torch"]),                          # through the module-level class it builds
+    ("flax_mlp", ["jax"]),
+    ("keras_mlp", ["keras:jax", "keras:torch"]),       # a pure Keras model runs on every Keras backend
+    ("local_import", ["torch"]),                       # an import inside the function
+    ("plain_python", ["auto"]),                        # reaches none of the file's three: the worker decides
+])
+def test_a_file_of_several_frameworks_plans_each_function_on_its_own(function, backends):
+    assert [c.backend for c in _cases(model=f"{MIXED}:{function}")] == backends
+
+
+def test_vocab_size_reaches_the_worker_and_is_checked_before_anything_runs():
+    cases = _cases(model=f"{EXAMPLES}/torch_models.py:tiny_mlp", input_dtype="int32", vocab_size=30522)
+    assert all(c.options["model_input"] == {"input_dtype": "int32", "vocab_size": 30522} for c in cases)
+    with pytest.raises(UserError, match="vocab_size must be a whole number above 0, got 0"):
+        _cases(model=f"{EXAMPLES}/torch_models.py:tiny_mlp", vocab_size=0)
+    with pytest.raises(UserError, match="--vocab-size describes the input of --model"):
+        _cases(workloads=["mnist_cnn"], vocab_size=100)
 
 
 def test_two_models_with_one_function_name_are_two_cases(tmp_path):
@@ -212,12 +238,12 @@ def test_keras_beside_native_jax_and_torch():
     assert shown.loc[("keras:torch", "train fp32 batch 32"), "torch / keras"] == "n/a"
     assert list(shown["jax / keras"]) == ["3.00x", "4.00x"]
     assert shown.loc[("keras:jax", "train fp32 batch 32"), "keras samples/s"] == "1,000 !"   # noisy
-    assert keras_section(frame).title == "Framework comparison"
-    assert keras_section(frame[~frame["backend"].str.startswith("keras")]) is None
+    assert not keras_table(frame).empty
+    assert keras_table(frame[~frame["backend"].str.startswith("keras")]).empty
 
 
 def test_a_dry_run_estimate_of_a_model_says_its_work_is_unknown():
-    from xpubench.estimate import case_seconds
+    from xpubench.plan.estimate import case_seconds
 
     train, infer = _cases(model=f"{EXAMPLES}/torch_models.py:small_cnn", modes=["train", "infer"])
     seconds, known = case_seconds(train, _env())   # the parent never imports the model: no FLOPs here

@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
+from xpubench.case import Case
 from xpubench.errors import UserError
 from xpubench.harness import weights
-from xpubench.plan import Case
 from xpubench.workloads import get_workload
 
 
@@ -56,7 +56,7 @@ def test_refuses_pickles_and_foreign_files(tmp_path) -> None:
 
 
 def _spec(name):
-    spec = get_workload(name).SPEC
+    spec = get_workload(name).spec
     return dataclasses.replace(spec, input_shape=(12,)) if spec.input_kind == "tokens" else spec
 
 
@@ -65,12 +65,12 @@ def test_torch_round_trip(name, tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from xpubench.backends.torch_.infer import load_state_arrays, state_arrays
 
-    mod, spec = get_workload(name), _spec(name)
+    wl, spec = get_workload(name), _spec(name)
     torch.manual_seed(0)
-    model = mod.build_torch(spec).eval()
+    model = wl.models["torch"](spec).eval()
     path = weights.save(tmp_path / "t.npz", state_arrays(model), {"framework": "torch"})
     torch.manual_seed(1)
-    fresh = mod.build_torch(spec).eval()
+    fresh = wl.models["torch"](spec).eval()
     x = (torch.randint(0, spec.vocab_size, (5, *spec.input_shape)) if spec.input_kind == "tokens"
          else torch.rand(5, *spec.input_shape))
     with torch.no_grad():
@@ -103,7 +103,7 @@ def test_flax_round_trip(name, tmp_path) -> None:
         model, x = _flax_bn_model(), rng.random((3, 4), np.float32)
     else:
         spec = _spec(name)
-        model = get_workload(name).build_jax(spec)
+        model = get_workload(name).models["jax"](spec)
         x = rng.integers(0, spec.vocab_size, (3, *spec.input_shape)).astype(np.int32)
     variables = model.init(jax.random.key(0), x[:1])
     if name == "batchnorm":   # non-trivial running statistics

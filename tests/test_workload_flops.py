@@ -30,7 +30,7 @@ pytest.importorskip("flax")
 
 from torch.utils.flop_counter import FlopCounterMode
 
-from xpubench.workloads import MODEL_WORKLOADS, get_workload
+from xpubench.workloads import get_workload, names
 from xpubench.workloads.base import WorkloadSpec
 
 BATCH = 2
@@ -43,7 +43,7 @@ SHORT = {  # name -> (input_shape, target_shape)
 
 
 def spec_for(name: str) -> WorkloadSpec:
-    spec = get_workload(name).SPEC
+    spec = get_workload(name).spec
     if name in SHORT:
         input_shape, target_shape = SHORT[name]
         spec = dataclasses.replace(spec, input_shape=input_shape, target_shape=target_shape)
@@ -58,7 +58,7 @@ def sample_input(spec: WorkloadSpec) -> np.ndarray:
 
 
 def torch_flops_per_sample(name: str, spec: WorkloadSpec) -> float:
-    model = get_workload(name).build_torch(spec).eval()
+    model = get_workload(name).models["torch"](spec).eval()
     x = torch.from_numpy(sample_input(spec))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # mkldnn.flags warns about TF32 on Intel GPUs
@@ -76,7 +76,7 @@ def xla_flops(compiled) -> float:
 
 
 def jax_flops_per_sample(name: str, spec: WorkloadSpec) -> float:
-    model = get_workload(name).build_jax(spec)
+    model = get_workload(name).models["jax"](spec)
     if hasattr(model, "unroll"):
         model = model.copy(unroll=True)  # count every step, not the loop body once (see above)
     x = sample_input(spec)
@@ -85,7 +85,7 @@ def jax_flops_per_sample(name: str, spec: WorkloadSpec) -> float:
     return xla_flops(compiled) / BATCH
 
 
-@pytest.mark.parametrize("name", MODEL_WORKLOADS)
+@pytest.mark.parametrize("name", names("model"))
 def test_flops_match_torch(name: str) -> None:
     spec = spec_for(name)
     analytic = get_workload(name).forward_flops(spec)
@@ -95,7 +95,7 @@ def test_flops_match_torch(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODEL_WORKLOADS)
+@pytest.mark.parametrize("name", names("model"))
 def test_flops_match_xla(name: str) -> None:
     spec = spec_for(name)
     analytic = get_workload(name).forward_flops(spec)
@@ -113,12 +113,12 @@ def test_full_length_flops() -> None:
         "shakespeare_lstm": 865_075_200,
         "weather_gru": 2_200_633_344,
     }
-    assert {name: get_workload(name).forward_flops(get_workload(name).SPEC) for name in expected} == expected
+    assert {name: get_workload(name).forward_flops(get_workload(name).spec) for name in expected} == expected
 
 
 def test_flops_linear_in_sequence_length() -> None:
     for name, (input_shape, _) in SHORT.items():
-        spec = get_workload(name).SPEC
+        spec = get_workload(name).spec
         head = dataclasses.replace(spec, input_shape=input_shape)
         full, short = get_workload(name).forward_flops(spec), get_workload(name).forward_flops(head)
         if name == "imdb_lstm":  # the dense head runs once, after the last step
@@ -136,11 +136,11 @@ def test_flops_linear_in_sequence_length() -> None:
 @pytest.mark.parametrize("name", ["mnist_cnn", "shakespeare_lstm"])
 def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
     spec = spec_for(name)
-    mod = get_workload(name)
-    analytic = mod.forward_flops(spec) * spec.train_flops_factor
+    wl = get_workload(name)
+    analytic = wl.forward_flops(spec) * spec.train_flops_factor
     assert spec.train_flops_factor == 3
 
-    model = mod.build_torch(spec)
+    model = wl.models["torch"](spec)
     x = torch.from_numpy(sample_input(spec))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -149,7 +149,7 @@ def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
     counted = fc.get_total_flops() / BATCH
     assert abs(counted - analytic) <= TOLERANCE * analytic, ("torch", analytic, counted)
 
-    jmodel = mod.build_jax(spec)
+    jmodel = wl.models["jax"](spec)
     if hasattr(jmodel, "unroll"):
         jmodel = jmodel.copy(unroll=True)
     xs = sample_input(spec)
@@ -167,7 +167,7 @@ def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
 
 def _lowered_train_step(precision: str) -> str:
     from xpubench.backends.jax_.train import JaxTrainer
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     t = JaxTrainer(Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", precision=precision,
                         batch_size=4, train_samples=8, eval_samples=4))

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
-from xpubench.workloads import MODEL_WORKLOADS, get_workload
+from xpubench.workloads import get_workload, names
 from xpubench.workloads.base import WorkloadSpec
 
 BATCH = 2
@@ -64,7 +64,7 @@ def test_hand_counts() -> None:
 
 def small_spec(name: str) -> WorkloadSpec:
     """The workload's spec, with the weather series shortened to 16 steps to keep tests fast."""
-    spec = get_workload(name).SPEC
+    spec = get_workload(name).spec
     if name == "weather_gru":
         spec = dataclasses.replace(spec, input_shape=(16, 20), target_shape=(16, 3))
     return spec
@@ -90,19 +90,19 @@ def jax_param_count(model, spec: WorkloadSpec) -> int:
     return sum(int(np.prod(a.shape)) for a in jax.tree.leaves(jax_variables_shapes(model, spec)["params"]))
 
 
-@pytest.mark.parametrize("name", MODEL_WORKLOADS)
+@pytest.mark.parametrize("name", names("model"))
 def test_parameter_counts_equal(name: str) -> None:
-    mod = get_workload(name)
-    torch_count = torch_param_count(mod.build_torch(mod.SPEC))
-    jax_count = jax_param_count(mod.build_jax(mod.SPEC), mod.SPEC)
+    wl = get_workload(name)
+    torch_count = torch_param_count(wl.models["torch"](wl.spec))
+    jax_count = jax_param_count(wl.models["jax"](wl.spec), wl.spec)
     assert torch_count == jax_count == EXPECTED_PARAMS[name]
 
 
 def test_weather_gru_input_width_from_spec() -> None:
-    mod = get_workload("weather_gru")
-    spec = dataclasses.replace(mod.SPEC, input_shape=(16, 7), target_shape=(16, 3))
+    wl = get_workload("weather_gru")
+    spec = dataclasses.replace(wl.spec, input_shape=(16, 7), target_shape=(16, 3))
     expected = _gru(7, 512) + 512 * 3 + 3
-    assert torch_param_count(mod.build_torch(spec)) == jax_param_count(mod.build_jax(spec), spec) == expected
+    assert torch_param_count(wl.models["torch"](spec)) == jax_param_count(wl.models["jax"](spec), spec) == expected
 
 
 def expected_output_shape(spec: WorkloadSpec) -> tuple[int, ...]:
@@ -167,16 +167,16 @@ def torch_to_flax(model) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODEL_WORKLOADS)
+@pytest.mark.parametrize("name", names("model"))
 def test_same_function_in_both_frameworks(name: str) -> None:
     """Shapes agree, and with the same weights (eval mode) the outputs agree to float32 rounding."""
-    mod = get_workload(name)
+    wl = get_workload(name)
     spec = small_spec(name)
     torch.manual_seed(0)
-    tmodel = mod.build_torch(spec).eval()
+    tmodel = wl.models["torch"](spec).eval()
     if spec.input_kind == "image":
         tmodel = tmodel.to(memory_format=torch.channels_last)  # what the torch backend does
-    jmodel = mod.build_jax(spec)
+    jmodel = wl.models["jax"](spec)
     x = sample_input(spec)
 
     variables = torch_to_flax(tmodel)
@@ -195,9 +195,9 @@ def test_same_function_in_both_frameworks(name: str) -> None:
 @pytest.mark.parametrize("name", ["mnist_cnn", "cifar10_resnet"])
 def test_jax_train_mode(name: str) -> None:
     """train=True draws dropout from the "dropout" rng and updates BN's "batch_stats"."""
-    mod = get_workload(name)
-    spec = mod.SPEC
-    model = mod.build_jax(spec)
+    wl = get_workload(name)
+    spec = wl.spec
+    model = wl.models["jax"](spec)
     x = sample_input(spec)
     variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x, train=False)
     mutable = [k for k in variables if k != "params"]

@@ -20,7 +20,7 @@ def __getattr__(name):
 
         return getattr(api, name)
     if name == "bench":
-        from xpubench.bench import bench
+        from xpubench.api.bench import bench
 
         return bench
     raise AttributeError(name)

@@ -3,6 +3,7 @@ results -- OMP_NUM_THREADS, XLA_FLAGS, CUDA_VISIBLE_DEVICES, ... -- are devices/
 
 MEMORY_LIMIT = "XPUBENCH_MEMORY_LIMIT"      # runner -> worker: bytes of address space (RLIMIT_AS), CPU cases
 PARENT_PID = "XPUBENCH_PARENT_PID"          # runner -> worker: when that process dies, the worker kills itself
+SCRATCH = "XPUBENCH_SCRATCH"                # worker: its private folder (fresh compilation caches live there)
 COORDINATOR = "XPUBENCH_COORDINATOR"        # several hosts: process 0's HOST:PORT (harness/cluster.py)
 NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # several hosts: how many processes
 PROCESS_ID = "XPUBENCH_PROCESS_ID"          # several hosts: this process's id

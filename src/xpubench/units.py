@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def fmt_bytes(n: float | None) -> str:
     if n is None:
@@ -21,3 +23,14 @@ def fmt_flops(rate: float | None) -> str:
         if rate >= scale:
             return f"{rate / scale:,.1f} {unit}"
     return f"{rate:,.0f} FLOP/s"
+
+
+def fmt_rate(rate: float | None) -> str:
+    """A rate (samples/s) readable at any speed: whole numbers with separators from 100 up (12,345), three
+    significant figures below (12.3, 0.412), so a slow case never reads "0"."""
+    if rate is None or (isinstance(rate, float) and math.isnan(rate)):
+        return "n/a"
+    if rate == 0 or abs(rate) >= 99.95:
+        return f"{rate:,.0f}"
+    rounded = float(f"{rate:.3g}")
+    return f"{rounded:.{max(0, 2 - math.floor(math.log10(abs(rounded))))}f}"

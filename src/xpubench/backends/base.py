@@ -1,15 +1,26 @@
-"""The one interface a backend implements. A backend supplies adapters -- the matmul ops, a Trainer, an
-inference Session, a generator, how a data-parallel case's processes start -- and never a measuring
-loop: harness/dispatch.py picks the loop by the case's mode and feeds it these (the scenario / backend /
-launcher split of optimum-benchmark). Framework imports stay inside the methods of each backend package.
+"""The one record a backend is: every fact about a framework lives on its ``Backend`` (names and variants,
+detection, precisions and their gates, estimates, the packages a fingerprint records, the worker's
+environment, the ceiling and doctor adapters, which workloads it builds and how) and nowhere else.
+
+A backend supplies adapters -- the matmul ops, a Trainer, an inference Session, a generator, how a
+data-parallel case's processes start -- and never a measuring loop: launch/dispatch.py picks the loop by
+the case's mode and feeds it these (the scenario / backend / launcher split of optimum-benchmark).
+Framework imports stay inside the methods, so listing, planning and reporting import no framework.
+
+A backend id may carry a variant after a colon: ``keras:jax`` is the keras backend running on Keras's
+jax backend; the methods that depend on it take the id.
 
 Adding a backend: a package ``backends/<name>_/`` whose ``__init__.py`` defines ``BACKEND`` (an instance
-of a Backend subclass), plus one line in ``backends.REGISTRY``.
+of a Backend subclass that sets its facts and implements the adapters it has; the others say
+"unsupported", so such cases are skipped with that reason), plus one line in ``backends.REGISTRY`` (or,
+for a backend shipped outside xpubench, an ``xpubench.backends`` entry point: docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 
@@ -18,7 +29,104 @@ class Unsupported(Exception):
 
 
 class Backend:
-    name = ""
+    """A framework's record. The class attributes are its facts; the methods its gates and adapters."""
+
+    name = ""                       # the id users type (-b torch) and results record
+    title = ""                      # how reports name it ("PyTorch")
+    module: str | None = None       # the import whose presence means "installed" (None: always installed)
+    packages: tuple[str, ...] = ()  # distributions every result's fingerprint records the versions of
+    in_default_run = False          # planned when no -b is given
+    variants: tuple[str, ...] = ()  # keras: the frameworks it runs on (ids keras:jax, keras:torch, ...)
+    trains = True                   # has model cases at all (numpy: matmul only)
+    matmul_dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")   # its default matmul sweep, before gates
+    ceiling_dtypes: tuple[str, ...] = ()    # the precisions ``xpubench ceilings`` can search
+    ceiling_module: str | None = None       # the module with gemm_ops(device, precision), stream_ops(device)
+    startup_s = 3.0                 # estimate: a worker's start, import and set-up (plan/estimate.py)
+    compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
+    precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run
+    models: Mapping[str, Any] = MappingProxyType({})   # its own builders for workloads (name -> builder(spec))
+
+    # ---- names ------------------------------------------------------------------------------------
+
+    def ids(self, env: dict | None = None) -> list[str]:
+        """The backend ids this record stands for: its name, or with variants each ``name:variant``
+        (only those installed in ``env`` when given)."""
+        found = [f"{self.name}:{v}" for v in self.variants] or [self.name]
+        return [b for b in found if env is None or self.installed(env, b)]
+
+    def family(self, backend: str) -> str:
+        """The key of a workload's ``models`` this backend builds (keras:jax builds the "keras" model)."""
+        return self.name
+
+    def device_backend(self, backend: str) -> str:
+        """The backend whose detected devices a case of ``backend`` runs on (its own; keras:jax: jax's)."""
+        return self.name
+
+    # ---- detection and the environment record ---------------------------------------------------------
+
+    def installed(self, env: dict, backend: str) -> bool:
+        """Whether ``backend`` can run here, from an environment record (this machine's or another's)."""
+        return bool((env.get("backends", {}).get(self.name) or {}).get("installed"))
+
+    def detect(self, host_cpu: dict) -> dict:
+        """This framework's record for the environment: {"version", "devices": [...], ...}. Runs in the
+        detection child (backends/detect.py), which imports the framework; never in the parent."""
+        return {"version": None, "devices": []}
+
+    def worker_environment(self, device: str | None, environ, scratch=None) -> None:
+        """Settings made in ``environ`` before any framework is imported: in a case's worker process
+        (``device`` the case's, ``scratch`` the worker's own folder; launch/worker.py applies every
+        backend's) and in the detection child (``device`` None)."""
+
+    def warm_cache_note(self, environ) -> str | None:
+        """Why a compile time measured in this process may include cache hits (None: cold compiles)."""
+        return None
+
+    # ---- precisions and their gates -------------------------------------------------------------------
+
+    def default_matmul_dtypes(self, env: dict, backend: str, device: str) -> list[str]:
+        """The matmul sweep on ``device`` when no -p is given (plan/defaults.py applies the chip's gates)."""
+        return list(self.matmul_dtypes)
+
+    def slow_cpu_dtypes(self, env: dict, device: str) -> list[str]:
+        """Half dtypes this framework computes slowly on this CPU (left out of default sweeps)."""
+        return []
+
+    def fp16_training_problem(self, env: dict, device: str) -> str | None:
+        """Why fp16 training (autocast + loss scaling) cannot run here with this framework, or None."""
+        return None
+
+    def data_parallel_devices(self, env: dict, device: str) -> int | None:
+        """How many devices of this kind data parallelism can use on one host (None: those detected)."""
+        return None
+
+    def data_parallel_hint(self, device: str) -> str:
+        """What to say when --devices asks for more than there are."""
+        return ""
+
+    # ---- estimates ---------------------------------------------------------------------------------------
+
+    def startup_seconds(self, backend: str) -> float:
+        """Estimated start of a worker of ``backend``: Python, the framework's import, set-up."""
+        return self.startup_s
+
+    def compile_seconds(self, case) -> float:
+        """Estimated ahead-of-time compile time of a case (plan/estimate.py)."""
+        return 0.0
+
+    # ---- workloads -------------------------------------------------------------------------------------
+
+    def supports(self, workload, backend: str | None = None) -> bool:
+        """Whether this backend has a model for ``workload`` (a workloads.base.Workload): the workload
+        declares one for its family, or the backend brings its own."""
+        return self.family(backend or self.name) in workload.models or workload.name in self.models
+
+    def build(self, workload, spec, backend: str | None = None) -> Any:
+        """The model of ``workload`` for ``spec``: the backend's own builder, else the workload's."""
+        builder = self.models.get(workload.name) or workload.models[self.family(backend or self.name)]
+        return builder(spec)
+
+    # ---- adapters (harness protocols) --------------------------------------------------------------------
 
     def unsupported(self, case) -> str | None:
         """Why this case can't run with this backend here (recorded as skipped), or None. Checked before
@@ -49,6 +157,32 @@ class Backend:
     def finish(self, case) -> None:
         """Tear down what the case set up (a multi-process runtime); called after the measurement."""
 
+    def gpu_identity(self, case) -> dict:
+        """{"vendor": "nvidia" | "amd" | None, "uuid": str | None} of the case's GPU, as the framework running
+        it sees it (called after the framework initialised the device): the energy meter reads that board."""
+        return {"vendor": None, "uuid": None}
+
     def doctor_ops(self, device: str) -> Any:
-        """``xpubench doctor``'s adapters (doctor/probe.py DoctorOps)."""
+        """``xpubench doctor``'s adapters (DoctorOps below)."""
         raise Unsupported(f"{self.name} has no doctor adapters")
+
+    def ceiling_ops(self):
+        """The module whose gemm_ops(device, precision) and stream_ops(device, bytes) ``xpubench ceilings``
+        measures with (harness/ceiling.py, harness/bandwidth.py); None where it has none."""
+        import importlib
+
+        return importlib.import_module(self.ceiling_module) if self.ceiling_module else None
+
+
+@dataclass
+class DoctorOps:
+    """What a backend supplies for ``xpubench doctor`` (``Backend.doctor_ops(device_id)``; doctor/probe.py
+    drives them)."""
+
+    matmul: Callable[[str], Any]                 # precision -> harness.matmul.MatmulOps of the benchmark
+    asynchronous: bool                           # calls return before the device has done the work
+    allocate: Callable[[int], Any]               # n bytes on the device, written, kept alive by the caller
+    memory_in_use: Callable[[], int | None]      # bytes in use on the device now (host RSS for a CPU)
+    peak: Any                                    # the benchmark's peak-memory counter: reset(), read()
+    compile_check: Callable[[], dict]            # {"what", "seconds"} or {"what", "skipped": why}
+    event_window: Callable[[Callable[[], Any], int], tuple[float, float]] | None = None  # CUDA: (event s, wall s)

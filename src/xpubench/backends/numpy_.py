@@ -23,6 +23,30 @@ def ops_for(case) -> matmul.MatmulOps:
 
 class NumpyBackend(Backend):
     name = "numpy"
+    title = "NumPy"
+    module = "numpy"
+    packages = ("numpy",)
+    in_default_run = True
+    trains = False                   # the matmul reference only: no training stack
+    matmul_dtypes = ("fp32",)        # no native bf16/fp16 matmul
+    ceiling_dtypes = ("fp32",)
+    ceiling_module = "xpubench.backends.numpy_ceiling"
+    startup_s = 0.7
+
+    def detect(self, host_cpu: dict) -> dict:
+        """numpy's version, its BLAS, and the host CPU as its device."""
+        import numpy
+
+        from xpubench.devices.detect import cpu_device
+
+        blas = None
+        try:
+            deps = numpy.show_config(mode="dicts").get("Build Dependencies", {})
+            info = deps.get("blas") or {}
+            blas = " ".join(str(info[k]) for k in ("name", "version") if info.get(k)) or None
+        except Exception:  # noqa: BLE001 - numpy < 1.26 has no mode='dicts'
+            blas = None
+        return {"version": numpy.__version__, "blas": blas, "devices": [cpu_device(host_cpu)]}
 
     def unsupported(self, case) -> str | None:
         if case.mode != "matmul":
@@ -40,9 +64,9 @@ class NumpyBackend(Backend):
 
 def doctor_ops(device: str):
     """``xpubench doctor``'s adapters for numpy: the CPU, synchronous, no compiler."""
+    from xpubench.backends.base import DoctorOps
+    from xpubench.case import Case
     from xpubench.devices import memory
-    from xpubench.doctor.probe import DoctorOps
-    from xpubench.plan import Case
 
     if device != "cpu":
         raise ValueError(f"numpy runs on the cpu only, not on {device}")

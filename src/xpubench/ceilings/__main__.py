@@ -27,7 +27,7 @@ def _positive(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xpubench.ceilings", description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", required=True, choices=sorted(measure.ADAPTERS))
+    ap.add_argument("--backend", required=True, choices=sorted(measure.with_ceilings()))
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precisions", default="fp32")
     ap.add_argument("--budget", type=_positive, default=None, help="seconds per precision for the shape search")

@@ -11,7 +11,7 @@ What identifies a machine (``machine_key``), in two parts:
 * ``software``: the xpubench version; each backend's version, jaxlib, CUDA / HIP / cuDNN versions and
   numpy's BLAS; the GPU drivers; the thread and device variables that change what a backend runs on
   (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, XLA_FLAGS, CUDA_VISIBLE_DEVICES,
-  HIP_VISIBLE_DEVICES).
+  HIP_VISIBLE_DEVICES) and those that pick CPU kernels (OPENBLAS_CORETYPE, ...: devices/envvars.py).
 
 An entry is used only when both parts equal this run's. Otherwise it is *foreign* (other hardware:
 another machine, or other CPUs or devices visible) or *stale* (same hardware, other software, e.g. an
@@ -30,17 +30,38 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from xpubench import readfile
+from xpubench.devices import envvars
+from xpubench.errors import UserError
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
+from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, optional, record, whole
 from xpubench.version import __version__
 
 FORMAT = 1
+MAX_BYTES = 16 * readfile.MiB
+RATE = optional(number(0))
+# what a run reads of an entry (ceilings/runtime.py): checked on read, so a hand-edited cache can't put a
+# string where a rate belongs into a results file's fingerprint
+ENTRY = record({
+    "key": map_of(JSON), "written": TEXT,
+    "ceilings": map_of(record({"backend": TEXT, "device": TEXT, "precision": TEXT, "flops_per_s": RATE,
+                               "best_window_flops_per_s": RATE, "ci95_low_flops_per_s": RATE,
+                               "ci95_high_flops_per_s": RATE, "cv": RATE, "shape": list_of(whole(1)),
+                               "samples_s": list_of(RATE), "warning": TEXT}, required=("backend", "device",
+                                                                                        "precision"))),
+    "bandwidth": map_of(record({"backend": TEXT, "device": TEXT, "array_bytes": whole(0), "gb_per_s": RATE,
+                                "spec_gb_per_s": RATE, "warning": TEXT, "kernels": map_of(record({
+                                    "kernel": TEXT, "description": TEXT, "bytes_per_call": RATE, "gb_per_s": RATE,
+                                    "best_gb_per_s": RATE, "cv": RATE, "samples_s": list_of(RATE), "reps": whole(0),
+                                    "warning": TEXT, "error": TEXT}))}, required=("backend", "device"))),
+})
 MAX_ENTRIES = 8          # most recent machine keys kept (e.g. several virtual environments)
 CPU_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", "flags", "logical_cores",
               "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
 VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES")
+            "HIP_VISIBLE_DEVICES", *envvars.KERNEL_NAMES)
 
 
 def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -49,7 +70,7 @@ def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
-    """The identity of this machine and software, from ``devices.detect.environment()``'s record."""
+    """The identity of this machine and software, from ``backends.detect.environment()``'s record."""
     host = env.get("host", {})
     cpu = host.get("cpu", {})
     backends = env.get("backends", {})
@@ -85,15 +106,25 @@ def differences(old: dict, new: dict, limit: int = 3) -> str:
 
 
 def _read(path: Path) -> tuple[list[dict], str | None]:
+    """(the entries, None), or ([], why the file can't be used): missing, not a regular file, too large,
+    not strict JSON, another format, or an entry whose figures are not what ``ENTRY`` says."""
     if not path.exists():
         return [], f"no cache file at {path}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return [], f"cache file {path} is unreadable ({type(exc).__name__}); it will be rewritten"
+        data = readfile.loads_json(readfile.read_bytes(path, "cache file", MAX_BYTES), str(path))
+    except UserError as exc:
+        return [], f"cache file {path} is unreadable ({exc}); it will be rewritten"
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), list):
         return [], f"cache file {path} has another format; it will be rewritten"
-    return [e for e in data["entries"] if isinstance(e, dict) and isinstance(e.get("key"), dict)], None
+    entries = [e for e in data["entries"] if isinstance(e, dict) and isinstance(e.get("key"), dict)]
+    try:
+        for i, entry in enumerate(entries):
+            ENTRY(entry, f"entries[{i}]")
+            [Ceiling.from_dict(c) for c in (entry.get("ceilings") or {}).values()]
+            [Bandwidth.from_dict(b) for b in (entry.get("bandwidth") or {}).values()]
+    except (Invalid, TypeError) as exc:
+        return [], f"cache file {path} is unreadable ({exc}); it will be rewritten"
+    return entries, None
 
 
 def lookup(key: dict, path: Path | None = None) -> tuple[dict | None, str | None]:

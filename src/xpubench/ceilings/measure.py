@@ -1,13 +1,12 @@
 """Measuring ceilings for one backend and device: in this process (``search``, ``bandwidth``), or
 isolated in a child process (``measure_in_subprocess``), and through the cache (``ceilings_for``).
 
-The backend adapters live in ``backends/``: each exposes ``gemm_ops(device, precision)`` and
-``stream_ops(device)``; they are imported only when asked for, so this module stays framework-free.
+The adapters are each backend record's (``Backend.ceiling_ops()``: a module with ``gemm_ops(device,
+precision)`` and ``stream_ops(device)``), imported only when asked for, so this module stays framework-free.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from xpubench import backends
 from xpubench.ceilings import cache
 from xpubench.errors import UserError
 from xpubench.harness.bandwidth import DEFAULT_BUDGET_S as BANDWIDTH_BUDGET_S
@@ -24,15 +24,23 @@ from xpubench.harness.bandwidth import Bandwidth, measure_bandwidth
 from xpubench.harness.ceiling import DEFAULT_BUDGET_S, Ceiling, candidate_shapes, search_ceiling
 from xpubench.harness.timing import Clock
 
-ADAPTERS = {"numpy": "xpubench.backends.numpy_ceiling", "torch": "xpubench.backends.torch_.ceiling",
-            "jax": "xpubench.backends.jax_.ceiling"}
-PRECISIONS = {"numpy": ("fp32",), "torch": ("fp32", "tf32", "bf16", "fp16"), "jax": ("fp32", "tf32", "bf16", "fp16")}
-
 
 def _adapter(backend: str):
-    if backend not in ADAPTERS:
-        raise UserError(f"no ceiling adapter for backend {backend!r} (known: {', '.join(ADAPTERS)})")
-    return importlib.import_module(ADAPTERS[backend])
+    """The backend record's ceiling adapters (gemm_ops, stream_ops); one line where it has none."""
+    record = backends.get(backend) if backends.known(backend) else None
+    ops = record.ceiling_ops() if record else None
+    if ops is None:
+        raise UserError(f"no ceiling adapter for backend {backend!r} (known: {', '.join(with_ceilings())})")
+    return ops
+
+
+def with_ceilings() -> list[str]:
+    """The backends whose ceilings ``xpubench ceilings`` can measure."""
+    return [name for name in backends.names() if backends.get(name).ceiling_module]
+
+
+def precisions_of(backend: str) -> tuple[str, ...]:
+    return backends.get(backend).ceiling_dtypes if backends.known(backend) else ()
 
 
 def default_sizes(accelerator: bool) -> tuple[int, ...]:
@@ -45,8 +53,8 @@ def search(backend: str, device: str, precision: str, *, budget_s: float | None 
            sizes: Sequence[int] | None = None, clock: Clock = time.perf_counter) -> Ceiling:
     """The compute ceiling of ``backend`` on ``device`` at ``precision`` (harness/ceiling.py), in this
     process. ``budget_s`` defaults to 30 s on a CPU and 60 s on an accelerator."""
-    if precision not in PRECISIONS.get(backend, ()):
-        raise UserError(f"{backend} has no {precision} matmul to search (it has: {', '.join(PRECISIONS[backend])})")
+    if precision not in precisions_of(backend):
+        raise UserError(f"{backend} has no {precision} matmul to search (it has: {', '.join(precisions_of(backend))})")
     accelerator = device != "cpu"
     ops = _adapter(backend).gemm_ops(device, precision)
     shapes = candidate_shapes(sizes or default_sizes(accelerator), accelerator, element_bytes=ops.element_bytes,

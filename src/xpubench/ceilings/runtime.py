@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from xpubench import backends
 from xpubench.ceilings import cache
-from xpubench.ceilings.measure import ADAPTERS, PRECISIONS, ceilings_for
+from xpubench.ceilings.measure import ceilings_for
 
 MODES = ("matmul", "train", "infer")
 HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU) or pass "
@@ -34,7 +35,7 @@ def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
     """{(backend, device): [precisions]} with a ceiling adapter, for the cases' modes."""
     out: dict[tuple[str, str], list[str]] = {}
     for c in cases:
-        if c.mode in MODES and c.backend in ADAPTERS and c.precision in PRECISIONS[c.backend]:
+        if c.mode in MODES and backends.known(c.backend) and c.precision in backends.get(c.backend).ceiling_dtypes:
             precisions = out.setdefault((c.backend, c.device), [])
             if c.precision not in precisions:
                 precisions.append(c.precision)
@@ -77,6 +78,8 @@ def for_run(env: dict, cases: Iterable, *, measure: bool = False, budget_s: floa
         if bw is not None and bw.gb_per_s:
             record["bandwidth"][f"{backend}/{device}"] = {"bytes_per_s": bw.gb_per_s * 1e9, "written": written}
     if record["missing"]:
+        where = str(path or cache.cache_path())   # the record goes into a results file: no local path in it
+        problem = problem and problem.replace(f" at {where}", "").replace(f" {where}", "")
         record["note"] = (f"no measured ceiling for {', '.join(record['missing'])}"
                           + (f" ({problem})" if problem else "") + f": {HOW}")
     return record

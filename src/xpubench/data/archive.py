@@ -1,7 +1,8 @@
 """Safe extraction of dataset tar archives.
 
 Every member is checked before anything is written: absolute paths, ``..`` components, links and
-special files make the whole archive refused (UserError naming the member). Files are extracted into
+special files make the whole archive refused (UserError naming the member), and so does a total size
+above MAX_EXTRACTED (a tar bomb). Files are extracted into
 a staging folder inside the destination and moved into place only when all of them are written, so
 an interrupted extraction never leaves a half-filled dataset folder behind.
 """
@@ -19,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from xpubench.errors import UserError
 
 _READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+MAX_EXTRACTED = 4 << 30   # the published CIFAR-10 binary archive holds 184 MB
 
 
 def _why_unsafe(member: tarfile.TarInfo, dest: Path) -> str | None:
@@ -55,6 +57,11 @@ def safe_extract(archive: Path, dest: Path, *, keep: Callable[[str], bool] | Non
                     raise UserError(f"{archive}: refusing to extract member {member.name!r} ({why}); "
                                     f"the archive is not the published one, delete it")
             chosen = [m for m in members if m.isfile() and (keep is None or keep(m.name))]
+            total = sum(m.size for m in chosen)
+            if total > MAX_EXTRACTED:
+                raise UserError(f"{archive}: its files would take {total:,} bytes once extracted, more than "
+                                f"xpubench extracts ({MAX_EXTRACTED >> 30} GiB); the archive is not the published "
+                                "one, delete it")
             return _extract(tar, chosen, archive, dest)
     except UserError:
         raise

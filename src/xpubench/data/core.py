@@ -107,18 +107,39 @@ def split_point(n: int, test_fraction: float, what: str) -> int:
     return n - n_test
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes, gunzipped where the name ends in .gz; unreadable or broken gzip -> UserError."""
+MAX_DATA_BYTES = 1 << 30   # one dataset file as read (decompressed): MNIST's largest is 47 MB, EMNIST's 548 MB
+
+
+def read_bytes(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
+    """A file's bytes, gunzipped where the name ends in .gz, at most ``limit`` of them: the size is
+    checked while decompressing, so a small gzip bomb is refused before it fills memory. Unreadable,
+    not a regular file, broken gzip or too large -> UserError."""
+    with open_data(path) as fh:
+        data = read_up_to(fh, path, limit + 1)
+    if len(data) > limit:
+        grown = " once decompressed" if path.suffix == ".gz" else ""
+        raise UserError(f"{path} holds more than {limit >> 20} MiB{grown}: not a dataset file xpubench reads "
+                        "(check or delete it)")
+    return data
+
+
+def open_data(path: Path):
+    """A dataset file opened for reading (a regular file only; decompressed as read when it ends in .gz)."""
+    from xpubench import readfile
+
+    fh = readfile.open_regular(path, "data file")
+    return gzip.GzipFile(fileobj=fh, mode="rb") if path.suffix == ".gz" else fh
+
+
+def read_up_to(fh, path: Path, size: int) -> bytes:
+    """At most ``size`` bytes of ``fh`` (open_data), decompressing only that much; a broken gzip or a
+    read error -> UserError."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    if path.suffix != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (EOFError, OSError, zlib.error) as exc:
+        return fh.read(size)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise UserError(f"{path} is not a complete gzip file ({exc}); download it again") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def check_options(options: dict[str, Any], allowed: Iterable[str], dataset: str) -> None:

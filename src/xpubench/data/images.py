@@ -6,6 +6,7 @@ itself. Downloads go to ``DIR/<key>/`` (MNIST and Fashion-MNIST share file names
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,16 @@ import numpy as np
 
 from xpubench.data import download as dl
 from xpubench.data.archive import safe_extract
-from xpubench.data.core import Dataset, candidate_dirs, check_options, find_one, read_bytes, split_point
+from xpubench.data.core import (
+    MAX_DATA_BYTES,
+    Dataset,
+    candidate_dirs,
+    check_options,
+    find_one,
+    open_data,
+    read_up_to,
+    split_point,
+)
 from xpubench.errors import UserError
 
 if TYPE_CHECKING:
@@ -50,13 +60,29 @@ def parse_idx(data: bytes, magic: int, path: Path) -> np.ndarray:
     dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
     if any(d == 0 for d in dims):
         raise UserError(f"{path}: IDX dimensions {dims} hold no data")
-    expected = int(np.prod(dims, dtype=np.int64))
+    expected = math.prod(dims)   # a Python int: dimensions near 2^32 each can't overflow it
+    if expected > MAX_DATA_BYTES:
+        raise UserError(f"{path}: IDX dimensions {dims} describe {expected:,} bytes, more than xpubench reads "
+                        f"({MAX_DATA_BYTES >> 20} MiB); check the file")
     body = len(data) - 4 - 4 * ndim
     if body != expected:
         state = "truncated" if body < expected else "longer than its header says"
         raise UserError(f"{path} is {state} ({body} data bytes for dimensions {dims}, expected {expected}); "
                         f"download it again")
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def read_idx_bytes(path: Path, magic: int) -> bytes:
+    """An IDX file's header, then no more data than its dimensions say (+1 byte, to tell a file longer
+    than its header): a gzip bomb is never decompressed past what parse_idx would accept."""
+    ndim = magic & 0xFF
+    with open_data(path) as fh:
+        head = read_up_to(fh, path, 4 + 4 * ndim)
+        if len(head) < 4 + 4 * ndim or struct.unpack(">I", head[:4])[0] != magic:
+            return head   # parse_idx says what is wrong
+        dims = struct.unpack(f">{ndim}I", head[4:])
+        expected = math.prod(dims)
+        return head + (read_up_to(fh, path, expected + 1) if 0 < expected <= MAX_DATA_BYTES else b"")
 
 
 def _idx_file(folder: Path, stem: str) -> Path | None:
@@ -67,7 +93,7 @@ def _read_idx_pair(images: Path, labels: Path, dataset: str, num_classes: int,
                    notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     arrays = []
     for path, magic in ((images, IDX_IMAGES_MAGIC), (labels, IDX_LABELS_MAGIC)):
-        data = read_bytes(path)
+        data = read_idx_bytes(path, magic)
         arrays.append(parse_idx(data, magic, path))
         notes.append(f"{path.name} ({dl.verify(path, dataset, data)})")
     x, y = arrays

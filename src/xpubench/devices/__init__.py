@@ -1,7 +1,7 @@
-"""The device layer: known-chip specs, CPU facts and estimate, environment detection and its rendering.
+"""The device layer, framework-free: known-chip specs, CPU facts and estimate, host detection, reading a
+detected environment and rendering it. (Each framework's detection is its backend's: backends/detect.py.)
 
-Submodules are imported lazily, so ``python -m xpubench.devices.detect`` runs cleanly and importing the
-package never imports a framework.
+Submodules are imported lazily: importing the package never imports a framework.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "environment": "detect", "available_devices": "detect", "resolve_device": "detect",
+    "available_devices": "detect", "resolve_device": "detect",
     "lookup": "specs", "peak_flops": "specs", "memory_bandwidth": "specs", "ChipSpec": "specs",
     "cpu_info": "cpu", "cpu_peak_estimate": "cpu", "render_environment": "render",
 }
-__all__ = ["ChipSpec", "available_devices", "cpu_info", "cpu_peak_estimate", "environment", "lookup",
+__all__ = ["ChipSpec", "available_devices", "cpu_info", "cpu_peak_estimate", "lookup",
            "memory_bandwidth", "peak_flops", "render_environment", "resolve_device"]
 
 

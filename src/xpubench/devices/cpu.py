@@ -29,9 +29,12 @@ tf32 figure is the fp32 rate. Without a native instruction a dtype is assumed to
 (bf16/fp16, an upper bound) or gets no estimate (int8).
 
 Cores: the physical cores among the CPUs this process may run on (SMT siblings share FMA units), else
-the usable logical CPUs (said in ``basis``). Clock: cpufreq's ``cpuinfo_max_freq`` when present (the
-highest clock the kernel knows), else /proc/cpuinfo's current "cpu MHz", which under a hypervisor is
-often the base clock and understates the boost clock (said in ``basis``).
+the usable logical CPUs (said in ``basis``). Clock: the higher of the clock measured on a busy core
+(``mhz_measured``, devices/clock.py) and cpufreq's ``cpuinfo_max_freq`` (the highest clock the kernel
+knows): both are upper bounds of what the cores run at with every core busy, so the estimate is one too.
+Without either, /proc/cpuinfo's current "cpu MHz", which under a hypervisor is often the base clock and
+understates the boost clock: the basis then says the estimate is no upper bound
+(``peak_is_upper_bound``).
 """
 
 from __future__ import annotations
@@ -237,12 +240,23 @@ def _fp32_per_cycle(info: dict[str, Any]) -> tuple[float | None, str]:
     return None, "unknown architecture: no SIMD flags recognised, no assumption made"
 
 
-def _clock(info: dict[str, Any]) -> tuple[float | None, str]:
-    if info.get("mhz_max"):
-        return info["mhz_max"] / 1000, "cpufreq cpuinfo_max_freq"
+def _reported(info: dict[str, Any]) -> str:
+    mhz = info.get("mhz_current")
+    return f"; the OS reports {mhz / 1000:.2f} GHz" if mhz else ""
+
+
+def _clock(info: dict[str, Any]) -> tuple[float | None, str, bool]:
+    """(GHz, where it comes from, whether it is an upper bound of the clock under load)."""
+    measured, top = info.get("mhz_measured"), info.get("mhz_max")
+    if measured and (not top or measured >= top):
+        return measured / 1000, f"measured on one busy core{_reported(info)}", True
+    if top:
+        said = f"; measured on one busy core: {measured / 1000:.2f} GHz" if measured else ""
+        return top / 1000, f"cpufreq cpuinfo_max_freq{said}", True
     if info.get("mhz_current"):
-        return info["mhz_current"] / 1000, "/proc/cpuinfo 'cpu MHz' (current; may understate boost)"
-    return None, "no clock known"
+        why = "/proc/cpuinfo 'cpu MHz' (current; may understate boost: not an upper bound)"
+        return info["mhz_current"] / 1000, why, False
+    return None, "no clock known", False
 
 
 def _cores(info: dict[str, Any]) -> tuple[int | None, str]:
@@ -284,10 +298,11 @@ def _dtype_factor(info: dict[str, Any], dtype: str, fp32: float) -> tuple[float 
 
 
 def cpu_peak_estimate(info: dict[str, Any], dtype: str = "fp32") -> dict[str, Any]:
-    """{"value": FLOP/s or None, "basis": "estimate: ..."}: cores x clock x FLOP/cycle, assumptions spelled out."""
+    """{"value": FLOP/s or None, "basis": "estimate: ...", "upper_bound": bool}: cores x clock x FLOP/cycle,
+    assumptions spelled out; ``upper_bound`` False when the clock is only the OS's current reading."""
     fpc, why = _fp32_per_cycle(info)
     cores, cores_why = _cores(info)
-    ghz, clock_why = _clock(info)
+    ghz, clock_why, bound = _clock(info)
     if fpc is None:
         return {"value": None, "basis": f"no estimate: {why}"}
     per_cycle, dtype_why = _dtype_factor(info, dtype, fpc)
@@ -298,7 +313,7 @@ def cpu_peak_estimate(info: dict[str, Any], dtype: str = "fp32") -> dict[str, An
     unit = "ops" if dtype == "int8" else "FLOP"
     basis = (f"estimate: {cores} cores x {ghz:.2f} GHz x {per_cycle:g} {unit}/cycle ({why}{dtype_why}); "
              f"cores: {cores_why}; clock: {clock_why}")
-    return {"value": float(cores * ghz * 1e9 * per_cycle), "basis": basis}
+    return {"value": float(cores * ghz * 1e9 * per_cycle), "basis": basis, "upper_bound": bound}
 
 
 def cpu_peak_estimates(info: dict[str, Any], dtypes: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "int8")

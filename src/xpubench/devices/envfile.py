@@ -4,25 +4,26 @@ anything wrong is one line (exit 2)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from xpubench import readfile
 from xpubench.errors import UserError
+from xpubench.results.validate import FINGERPRINT, Invalid
+
+MAX_BYTES = 16 * readfile.MiB
 
 HOW = "save it on that machine with `xpubench env --json > FILE`"
 
 
 def load_environment(path: str) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"--env-file {path}: no such file ({HOW})")
-    try:
-        env = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--env-file {path} is unreadable: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--env-file {path} is not JSON ({exc.msg}, line {exc.lineno}); {HOW}") from None
+    try:   # a regular file, bounded, strict JSON (readfile.py)
+        env = readfile.loads_json(readfile.read_text(p, "--env-file", MAX_BYTES), f"--env-file {path}")
+    except UserError as exc:
+        raise UserError(f"{exc}; {HOW}") from None
     problem = _shape_problem(env)
     if problem:
         raise UserError(f"--env-file {path} is not an environment record: {problem}; {HOW}")
@@ -32,6 +33,10 @@ def load_environment(path: str) -> dict[str, Any]:
 def _shape_problem(env: Any) -> str | None:
     if not isinstance(env, dict) or not isinstance(env.get("host"), dict) or not isinstance(env.get("backends"), dict):
         return "it needs \"host\" and \"backends\" objects"
+    try:   # the same fields a results file's fingerprint holds: the same checks (results/validate.py)
+        FINGERPRINT(env, "environment")
+    except Invalid as exc:
+        return str(exc)
     for name, info in env["backends"].items():
         if not isinstance(info, dict) or not isinstance(info.get("installed"), bool):
             return f"backend {name!r} has no \"installed\" flag"

@@ -4,7 +4,9 @@ Each is recorded in every result's fingerprint (``results/fingerprint.py``, ``"e
 ``xpubench report``/``compare`` (``report/environment.py``) and ``xpubench doctor``. Those marked
 *silent* change the precision, the placement or the timing of the work behind the label xpubench
 gives it (an "fp32" matmul that runs as TF32, an "mps" case whose missing operators run on the CPU):
-a run warns about them before it starts and ``xpubench doctor`` fails on them.
+a run warns about them before it starts and ``xpubench doctor`` fails on them. Those marked *kernel*
+pick which CPU kernels run or where their threads sit (devices/kernels.py records what each library
+then chose; ``xpubench doctor`` warns when one runs below what the CPU can do).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class EnvVar:
     name: str        # a full name, or a prefix ending in "_*" (every variable starting with it)
     changes: str     # what it changes, in one line
     silent: bool = False
+    kernel: bool = False   # picks CPU kernels or pins their threads
 
 
 VARIABLES: tuple[EnvVar, ...] = (
@@ -39,12 +42,33 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("PYTORCH_CUDA_ALLOC_CONF", "PyTorch's CUDA caching allocator (peak memory, fragmentation)"),
     EnvVar("PYTORCH_HIP_ALLOC_CONF", "PyTorch's ROCm caching allocator (peak memory, fragmentation)"),
     EnvVar("CUBLAS_WORKSPACE_CONFIG", "cuBLAS workspace size (can change which kernels run)"),
+    EnvVar("MIOPEN_FIND_MODE", "how MIOpen picks convolution kernels on ROCm (xpubench workers: DYNAMIC_HYBRID "
+           "unless set; NORMAL is the full search)"),
+    EnvVar("MIOPEN_FIND_ENFORCE", "forces MIOpen's search or its database updates on ROCm"),
+    EnvVar("TORCHINDUCTOR_CACHE_DIR", "torch.compile's cache (set by the user: compile_s may be a cache hit; "
+           "xpubench workers otherwise start with an empty one)"),
+    EnvVar("TRITON_CACHE_DIR", "Triton's kernel cache (as TORCHINDUCTOR_CACHE_DIR)"),
+    EnvVar("JAX_COMPILATION_CACHE_DIR", "JAX's persistent compilation cache (compile_s may be a cache hit)"),
     EnvVar("NVIDIA_TF32_OVERRIDE", "0: TF32 off everywhere (tf32 cases run as fp32); 1: cuBLAS/cuDNN may "
            "use TF32 for fp32 work", silent=True),
     EnvVar("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1: PyTorch's fp32 matmuls may run as TF32", silent=True),
     EnvVar("PYTORCH_ENABLE_MPS_FALLBACK", "1: operators MPS lacks run on the CPU without an error", silent=True),
     EnvVar("CUDA_LAUNCH_BLOCKING", "1: every CUDA launch waits for the kernel (no asynchronous dispatch: "
            "slower, other timings)", silent=True),
+    EnvVar("OPENBLAS_CORETYPE", "which OpenBLAS kernel numpy's matmul runs (Haswell: AVX2 code even on an "
+           "AVX-512 CPU)", kernel=True),
+    EnvVar("OPENBLAS_L2_SIZE", "the L2 cache size OpenBLAS blocks its matmul for", kernel=True),
+    EnvVar("MKL_ENABLE_INSTRUCTIONS", "the widest SIMD Intel MKL may use (PyTorch's fp32 CPU matmul)", kernel=True),
+    EnvVar("MKL_DEBUG_CPU_TYPE", "MKL's code path on AMD CPUs (MKL before 2020.1)", kernel=True),
+    EnvVar("ONEDNN_MAX_CPU_ISA", "the widest SIMD oneDNN may use (PyTorch's bf16 matmul, convolutions)", kernel=True),
+    EnvVar("DNNL_MAX_CPU_ISA", "the widest SIMD oneDNN may use (older name of ONEDNN_MAX_CPU_ISA)", kernel=True),
+    EnvVar("ATEN_CPU_CAPABILITY", "which SIMD build of PyTorch's CPU kernels runs (default, avx2, avx512)",
+           kernel=True),
+    EnvVar("TF_ENABLE_ONEDNN_OPTS", "TensorFlow's oneDNN kernels on or off (Keras on TensorFlow)", kernel=True),
+    EnvVar("OMP_PROC_BIND", "OpenMP thread pinning (PyTorch, oneDNN)", kernel=True),
+    EnvVar("OMP_PLACES", "where OpenMP threads may run", kernel=True),
+    EnvVar("KMP_AFFINITY", "Intel OpenMP thread pinning", kernel=True),
+    EnvVar("GOMP_CPU_AFFINITY", "GNU OpenMP thread pinning", kernel=True),
 )
 
 
@@ -79,3 +103,4 @@ def plan_warnings(environ: Mapping[str, str], kinds: Iterable[str]) -> list[str]
 
 # names without wildcards, in a fixed order: the rows of a report's environment table
 NAMES: tuple[str, ...] = tuple(v.name for v in VARIABLES if not v.name.endswith("*"))
+KERNEL_NAMES: tuple[str, ...] = tuple(v.name for v in VARIABLES if v.kernel)

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from xpubench.devices import kernels
 from xpubench.units import fmt_bytes, fmt_flops
 
 SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
@@ -24,9 +25,12 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]Host[/bold] {_na(host.get('hostname'))}  {_na(host.get('os'))}  "
                   f"Python {_na(host.get('python'))}")
     cores = f"{_na(cpu.get('usable_physical_cores'))} physical / {_na(cpu.get('usable_cores'))} logical usable"
-    clock = cpu.get("mhz_max") or cpu.get("mhz_current")
-    console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, "
-                  f"{f'{clock / 1000:.2f} GHz' if clock else 'clock n/a'}, memory {fmt_bytes(host.get('memory_bytes'))}")
+    reported = cpu.get("mhz_max") or cpu.get("mhz_current")
+    clock = f"{reported / 1000:.2f} GHz reported" if reported else "clock n/a"
+    if cpu.get("mhz_measured"):
+        clock = f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load" + (f" ({clock})" if reported else "")
+    console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, {clock}, "
+                  f"memory {fmt_bytes(host.get('memory_bytes'))}")
     console.print(f"[bold]SIMD[/bold] {' '.join(flags) or 'n/a'}")
     estimates = cpu.get("peak_estimate") or {}
     if estimates:
@@ -34,6 +38,12 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
             f"{dtype} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
         basis = (estimates.get("fp32") or {}).get("basis")
         console.print(f"  [dim]{basis}[/dim]" if basis else "")
+    chosen = kernels.describe(env.get("kernels"))
+    if chosen:
+        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{k}: {v}" for k, v in chosen.items()), highlight=False)
+    for finding in kernels.findings(env.get("kernels"), cpu.get("flags"), env.get("variables") or {}):
+        console.print(f"[yellow]warning:[/] {finding.sentence()} (`xpubench doctor` measures what it costs)",
+                      highlight=False)
     for name, info in env.get("backends", {}).items():
         console.print(_backend_table(name, info))
         for platform, error in (info.get("platform_errors") or {}).items():

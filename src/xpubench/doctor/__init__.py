@@ -9,7 +9,10 @@ user's device becomes a test bench. Per backend and device, in a fresh process e
 - ceiling: measured matmul FLOP/s stay below the chip's spec peak;
 - memory: the peak-memory counter sees an allocation;
 - compile: torch.compile / XLA compile and run a function;
-and, once, the environment variables that change results (devices/envvars.py).
+- known-good (only where a published achievable figure exists for the chip, precision and framework,
+  devices/knowngood.py): the measured product against it, a WARN well below it;
+and, once, the environment variables that change results (devices/envvars.py) and the CPU kernels the
+libraries chose: a WARN, with what it costs here, when one runs below what the CPU can do (kernels.py).
 Verdicts (``checks.py``) are PASS, WARN or FAIL with a one-line reason; any FAIL exits 1.
 """
 
@@ -23,7 +26,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from xpubench import backends
 from xpubench.doctor import checks
+from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
 
 MEMORY_BYTES = 256 << 20
@@ -33,13 +38,12 @@ CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile
 def probe_config(env: dict, backend: str, device: str) -> dict:
     """What to measure on one backend and device: every precision it runs (the precision check), and
     fp32 plus the planned 16-bit format and tf32 where they are fast here (the ceiling check)."""
-    from xpubench.plan_defaults import has_tf32, model_precisions, slow_cpu_dtypes
+    from xpubench.plan.defaults import has_tf32, model_precisions, slow_cpu_dtypes
 
     accel = not device.startswith("cpu")
-    if backend == "numpy":
-        precisions = ["fp32"]
-    else:
-        precisions = ["fp32", *(["tf32"] if has_tf32(env, backend, device) else []), "bf16", "fp16"]
+    runs = backends.get(backend).precisions
+    precisions = [p for p in ("fp32", "tf32", "bf16", "fp16") if p in runs
+                  and (p != "tf32" or has_tf32(env, backend, device))]
     slow = slow_cpu_dtypes(env, backend, device)
     ceiling = [p for p in dict.fromkeys(["fp32", *model_precisions(env, backend, device)])
                if p in precisions and p not in slow]
@@ -68,7 +72,7 @@ def run_probe(config: dict, timeout_s: float = 300.0) -> dict:
 
 def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
     """The rows of one backend and device from its measurements (in CHECK_NAMES order)."""
-    from xpubench.harness.metrics import device_record, peak_for
+    from xpubench.backends.peaks import device_record, peak_for
 
     backend, device = config["backend"], config["device"]
     errors = measured.get("errors", {})
@@ -93,23 +97,44 @@ def verdicts(env: dict, config: dict, measured: dict) -> list[Row]:
                             else Row(name, FAIL, f"the check raised {errors[name]}"))
             elif name in measured:
                 rows.append(judge[name]())
+        rows += known_good_rows(record, backend, device, measured.get("ceiling") or {}, config["ceiling_size"])
     for row in rows:
         row.backend, row.device = backend, device
     return rows
 
 
+def known_good_rows(record: dict, backend: str, device: str, ceiling: dict[str, float], size: int) -> list[Row]:
+    """The ceiling check's products against the chip's published achievable figures, where one is
+    comparable (devices/knowngood.py); PASS at HEALTHY_SHARE of it or above, else WARN with what to check."""
+    from xpubench.devices import knowngood
+
+    rows = []
+    for precision, flops in ceiling.items():
+        good = knowngood.comparable(record.get("chip"), "matmul", precision, backend)
+        if good and flops:
+            healthy, said = knowngood.verdict(flops, good, record.get("vendor"), record.get("name") or device)
+            rows.append(Row("known-good", checks.PASS if healthy else checks.WARN,
+                            f"{said} (here one {size}^3 product; `xpubench ceilings -b {backend} -p {precision}` "
+                            "searches shapes as the source did)"))
+    return rows
+
+
 def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | None = None,
              environ: dict | None = None, probe: Callable[[dict], dict] = run_probe,
-             on_row: Callable[[Row], None] | None = None) -> list[Row]:
+             on_row: Callable[[Row], None] | None = None, kernel_rate=kernel_check.matmul_rate) -> list[Row]:
     """Every check for the chosen backends and devices (default: every installed backend, the first
-    device of each kind), plus the environment row. ``probe`` measures one backend and device."""
+    device of each kind), plus the environment and kernels rows. ``probe`` measures one backend and
+    device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py)."""
     from xpubench.plan import PlanRequest, validate
-    from xpubench.plan_defaults import choose_devices
+    from xpubench.plan.defaults import choose_devices
 
     validate(PlanRequest(backends=backends, devices=devices))
-    rows = [checks.environment(dict(os.environ) if environ is None else environ)]
-    if on_row:
-        on_row(rows[0])
+    environ = dict(os.environ) if environ is None else environ
+    rows = [checks.environment(environ)]
+    kernel_row = kernel_check.diagnose(env, environ, kernel_rate)
+    rows += [kernel_row] if kernel_row else []
+    for row in rows if on_row else ():
+        on_row(row)
     for backend, chosen in choose_devices(env, backends, devices).items():
         for device in chosen:
             config = probe_config(env, backend, device)

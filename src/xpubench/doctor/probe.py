@@ -13,28 +13,16 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from xpubench.backends.base import DoctorOps
 
 PRECISION_ROWS = 64          # result rows checked against float64 (the benchmark checks 8)
 TIMING_MIN_WINDOW_S = 0.1    # a synchronised timing window lasts at least this long
 TIMING_REPS = 8              # products per timing window: fewer than any runtime's in-flight limit
 TIMING_MAX_SIZE = 16384      # the timing check's largest N (3 fp32 matrices of 1 GiB)
-
-
-@dataclass
-class DoctorOps:
-    """What a backend supplies for the doctor (``backends/*``: ``doctor_ops(device_id)``)."""
-
-    matmul: Callable[[str], Any]                 # precision -> harness.matmul.MatmulOps of the benchmark
-    asynchronous: bool                           # calls return before the device has done the work
-    allocate: Callable[[int], Any]               # n bytes on the device, written, kept alive by the caller
-    memory_in_use: Callable[[], int | None]      # bytes in use on the device now (host RSS for a CPU)
-    peak: Any                                    # the benchmark's peak-memory counter: reset(), read()
-    compile_check: Callable[[], dict]            # {"what", "seconds"} or {"what", "skipped": why}
-    event_window: Callable[[Callable[[], Any], int], tuple[float, float]] | None = None  # CUDA: (event s, wall s)
 
 
 def relative_error(ops, n: int, rows: int = PRECISION_ROWS) -> float:
@@ -81,8 +69,8 @@ def timing_windows(ops, n: int, reps: int = TIMING_REPS, windows: int = 3, clock
 
 def warm_flops(ops, n: int, budget_s: float) -> float:
     """Warm FLOP/s of n x n products, timed as the benchmark times them (harness/matmul.py)."""
-    from xpubench.harness.stats import summarize
     from xpubench.harness.timing import time_windows, timed
+    from xpubench.results.stats import summarize
     from xpubench.workloads.matmul import flops
 
     a, b = ops.make_inputs(n)
@@ -92,13 +80,14 @@ def warm_flops(ops, n: int, budget_s: float) -> float:
     return flops(n) / summarize(windows.samples).median
 
 
-def memory_probe(dops: DoctorOps, nbytes: int, chunks: int = 4) -> dict:
+def memory_probe(dops: DoctorOps, nbytes: int, chunks: int = 16) -> dict:
     """The peak counter across holding ``nbytes`` on the device, beside the independent in-use reading.
 
     An allocator may hand back memory it already holds (freed by earlier work in the same process: a
     notebook, a test suite), so one allocation need not raise any counter. The probe keeps allocating
     chunks of ``nbytes`` (holding them, at most ``chunks``) until the in-use reading has risen by one
-    chunk: from then on the memory is new and an honest peak counter must have risen with it."""
+    chunk: from then on the memory is new and an honest peak counter must have risen with it. Where
+    even ``chunks`` chunks were all recycled, the check says it could not tell (checks.memory)."""
     baseline = dops.memory_in_use()
     dops.peak.reset()
     held, in_use = [], baseline
@@ -158,7 +147,7 @@ def doctor_ops(backend: str, device: str) -> DoctorOps:
 
 
 def main(argv: list[str]) -> int:
-    from xpubench.harness.worker import prepare_environment
+    from xpubench.launch.worker import prepare_environment
 
     with open(argv[0], encoding="utf-8") as fh:
         config = json.load(fh)

@@ -22,19 +22,33 @@ from xpubench.energy.meter import Clock, EnergyMeter, EnergyReading, Unavailable
 __all__ = ["Clock", "EnergyMeter", "EnergyReading", "Unavailable", "Unreadable", "energy_figures", "meter_for"]
 
 
-def meter_for(device_id: str, *, vendor: str | None = None, uuid: str | None = None) -> EnergyMeter:
+def meter_for(device_id: str, *, vendor: str | None = None, uuid: str | None = None,
+              environ=None) -> EnergyMeter:
     """The meter for an xpubench device id ("cpu", "gpu:N", "tpu:N", "mps"). ``vendor`` ("nvidia" /
-    "amd", from the device record) picks the GPU library; ``uuid`` (torch's device uuid) finds the same
-    GPU in NVML whatever the enumeration order."""
+    "amd", told by the framework that runs the case) picks the GPU library; ``uuid`` (torch's device
+    uuid) finds the same GPU in NVML whatever the numbering, else the visible-devices variables of
+    ``environ`` (default os.environ) map the framework's index to the machine's (energy/gpu.py)."""
+    import os
+
     kind, _, index = device_id.partition(":")
     if kind == "cpu":
         from xpubench.energy.rapl import RaplMeter
 
         return RaplMeter()
     if kind == "gpu":
-        from xpubench.energy.gpu import AmdSmiMeter, NvmlMeter
+        from xpubench.energy.gpu import AmdSmiMeter, NvmlMeter, physical_gpu
 
-        return AmdSmiMeter(int(index or 0)) if vendor == "amd" else NvmlMeter(int(index or 0), uuid=uuid)
+        env = os.environ if environ is None else environ
+        vendor = vendor or "nvidia"
+        try:
+            where = uuid or physical_gpu(int(index or 0), vendor, env)
+        except Unreadable as exc:
+            return Unavailable(str(exc))
+        if vendor == "amd":
+            return AmdSmiMeter(int(where))
+        if isinstance(where, str):
+            return NvmlMeter(uuid=where)
+        return NvmlMeter(where, check_order=True, environ=env)
     if kind == "tpu":
         return Unavailable("no TPU energy counter is readable from the host VM")
     if kind == "mps":

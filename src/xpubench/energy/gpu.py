@@ -4,12 +4,19 @@ NVML: ``nvmlDeviceGetTotalEnergyConsumption`` gives the board's energy in millij
 driver was loaded (Volta and newer; older GPUs answer NVML_ERROR_NOT_SUPPORTED, and then the figure
 is n/a: xpubench does not integrate sampled power instead). The counter is refreshed every 20-100 ms,
 so a region shorter than ``MIN_NVML_S`` gets a warning. It counts the whole GPU, other processes'
-work on it included. The GPU is found by UUID when the caller has it (torch's device uuid: NVML's
-order need not be CUDA's), else by index.
+work on it included.
+
+Which board: NVML numbers every GPU of the machine in PCI bus order and ignores CUDA_VISIBLE_DEVICES,
+while a framework's gpu:0 is the first *visible* GPU (with CUDA_VISIBLE_DEVICES=4, physical GPU 4).
+So the GPU is found by its UUID when the framework gives one (torch's ``get_device_properties(i).uuid``,
+``nvmlDeviceGetHandleByUUID``), else through the visible-devices list (``physical_gpu``: an index or a
+UUID there); an index is trusted only where CUDA's order is NVML's (``CUDA_DEVICE_ORDER=PCI_BUS_ID``, or
+every GPU the same model, where CUDA's default fastest-first order falls back to PCI order), else n/a.
 
 AMD SMI: ``amdsmi_get_energy_count`` gives an accumulator and its resolution in microjoules per
 tick (key "energy_accumulator"; "power" in older releases); not supported in a VM guest. The handle
-is taken by index in ``amdsmi_get_processor_handles()``, whose order is assumed to be HIP's.
+is taken by index in ``amdsmi_get_processor_handles()`` (assumed to be the ROCm runtime's physical
+order), the index mapped through ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES (``physical_gpu``).
 
 These paths were written against the libraries' documented APIs and tested with fake modules that
 behave like them (tests/test_energy.py); they have not run on a real GPU here.
@@ -33,11 +40,41 @@ def _import(name: str, install: str) -> ModuleType:
         raise Unreadable(f"{name} is not installed (pip install {install})") from None
 
 
+def physical_gpu(index: int, vendor: str, environ) -> int | str:
+    """The machine-wide index (or the UUID) of a framework's ``gpu:index``, through the visible-devices
+    variables: CUDA_VISIBLE_DEVICES (NVIDIA); on AMD, HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES, which
+    HIP also reads) picks among the GPUs ROCR_VISIBLE_DEVICES left, which picks among the machine's.
+    Raises Unreadable where a list cannot be followed (a UUID in an AMD list, a list too short)."""
+    if vendor == "amd":
+        names = ("HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in environ else "CUDA_VISIBLE_DEVICES",
+                 "ROCR_VISIBLE_DEVICES")
+    else:
+        names = ("CUDA_VISIBLE_DEVICES",)
+    for name in names:
+        value = environ.get(name)
+        if value is not None:
+            entries = [e.strip() for e in value.split(",") if e.strip()]
+            if index >= len(entries):
+                raise Unreadable(f"{name}={value} lists no GPU {index}")
+            entry = entries[index]
+            if entry.isdigit():
+                index = int(entry)          # the next list (if any) picks among these
+            elif vendor == "nvidia" and entry.startswith(("GPU-", "MIG-")):
+                return entry
+            else:
+                raise Unreadable(f"cannot follow {name}={value} to a physical GPU (entry {entry!r})")
+    return index
+
+
 class NvmlMeter(EnergyMeter):
+    """NVML's energy counter of one board: by ``uuid``, else by the machine-wide ``index``
+    (``check_order``: only where CUDA's numbering is NVML's, see the module docstring)."""
+
     def __init__(self, index: int = 0, uuid: str | None = None, module: ModuleType | None = None,
-                 clock: Clock = time.monotonic):
+                 clock: Clock = time.monotonic, check_order: bool = False, environ=None):
         super().__init__(clock)
         self.index, self.uuid, self._module = index, uuid, module
+        self.check_order, self._environ = check_order, environ
         self.source = f"nvml: gpu {uuid or index} total energy counter"
         self._nvml: ModuleType | None = None
         self._handle = None
@@ -58,6 +95,28 @@ class NvmlMeter(EnergyMeter):
         except Exception as exc:  # noqa: BLE001
             self._close()
             raise Unreadable(f"NVML has no GPU {self.uuid or self.index}: {exc}") from None
+        if self.check_order and not self.uuid:
+            problem = self._order_problem(nvml)
+            if problem:
+                self._close()
+                raise Unreadable(problem)
+
+    def _order_problem(self, nvml) -> str | None:
+        """Why NVML's index may not be CUDA's here: different GPU models without PCI_BUS_ID order."""
+        import os
+
+        env = os.environ if self._environ is None else self._environ
+        if env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+            return None
+        try:
+            names = {str(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)))
+                     for i in range(nvml.nvmlDeviceGetCount())}
+        except Exception as exc:  # noqa: BLE001
+            return f"NVML could not list the GPUs to match CUDA's numbering: {exc}"
+        if len(names) > 1:
+            return ("this machine mixes GPU models, so CUDA's fastest-first numbering need not be NVML's: set "
+                    "CUDA_DEVICE_ORDER=PCI_BUS_ID to read energy by index")
+        return None
 
     def _close(self) -> None:
         if self._nvml is not None:

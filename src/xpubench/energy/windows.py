@@ -15,19 +15,31 @@ the reason (``figures`` -> ``energy_na``), never an exception.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from xpubench.energy import energy_figures, meter_for
 from xpubench.energy.meter import EnergyMeter, EnergyReading, Unavailable
 
 
-def meter_for_case(case) -> EnergyMeter:
+def meter_for_case(case, gpu_identity: Callable[[Any], dict] | None = None) -> EnergyMeter:
     """The meter of a case's device. A data-parallel case on several accelerators reads none: one board's
-    counter is not the case's energy (CPU "devices" share one package, so they are read)."""
+    counter is not the case's energy (CPU "devices" share one package, so they are read). A GPU is told
+    by the framework that runs the case (``gpu_identity(case)``, its backend's: backends/base.py): its
+    vendor picks NVML or AMD SMI, its UUID (torch) finds the board in NVML; without it, n/a."""
     kind = case.device.split(":")[0]
     if (case.devices or 1) > 1 and kind != "cpu":
         return Unavailable(f"energy is read for one-device cases only ({case.devices} devices here)")
-    return meter_for(case.device, vendor=case.options.get("gpu_vendor"))
+    if kind == "gpu":
+        if gpu_identity is None:
+            return Unavailable(f"no backend said which GPU {case.device} is")
+        try:
+            identity = gpu_identity(case)
+        except Exception as exc:  # noqa: BLE001 - a meter never fails a case: n/a with the reason
+            return Unavailable(f"cannot tell which GPU {case.device} is ({' '.join(str(exc).split())[:200]})")
+        return meter_for(case.device, **identity)
+    return meter_for(case.device)
 
 
 class EnergyWindows:

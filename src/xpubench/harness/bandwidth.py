@@ -19,8 +19,11 @@ DRAM traffic of a plain store is up to 1.5x (copy) or 1.33x (triad) the figure.
 Array size: each array is at least ``LLC_FACTOR`` (4, STREAM's rule) times the last-level cache,
 ``MIN_ARRAY_BYTES`` at least, and at most ``MAX_MEMORY_SHARE`` of the memory over the three arrays.
 On CPUs the cache is the sum of the distinct L3 (else L2) caches of the CPUs this process may use,
-read from sysfs; unknown -> ``DEFAULT_ARRAY_BYTES``. On accelerators it is 4 x the device's L2 where
-the backend knows it, else ``DEFAULT_ACCEL_ARRAY_BYTES`` (larger than any current GPU's L2 or TPU CMEM).
+read from sysfs; unknown -> ``DEFAULT_ARRAY_BYTES``. On accelerators the cache is never taken below
+``LARGEST_ACCEL_CACHE``: what a device reports is not its last-level cache everywhere (ROCm's
+``L2_cache_size`` on an MI300X is one XCD's 4 MB, while its 256 MB Infinity Cache sits in front of HBM:
+arrays sized from the 4 MB would be served from that cache and copy/triad could pass the 5.3 TB/s HBM
+figure). Each figure says what its arrays were (``Bandwidth.note``).
 """
 
 from __future__ import annotations
@@ -32,13 +35,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.harness.stats import summarize
 from xpubench.harness.timing import Clock, time_windows
+from xpubench.results.stats import summarize
 
 LLC_FACTOR = 4
 MIN_ARRAY_BYTES = 64 * 2**20
 DEFAULT_ARRAY_BYTES = 256 * 2**20
-DEFAULT_ACCEL_ARRAY_BYTES = 1 * 2**30
+LARGEST_ACCEL_CACHE = 256 * 2**20    # the largest last-level cache of a known accelerator: the 256 MB AMD
+                                     # Infinity Cache of MI300X/MI325X (AMD via servethehome.com, "AMD Instinct
+                                     # MI300X GPU and MI300A APUs launched"); H100 L2 is 50 MB
+DEFAULT_ACCEL_ARRAY_BYTES = LLC_FACTOR * LARGEST_ACCEL_CACHE
 MAX_MEMORY_SHARE = 0.25       # the three arrays together
 DEFAULT_BUDGET_S = 10.0       # per backend and device, both kernels
 TRANSFERS = {"copy": 2, "triad": 3}
@@ -92,6 +98,7 @@ class Bandwidth:
     spec_gb_per_s: float | None = None      # the chip table's figure, where known
     elapsed_s: float = 0.0
     warning: str | None = None
+    note: str | None = None                 # how big the arrays were, against which cache (``array_note``)
 
     @property
     def pct_of_spec(self) -> float | None:
@@ -165,14 +172,30 @@ def mismatch(got: Any, want: Any, rtol: float = 1e-6) -> str | None:
 
 
 def array_bytes_for(cache_bytes: int | None, memory_bytes: int | None, accelerator: bool = False) -> int:
-    """Bytes per array: LLC_FACTOR x the cache (or the default), within the memory share."""
+    """Bytes per array: LLC_FACTOR x the cache (or the default), within the memory share. On an
+    accelerator the cache counts as at least LARGEST_ACCEL_CACHE, whatever the device reports."""
+    if accelerator:
+        cache_bytes = max(cache_bytes or 0, LARGEST_ACCEL_CACHE)
     if cache_bytes:
         size = max(LLC_FACTOR * cache_bytes, MIN_ARRAY_BYTES)
     else:
-        size = DEFAULT_ACCEL_ARRAY_BYTES if accelerator else DEFAULT_ARRAY_BYTES
+        size = DEFAULT_ARRAY_BYTES
     if memory_bytes:
         size = min(size, int(MAX_MEMORY_SHARE * memory_bytes / 3))
     return size
+
+
+def array_note(array_bytes: int, accelerator: bool) -> str:
+    """What a bandwidth figure's arrays were: their size, and on an accelerator whether they are above
+    the largest known last-level cache (when the device's memory capped them, the figure may be cached)."""
+    said = f"arrays of {array_bytes / 2**20:,.0f} MiB each"
+    if not accelerator:
+        return f"{said} (at least {LLC_FACTOR} x this CPU's last-level cache where sysfs gives it)"
+    if array_bytes >= LLC_FACTOR * LARGEST_ACCEL_CACHE:
+        return (f"{said}: at least {LLC_FACTOR} x {LARGEST_ACCEL_CACHE >> 20} MiB, above the last-level cache of "
+                "every known accelerator (MI300X's 256 MB Infinity Cache included)")
+    return (f"{said}: the device's free memory kept them below {LLC_FACTOR} x {LARGEST_ACCEL_CACHE >> 20} MiB; "
+            "part of the traffic may be served from a cache")
 
 
 def measure_bandwidth(ops: StreamOps, *, backend: str, device: str, budget_s: float = DEFAULT_BUDGET_S,
@@ -195,6 +218,9 @@ def measure_bandwidth(ops: StreamOps, *, backend: str, device: str, budget_s: fl
                                  s.cv, list(w.samples), w.reps, warning=s.warning)
     good = [r.gb_per_s for r in rates.values() if not r.error and r.gb_per_s]
     problems = [f"{r.kernel}: {r.error}" for r in rates.values() if r.error]
+    from xpubench.devices.device import is_accelerator
+
     return Bandwidth(backend=backend, device=device, array_bytes=ops.array_bytes, gb_per_s=max(good, default=None),
                      kernels=rates, spec_gb_per_s=spec_bytes_per_s / 1e9 if spec_bytes_per_s else None,
-                     elapsed_s=clock() - start, warning="; ".join(problems) or None)
+                     elapsed_s=clock() - start, warning="; ".join(problems) or None,
+                     note=array_note(ops.array_bytes, is_accelerator(device)))

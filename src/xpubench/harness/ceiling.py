@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from xpubench.harness.matmul import CHECK_ROWS, MatmulOps
-from xpubench.harness.stats import summarize
 from xpubench.harness.timing import Clock, time_windows, timed
+from xpubench.results.stats import summarize
 
 Shape = tuple[int, int, int]   # (M, K, N): A is M x K, B is K x N
 

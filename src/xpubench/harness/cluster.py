@@ -51,6 +51,17 @@ def _whole(name: str, value, low: int) -> int:
     return int(text)
 
 
+def budget_note(cluster: Cluster) -> str | None:
+    """Why a run over several processes has no time budget (None for one process): each host would
+    admit or skip cases by its own clock and estimates, so near the end one host could start a case
+    another skips, and wait for it until the join timeout (then pair the next cases wrongly)."""
+    if not cluster.multi:
+        return None
+    return (f"no run budget across {cluster.num_processes} processes: every host must run the same cases in "
+            "the same order, and a budget decides from each host's own clock; bound the run with -w/-p "
+            "instead")
+
+
 def parse(coordinator=None, num_processes=None, process_id=None) -> Cluster:
     """Checked settings (each None when not given); one clear line (UserError) for a bad value."""
     processes = 1 if num_processes in (None, "") else _whole("--num-processes", num_processes, 1)

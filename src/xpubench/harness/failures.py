@@ -15,7 +15,8 @@ import traceback
 from pathlib import Path
 
 from xpubench.devices.device import is_accelerator
-from xpubench.harness.outcome import Outcome
+from xpubench.results.outcome import Outcome
+from xpubench.results.schema import USER_ERRORS  # bad input found inside the worker (e.g. a corrupt file)
 
 # an exception's text (lower case) that names an out-of-memory error
 HOST_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "defaultcpuallocator", "bad_alloc",
@@ -28,7 +29,6 @@ DEVICE_OOM_MARKERS = ("cuda out of memory", "cuda error: out of memory", "cudaer
                       "oom when allocating")
 OOM_MARKERS = ("out of memory", "resource_exhausted", "resource exhausted", "oom when allocating",
                "failed to allocate", "alloc_failed", *DEVICE_OOM_MARKERS, *HOST_OOM_MARKERS)
-USER_ERRORS = ("UserError", "DataUnavailable")  # bad input found inside the worker (e.g. a corrupt file)
 
 
 

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from xpubench.harness.outcome import Outcome
-from xpubench.harness.stats import named_warnings, summarize
+from xpubench.results.outcome import Outcome
+from xpubench.results.stats import named_warnings, summarize
 
 DEFAULT_BUDGET_S = 10.0   # measurement time after the warm-up, when the case gives no budget
 WARMUP_ROUNDS = 1
@@ -149,12 +149,13 @@ def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_
     ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
     prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
     turns it into MFU against the chip's peak (n/a where the peak is unknown)."""
-    from xpubench.workloads import get_workload, spec_of
+    from xpubench.workloads import get_workload
 
     metrics, samples = measure(gen, case.time_budget_s, clock)
-    flops = getattr(get_workload(case.workload), "decode_flops_per_token", None)
-    if flops is not None:
-        per_token = flops(spec_of(case.workload, case.options), gen.prompt_len + gen.new_tokens / 2)
+    workload = get_workload(case.workload)
+    if workload.decode_flops_per_token is not None:
+        per_token = workload.decode_flops_per_token(workload.spec_for(case.options),
+                                                    gen.prompt_len + gen.new_tokens / 2)
         metrics["flops_per_sample"] = per_token
         metrics["achieved_flops_per_s"] = per_token * metrics["decode_tokens_per_s"]
     metrics["prefill_s"] = metrics["ttft_s"]

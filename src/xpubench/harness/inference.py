@@ -29,8 +29,8 @@ import numpy as np
 
 from xpubench.energy.meter import Unavailable
 from xpubench.energy.windows import EnergyWindows, meter_for_case
-from xpubench.harness.stats import summarize
 from xpubench.results.metrics import InferMetrics
+from xpubench.results.stats import summarize
 
 DEFAULT_BUDGET_S = 10.0     # measurement time after the first call, when the case gives no budget
 WARMUP_CALLS = 2
@@ -208,14 +208,14 @@ class Session(Protocol):
     def predictor(self, precision: str) -> tuple[Predictor, dict]: ...  # (predictor, conversion report)
 
 
-def run_inference(case, session: Session):
+def run_inference(case, session: Session, gpu_identity=None):
     """An inference case: the fp32 weights of the case's training run (trained here, or the cached
     result of that same run), converted to the case's precision, then measured (see module docstring).
     Non-fp32 cases also score the fp32 model on the same samples, so before/after is in one record."""
     import dataclasses
 
     from xpubench.harness import weights
-    from xpubench.harness.outcome import Outcome
+    from xpubench.results.outcome import Outcome
 
     if case.devices != 1 and not getattr(session, "data_parallel", False):
         raise ValueError("this inference path runs one device; data-parallel inference has its own")
@@ -235,7 +235,7 @@ def run_inference(case, session: Session):
         reference = quality(spec, predict_all(fp32), session.y_eval, prefix="fp32_")
         fp32_bytes = fp32.model_bytes()
     predictor, report = session.predictor(case.precision)
-    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case)))
+    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case, gpu_identity)))
     metrics.update(quality(spec, outputs, session.y_eval))
     if reference:
         compare_to_fp32(spec, metrics, reference, fp32_bytes)
@@ -245,6 +245,7 @@ def run_inference(case, session: Session):
         "train_epochs": case.epochs or 1,
         "train_steps": case.steps,
         "flops_per_sample": session.forward_flops,
+        "forward_flops_per_sample": session.forward_flops,
         "achieved_flops_per_s": session.forward_flops * metrics["samples_per_s"],
         "int8_layers": ", ".join(report["int8"]) if "int8" in report else None,
         "fp32_layers": ", ".join(report["fp32"]) if "fp32" in report else None,

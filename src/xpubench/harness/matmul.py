@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from xpubench.harness.outcome import Outcome
-from xpubench.harness.stats import summarize
 from xpubench.harness.timing import time_windows, timed
 from xpubench.results.metrics import MatmulMetrics
+from xpubench.results.outcome import Outcome
+from xpubench.results.stats import summarize
 from xpubench.workloads.matmul import flops
 
 DEFAULT_BUDGET_S = 6.0      # measured time per case; the sample count is cut (and flagged) beyond it

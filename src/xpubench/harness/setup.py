@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from xpubench.harness.casedata import case_data
-from xpubench.workloads import get_workload, spec_of
+from xpubench.workloads import get_workload
 
 
 @dataclass
@@ -31,13 +31,13 @@ class TrainingSetup:
 
 
 def training_setup(case, world: int = 1) -> TrainingSetup:
-    mod = get_workload(case.workload)
-    ds, spec = case_data(case, spec_of(case.workload, case.options))
+    workload = get_workload(case.workload)
+    ds, spec = case_data(case, workload.spec_for(case.options))
     batch = case.batch_size or spec.batch_sizes[0]
     global_batch = batch * world
     steps = len(ds.x_train) // global_batch
     n = steps * global_batch
-    forward = mod.forward_flops(spec)
+    forward = workload.forward_flops(spec)
     scale = world if case.options.get("lr_scaling") else 1
     return TrainingSetup(spec=spec, forward_flops=forward, flops_per_sample=forward * spec.train_flops_factor,
                          batch=batch, world=world, global_batch=global_batch, steps_per_epoch=steps,

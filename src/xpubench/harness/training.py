@@ -46,12 +46,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.case import SYNC_MODES
 from xpubench.devices.device import is_accelerator
 from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
-from xpubench.harness.outcome import Outcome
-from xpubench.harness.stats import summarize
-from xpubench.plan import SYNC_MODES
 from xpubench.results.metrics import TrainMetrics
+from xpubench.results.outcome import Outcome
+from xpubench.results.stats import summarize
 
 MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 
@@ -147,7 +147,8 @@ def step_epoch(trainer, epoch: int, steps: int, timer: StepTimer) -> float:
     return sum(trainer.loss_value(h) for h in handles) / len(handles)
 
 
-def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.perf_counter) -> Outcome:
+def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.perf_counter,
+                 gpu_identity=None) -> Outcome:
     """Measure a case's training (the timed regions and rules: the module docstring), for a step Trainer
     (the harness runs its steps) and an epoch Trainer (``run_epoch``: the framework runs them) alike."""
     epochs = case.epochs or 1
@@ -166,7 +167,7 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     records: list[EpochRecord] = []
     eval_times, train_loss, val_loss, val_metric = [], [], [], []
     budget_hit = False
-    energy = EnergyWindows(meter_for_case(case))   # read around the steady epochs (energy/windows.py)
+    energy = EnergyWindows(meter_for_case(case, gpu_identity))   # read around the steady epochs (energy/windows.py)
     begin = clock()
     for epoch in range(epochs):
         trainer.start_epoch(epoch)

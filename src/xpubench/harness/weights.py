@@ -114,11 +114,12 @@ def training_key(case, extra: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def code_digest(*modules) -> str:
-    """sha256 of the source files of ``modules``: a code change invalidates cached weights."""
+def code_digest(*sources) -> str:
+    """sha256 of the source files ``sources`` (paths, or modules: their files): a code change invalidates
+    cached weights."""
     h = hashlib.sha256()
-    for module in modules:
-        h.update(Path(module.__file__).read_bytes())
+    for source in sources:
+        h.update(Path(getattr(source, "__file__", source)).read_bytes())
     return h.hexdigest()[:16]
 
 

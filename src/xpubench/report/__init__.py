@@ -2,7 +2,8 @@
 
 ``xpubench.report(paths, output)`` is the notebook API's report writer. Once any module of this package
 is imported, Python binds the name ``xpubench.report`` to this package, hiding that function; so the
-package itself is callable and forwards to :func:`xpubench.api.report`. Both spellings always work.
+package itself is callable and does what :func:`xpubench.api.report` does (build.write_report). Both
+spellings always work.
 """
 
 import sys
@@ -10,11 +11,13 @@ import types
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, paths, output, *, fmt=None):
+    def __call__(self, paths, output, *, fmt=None, force=False):
         """Write a self-contained HTML page (or Markdown with PNG charts) from results files."""
-        from xpubench.api import report
+        from pathlib import Path
 
-        return report(paths, output, fmt=fmt)
+        from xpubench.report.build import write_report
+
+        return write_report(paths, Path(output), fmt=fmt, force=force)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -13,10 +13,20 @@ import numpy as np
 import pandas as pd
 
 from xpubench.report.compare import RatioEstimate, ratio_estimate
-from xpubench.report.frame import ResultSet, column, many_sources, ok_rows, series_label
+from xpubench.report.frame import (
+    ResultSet,
+    column,
+    many_sources,
+    num,
+    ok_rows,
+    row_mode,
+    series_label,
+    setting,
+)
+from xpubench.report.summary import better, figure_text, headline_rate
 from xpubench.report.tables import fmt_seconds
-from xpubench.results.aggregate import process_groups
-from xpubench.units import fmt_flops
+from xpubench.results.fold import process_groups
+from xpubench.results.modes import MODES
 
 SETUP = ["source", "backend", "device", "precision", "devices"]
 
@@ -28,11 +38,13 @@ def _name(row, multi: bool) -> str:
 
 def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
     """Raw times per sample, one array per worker process, so cases at different batch sizes compare
-    fairly: training steps over the global batch, inference passes over the evaluation set (the
-    samples/s figure), matmul windows as is."""
-    result = data.result(row)
-    if row["mode"] == "infer" and result.samples.get("pass_s") and pd.notna(row.get("eval_samples")):
-        return [np.asarray(g, dtype=float) / float(row["eval_samples"]) for g in process_groups(result, "pass_s")]
+    fairly: the samples behind the mode's rate over what they count (inference: passes over the
+    evaluation set, results/modes.py ``rate_samples`` / ``per``), else the headline samples over the
+    global batch (training steps), the batch, or as is (matmul windows)."""
+    result, mode = data.result(row), row_mode(row)
+    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
+    if name and mode.per and num(row, mode.per):
+        return [np.asarray(g, dtype=float) / float(row[mode.per]) for g in process_groups(result, name)]
     sizes = [row.get(name) for name in ("global_batch", "batch", "batch_size")]
     per = next((float(v) for v in sizes if v is not None and pd.notna(v) and v), 1.0)
     return [g / per for g in data.groups(row)]
@@ -49,39 +61,51 @@ def _within(est: RatioEstimate | None) -> str:
     return f"95% CI {est.low:.2f}-{est.high:.2f}x" + ("" if est.significant else ", within noise")
 
 
+def _ranked(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their headline figure (``rate``), best first (results/modes.py's direction)."""
+    rows = rows.assign(rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["rate"])
+    return rows.sort_values("rate", ascending=not (rows.empty or better(rows.iloc[0])), kind="mergesort")
+
+
+def _rate(row) -> str:
+    return figure_text(row, row["rate"])
+
+
 def fastest(data: ResultSet) -> list[str]:
-    """The fastest setup per workload (training, inference) and per matmul precision."""
+    """The fastest setup per workload of every mode measured at a batch size (training, inference), and per
+    precision of a mode measured at a size (matmul): the modes whose headline the samples' interval tests
+    (results/modes.py ``rate_is_median``)."""
     frame, lines = data.frame, []
-    for mode, label in (("train", "training"), ("infer", "inference")):
-        rows = ok_rows(frame, mode)
-        rows = rows[column(rows, "samples_per_s").notna()] if not rows.empty else rows
+    tested = [m for m in MODES.values() if m.rate_is_median]
+    batched = [m for m in tested if m.size == "batch_size"]
+    for mode in batched:
+        rows = _ranked(ok_rows(frame, mode.name))
         multi = many_sources(rows)
-        for workload, sub in rows.groupby("workload"):
-            sub = sub.assign(sps=column(sub, "samples_per_s"))
-            best = sub.loc[sub.groupby(SETUP, dropna=False)["sps"].idxmax()].sort_values("sps", ascending=False)
+        for workload, sub in rows.groupby("workload", sort=True):
+            best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
             top = best.iloc[0]
-            text = (f"{workload} {label}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
-                    f"{top['sps']:,.0f} samples/s")
+            text = (f"{workload} {mode.label}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
+                    f"{_rate(top)}")
             if len(best) == 1:
                 lines.append(text + " (the only setup measured).")
                 continue
             second = best.iloc[1]
             est = speedup(data, top, second)
-            ratio = top["sps"] / second["sps"]
-            verdict = (f"{ratio:.2f}x the next, {_name(second, multi)} ({second['sps']:,.0f} samples/s at batch "
+            ratio = top["rate"] / second["rate"] if better(top) else second["rate"] / top["rate"]
+            verdict = (f"{ratio:.2f}x the next, {_name(second, multi)} ({_rate(second)} at batch "
                        f"{int(second['batch_size'])}; {_within(est)})")
             if est is not None and not est.significant:
-                verdict = (f"but {_name(second, multi)} ({second['sps']:,.0f} samples/s) is within noise of it "
+                verdict = (f"but {_name(second, multi)} ({_rate(second)}) is within noise of it "
                            f"({est.note}): no clear winner")
             lines.append(f"{text}; {verdict}.")
-    rows = ok_rows(frame, "matmul")
-    multi = many_sources(rows)
-    for precision, sub in rows.groupby("precision") if not rows.empty else []:
-        sub = sub.assign(warm=column(sub, "warm_flops_per_s"))
-        top = sub.loc[sub["warm"].idxmax()]
-        lines.append(f"matmul {precision}: highest warm rate {fmt_flops(top['warm'])} on {_name(top, multi)} at "
-                     f"N={int(top['size'])}" + (f" ({sub['device'].nunique()} devices compared)."
-                                                if sub["device"].nunique() > 1 else "."))
+    for mode in (m for m in tested if m not in batched):
+        rows = _ranked(ok_rows(frame, mode.name))   # a figure n/a: not ranked
+        multi = many_sources(rows)
+        for precision, sub in rows.groupby("precision", sort=True):
+            top, figure = sub.iloc[0], mode.headline_figure(sub.iloc[0])
+            lines.append(f"{mode.label} {precision}: highest {figure.before} rate {_rate(top)} on {_name(top, multi)} "
+                         f"at {setting(top)}" + (f" ({sub['device'].nunique()} devices compared)."
+                                                 if sub["device"].nunique() > 1 else "."))
     return lines
 
 
@@ -223,12 +247,12 @@ def noise_note(data: ResultSet) -> list[str]:
 def time_and_cost(data: ResultSet) -> list[str]:
     """With prices: per workload and mode, the setups ranked by time and by cost (each at its fastest
     batch size), and where the two rankings differ (cost.rank_time_and_cost)."""
-    from xpubench.cost import rank_time_and_cost
+    from xpubench.analysis.cost import rank_time_and_cost
 
     lines = []
-    for mode, name, unit in (("train", "usd_per_1m_samples", "1M training samples"),
-                             ("infer", "usd_per_1m_predictions", "1M predictions")):
-        rows = ok_rows(data.frame, mode)
+    for mode in (m for m in MODES.values() if m.cost is not None):
+        name, unit = mode.cost.metric, mode.cost.after
+        rows = ok_rows(data.frame, mode.name)
         if rows.empty or name not in rows or column(rows, name).dropna().empty:
             continue
         multi = many_sources(rows)
@@ -241,7 +265,7 @@ def time_and_cost(data: ResultSet) -> list[str]:
             options = {_name(r, multi): (1e6 / r["sps"], None if pd.isna(r.get(name)) else float(r[name]))
                        for _, r in best.iterrows()}
             ranking = rank_time_and_cost(options)
-            what = f"{workload} {'training' if mode == 'train' else 'inference'}"
+            what = f"{workload} {mode.label}"
             priced = ", ".join(f"{k} ${options[k][1]:.4g}" for k in ranking.by_cost)
             timed = ", ".join(f"{k} {fmt_seconds(options[k][0])}" for k in ranking.by_time)
             text = (f"{what}, per {unit}: by time {timed}; by cost {priced or 'n/a'}"

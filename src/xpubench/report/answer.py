@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from xpubench.report.compare import ratio_estimate
-from xpubench.report.frame import ResultSet, ok_rows
-from xpubench.report.summary import headline_rate
-from xpubench.results.aggregate import process_groups
+from xpubench.report.frame import ResultSet, ok_rows, row_mode, setting
+from xpubench.report.summary import better, headline_rate
+from xpubench.results.fold import process_groups
 
 LISTED = 4  # at most this many cases named per line; the rest counted
 
@@ -31,25 +31,20 @@ def _name(row) -> str:
     return " ".join(parts)
 
 
-def _setting(row) -> str:
-    if row.get("mode") == "matmul" and pd.notna(row.get("size")):
-        return f"N={int(row['size'])}"
-    return f"batch {int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
-
-
 def _comparable(a, b) -> bool:
     return all((pd.isna(a.get(k)) and pd.isna(b.get(k))) or a.get(k) == b.get(k)
                for k in ("batch_size", "size", "devices"))
 
 
-def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
-    """One workload (and mode) of one file: its fastest case against the fastest other backend/device."""
+def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -> str:
+    """One workload (and mode) of one file: its fastest case against the fastest other backend/device;
+    ``named``: the line names the mode (the file holds the workload in several)."""
     rows = rows.assign(_rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["_rate"])
     if rows.empty:
         return ""
-    rows = rows.sort_values("_rate", ascending=False)
+    rows = rows.sort_values("_rate", ascending=not better(rows.iloc[0]))
     best = rows.iloc[0]
-    what = best["workload"] if best["mode"] in ("train", "matmul") else f"{best['workload']} ({best['mode']})"
+    what = f"{best['workload']} ({best['mode']})" if named else best["workload"]
     head = f"{what}: fastest here {_name(best)}"
     others = rows[[_name(r) != _name(best) for _, r in rows.iterrows()]]
     if others.empty:
@@ -57,15 +52,15 @@ def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
     same = others[[_comparable(best, r) for _, r in others.iterrows()]]
     if same.empty:
         other = others.iloc[0]
-        return (f"{head} ({_setting(best)}), {best['_rate'] / other['_rate']:.2f}x {_name(other)} "
-                f"({_setting(other)}: different settings, no interval)")
+        return (f"{head} ({setting(best)}), {best['_rate'] / other['_rate']:.2f}x {_name(other)} "
+                f"({setting(other)}: different settings, no interval)")
     other = same.iloc[0]
-    est = ratio_estimate(_groups(data, best), _groups(data, other))  # time of other / time of best
+    est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))  # time of other / time of best
     if est is not None and est.ratio < 1:  # the samples say the other is the faster one: they decide
         best, other = other, best
         head = f"{what}: fastest here {_name(best)}"
-        est = ratio_estimate(_groups(data, best), _groups(data, other))
-    where = f" at {_setting(best)}" if _setting(best) else ""
+        est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))
+    where = f" at {setting(best)}" if setting(best) else ""
     if est is None:
         return f"{head}{where}, {best['_rate'] / other['_rate']:.2f}x {_name(other)} (no raw samples: no interval)"
     if not est.significant:
@@ -76,12 +71,13 @@ def workload_line(data: ResultSet, rows: pd.DataFrame) -> str:
             f"(95% interval {est.low:.2f}-{est.high:.2f}){note}")
 
 
-def _groups(data: ResultSet, row) -> list:
-    """The per-process samples the figure of the row comes from: for inference the full passes (its
-    samples/s), else the headline samples."""
-    result = data.result(row)
-    if row.get("mode") == "infer" and result.samples.get("pass_s"):
-        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, "pass_s")]
+def rate_groups(data: ResultSet, row) -> list:
+    """The per-process samples the row's headline figure comes from: its mode's ``rate_samples`` where it
+    has them (inference: the full passes behind its samples/s), else the headline samples."""
+    result, mode = data.result(row), row_mode(row)
+    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
+    if name:
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, name)]
     return data.groups(row)
 
 
@@ -123,8 +119,9 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
     if not frame.empty:
         rows = ok_rows(frame)
         if not rows.empty:
-            for _, group in rows.groupby(["source", "workload", "mode"], sort=True):
-                line = workload_line(data, group)
+            modes = rows.groupby(["source", "workload"])["mode"].nunique()
+            for (source, workload, _), group in rows.groupby(["source", "workload", "mode"], sort=True):
+                line = workload_line(data, group, named=modes[(source, workload)] > 1)
                 if line:
                     lines.append("- " + line)
         for line in (noisy_line(frame), skipped_line(frame)):

@@ -17,7 +17,8 @@ from matplotlib.ticker import FuncFormatter
 
 from xpubench.report.chart_labels import fit_x_labels
 from xpubench.report.content import Chart
-from xpubench.report.frame import column, many_sources, ok_rows, series_label
+from xpubench.report.frame import column, many_sources, ok_rows, series_label, setting
+from xpubench.results.modes import MODES, mode_of
 
 matplotlib.use("Agg", force=False)
 
@@ -219,6 +220,8 @@ def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
     ``column_name`` (``series``: the colour of its points)."""
     roofs: dict[tuple, list[str]] = {}
     for (backend, device_name, precision), grp in rows.groupby(["backend", "device_name", "precision"], dropna=False):
+        if column_name == "ceiling_flops_per_s":   # a lower bound (the file's fastest matmul) is no measured roof
+            grp = grp[column(grp, "ceiling_is_lower_bound").fillna(0) == 0]
         top = column(grp, column_name).dropna()
         if top.empty:
             continue
@@ -240,10 +243,11 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     rows = ok_rows(frame)
     if rows.empty:
         return None
-    rows = rows[rows["mode"].isin(["matmul", "train", "infer"])]
+    ranked = [m.name for m in MODES.values() if m.ranked]   # results/modes.py: ranked against the ceiling
+    rows = rows[rows["mode"].isin(ranked)]
     rows = rows.assign(intensity=column(rows, "arithmetic_intensity"),
-                       achieved=column(rows, "warm_flops_per_s").where(rows["mode"] == "matmul",
-                                                                      column(rows, "achieved_flops_per_s")))
+                       achieved=pd.to_numeric(pd.Series([mode_of(r["mode"]).flops(r) for _, r in rows.iterrows()],
+                                                        index=rows.index, dtype=object), errors="coerce"))
     rows = rows[rows["intensity"].notna() & rows["achieved"].notna()]
     if rows.empty:
         return None
@@ -268,14 +272,14 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
         ax.plot(xs, roof / scale, "--", lw=1.0, color="#999")
         ax.annotate(f"spec: {who} {'/'.join(dtypes)}", (xs[0], top / scale),
                     ha="left", va="bottom", fontsize=7, color="#777")
-    markers = {"matmul": "o", "train": "s", "infer": "^"}
+    markers = dict(zip(ranked, "os^vDP*"))
     for (label, mode), grp in rows.groupby(["series", "mode"], sort=False):
         ax.scatter(grp["intensity"], grp["achieved"] / scale, s=36, color=palette[label], marker=markers[mode],
                    label=f"{label} {mode}", zorder=3)
-        for r in grp.itertuples():
-            text = f"N={int(r.size)}" if mode == "matmul" else str(r.workload)
-            ax.annotate(text, (r.intensity, r.achieved / scale), textcoords="offset points", xytext=(4, -10),
-                        fontsize=7)
+        for _, r in grp.iterrows():   # a case measured at a size (matmul's N) by it, a model by its workload
+            text = setting(r) if mode_of(mode).size != "batch_size" else str(r["workload"])
+            ax.annotate(text, (r["intensity"], r["achieved"] / scale), textcoords="offset points",
+                        xytext=(4, -10), fontsize=7)
     plain_log(ax, "x")
     plain_log(ax, "y")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
@@ -284,7 +288,7 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
     every = ok_rows(frame)
-    every = every[every["mode"].isin(["train", "infer"])]
+    every = every[every["mode"].isin(ranked)]
     placed = set(zip(rows["workload"], rows["backend"], rows["mode"]))
     unplaced = sorted({f"{w} {m} ({b})" for w, b, m in zip(every["workload"], every["backend"], every["mode"])
                        if (w, b, m) not in placed and w != "selftest"})

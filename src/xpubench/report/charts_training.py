@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from xpubench.report.charts import colors, png
 from xpubench.report.content import Chart
-from xpubench.report.frame import many_sources, ok_rows, series_label
+from xpubench.report.frame import column, many_sources, ok_rows, series_label
 
 GALLERY_IMAGES = 24
 CLASS_NAMES = {  # the public label names of the data sets the gallery can show
@@ -19,12 +19,13 @@ CLASS_NAMES = {  # the public label names of the data sets the gallery can show
 
 
 def workload_spec(name: str):
-    """The workload's SPEC (metric name, data set), or None for a workload this xpubench doesn't know."""
+    """The workload's spec (metric name, data set), or None for a workload this xpubench doesn't know or
+    one without a model."""
     from xpubench.errors import UserError
     from xpubench.workloads import get_workload
 
     try:
-        return getattr(get_workload(name), "SPEC", None)
+        return get_workload(name).spec
     except (UserError, ImportError):
         return None
 
@@ -93,7 +94,7 @@ def _gallery_source(frame: pd.DataFrame, items, workload: str):
     rows = rows[[bool(items[i].result.artifacts.get("gallery")) for i in rows["entry"]]] if not rows.empty else rows
     if rows.empty:
         return None
-    score = pd.to_numeric(rows.get("final_metric"), errors="coerce").fillna(-np.inf)
+    score = column(rows, "final_metric").fillna(-np.inf)   # all-missing when no row has it
     return rows.loc[score.idxmax()]
 
 

@@ -2,8 +2,8 @@
 side, with the time ratio and a 95% confidence interval.
 
 The statistic (docs/reports.md, docs/methodology.md): a case's figure is the median of its worker
-processes' medians of the headline raw samples (matmul ``warm_s``, training ``step_s``, inference
-``latency_s``). Its bootstrap resamples both levels, independently in each file: the processes with
+processes' medians of the headline raw samples (its mode's ``samples``, results/modes.py: matmul
+``warm_s``, training ``step_s``, inference ``latency_s``, generation ``decode_token_s``). Its bootstrap resamples both levels, independently in each file: the processes with
 replacement, then each drawn process's samples (seeded, 5,000 resamples); the interval is the
 2.5th-97.5th percentile of figure(B*) / figure(A*). A difference is called only when
 - the interval excludes 1,
@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+from xpubench import analysis
 from xpubench.errors import UserError
-from xpubench.harness.stats import as_groups, hierarchical_bootstrap, separated
 from xpubench.report.environment import differences, file_fingerprints
 from xpubench.report.frame import Entry, entries, timing_name
-from xpubench.results import store
-from xpubench.results.aggregate import process_groups
+from xpubench.results.fold import process_groups
 from xpubench.results.schema import finite
+from xpubench.results.stats import as_groups, hierarchical_bootstrap, separated
 
 RESAMPLES = 5000
 LEVEL = 0.95
@@ -239,6 +239,9 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     out with a warning: to ``on_warning(line)``, else a Python warning (notebooks)."""
     if len(loaded) < 2:
         raise UserError("compare needs at least two results files")
+    for f in loaded:
+        if not getattr(f, "results", True):   # only a torn line in it
+            raise UserError(f"{f.path} holds no complete result: nothing to compare")
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
@@ -275,7 +278,7 @@ def compare_files(*paths, min_change: float = MIN_CHANGE,
         paths = tuple(paths[0])
     if len(paths) < 2:
         raise UserError("compare needs at least two results files")
-    return compare_loaded(store.load_results(list(paths)), min_change=min_change, on_warning=on_warning)
+    return compare_loaded(analysis.load(list(paths)), min_change=min_change, on_warning=on_warning)
 
 
 def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> str | None:
@@ -295,9 +298,16 @@ def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> s
 
 
 def run_compare_command(files, *, fmt: str = "table", output: str | None = None, console=None,
-                        min_change: float = MIN_CHANGE) -> int:
-    """What `xpubench compare` does: compare, then print or write; returns the exit code."""
+                        min_change: float = MIN_CHANGE, force: bool = False) -> int:
+    """What `xpubench compare` does: compare, then print or write (never over results or a file xpubench
+    did not write, unless ``force``: report/outputs.py); returns the exit code."""
     from rich.console import Console
+
+    from xpubench.report import compare_render
+    from xpubench.report.outputs import check_output
+
+    if output:
+        check_output(output, files, force=force, what="the comparison")
 
     def warn(line: str) -> None:  # stderr: a --format json on stdout stays valid JSON
         print(f"xpubench: warning: {line}", file=sys.stderr, flush=True)
@@ -305,7 +315,7 @@ def run_compare_command(files, *, fmt: str = "table", output: str | None = None,
     comparisons = compare_files(*files, min_change=min_change, on_warning=warn)
     if fmt == "table" and output:
         with open(output, "w", encoding="utf-8") as fh:
-            render(comparisons, "table", Console(file=fh, width=200, color_system=None))
+            compare_render.print_tables(comparisons, Console(file=fh, width=200, color_system=None), to_file=True)
     elif fmt == "table":
         render(comparisons, "table", console or Console())
     else:

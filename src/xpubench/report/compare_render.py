@@ -7,13 +7,16 @@ from rich.table import Table
 
 from xpubench.report import html as html_out
 from xpubench.report.markdown import md_bullets, md_escape, md_table
+from xpubench.report.outputs import GENERATOR, html_comment
 from xpubench.report.tables import fmt_seconds
+from xpubench.results.modes import MODES
 
 
 def explain(comparisons) -> str:
     change = comparisons[0].min_change if comparisons else 0.05
-    text = ("time = median of each case's worker-process medians of its raw samples (matmul warm_s, training "
-            "step_s, inference latency_s); B/A > 1 means B is slower; 95% CI from a seeded bootstrap over the "
+    samples = ", ".join(f"{m.label} {m.samples[0]}" for m in MODES.values())   # results/modes.py
+    text = (f"time = median of each case's worker-process medians of its raw samples ({samples}); B/A > 1 "
+            "means B is slower; 95% CI from a seeded bootstrap over the "
             "processes, then the samples within them, of both files; a difference is called only when the CI "
             f"excludes 1, the change is at least {change:.0%} and every process of one side was slower than "
             "every process of the other.")
@@ -50,7 +53,10 @@ def _title(c) -> str:
     return f"{c.other} (B) against {c.baseline} (A)"
 
 
-def print_tables(comparisons, console) -> None:
+def print_tables(comparisons, console, *, to_file: bool = False) -> None:
+    """The comparison as terminal tables; written to a file, its first line is "xpubench compare (GENERATOR)"."""
+    if to_file:
+        console.print(f"xpubench compare ({GENERATOR})", markup=False, highlight=False)
     for c in comparisons:
         if c.environment:
             console.print("[yellow]warning: the environments differ:[/]", highlight=False)
@@ -73,7 +79,7 @@ def print_tables(comparisons, console) -> None:
 
 
 def markdown(comparisons) -> str:
-    parts = ["# xpubench compare", ""]
+    parts = [html_comment(), "# xpubench compare", ""]
     for c in comparisons:
         parts += [f"## {md_escape(_title(c))}", ""]
         if c.environment:

@@ -1,27 +1,28 @@
-"""Efficiency, energy and cost in the reports: against the spec peak and the measured ceilings, joules
-and dollars per result (ceilings/annotate.py computes the figures when a file is loaded).
+"""Efficiency, energy and cost: against the spec peak and the measured ceilings, joules and dollars per
+result (analysis/ computes the figures when a file is loaded). Two tables, defined once for the terminal
+(`xpubench run --verbose`) and the report (report/sections.py lists them):
 
-* ``section(data)``: the HTML / Markdown report's section (tables + the roofline chart);
-* ``terminal_table(results)``: the same figures after ``xpubench run``;
+* ``efficiency_table(frame)``: achieved FLOP/s of every ranked mode (results/modes.py) against the peak
+  and the measured ceiling, arithmetic intensity, roofline;
+* ``cost_energy_table(frame)``: dollars per result of every priced mode, joules and watts;
 * ``peak_cell(...)``: the honest "% of peak" cell the other tables print: "above est. peak" instead of a
-  number above 100% (ceilings/efficiency.py).
+  number above 100% (analysis/efficiency.py).
+
+What every row would say the same is said once, under the table (``fold``): a note clause shared by every
+row, a column that is n/a in every row (with why). No local path (a home folder, ~/...) is printed: a
+report is meant to be shared (``shareable``).
 """
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
-from xpubench.report.content import Section, TableBlock
-from xpubench.report.frame import ResultSet, many_sources, ok_rows
+from xpubench.report.frame import many_sources, num, ok_rows, row_mode, setting
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.results.modes import MODES
 from xpubench.units import fmt_flops
-
-MODES = ("matmul", "train", "infer")
-
-
-def _num(row, name: str):
-    value = row.get(name) if hasattr(row, "get") else None
-    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
 
 
 def _usd(value) -> str:
@@ -37,125 +38,167 @@ def _fmt(value, spec: str, unit: str = "") -> str:
 def peak_cell(row, name: str = "pct_of_peak") -> str:
     """The "% of peak" (or MFU) cell: the annotated label where there is one ("above est. peak" above an
     estimate), else the percentage, "(est.)" for a CPU estimate; n/a when unknown."""
-    value, label = _num(row, name), _num(row, "peak_label")
+    value, label = num(row, name), num(row, "peak_label")
     if value is None:
         return "n/a"
     if value > 1.0:
-        return str(label) if label else ("above est. peak" if _num(row, "peak_is_estimate") else "above spec peak")
-    return f"{value:.1%}" + (" (est.)" if _num(row, "peak_is_estimate") else "")
+        return str(label) if label else ("above est. peak" if num(row, "peak_is_estimate") else "above spec peak")
+    return f"{value:.1%}" + (" (est.)" if num(row, "peak_is_estimate") else "")
+
+
+_LOCAL_PATH = re.compile(r"(?:~|/root|/home/[^/\s]+|/Users/[^/\s]+)(?:/[^\s)\]'\",;]*)?")
+
+
+def shareable(text: str) -> str:
+    """``text`` with home-folder paths (~/..., /root/..., /home/NAME/..., /Users/NAME/...) replaced."""
+    return _LOCAL_PATH.sub("(a local path)", text)
+
+
+def fold(table: pd.DataFrame, note_column: str | None = None, why_na: dict[str, str] | None = None
+         ) -> tuple[pd.DataFrame, list[str]]:
+    """(the table, sentences for its note): the ``note_column`` clauses ("; "-separated) that every row
+    shares move to the note, and the column goes when no row keeps one; a column that is "n/a" in every
+    row goes, said once with its reason from ``why_na`` (by column, else "unknown for every result")."""
+    said: list[str] = []
+    if table.empty:
+        return table, said
+    if note_column and note_column in table:
+        rows = [[c for c in str(v).split("; ") if c] for v in table[note_column]]
+        shared = [c for c in rows[0] if all(c in r for r in rows[1:])]
+        said += shared
+        table = table.assign(**{note_column: ["; ".join(c for c in r if c not in shared) for r in rows]})
+        if not table[note_column].astype(bool).any():
+            table = table.drop(columns=[note_column])
+    empty = [c for c in table.columns if (table[c].astype(str) == "n/a").all()]
+    reasons: dict[str, list[str]] = {}
+    for name in empty:
+        reasons.setdefault((why_na or {}).get(name, "unknown for every result"), []).append(name)
+    said += [f"{', '.join(names)}: n/a for every result ({why}), so left out" for why, names in reasons.items()]
+    return table.drop(columns=empty), [shareable(s) for s in said]
+
+
+def fold_table(table: Table, note_column: str | None = None, why_na: dict[str, str] | None = None) -> Table:
+    """``fold`` on a Table: the same rows and columns (their priorities kept), less the columns every row
+    has n/a in; the note clauses every row shares move to the table's note."""
+    if table.empty:
+        return table
+    cells = table.frame()
+    folded, said = fold(cells, note_column, why_na)
+    columns = [c for c in table.columns if c.header in folded.columns]
+    if note_column in folded.columns:
+        kept = dict(zip(table.rows.index, folded[note_column]))
+        columns = [Column(c.name, lambda r, kept=kept: kept[r.name], c.unit, c.priority, c.text, c.group)
+                   if c.header == note_column else c for c in columns]
+    note = table.note + "".join(f" {s[0].upper()}{s[1:]}." for s in said)
+    return Table(table.title, columns, table.rows, note.strip(), table.parts)
 
 
 def _what(row) -> str:
-    if row["mode"] == "matmul":
-        return f"matmul N={int(row['size'])}"
-    batch = _num(row, "batch_size")
-    return f"{row['workload']} {row['mode']}" + (f" b{int(batch)}" if batch is not None else "")
+    mode = row_mode(row)
+    if mode and mode.size != "batch_size":
+        return f"{row['mode']} {setting(row)}"
+    batch = setting(row, short=True)
+    return f"{row['workload']} {row['mode']}" + (f" {batch}" if batch else "")
 
 
-def _ident(row, multi: bool) -> dict[str, str]:
-    out = {"file": str(row["source"])} if multi else {}
-    out.update(case=_what(row), backend=str(row["backend"]), device=str(row["device"]), dtype=str(row["precision"]))
-    return out
+def _identity(rows: pd.DataFrame) -> list[Column]:
+    cols = [Column("file", lambda r: str(r["source"]), priority=LOW, text=True)] if many_sources(rows) else []
+    return cols + [Column("case", _what, priority=ALWAYS, text=True),
+                   Column("backend", lambda r: str(r["backend"]), priority=ALWAYS, text=True),
+                   Column("device", lambda r: str(r["device"]), priority=2, text=True),
+                   Column("dtype", lambda r: str(r["precision"]), priority=ALWAYS, text=True)]
 
 
-def efficiency_table(frame: pd.DataFrame) -> pd.DataFrame:
+def _flops(row):
+    mode = row_mode(row)
+    return mode.flops(row) if mode else None
+
+
+def _share(row) -> str:
+    mode = row_mode(row)
+    return peak_cell(row, mode.peak_share) if mode and mode.peak_share else "n/a"
+
+
+def _rows_of(frame: pd.DataFrame, **flag) -> pd.DataFrame:
+    """The ok rows of the modes whose record sets ``flag`` (``ranked``, ``cost``: results/modes.py)."""
     rows = ok_rows(frame)
-    rows = rows[rows["mode"].isin(MODES)] if not rows.empty else rows
-    multi, out = many_sources(rows), []
-    for _, r in rows.iterrows():
-        rate = _num(r, "warm_flops_per_s") if r["mode"] == "matmul" else _num(r, "achieved_flops_per_s")
-        if rate is None:
-            continue
-        out.append({**_ident(r, multi), "achieved": fmt_flops(rate),
-                    "% of peak": peak_cell(r, "pct_of_peak" if r["mode"] == "matmul" else "mfu"),
-                    "measured ceiling": fmt_flops(_num(r, "ceiling_flops_per_s")),
-                    "% of ceiling": _num(r, "ceiling_label") or "n/a",
-                    "FLOP/byte": _fmt(_num(r, "arithmetic_intensity"), ",.1f"),
-                    "roofline": fmt_flops(_num(r, "roofline_flops_per_s")),
-                    "note": _num(r, "efficiency_note") or ""})
-    return pd.DataFrame(out)
+    names = [m.name for m in MODES.values() if getattr(m, next(iter(flag)))]
+    return rows[rows["mode"].isin(names)] if not rows.empty else rows
 
 
-def cost_energy_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = ok_rows(frame)
-    rows = rows[rows["mode"].isin(("train", "infer"))] if not rows.empty else rows
-    multi, out = many_sources(rows), []
-    for _, r in rows.iterrows():
-        na = _num(r, "energy_na")
-        out.append({**_ident(r, multi), "samples/s": _fmt(_num(r, "samples_per_s"), ",.0f"),
-                    "$/hour": _usd(_num(r, "usd_per_hour")),
-                    "$ per 1M samples": _usd(_num(r, "usd_per_1m_samples")),
-                    "$ per epoch": _usd(_num(r, "usd_per_epoch")),
-                    "$ per 1M predictions": _usd(_num(r, "usd_per_1m_predictions")),
-                    "J/step": _fmt(_num(r, "joules_per_step"), ",.3g"),
-                    "J/sample": _fmt(_num(r, "joules_per_sample"), ",.3g"),
-                    "samples/J": _fmt(_num(r, "samples_per_joule"), ",.3g"),
-                    "W": _fmt(_num(r, "average_watts"), ",.0f"),
-                    "energy source": str(na) if na else str(_num(r, "energy_source") or "n/a")})
-    return pd.DataFrame(out)
+EFFICIENCY_NOTE = (
+    "% of peak: against the chip's dense peak (a CPU's is an estimate: cores x clock measured under load x "
+    "FLOP/cycle; a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
+    "fastest matmul the ceiling search (`xpubench ceilings`) or this file measured for the same backend, "
+    "device and precision; 'within noise' when the excess is inside both figures' 95% intervals.")
+LOWER_BOUND_NOTE = (" ≥ and ≤: no ceiling was measured for that backend and precision, so the fastest matmul of "
+                    "the same backend and precision in this file stands in: a lower bound of the ceiling, and "
+                    "the % against it an upper bound.")
+MONEY_NOTE = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
+              "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
 
 
-def section(data: ResultSet) -> Section | None:
-    """The report's "Efficiency, energy and cost" section (None when no result has a FLOP rate)."""
-    from xpubench.report.charts import roofline_chart
-
-    frame = data.frame
-    eff, money = efficiency_table(frame), cost_energy_table(frame)
-    if eff.empty and money.empty:
-        return None
-    eff_note = ("% of peak: against the chip's dense peak (a CPU's is an estimate from the clock the OS reports; "
-                "a result above it is ranked against the measured ceiling instead). % of ceiling: against the "
-                "fastest matmul the ceiling search (`xpubench ceilings`) or this file measured for the same "
-                "backend, device and precision; 'within noise' when the excess is inside both figures' 95% "
-                "intervals.")
-    money_note = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
-                  "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
-    bases = {str(b) for e in data.items for b in [(((e.result.fingerprint or {}).get("host") or {}).get("cpu") or {})
-                                                   .get("peak_estimate", {}).get("fp32", {}).get("basis")] if b}
-    if bases:
-        eff_note += " CPU peak " + " / ".join(sorted(bases)) + "."
-    tables = [TableBlock(title, table, note) for title, table, note in (
-        ("Achieved FLOP/s against the spec peak and the measured ceiling", eff, eff_note),
-        ("Cost and energy", money, money_note)) if not table.empty]
-    chart = roofline_chart(frame)
-    return Section("Efficiency, energy and cost", "efficiency", intro=(
-        "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
-        "measured to reach (ceilings), with its energy and what it costs at the given price."),
-        tables=tables, charts=[chart] if chart is not None else [])
+def _cpu_bases(rows: pd.DataFrame) -> str:
+    """The CPU peak estimate's basis of the rows' files, said once (" CPU peak ...."), "" without one."""
+    bases = {str(v) for v in rows.get("cpu_peak_basis", pd.Series(dtype=object)).dropna() if v}
+    return " CPU peak " + " / ".join(sorted(bases)) + "." if bases else ""
 
 
-def terminal_table(results) -> Table | None:
-    """After ``xpubench run --verbose``: achieved FLOP/s, % of peak and of the ceiling, $ and J, in the one
-    table model (report/table_model.py: the least important columns go first on a narrow terminal; None
-    when nothing to show). Why energy or a ceiling is n/a goes to the note under the table."""
-    frame = ResultSet.load(results).frame
-    rows = ok_rows(frame)
-    if rows.empty:
-        return None
-    rows = rows[rows["mode"].isin(MODES) & (rows["workload"] != "selftest")]
-    if rows.empty:
-        return None
+def efficiency_table(frame: pd.DataFrame) -> Table:
+    """Achieved FLOP/s of every ok result of a ranked mode against the spec peak and the measured ceiling."""
+    rows = _rows_of(frame, ranked=True)
+    rows = rows[[_flops(r) is not None for _, r in rows.iterrows()]] if not rows.empty else rows
 
-    def rate(r):
-        return _num(r, "warm_flops_per_s") if r["mode"] == "matmul" else _num(r, "achieved_flops_per_s")
+    def ceiling(r) -> str:
+        value = num(r, "ceiling_flops_per_s")
+        return ("≥ " if num(r, "ceiling_is_lower_bound") and value else "") + fmt_flops(value)
 
-    columns = [
-        Column("case", _what, priority=ALWAYS, text=True),
-        Column("backend", lambda r: str(r["backend"]), priority=ALWAYS, text=True),
-        Column("device", lambda r: str(r["device"]), priority=2, text=True),
-        Column("dtype", lambda r: str(r["precision"]), priority=ALWAYS, text=True),
-        Column("achieved", lambda r: fmt_flops(rate(r)), priority=ALWAYS),
-        Column("% of peak", lambda r: peak_cell(r, "pct_of_peak" if r["mode"] == "matmul" else "mfu"), priority=1),
-        Column("% of ceiling", lambda r: str(_num(r, "ceiling_label") or "n/a"), priority=1),
-        Column("$/1M samples", lambda r: _usd(_num(r, "usd_per_1m_samples")), priority=2),
-        Column("$/1M predictions", lambda r: _usd(_num(r, "usd_per_1m_predictions")), priority=2),
-        Column("J/sample", lambda r: _fmt(_num(r, "joules_per_sample"), ",.3g"), priority=LOW),
-        Column("energy", lambda r: "n/a" if _num(r, "energy_na") else str(_num(r, "energy_source") or "n/a"),
-               priority=LOW, text=True),
-    ]
-    notes = [str(v) for name in ("efficiency_note", "energy_na") if name in rows
-             for v in rows[name].dropna().unique()]
-    # each distinct clause once (the estimate's basis is the same for every CPU row)
-    note = "; ".join(dict.fromkeys(part for n in notes for part in n.split("; ")))
-    return Table("Efficiency, cost and energy (% of ceiling: against the measured ceiling, `xpubench ceilings`)",
-                 columns, rows, note=note)
+    cols = [*_identity(rows), Column("achieved", lambda r: fmt_flops(_flops(r)), priority=ALWAYS),
+            Column("% of peak", _share, priority=1),
+            Column("measured ceiling", ceiling, priority=2),
+            Column("% of ceiling", lambda r: str(num(r, "ceiling_label") or "n/a"), priority=1),
+            Column("FLOP/byte", lambda r: _fmt(num(r, "arithmetic_intensity"), ",.1f"), priority=LOW),
+            Column("roofline", lambda r: fmt_flops(num(r, "roofline_flops_per_s")), priority=LOW),
+            Column("note", lambda r: str(num(r, "efficiency_note") or ""), priority=LOW, text=True)]
+    note = EFFICIENCY_NOTE + _cpu_bases(frame)
+    table = Table("Achieved FLOP/s against the spec peak and the measured ceiling", cols, rows, note)
+    if not table.empty and any(str(ceiling(r)).startswith("≥") for _, r in rows.iterrows()):
+        table.note += LOWER_BOUND_NOTE
+    return fold_table(table, "note", WHY_NA)
+
+
+def _energy(r) -> str:
+    na = num(r, "energy_na")
+    return f"n/a: {shareable(str(na).removeprefix('n/a: '))}" if na else str(num(r, "energy_source") or "n/a")
+
+
+def cost_energy_table(frame: pd.DataFrame) -> Table:
+    """Dollars per result of every ok result of a priced mode, with its energy."""
+    rows = _rows_of(frame, cost=True)
+    priced = [m for m in MODES.values() if m.cost is not None and (rows["mode"] == m.name).any()]
+    cols = [*_identity(rows), Column("samples/s", lambda r: _fmt(num(r, "samples_per_s"), ",.0f"), priority=2),
+            Column("$/hour", lambda r: _usd(num(r, "usd_per_hour")), priority=LOW),
+            *(Column(f"$ per {m.cost.after}", lambda r, m=m: _usd(num(r, m.cost.metric)), priority=1)
+              for m in priced),
+            Column("$ per epoch", lambda r: _usd(num(r, "usd_per_epoch")), priority=LOW),
+            Column("J/step", lambda r: _fmt(num(r, "joules_per_step"), ",.3g"), priority=LOW),
+            Column("J/sample", lambda r: _fmt(num(r, "joules_per_sample"), ",.3g"), priority=2),
+            Column("samples/J", lambda r: _fmt(num(r, "samples_per_joule"), ",.3g"), priority=LOW),
+            Column("W", lambda r: _fmt(num(r, "average_watts"), ",.0f"), priority=LOW),
+            Column("energy", _energy, priority=LOW, text=True)]
+    table = Table("Cost and energy", cols, rows, MONEY_NOTE)
+    reasons = {_energy(r) for _, r in rows.iterrows()}
+    why = dict(WHY_NA, **{f"$ per {m.cost.after}": PRICE for m in priced})
+    if len(reasons) == 1 and next(iter(reasons)).startswith("n/a: "):   # one reason for every row: said once
+        why.update(dict.fromkeys(("J/step", "J/sample", "samples/J", "W", "energy"),
+                                 next(iter(reasons)).removeprefix("n/a: ")))
+        table.columns = [Column(c.name, lambda r: "n/a", priority=c.priority, text=True) if c.name == "energy"
+                         else c for c in table.columns]
+    return fold_table(table, None, why)
+
+
+PRICE = "no price given: --price-per-hour or --prices"
+WHY_NA = {"$/hour": PRICE, "$ per epoch": PRICE,
+          "roofline": "no measured bandwidth: `xpubench ceilings` measures it",
+          "measured ceiling": "none measured and no matmul of the same backend and precision in the file",
+          "% of ceiling": "no ceiling", "FLOP/byte": "bytes moved not counted"}

@@ -1,12 +1,23 @@
-"""A results file's fingerprint as readable label -> value pairs, and what differs between two of them."""
+"""A results file's fingerprint as readable label -> value pairs, what differs between two of them, and the
+report's environments table (one column per file) with the warnings it leads to."""
 
 from __future__ import annotations
 
-from xpubench.devices import envvars
+import pandas as pd
+
+from xpubench.devices import envvars, kernels
 from xpubench.units import fmt_bytes
 
 ENV_VARS = envvars.NAMES   # the result-changing variables (devices/envvars.py says what each changes)
 NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two runs: shown, never warned about
+BELOW = "kernels below the CPU"
+LIKELY_CAUSE = "the CPU kernels differ: a likely cause of a speed difference"
+
+
+def is_kernel(label: str) -> bool:
+    """Whether a label is about which CPU kernels ran (devices/kernels.py, and the variables that pick them)."""
+    return label in envvars.KERNEL_NAMES or label == BELOW or label.endswith((" BLAS kernel", " CPU kernels",
+                                                                              " CPU target"))
 
 
 def _device_text(dev: dict) -> str:
@@ -48,6 +59,10 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
     for var in ENV_VARS:  # only those set: the rest read as missing(var) = "unset"
         if var in env:
             out[var] = str(env[var])
+    out.update(kernels.describe(fp.get("kernels")))
+    below = kernels.findings(fp.get("kernels"), cpu.get("flags"), env)
+    if below:
+        out[BELOW] = "; ".join(f.sentence() for f in below)
     busy = fp.get("cpu_busy_at_start")
     out["CPU busy at start"] = "n/a" if busy is None else f"{busy:.0%} (other processes, before any case ran)"
     out["recorded at"] = str(fp.get("time") or "n/a")
@@ -55,8 +70,13 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
 
 
 def missing(label: str) -> str:
-    """What a fact absent from a fingerprint means: an environment variable unset, a package not installed."""
-    return "unset" if label in ENV_VARS else "not installed"
+    """What a fact absent from a fingerprint means: an environment variable unset, no kernel below the CPU,
+    a kernel not recorded (an older file, a library not loaded), a package not installed."""
+    if label in ENV_VARS:
+        return "unset"
+    if label == BELOW:
+        return "none"
+    return "not recorded" if is_kernel(label) else "not installed"
 
 
 def file_fingerprints(entries) -> dict[str, list[dict]]:
@@ -77,13 +97,41 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "B")) -> list[str]:
-    """One line per fact that differs between two fingerprints: "torch: 2.13.0+cpu (A) vs 2.4.0 (B)"."""
+    """One line per fact that differs between two fingerprints: "torch: 2.13.0+cpu (A) vs 2.4.0 (B)"; those
+    about the CPU kernels first, flagged as a likely cause (LIKELY_CAUSE)."""
     sa, sb = summarize_fingerprint(a), summarize_fingerprint(b)
-    lines = []
+    first, rest = [], []
     for label in dict.fromkeys([*sa, *sb]):
         if label in NOT_COMPARED:
             continue
         va, vb = sa.get(label, missing(label)), sb.get(label, missing(label))
         if va != vb:
-            lines.append(f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})")
+            line = f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})"
+            (first if is_kernel(label) else rest).append(f"{line} - {LIKELY_CAUSE}" if is_kernel(label) else line)
+    return first + rest
+
+
+def environment_table(items) -> pd.DataFrame:
+    """Rows = facts (host, CPU, framework versions, devices, drivers...), one column per file of the
+    entries ``items`` (report/frame.py)."""
+    columns = {}
+    for source, fps in file_fingerprints(items).items():
+        for i, fp in enumerate(fps or [{}]):
+            columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
+    table = pd.DataFrame(columns)
+    table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
+    return table.reset_index(names="")
+
+
+def environment_warnings(items) -> list[str]:
+    """One line per file that ran in another environment than the first, naming what differs."""
+    fps = file_fingerprints(items)
+    names = list(fps)
+    if len(names) < 2:
+        return []
+    lines = []
+    for other in names[1:]:
+        diff = differences((fps[names[0]] or [{}])[0], (fps[other] or [{}])[0], (names[0], other))
+        if diff:
+            lines.append(f"{other} ran in another environment than {names[0]}: " + "; ".join(diff))
     return lines

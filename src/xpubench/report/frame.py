@@ -3,9 +3,10 @@
 Columns: where the row came from (``source``: a short label of its file, ``path``, ``host``), what was
 measured (``key``, ``workload``, ``backend``, ``device``, ``device_name``, ``mode``, ``precision``,
 ``batch_size``, ``size``, ``devices``, ``data``), how it ended (``status``, ``message``, ``placement``,
-``duration_s``), the chip's ``memory_bandwidth`` (bytes/s, from the fingerprint; None when unknown),
-then every metric of the record under its own name (a metric whose name is already a column is kept as
-``metric.<name>``; ``eval_samples`` falls back to the case's setting), and three derived columns:
+``duration_s``), the chip's ``memory_bandwidth`` (bytes/s, from the fingerprint; None when unknown) and
+how the CPU's fp32 peak was estimated (``cpu_peak_basis``), then every metric of the record under its own
+name (a metric whose name is already a column is kept as ``metric.<name>``; ``eval_samples`` falls back
+to the case's setting), and three derived columns:
 ``timing`` (the name of the case's headline raw samples, e.g. ``step_s``), ``n_samples`` (how many)
 and ``noisy`` (the harness flagged the figure, or its samples vary by 10% or more). ``entry`` is the
 row's position in :func:`entries` (for its raw samples, curves and gallery).
@@ -21,12 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from xpubench.results.aggregate import HEADLINE, headline_name, process_groups
+from xpubench.results.fold import headline_name, process_groups
+from xpubench.results.modes import Mode, mode_of
 from xpubench.results.schema import Result
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
 NOISY_CV = 0.10          # the harness's own rule (harness/stats.py CV_WARN)
-TIMING_SAMPLES = HEADLINE  # the raw samples that carry a case's headline time, by mode
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def entries(loaded) -> list[Entry]:
 
 
 def timing_name(result: Result) -> str | None:
-    """The raw samples that carry the case's headline time (``warm_s``, ``step_s``, ``latency_s``)."""
+    """The raw samples that carry the case's headline time (its mode's ``samples``, results/modes.py)."""
     return headline_name(result)
 
 
@@ -82,20 +83,30 @@ def timing_samples(result: Result) -> np.ndarray:
 def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     c, fp = result.case, result.fingerprint or {}
-    for dev in (fp.get("backends") or {}).get(c.get("backend"), {}).get("devices") or []:
-        if isinstance(dev, dict) and dev.get("id") == c.get("device"):
-            return dev.get("name")
-    if c.get("device") == "cpu":
+    name = device_record(result).get("name")
+    if name is None and c.get("device") == "cpu":
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
-    return None
+    return name
 
 
 def device_record(result: Result) -> dict:
+    """The case's device record in its fingerprint (a Keras case's: its framework's, backends/peaks.py);
+    {} for a backend this xpubench has no record of (a file from another version still reports)."""
+    from xpubench.backends.peaks import device_record as record
+
     fp = result.fingerprint or {}
-    for dev in (fp.get("backends") or {}).get(result.case.get("backend"), {}).get("devices") or []:
-        if isinstance(dev, dict) and dev.get("id") == result.case.get("device"):
-            return dev
-    return {}
+    try:
+        return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
+                      str(result.case.get("device")))
+    except KeyError:   # backends.get: no record of that backend name here
+        return {}
+
+
+def _dig(record: Any, *keys: str) -> Any:
+    """``record[k1][k2]...``, None where a level is missing or not a mapping."""
+    for key in keys:
+        record = record.get(key) if isinstance(record, dict) else None
+    return record
 
 
 def _flat(value: Any) -> Any:
@@ -126,6 +137,7 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
     row["devices"] = row["devices"] or 1
     row["device_name"] = device_name(r)
     row["memory_bandwidth"] = device_record(r).get("memory_bandwidth")  # bytes/s of the chip, or None
+    row["cpu_peak_basis"] = _dig(fp, "host", "cpu", "peak_estimate", "fp32", "basis")  # or None
     row.update(status=r.status, message=r.message, placement=r.placement, started_at=r.started_at,
                duration_s=r.duration_s, timing=timing_name(r), n_samples=int(samples.size),
                noisy=_noisy(r, samples) if r.status == "ok" else None)
@@ -180,6 +192,31 @@ def series_label(row, *, with_source: bool, with_precision: bool = True, with_ba
         parts.append(f"b{int(row['batch_size'])}")
     label = " ".join(parts)
     return f"{label} [{row['source']}]" if with_source else label
+
+
+def num(row, name: str | None):
+    """A figure of a row (a frame row, or a dict of case fields and metrics): None when the row, the name or
+    the value is missing (NaN and pandas' NA included). Every table cell reads its figures through it."""
+    if row is None or name is None:
+        return None
+    value = row.get(name)
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value
+
+
+def row_mode(row) -> Mode | None:
+    """The record of a row's mode (results/modes.py), None for a mode nobody declared."""
+    return mode_of(row.get("mode"))
+
+
+def setting(row, *, short: bool = False) -> str:
+    """What a case is measured at, as its mode names it: "N=1024", "batch 32" ("b32" when ``short``);
+    "" when the row has no such figure."""
+    mode = row_mode(row)
+    field, text = (mode.size, mode.size_text) if mode else ("batch_size", ("batch {}", "b{}"))
+    value = num(row, field)
+    return "" if value is None else text[1 if short else 0].format(int(value))
 
 
 def ok_rows(frame: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:

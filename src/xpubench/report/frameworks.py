@@ -1,4 +1,10 @@
-"""The report's "Framework comparison": Keras beside native JAX and PyTorch.
+"""Backends side by side (report/sections.py lists both tables):
+
+* ``backend_pairs(data)``: every two backends that ran the same case (file, workload, device, mode,
+  precision, batch or N, device count), the later one's speed over the earlier one's with the 95% interval
+  of the two-level bootstrap (report/compare.py ratio_estimate) and a verdict; each backend named by its
+  own name, none in the code;
+* the "Framework comparison": Keras beside native JAX and PyTorch.
 
 For every Keras case that finished ok (``keras:jax``, ``keras:torch``, ``keras:tensorflow``) the same case
 natively (backend ``jax`` and ``torch``: same file, workload, device, mode, precision, batch size or
@@ -12,19 +18,56 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.report.content import NOISY_MARK, Section, TableBlock
-from xpubench.report.frame import ok_rows
-from xpubench.report.tables import fmt
+from xpubench.report.compare import ratio_estimate
+from xpubench.report.content import NOISY_MARK
+from xpubench.report.frame import ResultSet, num, ok_rows, row_mode, setting
+from xpubench.report.table_model import Table, text_table
+from xpubench.report.tables import case_text, fmt, fmt_seconds, noisy
+from xpubench.results.metrics import unit
 from xpubench.units import fmt_flops
 
-HEADLINE = {"train": "samples_per_s", "infer": "samples_per_s", "matmul": "warm_flops_per_s"}
 NATIVE = ("jax", "torch")
 MATCH = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "devices"]
 
 
-def _figure(row, name: str):
-    value = row.get(name) if name in row.index else None
-    return None if value is None or pd.isna(value) else float(value)
+def _figure(row, name: str | None):
+    value = num(row, name)
+    return None if value is None else float(value)
+
+
+def _headline(row):
+    """The row's headline figure (its mode's, results/modes.py; the last declared one, samples/s, when the
+    row has none of them), None for a mode nobody declared."""
+    mode = row_mode(row)
+    return (mode.headline_figure(row) or mode.headline[-1]) if mode else None
+
+
+def _pair_row(data: ResultSet, a, b) -> dict[str, str]:
+    est = ratio_estimate(data.groups(b), data.groups(a))   # time of a / time of b: b's speed over a's
+    speed = "n/a" if est is None else f"{est.ratio:.2f}x [{est.low:.2f}-{est.high:.2f}]"
+    if est is None:
+        verdict = "n/a"
+    elif not est.significant:
+        verdict = "not significant" + (f" ({est.note})" if est.note else "")
+    else:
+        verdict = f"{b['backend'] if est.ratio > 1 else a['backend']} faster"
+    return {"workload": a["workload"], "device": a["device"], "case": case_text(a), "A": a["backend"],
+            "A time": noisy(a, fmt_seconds(num(a, a["timing"]))), "B": b["backend"],
+            "B time": noisy(b, fmt_seconds(num(b, b["timing"]))), "B speed / A [95% CI]": speed, "verdict": verdict}
+
+
+def backend_pairs(data: ResultSet) -> list[Table]:
+    """Every two backends that ran the same case, A the one that comes first in the files; empty when no
+    case ran on two backends."""
+    rows = ok_rows(data.frame)
+    if rows.empty:
+        return []
+    order = {b: i for i, b in enumerate(dict.fromkeys(rows["backend"]))}
+    out = []
+    for _, group in rows.groupby(MATCH, dropna=False):
+        firsts = [group[group["backend"] == b].iloc[0] for b in sorted(set(group["backend"]), key=order.get)]
+        out += [_pair_row(data, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1:]]
+    return [text_table("", pd.DataFrame(out))] if out else []
 
 
 def _ratio(native, keras):
@@ -37,7 +80,7 @@ def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
     rows = ok_rows(frame)
     if rows.empty or not rows["backend"].astype(str).str.startswith("keras").any():
         return pd.DataFrame()
-    rows = rows[rows["mode"].isin(list(HEADLINE))]
+    rows = rows[[_headline(r) is not None for _, r in rows.iterrows()]]
     keys = [k for k in MATCH if k in rows.columns]
     out = []
     for _, group in rows.groupby(keys, dropna=False):
@@ -45,10 +88,12 @@ def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
         if not natives:   # a Keras case with no native one beside it: nothing to compare
             continue
         for _, keras in group[group["backend"].astype(str).str.startswith("keras")].iterrows():
-            metric = HEADLINE[keras["mode"]]
+            headline = _headline(keras)
+            metric = headline.metric
             figure = _figure(keras, metric)
             entry = {k: keras.get(k) for k in keys}
             entry.update(keras_backend=keras["backend"], metric=metric, keras=figure,
+                         unit="FLOP/s" if unit(metric) == "FLOP/s" else headline.after,
                          keras_noisy=bool(keras.get("noisy")))
             for b in NATIVE:
                 native = _figure(natives[b], metric) if b in natives else None
@@ -66,7 +111,7 @@ def _missing(v) -> bool:
 def _value(v, metric: str) -> str:
     if _missing(v):
         return "n/a"
-    return fmt_flops(v) if metric == "warm_flops_per_s" else fmt(v, ",.0f")
+    return fmt_flops(v) if unit(metric) == "FLOP/s" else fmt(v, ",.0f")
 
 
 def _times(v) -> str:
@@ -77,26 +122,16 @@ def comparison_table(table: pd.DataFrame) -> pd.DataFrame:
     """The comparison as formatted strings (n/a where a figure is missing)."""
     out = []
     for _, r in table.iterrows():
-        what = (f"N={int(r['size'])}" if r["mode"] == "matmul" and not pd.isna(r.get("size"))
-                else f"batch {int(r['batch_size'])}" if not pd.isna(r.get("batch_size")) else "")
-        unit = "FLOP/s" if r["metric"] == "warm_flops_per_s" else "samples/s"
         out.append({"workload": r["workload"], "device": r["device"],
-                    "case": f"{r['mode']} {r['precision']} {what}".strip(), "keras": r["keras_backend"],
-                    f"keras {unit}": _value(r["keras"], r["metric"]) + (NOISY_MARK if r["keras_noisy"] else ""),
+                    "case": f"{r['mode']} {r['precision']} {setting(r)}".strip(), "keras": r["keras_backend"],
+                    f"keras {r['unit']}": _value(r["keras"], r["metric"]) + (NOISY_MARK if r["keras_noisy"] else ""),
                     **{k: v for b in NATIVE for k, v in (
                         (b, _value(r[f"native_{b}"], r["metric"]) + (NOISY_MARK if r[f"{b}_noisy"] else "")),
                         (f"{b} / keras", _times(r[f"{b}_over_keras"])))}})
     return pd.DataFrame(out)
 
 
-def keras_section(frame: pd.DataFrame) -> Section | None:
-    """The report section, or None when the files hold no Keras case."""
+def keras_table(frame: pd.DataFrame) -> Table:
+    """The Keras comparison as a table; empty when the files hold no Keras case with a native one beside it."""
     table = keras_comparison(frame)
-    if table.empty:
-        return None
-    return Section("Framework comparison", "keras", intro=(
-        "Keras 3 (model.fit / predict_on_batch on its JAX or PyTorch backend) beside the same case in native "
-        "JAX and PyTorch, same file, device, precision and batch. Ratio = native / Keras of the headline "
-        "throughput (training: steady samples/s; inference: samples/s over the evaluation set; matmul: warm "
-        "FLOP/s): above 1, native is faster. n/a: that framework has no such case in the file."),
-        tables=[TableBlock("", comparison_table(table))])
+    return text_table("", comparison_table(table) if not table.empty else pd.DataFrame())

@@ -1,94 +1,72 @@
 """Generation (greedy decoding with a KV cache, harness/generation.py) and token-model training in the
-reports: the generation table (prefill tokens/s, time to first token, decode tokens/s, per-token
-latency p50/p90 per batch size), the throughput-latency chart of the batch sweep, and the terminal's
-token tables (tokens/s, MFU, the attention kernel that ran).
-
-One table builder serves the terminal (``Result`` objects) and the Markdown/HTML reports (rows of the
-results frame): both become plain dicts of case fields and metrics first.
+terminal and the reports (report/sections.py lists them): the generation table (prefill tokens/s, time to
+first token, decode tokens/s, per-token latency p50/p90 per batch size), the throughput-latency chart of
+the batch sweep, and the token models' training table (tokens/s, MFU, the attention kernel that ran).
 """
 
 from __future__ import annotations
-
-import math
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from xpubench.report.charts import colors, plain_log, png
-from xpubench.report.content import Chart, Section, TableBlock
-from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table, print_table
+from xpubench.report.content import Chart
+from xpubench.report.frame import many_sources, num, ok_rows, series_label
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.report.tables import fmt, fmt_seconds
 
 GENERATE = "generate"
 
 
-def _num(row: dict, name: str):
-    value = row.get(name)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value
+def _pct(row, name: str) -> str:
+    value = num(row, name)
+    return "n/a" if value is None else f"{value:.2%}" + (" (est.)" if num(row, "peak_is_estimate") else "")
 
 
-def _pct(row: dict, name: str) -> str:
-    value = _num(row, name)
-    return "n/a" if value is None else f"{value:.2%}" + (" (est.)" if _num(row, "peak_is_estimate") else "")
-
-
-def _int(row: dict, name: str) -> str:
-    value = _num(row, name)
+def _int(row, name: str) -> str:
+    value = num(row, name)
     return "n/a" if value is None else str(int(value))
 
 
-def _kernels(row: dict) -> str:
-    prefill, decode = _num(row, "attention_kernel_prefill"), _num(row, "attention_kernel_decode")
+def _kernels(row) -> str:
+    prefill, decode = num(row, "attention_kernel_prefill"), num(row, "attention_kernel_decode")
     if not prefill and not decode:
         return "n/a"
     return str(prefill) if prefill == decode else f"{prefill} / {decode}"
 
 
-def generation_row(row: dict) -> dict[str, str]:
-    """One generation case as formatted cells (a dict of case fields and metrics)."""
-    warn = " !" if _num(row, "warning") else ""
+def generation_row(row) -> dict[str, str]:
+    """One generation case as formatted cells (a frame row, or a dict of case fields and metrics)."""
+    warn = " !" if num(row, "warning") else ""
     return {
         "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
         "dtype": str(row["precision"]), "batch": _int(row, "batch_size"),
         "prompt + new": f"{_int(row, 'prompt_len')} + {_int(row, 'new_tokens')}",
-        "compile": fmt_seconds(_num(row, "compile_s")),
-        "TTFT p50 / p90": f"{fmt_seconds(_num(row, 'ttft_s'))} / {fmt_seconds(_num(row, 'ttft_p90_s'))}",
-        "prefill tok/s": fmt(_num(row, "prefill_tokens_per_s"), ",.0f"),
-        "decode tok/s": fmt(_num(row, "decode_tokens_per_s"), ",.0f") + warn,
-        "per-token p50 / p90": (f"{fmt_seconds(_num(row, 'decode_token_p50_s'))} / "
-                                f"{fmt_seconds(_num(row, 'decode_token_p90_s'))}"),
-        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f"),
+        "compile": fmt_seconds(num(row, "compile_s")),
+        "TTFT p50 / p90": f"{fmt_seconds(num(row, 'ttft_s'))} / {fmt_seconds(num(row, 'ttft_p90_s'))}",
+        "prefill tok/s": fmt(num(row, "prefill_tokens_per_s"), ",.0f"),
+        "decode tok/s": fmt(num(row, "decode_tokens_per_s"), ",.0f") + warn,
+        "per-token p50 / p90": (f"{fmt_seconds(num(row, 'decode_token_p50_s'))} / "
+                                f"{fmt_seconds(num(row, 'decode_token_p90_s'))}"),
+        "tokens/s": fmt(num(row, "tokens_per_s"), ",.0f"),
         "MFU (decode)": _pct(row, "mfu"),
         "attention": _kernels(row),
     }
 
 
-def token_training_row(row: dict) -> dict[str, str]:
+def token_training_row(row) -> dict[str, str]:
     """A token model's training case (gpt): the figures a language-model run is read by."""
     return {
         "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
         "dtype": str(row["precision"]),
-        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (_num(row, "devices") or 1) > 1 else ""),
-        "step p50": fmt_seconds(_num(row, "step_s")),
-        "tokens/s": fmt(_num(row, "tokens_per_s"), ",.0f") + (" !" if _num(row, "warning") else ""),
-        "TFLOP/s": fmt(_num(row, "achieved_flops_per_s"), ".3f", 1e-12),
+        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (num(row, "devices") or 1) > 1 else ""),
+        "step p50": fmt_seconds(num(row, "step_s")),
+        "tokens/s": fmt(num(row, "tokens_per_s"), ",.0f") + (" !" if num(row, "warning") else ""),
+        "TFLOP/s": fmt(num(row, "achieved_flops_per_s"), ".3f", 1e-12),
         "MFU": _pct(row, "mfu"),
-        "attention": str(_num(row, "attention_kernel") or "n/a"),
-        "loss": fmt(_num(row, "final_loss"), ".4f"),
+        "attention": str(num(row, "attention_kernel") or "n/a"),
+        "loss": fmt(num(row, "final_loss"), ".4f"),
     }
-
-
-def generation_headline(metrics: dict) -> str:
-    """The one line a finished generation case prints."""
-    return (f"TTFT {fmt_seconds(_num(metrics, 'ttft_s'))}, decode {fmt(_num(metrics, 'decode_tokens_per_s'), ',.0f')}"
-            f" tokens/s, {fmt_seconds(_num(metrics, 'decode_token_p50_s'))}/token")
-
-
-def _order(row: dict) -> tuple:
-    return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
 
 
 # the columns a narrow terminal keeps longest (report/table_model.py drops the others right to left)
@@ -96,50 +74,41 @@ KEEP = ("workload", "backend", "dtype", "batch", "tokens/s", "decode tok/s", "TT
 
 
 def _model(title: str, rows: pd.DataFrame, builder) -> Table:
-    """A table-model Table whose cells come from one of the row builders above."""
-    names = list(builder(rows.iloc[0].to_dict())) if not rows.empty else []
-    cols = [Column(name, lambda r, name=name: builder(r.to_dict())[name], text=i < 4,
-                   priority=ALWAYS if name in KEEP else (2 if i < 8 else LOW))
-            for i, name in enumerate(names)]
+    """A Table whose cells come from one of the row builders above (a file column first when the rows
+    come from several files)."""
+    names = list(builder(rows.iloc[0])) if not rows.empty else []
+    cols = [Column("file", lambda r: str(r["source"]), priority=LOW, text=True)] if many_sources(rows) else []
+    cols += [Column(name, lambda r, name=name: builder(r)[name], text=i < 4,
+                    priority=ALWAYS if name in KEEP else (2 if i < 8 else LOW))
+             for i, name in enumerate(names)]
     return Table(title, cols, rows)
 
 
-def token_tables(frame: pd.DataFrame) -> list[Table]:
-    """The terminal's token tables: token models' training (tokens/s, MFU, attention kernel) and every
-    generation case."""
-    train = ok_rows(frame, "train")
-    if not train.empty and "tokens_per_s" in train:
-        train = train[train["tokens_per_s"].notna()]
-    generated = ok_rows(frame, GENERATE)
-    tables = []
-    if not train.empty and "tokens_per_s" in train:
-        tables.append(_model("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak",
-                             train.sort_values(["workload", "backend", "device", "precision"]), token_training_row))
-    if not generated.empty:
-        tables.append(_model("Generation (greedy, KV cache): TTFT = prefill of the prompt batch; decode = one "
-                             "synchronised step per token",
-                             generated.sort_values(["workload", "backend", "device", "precision", "batch_size"]),
-                             generation_row))
-    return tables
+def generation_table(frame: pd.DataFrame) -> Table:
+    """Every generation case, one row per batch size (empty when there is none)."""
+    rows = ok_rows(frame, GENERATE)
+    if not rows.empty:
+        rows = rows.sort_values(["workload", "backend", "device", "precision", "batch_size"])
+    return _model("Generation (greedy, KV cache): every case", rows, generation_row)
 
 
-def print_generation_tables(results, console) -> None:
-    for table in token_tables(ResultSet.load(results).frame):
-        print_table(table, console)
+def token_training_table(frame: pd.DataFrame) -> Table:
+    """Token models' training (tokens/s, MFU, attention kernel): what the terminal adds for them."""
+    rows = ok_rows(frame, "train")
+    if not rows.empty:
+        rows = rows[rows["tokens_per_s"].notna()] if "tokens_per_s" in rows else rows.iloc[:0]
+        rows = rows.sort_values(["workload", "backend", "device", "precision"])
+    return _model("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak", rows,
+                  token_training_row)
 
-
-# ---- the Markdown / HTML report -------------------------------------------------------------------
 
 def _frame_dicts(frame: pd.DataFrame) -> list[dict]:
     rows = ok_rows(frame, GENERATE)
     return sorted((r.to_dict() for _, r in rows.iterrows()), key=_order)
 
 
-def generation_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every generation case, one row per batch size (formatted strings; empty when there is none)."""
-    multi = many_sources(ok_rows(frame, GENERATE))
-    return pd.DataFrame([{**({"file": str(r["source"])} if multi else {}), **generation_row(r)}
-                         for r in _frame_dicts(frame)])
+def _order(row: dict) -> tuple:
+    return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
 
 
 def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
@@ -147,7 +116,7 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
     precision through its batch sizes (each point labelled with its batch): the trade-off a serving
     batch size picks. The p90 latency is the right end of each point's bar."""
     rows = [r for r in _frame_dicts(frame)
-            if _num(r, "decode_tokens_per_s") is not None and _num(r, "decode_token_p50_s") is not None]
+            if num(r, "decode_tokens_per_s") is not None and num(r, "decode_token_p50_s") is not None]
     if not rows:
         return None
     multi = many_sources(ok_rows(frame, GENERATE))
@@ -160,7 +129,7 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
         points = sorted((r for r in rows if r["series"] == name), key=lambda r: r.get("batch_size") or 0)
         x = [r["decode_token_p50_s"] * 1e3 for r in points]
         y = [r["decode_tokens_per_s"] for r in points]
-        p90 = [(_num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]
+        p90 = [(num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]
         ax.plot(x, y, marker="o", color=color, label=name)
         ax.errorbar(x, y, xerr=[[0] * len(x), [max(0.0, b - a) for a, b in zip(x, p90)]], fmt="none",
                     ecolor=color, alpha=0.5, capsize=3)
@@ -177,17 +146,3 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
     return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
                  "(all sequences together) against the latency of one decode step; a larger batch buys "
                  "throughput with latency.", png(fig))
-
-
-def generation_section(frame: pd.DataFrame) -> Section | None:
-    """The report's generation section, or None when the files hold no generation case."""
-    table = generation_table(frame)
-    if table.empty:
-        return None
-    chart = throughput_latency_chart(frame)
-    return Section("Generation", "generation", intro=(
-        "Greedy decoding with a KV cache (docs/workloads.md, GPT). TTFT = the prefill of the whole prompt "
-        "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
-        "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
-        "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs."),
-        tables=[TableBlock("Every generation case", table)], charts=[chart] if chart else [])

@@ -77,7 +77,9 @@ def warnings_html(lines: list[str], title: str = "") -> str:
 
 def page(title: str, body: str, subtitle: str = "") -> str:
     sub = f'<p class="sub">{esc(subtitle)}</p>' if subtitle else ""
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    from xpubench.report.outputs import html_comment
+
+    return (f"<!DOCTYPE html>\n{html_comment()}\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head>"
             f"<body><main><h1>{esc(title)}</h1>{sub}{body}</main></body></html>\n")

@@ -1,4 +1,5 @@
-"""A report as Markdown, its charts as PNG files in a folder beside it (``report.md`` + ``report_files/``).
+"""A report as Markdown, its charts as PNG files in a folder beside it (``report.md`` + ``report_files/``,
+file names made safe by ``file_stem``).
 
 Text from results files is made inert: characters Markdown or embedded HTML would interpret
 (``| < > [ ] * ` \\``) are escaped, so a device name can neither break a table nor inject markup.
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.report.content import NOISY_LEGEND, Report
+from xpubench.report.outputs import html_comment
 
 _SPECIAL = re.compile(r"([\\`*\[\]|<>])")
 
@@ -36,6 +38,18 @@ def md_bullets(lines: list[str], prefix: str = "- ") -> str:
     return "\n".join(prefix + md_escape(x) for x in lines)
 
 
+def file_stem(name: str, taken: set[str]) -> str:
+    """A chart's file name inside the ``_files`` folder: letters, digits, ``_ - .`` only (a workload name
+    from a results file, ``/../..`` included, can never leave the folder), unique within ``taken``."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-")[:80] or "chart"
+    unique, n = stem, 1
+    while unique in taken:
+        n += 1
+        unique = f"{stem}-{n}"
+    taken.add(unique)
+    return unique
+
+
 def image_folder(output: Path) -> Path:
     return output.with_name(output.stem + "_files")
 
@@ -44,7 +58,8 @@ def render(report: Report, output: Path) -> str:
     """The Markdown text; writes every chart as ``<output stem>_files/<name>.png`` and links it."""
     folder = image_folder(output)
     folder.mkdir(parents=True, exist_ok=True)
-    parts = [f"# {md_escape(report.title)}", "", md_escape(report.subtitle), ""]
+    taken: set[str] = set()
+    parts = [html_comment(), f"# {md_escape(report.title)}", "", md_escape(report.subtitle), ""]
     if report.warnings:
         parts += ["**Read with care:**", "", md_bullets(report.warnings), ""]
     parts += [f"_{md_escape(NOISY_LEGEND)}; n/a = not known or not measured._", ""]
@@ -61,7 +76,7 @@ def render(report: Report, output: Path) -> str:
             if block.note:
                 parts += [f"_{md_escape(block.note)}_", ""]
         for chart in section.charts:
-            path = folder / f"{chart.name}.png"
+            path = folder / f"{file_stem(chart.name, taken)}.png"
             path.write_bytes(chart.png)
             parts += [f"![{md_escape(chart.title)}]({folder.name}/{path.name})", "",
                       f"**{md_escape(chart.title)}.** {md_escape(chart.caption)}", ""]

@@ -80,9 +80,12 @@ def largest_batch_that_fit(frame: pd.DataFrame, row) -> int | None:
     return None if ok.empty else int(ok["batch_size"].max())
 
 
-def workload_rows(frame: pd.DataFrame, row) -> pd.DataFrame:
-    """The ok rows of the same workload and mode in the row's file: what "the best here" is taken over."""
+def workload_rows(frame: pd.DataFrame, row, same_precision: bool = True) -> pd.DataFrame:
+    """The ok rows of the same workload, mode and precision in the row's file: what "the best here" is
+    taken over (a bf16 matmul is not the best an fp32 one could reach). ``same_precision=False``: every
+    precision."""
     cands = ok_rows(frame)
     if cands.empty:
         return cands
-    return cands[_same(cands, row, ("source", "workload", "mode"))]
+    names = ("source", "workload", "mode", *(("precision",) if same_precision else ()))
+    return cands[_same(cands, row, names)]

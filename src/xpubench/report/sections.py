@@ -1,128 +1,171 @@
-"""The report-only tables, as DataFrames of formatted strings (the HTML and Markdown writers share them):
-the batch pivot, PyTorch against JAX, the spread of every figure and the processes that disagreed. The
-tables the terminal shows too are defined once in report/tables.py.
+"""The one ordered list of report sections. `xpubench run --verbose` (report/terminal.py) prints the tables
+of every section marked ``terminal``; `xpubench report` (report/build.py) shows every section marked
+``report``, with its charts and bullets. Neither keeps a list of its own.
 
-Every function takes the results frame (report/frame.py) and returns a DataFrame, empty when the
-files hold nothing for it. A figure the harness flagged as noisy ends in content.NOISY_MARK.
+A section returns one shape: ``Table``s (report/table_model.py) and, for the report, ``Chart``s and
+sentences; it is shown when it has any, else left out (or, with ``empty``, shown with that intro alone).
+A new section: its tables and charts in a module of this package, and one ``register(ReportSection(...))``.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import pandas as pd
 
-from xpubench.report.compare import ratio_estimate
-from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
-from xpubench.report.tables import batch as _batch
-from xpubench.report.tables import fmt, fmt_seconds
-from xpubench.report.tables import noisy as _noisy
-from xpubench.report.tables import num as _num
-from xpubench.report.tables import pct as _pct
+from xpubench.report import advice, charts, charts_training, costs, frameworks, generation, spread, tables
+from xpubench.report.content import Chart
+from xpubench.report.environment import environment_table
+from xpubench.report.frame import ResultSet
+from xpubench.report.table_model import Table, text_table
 
 
-def batch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
-    """The seeds' table: epoch time and step/sample time, rows = workload x batch size, columns = device."""
-    rows = ok_rows(frame, "train")
-    if rows.empty:
-        return pd.DataFrame()
-    multi = many_sources(rows)
-    cells = []
-    for _, r in rows.iterrows():
-        text = (f"epoch {fmt_seconds(_num(r, 'epoch_s'))} · step {fmt_seconds(_num(r, 'step_s'))} · "
-                f"{fmt(_num(r, 'us_per_sample'), ',.0f')} µs/sample")
-        cells.append({"workload": r["workload"], "batch": _batch(r), "order": r["batch_size"],
-                      "device": series_label(r, with_source=multi), "cell": _noisy(r, text)})
-    table = pd.DataFrame(cells).pivot_table(index=["workload", "order", "batch"], columns="device",
-                                            values="cell", aggfunc="first")
-    table = table.reset_index().drop(columns="order").fillna("-")
-    table.columns.name = None
-    return table
+def _nothing(data: ResultSet) -> list:
+    return []
 
 
-def framework_table(data: ResultSet) -> pd.DataFrame:
-    """PyTorch against JAX on the same device, case by case, with the bootstrap interval of the ratio."""
-    rows = ok_rows(data.frame)
-    keys = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "devices"]
-    out = []
-    for _, pair in rows[rows["backend"].isin(["torch", "jax"])].groupby(keys, dropna=False):
-        if set(pair["backend"]) != {"torch", "jax"}:
-            continue
-        torch_row, jax_row = (pair[pair["backend"] == b].iloc[0] for b in ("torch", "jax"))
-        est = ratio_estimate(data.groups(jax_row), data.groups(torch_row))
-        speed = "n/a" if est is None else f"{est.ratio:.2f}x [{est.low:.2f}-{est.high:.2f}]"
-        if est is None:
-            verdict = "n/a"
-        elif not est.significant:
-            verdict = "not significant" + (f" ({est.note})" if est.note else "")
-        else:
-            verdict = "jax faster" if est.ratio > 1 else "torch faster"
-        what = f"N={int(torch_row['size'])}" if torch_row["mode"] == "matmul" else f"batch {_batch(torch_row)}"
-        out.append({"workload": torch_row["workload"], "device": torch_row["device"],
-                    "case": f"{torch_row['mode']} {torch_row['precision']} {what}",
-                    "torch time": _noisy(torch_row, fmt_seconds(_median(data, torch_row))),
-                    "jax time": _noisy(jax_row, fmt_seconds(_median(data, jax_row))),
-                    "jax speed / torch [95% CI]": speed, "verdict": verdict})
-    return pd.DataFrame(out)
+@dataclass(frozen=True)
+class ReportSection:
+    title: str
+    anchor: str                                                       # the HTML id, the Markdown file stem
+    tables: Callable[[ResultSet], list[Table]] = _nothing             # wherever the section is shown
+    charts: Callable[[ResultSet], list[Chart]] = _nothing             # the report only (no pictures in a terminal)
+    report_tables: Callable[[ResultSet], list[Table]] = _nothing      # the report only (too wide for a terminal)
+    bullets: Callable[[ResultSet], list[str]] = _nothing              # the report only
+    intro: str = ""
+    empty: str | None = None   # shown with this intro when it has nothing to show; None: left out
+    terminal: bool = True      # printed by `xpubench run --verbose`
+    report: bool = True        # in the HTML / Markdown report
+    table_titles: bool = True  # the report heads each table with its title (else the section's title suffices)
+
+    def shown_tables(self, data: ResultSet, *, report: bool) -> list[Table]:
+        """The section's non-empty tables (with the report's own when ``report``)."""
+        made = self.tables(data) + (self.report_tables(data) if report else [])
+        return [t for t in made if not t.empty]
 
 
-def _median(data: ResultSet, row):
-    """The case's figure: the median of its processes' medians (the metric named like its samples)."""
-    return _num(row, row["timing"]) if row.get("timing") else None
+def _made(*makers: Callable[[pd.DataFrame], object]) -> Callable[[ResultSet], list]:
+    """A section part from functions of the results frame, each returning a Table or Chart (or None)."""
+    return lambda data: [x for x in (make(data.frame) for make in makers) if x is not None]
 
 
-def spread_table(data: ResultSet) -> pd.DataFrame:
-    """Every headline figure with its spread at both levels: the figure (median of the worker processes'
-    medians), the samples' spread inside a process (median IQR / median), the processes' spread
-    (range of their medians / the figure), the two-level 95% interval and the harness's warning."""
-    rows = ok_rows(data.frame)
-    rows = rows[rows["timing"].notna()] if not rows.empty else rows
-    multi = many_sources(rows)
-    out = []
-    for _, r in rows.iterrows():
-        groups = data.groups(r)
-        within = [(np.percentile(g, 75) - np.percentile(g, 25)) / np.median(g) for g in groups if np.median(g)]
-        pm = [float(np.median(g)) for g in groups]
-        median = _median(data, r)
-        lo, hi = _ci(r)
-        out.append({**({"file": r["source"]} if multi else {}), "case": r["key"], "timing": r["timing"],
-                    "processes x samples": f"{len(groups)} x {round(np.mean([g.size for g in groups]))}"
-                    if groups else "0",
-                    "median": fmt_seconds(median),
-                    "IQR in a process": f"{np.median(within):.1%}" if within else "n/a",
-                    "across processes": f"{(max(pm) - min(pm)) / median:.1%}" if len(pm) > 1 and median else "n/a",
-                    "95% CI": f"{fmt_seconds(lo)} - {fmt_seconds(hi)}" if lo is not None else "n/a",
-                    "flag": _noisy(r, str(_num(r, "warning") or "ok"))})
-    return pd.DataFrame(out)
+SECTIONS: list[ReportSection] = []
 
 
-def disagreement_table(data: ResultSet) -> pd.DataFrame:
-    """The worker processes of every case whose processes disagreed far more than their own samples
-    ("bimodal", "machine state changed"), each with what the machine was doing around it."""
-    rows = ok_rows(data.frame)
-    if rows.empty or "process_disagreement" not in rows.columns:
-        return pd.DataFrame()
-    multi = many_sources(rows)
-    out = []
-    for _, r in rows[rows["process_disagreement"].notna()].iterrows():
-        for run in data.result(r).ok_runs:
-            samples = run.samples.get(r["timing"]) or []
-            m = run.machine or {}
-            out.append({**({"file": r["source"]} if multi else {}), "case": r["key"],
-                        "disagreement": str(r["process_disagreement"]),
-                        "process": f"{run.process + 1} of {run.processes}",
-                        "median": fmt_seconds(float(np.median(samples)) if samples else None),
-                        "load (1 min) start / end": f"{_opt(m.get('load_1m_start'))} / {_opt(m.get('load_1m_end'))}",
-                        "CPU MHz start / end": f"{_opt(m.get('cpu_mhz_start'), ',.0f')} / "
-                                               f"{_opt(m.get('cpu_mhz_end'), ',.0f')}",
-                        "steal": _pct(m.get("steal_fraction")), "machine busy": _pct(m.get("busy_fraction"))})
-    return pd.DataFrame(out)
+def register(section: ReportSection, *, before: str | None = None) -> ReportSection:
+    """Add a section at the end of the list (or before the one whose anchor is ``before``); a section with
+    the same anchor is replaced in place."""
+    at = next((i for i, s in enumerate(SECTIONS) if s.anchor == section.anchor), None)
+    if at is not None:
+        SECTIONS[at] = section
+        return section
+    where = next((i for i, s in enumerate(SECTIONS) if s.anchor == before), len(SECTIONS))
+    SECTIONS.insert(where, section)
+    return section
 
 
-def _opt(value, spec: str = ".2f") -> str:
-    return "n/a" if value is None else format(value, spec)
+def section(anchor: str) -> ReportSection:
+    """The section of the list with this anchor (KeyError naming it when there is none)."""
+    found = next((s for s in SECTIONS if s.anchor == anchor), None)
+    if found is None:
+        raise KeyError(f"no report section {anchor!r}")
+    return found
 
 
-def _ci(r):
-    prefix = str(r["timing"])[:-2] if r.get("timing") in ("warm_s", "step_s", "latency_s") else None
-    lo, hi = (_num(r, f"{prefix}_ci95_low_s"), _num(r, f"{prefix}_ci95_high_s")) if prefix else (None, None)
-    return (lo, hi) if lo is not None and hi is not None else (None, None)
+def tables_of(loaded) -> dict[str, pd.DataFrame]:
+    """For a notebook: every non-empty table of results (paths, store.load_results output or a list of
+    Result) as DataFrames of formatted strings, by title (a table without one: its section's)."""
+    from xpubench import analysis
+
+    if isinstance(loaded, (str, bytes)) or hasattr(loaded, "__fspath__"):
+        loaded = [loaded]
+    loaded = list(loaded)
+    if loaded and (isinstance(loaded[0], str) or hasattr(loaded[0], "__fspath__")):
+        loaded = analysis.load(loaded)
+    data = ResultSet.load(loaded)
+    if data.frame.empty:
+        return {}
+    return {t.title or s.title: t.frame() for s in SECTIONS for t in s.shown_tables(data, report=s.report)}
+
+
+register(ReportSection(
+    "Which device for what", "advice", bullets=advice.advice, terminal=False, intro=(
+        "Written from the measurements below. A difference is called only when the 95% interval of the "
+        "ratio (a bootstrap over the worker processes, then the samples within them) excludes 1, the change "
+        "is at least 5%, and every process of the slower case was slower than every process of the faster "
+        "one."), empty="No case finished ok: nothing to advise."))
+register(ReportSection(
+    "Training", "training", tables=_made(tables.training_table),
+    report_tables=lambda data: [text_table("Epoch time and step/sample time by batch size x device",
+                                           tables.batch_pivot(data.frame))],
+    charts=lambda data: [c for c in (charts.throughput_chart(data.frame), charts.batch_chart(data.frame),
+                                     charts_training.curves_chart(data.frame, data.items),
+                                     charts_training.curves_chart(data.frame, data.items, synthetic=True)) if c],
+    intro=("Compile and the first epoch are apart from the steady state: epoch = median over epochs 2+, "
+           "step = median steady step (IQR beside it).")))
+register(ReportSection(
+    "Matrix multiply", "matmul", tables=_made(tables.matmul_table), charts=_made(charts.matmul_chart), intro=(
+        "Cold = the first product (compile, library and thread-pool start included); warm = median of "
+        "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate).")))
+register(ReportSection(
+    "Efficiency, energy and cost", "efficiency", tables=_made(costs.efficiency_table, costs.cost_energy_table),
+    charts=_made(charts.roofline_chart), intro=(
+        "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
+        "measured to reach (ceilings), with its energy and what it costs at the given price.")))
+register(ReportSection(
+    "Speedup over the CPU", "speedup", tables=_made(tables.speedup_table), table_titles=False, intro=(
+        "Each accelerator case over the same case on the CPU (same file when it has one). Matmul: FLOP/s "
+        "ratios; training: cold = first-epoch time ratio, warm = steady samples/s ratio."),
+    empty="No accelerator case with a matching CPU case in these files: no speedup to show."))
+register(ReportSection(
+    "Backend against backend", "frameworks", tables=frameworks.backend_pairs, terminal=False, intro=(
+        "The same case on two backends on the same device (A: the backend that comes first in the files): "
+        "ratio of median times as a speed ratio (> 1: B faster), 95% bootstrap interval over the worker "
+        "processes and their samples.")))
+register(ReportSection(
+    "Framework comparison", "keras", tables=_made(frameworks.keras_table), terminal=False, intro=(
+        "Keras 3 (model.fit / predict_on_batch on its JAX or PyTorch backend) beside the same case in native "
+        "JAX and PyTorch, same file, device, precision and batch. Ratio = native / Keras of the headline "
+        "throughput (training: steady samples/s; inference: samples/s over the evaluation set; matmul: warm "
+        "FLOP/s): above 1, native is faster. n/a: that framework has no such case in the file.")))
+register(ReportSection(
+    "Inference and precision", "inference", tables=_made(tables.inference_table),
+    charts=_made(charts.inference_chart), table_titles=False, intro=(
+        "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
+        "of the converted model and its change against fp32 on the same samples.")))
+register(ReportSection(
+    "Generation", "generation", tables=_made(generation.generation_table),
+    charts=_made(generation.throughput_latency_chart), intro=(
+        "Greedy decoding with a KV cache (docs/workloads.md, GPT). TTFT = the prefill of the whole prompt "
+        "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
+        "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
+        "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs.")))
+register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
+    "Token models", "tokens", tables=_made(generation.token_training_table), report=False))
+register(ReportSection(
+    "Data-parallel scaling", "scaling", tables=_made(tables.scaling_table), charts=_made(charts.scaling_chart),
+    table_titles=False))
+register(ReportSection(
+    "Misclassified test images", "gallery", terminal=False,
+    charts=lambda data: charts_training.gallery_charts(data.frame, data.items), intro=(
+        "Image classifiers trained on real data: the test images the model got wrong, most confident "
+        "mistakes first.")))
+SPREAD = ("The raw samples behind each headline figure, at both levels: each case ran in several worker "
+          "processes; the figure is the median of their medians, its 95% interval a bootstrap over processes "
+          "then samples. ! marks a figure the harness flagged (CV >= 10%, fewer than 3 samples, a cut time "
+          "budget, or processes that disagree).")
+register(ReportSection(
+    "Spread of every figure", "spread", terminal=False, intro=SPREAD, empty=SPREAD,
+    tables=lambda data: [text_table("", spread.spread_table(data))]))
+register(ReportSection(
+    "Processes that disagreed", "disagreement", terminal=False,
+    tables=lambda data: [text_table("", spread.disagreement_table(data))], intro=(
+        "Cases whose worker processes disagreed far more than the samples inside each process: the "
+        "machine's state changed between processes (another job, the hypervisor, thread placement). "
+        "What the machine was doing around each process: load average, clock, steal time (on a VM).")))
+register(ReportSection("Cases that did not finish ok", "failed", tables=_made(tables.status_table),
+                       table_titles=False))
+register(ReportSection(
+    "Environments", "environments", terminal=False, intro="Where and with what each file was measured.",
+    tables=lambda data: [text_table("", environment_table(data.items))]))

@@ -7,34 +7,44 @@ from __future__ import annotations
 import pandas as pd
 
 from xpubench.report import related
+from xpubench.report.figures import shown
+from xpubench.report.frame import num, row_mode, setting
 from xpubench.report.table_model import ALWAYS, Column, Table
-from xpubench.report.tables import fmt, noisy, num
-from xpubench.units import fmt_flops
-
-# the headline rate per mode (higher is better), the first one a result has: token models train in tokens
-HEADLINE_RATE = {"matmul": ("warm_flops_per_s",), "train": ("tokens_per_s", "samples_per_s"),
-                 "infer": ("samples_per_s",), "generate": ("decode_tokens_per_s",)}
-UNIT = {"tokens_per_s": " tok/s", "decode_tokens_per_s": " tok/s", "samples_per_s": " samples/s"}
+from xpubench.report.tables import noisy
+from xpubench.units import fmt_rate
 
 
 def headline_name(row) -> str | None:
-    names = HEADLINE_RATE.get(str(row.get("mode")), ())
-    return next((n for n in names if num(row, n) is not None), None)
+    """The metric of the row's headline figure (its mode's ``headline``, results/modes.py), or None."""
+    mode = row_mode(row)
+    figure = mode.headline_figure(row) if mode else None
+    return figure.metric if figure else None
 
 
 def headline_rate(row) -> float | None:
-    """The case's headline figure as a rate (higher is better): FLOP/s for matmul, tokens/s for a token
-    model's training and for generation (decode), else samples/s."""
+    """The case's headline figure (results/modes.py: FLOP/s for matmul, tokens/s for a token model's
+    training and for generation (decode), else samples/s); None unless the case finished ok."""
     name = headline_name(row)
     return num(row, name) if name and row.get("status") == "ok" else None
+
+
+def better(row) -> bool:
+    """Whether a larger headline figure is the better one (results/modes.py ``higher_is_better``)."""
+    mode = row_mode(row)
+    return mode.higher_is_better if mode else True
+
+
+def figure_text(row, value, *, named: bool = False) -> str:
+    """A row's headline figure with its unit as the mode declares it (FLOP/s carries its own)."""
+    mode = row_mode(row)
+    figure = mode.headline_figure(row) if mode else None
+    return shown(figure, value, named=named) if figure else "n/a" if value is None else fmt_rate(value)
 
 
 def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
-    rate, name = headline_rate(row), headline_name(row)
-    text = fmt_flops(rate) if row.get("mode") == "matmul" else fmt(rate, ",.0f", unit=UNIT.get(name, ""))
-    return noisy(row, text)
+    return noisy(row, figure_text(row, headline_rate(row)))
 
 
 def spread(row) -> str:
@@ -52,35 +62,45 @@ def spread(row) -> str:
 
 
 def versus_best(frame: pd.DataFrame):
+    """The "vs best" cell: the row's rate over the fastest case of the same workload, mode and precision
+    in its file (an fp32 case is never put against a bf16 one). Where the workload ran in several
+    precisions the best of each says which ("best fp32")."""
     def cell(row) -> str:
         rate = headline_rate(row)
         if rate is None:
             return "-"
         rates = [headline_rate(r) for _, r in related.workload_rows(frame, row).iterrows()]
-        best = max((r for r in rates if r), default=None)
+        pick = max if better(row) else min
+        best = pick((r for r in rates if r), default=None)
         if not best:
             return "n/a"
-        share = rate / best
-        return "best" if rate >= best else (f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x")
+        if pick(rate, best) == rate:
+            mixed = related.workload_rows(frame, row, same_precision=False)["precision"].nunique() > 1
+            return f"best {row.get('precision')}" if mixed else "best"
+        share = rate / best if better(row) else best / rate
+        return f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x"
     return cell
 
 
-COST = ("usd_per_1m_samples", "usd_per_1m_predictions")   # training samples / predictions (cost.py)
+def cost_name(row) -> str | None:
+    """The metric of the row's dollars per result (its mode's ``cost``: per 1M training samples or
+    predictions, from --price-per-hour), None for a mode that is not priced."""
+    mode = row_mode(row)
+    return mode.cost.metric if mode and mode.cost else None
 
 
 def cost(row) -> str:
-    """$ per 1M training samples (train) or predictions (infer), from --price-per-hour; "-" unpriced."""
-    value = next((num(row, name) for name in COST if num(row, name) is not None), None)
+    """$ per 1M training samples (train) or predictions (infer); "-" unpriced."""
+    value = num(row, cost_name(row))
     return "-" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
 
 
 def what(row) -> str:
-    if row.get("mode") == "matmul" and pd.notna(row.get("size")):
-        return f"N={int(row['size'])}"
-    if pd.isna(row.get("batch_size")):
+    text = setting(row, short=True)
+    if not text:
         return "-"
     devices = int(row.get("devices") or 1)
-    return f"b{int(row['batch_size'])}" + (f"x{devices}" if devices > 1 else "")
+    return text + (f"x{devices}" if devices > 1 else "")
 
 
 def summary_table(frame: pd.DataFrame) -> Table:
@@ -94,6 +114,6 @@ def summary_table(frame: pd.DataFrame) -> Table:
             Column("figure", figure, priority=ALWAYS),
             Column("±95%", spread, priority=1),
             Column("vs best", versus_best(frame), priority=ALWAYS)]
-    if any(name in rows and rows[name].notna().any() for name in COST):   # priced: --price-per-hour
+    if any(num(r, cost_name(r)) is not None for _, r in rows.iterrows()):   # priced: --price-per-hour
         cols.append(Column("$ per 1M", cost, priority=1))
-    return Table("Summary (vs best: against the fastest case of the same workload here)", cols, rows)
+    return Table("Summary (vs best: against the fastest of the same workload and precision)", cols, rows)

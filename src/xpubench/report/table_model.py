@@ -8,6 +8,8 @@ by column group where a page would need a horizontal scroll bar).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -90,6 +92,20 @@ class Table:
         for _, row in cells.iterrows():
             table.add_row(*(str(row[c.header]) for c in kept))
         return table
+
+
+def _text_cell(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def text_table(title: str, frame: pd.DataFrame, note: str = "") -> Table:
+    """A table whose cells are already strings, one row per row of ``frame`` (a pivot, one row per worker
+    process, one per fact): every column kept at any width, words left-aligned, a missing cell empty."""
+    rows = frame.reset_index(drop=True)
+    figure = re.compile(r"^[-+~]?[\d.,]")
+    cols = [Column(str(name), lambda r, name=name: _text_cell(r[name]), priority=ALWAYS,
+                   text=not rows[name].astype(str).str.match(figure).all()) for name in rows.columns]
+    return Table(title, cols, rows, note)
 
 
 def _natural_width(console: Console, table: RichTable) -> int:

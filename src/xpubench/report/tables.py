@@ -15,9 +15,10 @@ import pandas as pd
 from xpubench.report import related
 from xpubench.report.content import NOISY_MARK
 from xpubench.report.costs import peak_cell
-from xpubench.report.frame import many_sources, ok_rows
+from xpubench.report.frame import many_sources, num, ok_rows, row_mode, series_label, setting
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
-from xpubench.units import fmt_bytes, fmt_flops
+from xpubench.results.metrics import unit
+from xpubench.units import fmt_bytes, fmt_flops, fmt_rate
 
 
 def fmt(value, spec: str = ",.1f", scale: float = 1.0, unit: str = "") -> str:
@@ -37,14 +38,6 @@ def fmt_seconds(seconds: float | None) -> str:
     return f"{seconds * 1e6:,.3g} µs"
 
 
-def num(row, name: str):
-    """A metric of a row, None when missing."""
-    if row is None:
-        return None
-    value = row.get(name)
-    return None if value is None or pd.isna(value) else value
-
-
 def noisy(row, text: str) -> str:
     return text + NOISY_MARK if row.get("noisy") else text
 
@@ -55,6 +48,17 @@ def pct(value, *, estimate=False) -> str:
 
 def ratio(top, bottom) -> str:
     return "n/a" if not top or not bottom else f"{top / bottom:,.2f}x"
+
+
+def what(row) -> str:
+    """What a case is measured at, with its device count: "N=1024", "batch 32 x2"."""
+    devices = int(row.get("devices") or 1)
+    return setting(row) + (f" x{devices}" if devices > 1 else "")
+
+
+def case_text(row) -> str:
+    """Mode, dtype and setting of a case: "train fp32 batch 32"."""
+    return f"{row['mode']} {row['precision']} {what(row)}".strip()
 
 
 def batch(row) -> str:
@@ -87,7 +91,7 @@ def training_table(frame: pd.DataFrame) -> Table:
             Column("step (p50)", lambda r: noisy(r, fmt_seconds(num(r, "step_s"))), group="time"),
             Column("step IQR", lambda r: fmt_seconds(num(r, "step_iqr_s")), priority=LOW, group="time"),
             Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
-            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f")), group="time"),
+            Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s"))), group="time"),
             *([Column("tokens/s", lambda r: fmt(num(r, "tokens_per_s"), ",.0f"), group="time")]
               if "tokens_per_s" in rows and rows["tokens_per_s"].notna().any() else []),   # token models (gpt)
             Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
@@ -118,7 +122,15 @@ def matmul_table(frame: pd.DataFrame) -> Table:
             Column("warm time", lambda r: fmt_seconds(num(r, "warm_s")), priority=LOW),
             Column("% of peak", lambda r: peak_cell(r, "pct_of_peak"),
                    priority=2)]
-    return Table("FLOP/s per device, dtype and N", cols, rows)
+    return Table("FLOP/s per device, dtype and N", cols, rows, note=_peak_note(rows))
+
+
+def _peak_note(rows: pd.DataFrame) -> str:
+    """The peak's warning (a rate above the estimated CPU peak) once under the table, "" without one."""
+    if "peak_warning" not in rows or rows["peak_warning"].dropna().empty:
+        return ""
+    warning = str(rows["peak_warning"].dropna().iloc[0])
+    return f"{warning[:1].upper()}{warning[1:]}."
 
 
 def _x_fp32(frame: pd.DataFrame):
@@ -153,7 +165,7 @@ def inference_table(frame: pd.DataFrame) -> Table:
     cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
             Column("latency p50", lambda r: noisy(r, fmt_seconds(num(r, "latency_s")))),
             Column("latency p90", lambda r: fmt_seconds(num(r, "latency_p90_s")), priority=LOW),
-            Column("samples/s", lambda r: fmt(num(r, "samples_per_s"), ",.0f")),
+            Column("samples/s", lambda r: fmt_rate(num(r, "samples_per_s"))),
             Column("x fp32", _x_fp32(frame), priority=2),
             Column("model size", lambda r: fmt_bytes(num(r, "model_bytes")), priority=LOW),
             Column("size vs fp32", lambda r: "n/a" if num(r, "size_ratio") is None else f"{num(r, 'size_ratio'):.0%}",
@@ -171,23 +183,23 @@ def speedup_table(frame: pd.DataFrame) -> Table:
         rows = rows[[base[i] is not None for i in rows.index]]
     base_of = (lambda r: base[r.name]) if not rows.empty else None
 
-    def what(r):
-        return f"N={int(r['size'])}" if r["mode"] == "matmul" else f"batch {batch(r)}"
+    def faster(r, name: str | None, higher_is_better: bool) -> str:
+        """The row's figure over the CPU's (a rate) or the CPU's over the row's (a time)."""
+        mine, cpu = num(r, name), num(base_of(r), name)
+        return ratio(mine, cpu) if higher_is_better else ratio(cpu, mine)
 
     def cold(r):
-        cpu = base_of(r)
-        if r["mode"] == "matmul":
-            return ratio(num(r, "cold_flops_per_s"), num(cpu, "cold_flops_per_s"))
-        return ratio(num(cpu, "first_epoch_s"), num(r, "first_epoch_s"))
+        mode = row_mode(r)
+        name = mode.cold if mode else None
+        return faster(r, name, unit(name) != "s")
 
     def warm(r):
-        cpu = base_of(r)
-        if r["mode"] == "matmul":
-            return noisy(r, ratio(num(r, "warm_flops_per_s"), num(cpu, "warm_flops_per_s")))
-        return noisy(r, ratio(num(r, "samples_per_s"), num(cpu, "samples_per_s")))
+        mode = row_mode(r)
+        figure = mode.headline_figure(r) if mode else None
+        return noisy(r, faster(r, figure.metric if figure else None, mode.higher_is_better if mode else True))
 
     cols = [_text("workload", "workload"),
-            Column("case", lambda r: f"{r['mode']} {r['precision']} {what(r)}", text=True),
+            Column("case", case_text, text=True),
             _text("backend", "backend"),
             Column("device", lambda r: f"{r['device']} ({r.get('device_name') or 'n/a'})", text=True),
             Column("CPU baseline", lambda r: f"{base_of(r)['source']}: {base_of(r).get('device_name') or 'cpu'}",
@@ -219,8 +231,8 @@ def scaling_table(frame: pd.DataFrame) -> Table:
             _text("mode", "mode", priority=2), _text("dtype", "precision", priority=2),
             Column("devices", lambda r: str(int(r["devices"]))),
             Column("global batch", lambda r: fmt(num(r, "global_batch"), ",.0f"), priority=LOW),
-            Column("samples/s", lambda r: noisy(r, fmt(num(r, "samples_per_s"), ",.0f"))),
-            Column("base samples/s", lambda r: fmt(num(base(r), "samples_per_s"), ",.0f"), priority=2),
+            Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s")))),
+            Column("base samples/s", lambda r: fmt_rate(num(base(r), "samples_per_s")), priority=2),
             Column("speedup", speedup), Column("efficiency", efficiency)]
     return Table("Data-parallel scaling (efficiency = speedup / (N / N0))", cols, rows)
 
@@ -241,22 +253,20 @@ def status_table(frame: pd.DataFrame) -> Table:
     return Table("Cases that did not finish ok", cols, bad)
 
 
-def every_table(frame: pd.DataFrame) -> list[Table]:
-    """The tables every output shares, in the order `xpubench run --verbose` prints them."""
-    return [matmul_table(frame), training_table(frame), inference_table(frame), speedup_table(frame),
-            scaling_table(frame), status_table(frame)]
-
-
-def tables_of(loaded) -> dict[str, pd.DataFrame]:
-    """For a notebook: every non-empty table of results (paths, store.load_results output or a list of
-    Result) as DataFrames of formatted strings, by title."""
-    from xpubench.report.frame import results_frame
-    from xpubench.results import store
-
-    if isinstance(loaded, (str, bytes)) or hasattr(loaded, "__fspath__"):
-        loaded = [loaded]
-    loaded = list(loaded)
-    if loaded and (isinstance(loaded[0], str) or hasattr(loaded[0], "__fspath__")):
-        loaded = store.load_results(loaded)
-    frame = results_frame(loaded)
-    return {t.title: t.frame() for t in every_table(frame) if not t.empty} if not frame.empty else {}
+def batch_pivot(frame: pd.DataFrame) -> pd.DataFrame:
+    """The seeds' table: epoch time and step/sample time, rows = workload x batch size, columns = device."""
+    rows = ok_rows(frame, "train")
+    if rows.empty:
+        return pd.DataFrame()
+    multi = many_sources(rows)
+    cells = []
+    for _, r in rows.iterrows():
+        text = (f"epoch {fmt_seconds(num(r, 'epoch_s'))} · step {fmt_seconds(num(r, 'step_s'))} · "
+                f"{fmt(num(r, 'us_per_sample'), ',.0f')} µs/sample")
+        cells.append({"workload": r["workload"], "batch": batch(r), "order": r["batch_size"],
+                      "device": series_label(r, with_source=multi), "cell": noisy(r, text)})
+    table = pd.DataFrame(cells).pivot_table(index=["workload", "order", "batch"], columns="device",
+                                            values="cell", aggfunc="first")
+    table = table.reset_index().drop(columns="order").fillna("-")
+    table.columns.name = None
+    return table

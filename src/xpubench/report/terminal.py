@@ -14,11 +14,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from xpubench.report import costs, tables
+from xpubench.report.figures import line
 from xpubench.report.frame import ResultSet
-from xpubench.report.generation import generation_headline, print_generation_tables
+from xpubench.report.sections import SECTIONS
 from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
+from xpubench.results.modes import mode_of
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -86,32 +87,22 @@ class RunProgress:
 
 
 def headline(result) -> str:
-    m = result.metrics
-    if result.case.get("mode") == "matmul":
-        return f"warm {m['warm_flops_per_s'] / 1e9:,.1f} GFLOP/s, cold {m['cold_flops_per_s'] / 1e9:,.1f}"
-    if result.case.get("mode") == "infer" and m.get("latency_s") is not None:
-        name = m.get("metric_name") or "metric"
-        value = m.get(name)
-        shown = "" if value is None else f", {name} {value:.4f}"
-        return f"{m['samples_per_s']:,.0f} samples/s, {m['latency_s'] * 1e3:,.2f} ms/batch{shown}"
-    if result.case.get("mode") == "generate":
-        return generation_headline(m)
-    if "samples_per_s" in m:
-        return f"{m['samples_per_s']:,.0f} samples/s"
-    return ""
+    """The figures a finished case prints beside its status: its mode's headline and details
+    (results/modes.py), "" for a mode nobody declared."""
+    mode = mode_of(result.case.get("mode"))
+    return line(mode, result.metrics) if mode else ""
 
 
 def print_run_tables(results, console: Console) -> None:
-    """Every full table of these results (`xpubench run --verbose`)."""
+    """The tables of every section report/sections.py marks for the terminal, in its order, then the
+    noisy figures (`xpubench run --verbose`)."""
     data = ResultSet.load(results)
     if data.frame.empty:
         return
-    for table in tables.every_table(data.frame):
-        print_table(table, console)
-    print_generation_tables(results, console)
-    efficiency = costs.terminal_table(results)   # achieved FLOP/s vs peak and ceiling, $ and J (report/costs.py)
-    if efficiency is not None:
-        print_table(efficiency, console)
+    for section in SECTIONS:
+        if section.terminal:
+            for table in section.shown_tables(data, report=False):
+                print_table(table, console)
     _print_noisy(data, console)
 
 
@@ -140,5 +131,5 @@ def print_run_output(results, console: Console, output, *, verbose: bool = False
     print_summary(results, console)
     if verbose:
         print_run_tables(results, console)
-    for line in answer_lines(ResultSet.load(results), output):
-        console.print(line, highlight=False, overflow="fold")
+    for text in answer_lines(ResultSet.load(results), output):
+        console.print(text, highlight=False, overflow="fold")

@@ -17,16 +17,15 @@ from typing import Any
 from xpubench.devices import envvars
 from xpubench.version import __version__
 
-PACKAGES = ("numpy", "torch", "jax", "jaxlib", "flax", "optax", "keras", "torchao")
-
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def package_versions() -> dict[str, str | None]:
+def package_versions(names) -> dict[str, str | None]:
+    """The installed version of each distribution (None where it is not installed)."""
     versions: dict[str, str | None] = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             versions[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -54,7 +53,7 @@ def detect_environment(timeout_s: float = 120.0) -> dict[str, Any]:
     """Run device detection in a child process, so this process never initialises CUDA or a TPU."""
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     proc = subprocess.run(
-        [sys.executable, "-m", "xpubench.devices.detect"], capture_output=True, text=True,
+        [sys.executable, "-m", "xpubench.backends.detect"], capture_output=True, text=True,
         timeout=timeout_s, env=env, check=False,
     )
     if proc.returncode != 0:
@@ -72,11 +71,12 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "packages": package_versions(),
+        "packages": environment.get("packages") or {},   # the backends' distributions (backends/detect.py)
         "host": environment.get("host", {}),
         "backends": environment.get("backends", {}),
         "cpu_busy_at_start": cpu_busy_fraction(),
         "env": envvars.recorded(os.environ),
+        "kernels": environment.get("kernels", {}),   # what picked the CPU kernels (devices/kernels.py)
     }
 
 

@@ -2,7 +2,8 @@
 info and optimum-benchmark's typed measurements).
 
 The measuring code fills the per-mode dataclasses (``MatmulMetrics``, ``TrainMetrics``, ``InferMetrics``,
-``GenerateMetrics``); what is added around a measurement (peak and efficiency, data-parallel scaling,
+``GenerateMetrics``; each mode's record in results/modes.py names its dataclass and the figures readers
+rank); what is added around a measurement (peak and efficiency, data-parallel scaling,
 the worker processes, energy, cost, the model's provenance, a failure) has a group of its own.
 ``REGISTRY`` maps every name to its :class:`Metric`; reports read units and meanings from it. A result's
 ``metrics`` stay a flat JSON object (the file format does not change): ``Metrics.as_dict()`` writes it,
@@ -126,8 +127,11 @@ class TrainMetrics(Common):
     samples_per_s: float | None = figure("1/s", "global_batch / step_s")
     epoch_samples_per_s: float | None = figure("1/s", "samples of a steady epoch / epoch_s")
     eval_s: float | None = figure("s", "median validation pass (never part of epoch time)")
-    flops_per_sample: float | None = figure("FLOP", "training FLOPs of one sample (analytic, or measured for a "
-                                                    "user's model)")
+    flops_per_sample: float | None = figure("FLOP", "training FLOPs of one sample: forward and backward, counted "
+                                                    "as 3 x forward_flops_per_sample (the built-in workloads' "
+                                                    "convention)")
+    forward_flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (analytic, or measured for "
+                                                            "a user's model)", optional=True)
     achieved_flops_per_s: float | None = figure("FLOP/s", "flops_per_sample x samples_per_s")
     final_loss: float | None = figure("count", "mean training loss of the last epoch")
     final_val_loss: float | None = figure("count", "validation loss after the last epoch")
@@ -183,7 +187,10 @@ class InferMetrics(Common):
     train_s: float | None = figure("s", "the untimed training the weights came from", optional=True)
     train_epochs: int | None = figure("count", "epochs of that training")
     train_steps: int | None = figure("count", "steps per epoch of that training")
-    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample")
+    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (inference runs the forward "
+                                                    "pass only: = forward_flops_per_sample)")
+    forward_flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one sample (analytic, or measured for "
+                                                            "a user's model)", optional=True)
     achieved_flops_per_s: float | None = figure("FLOP/s", "flops_per_sample x samples_per_s")
     int8_layers: str | None = figure("text", "layers quantized to int8")
     fp32_layers: str | None = figure("text", "layers left in fp32")
@@ -239,6 +246,8 @@ class Efficiency(Metrics):
                                                optional=True)
     pct_of_ceiling: float | None = figure("ratio", "achieved FLOP/s / measured ceiling", optional=True)
     ceiling_source: str | None = figure("text", "where the ceiling came from (this run, the cache)", optional=True)
+    ceiling_is_lower_bound: bool | None = figure("flag", "the ceiling is the file's fastest matmul of the group, a "
+                                                         "lower bound (no ceiling was measured)", optional=True)
     arithmetic_intensity: float | None = figure("FLOP/B", "FLOPs per byte moved", optional=True)
     bytes_per_sample: float | None = figure("B", "bytes moved per sample (XLA cost analysis or a count)",
                                             optional=True)
@@ -335,25 +344,33 @@ class Model(Metrics):
     model_file: str | None = figure("text", "the model's file", optional=True)
     flops_method: str | None = figure("text", "how FLOPs were measured (FlopCounterMode, XLA cost analysis), or "
                                               "why they are n/a", optional=True)
+    model_output: str | None = figure("text", "which part of the model's output the logits were taken from (the "
+                                              "output, .logits of a Hugging Face ModelOutput, ['logits'] of a dict, "
+                                              "a tuple's first element)", optional=True)
+    model_warning: str | None = figure("text", "what looks wrong with the model (it ends in a softmax), or None",
+                                       optional=True)
+    vocab_size: int | None = figure("count", "token-id inputs: the number of distinct ids fed", optional=True)
+    vocab_size_source: str | None = figure("text", "where vocab_size came from (--vocab-size, the returned dict, "
+                                                   "the task, the model's config or embedding)", optional=True)
 
 
-MODES: dict[str, type[Metrics]] = {"matmul": MatmulMetrics, "train": TrainMetrics, "infer": InferMetrics,
-                                   "generate": GenerateMetrics}
+MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)  # results/modes.py
 SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model)
+REGISTRY: dict[str, Metric] = {}
 
 
-def _registry() -> dict[str, Metric]:
-    out: dict[str, Metric] = {}
-    for cls in (*SHARED, *MODES.values()):
-        for f in dataclasses.fields(cls):
-            info = Metric(f.name, f.metadata["unit"], f.metadata["meaning"], cls.GROUP)
-            if f.name in out and out[f.name].unit != info.unit:
-                raise TypeError(f"metric {f.name} declared with units {out[f.name].unit} and {info.unit}")
-            out.setdefault(f.name, info)
-    return out
+def declare(cls: type[Metrics]) -> None:
+    """Add a group's figures to ``REGISTRY`` (a name declared twice keeps its first declaration; two units
+    for one name are refused)."""
+    for f in dataclasses.fields(cls):
+        info = Metric(f.name, f.metadata["unit"], f.metadata["meaning"], cls.GROUP)
+        if f.name in REGISTRY and REGISTRY[f.name].unit != info.unit:
+            raise TypeError(f"metric {f.name} declared with units {REGISTRY[f.name].unit} and {info.unit}")
+        REGISTRY.setdefault(f.name, info)
 
 
-REGISTRY: dict[str, Metric] = _registry()
+for _group in (*SHARED, *MODE_GROUPS):
+    declare(_group)
 
 
 def unit(name: str) -> str | None:

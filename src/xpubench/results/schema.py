@@ -2,7 +2,7 @@
 
 A line of a results file is a :class:`Run`: what ONE worker process measured for one case. A case is
 measured by several processes (``--processes K``, interleaved with the other cases), so a case has up
-to K lines; :func:`xpubench.results.aggregate.aggregate` folds them into one :class:`Result`.
+to K lines; :func:`xpubench.results.fold.aggregate` folds them into one :class:`Result`.
 
 Version history (a loader reads every version up to SCHEMA_VERSION and refuses newer ones):
   1  first version: one record per case (one process).
@@ -19,10 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xpubench.errors import UserError
+from xpubench.results.validate import Invalid, check_run
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "oom", "timeout", "crash", "error", "skipped")
-FINAL_STATUSES = STATUSES  # every status is final: resume re-runs only cases with no record at all
+# an error from bad input found inside the worker (a missing or corrupt file): the user can fix it, so
+# --resume runs such a case again; every other status is final (a crash or an OOM would only repeat)
+USER_ERRORS = ("UserError", "DataUnavailable")
 
 
 @dataclass
@@ -94,6 +97,11 @@ class Result:
         return [r for r in self.runs if r.status == "ok"]
 
 
+def retryable(run: Run | Result) -> bool:
+    """The run failed on bad input found in its worker (USER_ERRORS): --resume runs its case again."""
+    return run.status == "error" and run.metrics.get("error_type") in USER_ERRORS
+
+
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy array or scalar
         return finite(value.tolist())
@@ -137,14 +145,12 @@ def run_from_dict(record: Any, *, where: str) -> Run:
     if version < 1:
         raise UserError(f"{where}: unknown schema version {version} (this xpubench reads 1 to "
                         f"{SCHEMA_VERSION}): not an xpubench results file")
-    for name, kind in (("case", dict), ("metrics", dict), ("samples", dict), ("series", dict), ("artifacts", dict),
-                       ("machine", dict)):
-        if name in record and not isinstance(record[name], kind):
-            raise UserError(f"{where}: malformed result record ({name} is not a JSON object)")
-    if not isinstance(record.get("case"), dict):
-        raise UserError(f"{where}: malformed result record (no case)")
     record = _migrate(dict(record), version)
     record["schema_version"] = SCHEMA_VERSION
+    try:
+        check_run(record)
+    except Invalid as exc:
+        raise UserError(f"{where}: malformed result record ({exc})") from None
     known = set(Run.__dataclass_fields__)
     try:
         return Run(**{k: v for k, v in record.items() if k in known})

@@ -3,7 +3,6 @@ soon as the process ends; loading folds each case's runs into one Result (result
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -11,9 +10,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xpubench import readfile
 from xpubench.errors import UserError
-from xpubench.results.aggregate import aggregate_all
+from xpubench.results.fold import aggregate_all, unique_runs
 from xpubench.results.schema import Result, Run, run_from_dict
+
+MAX_LINE = 32 * readfile.MiB   # one record; the largest real ones (a gallery of 32 images) are ~100 KB
 
 
 @dataclass
@@ -83,73 +85,79 @@ def save_fallback(path: Path, runs: list[Run]) -> Path | None:
     return None
 
 
-@contextlib.contextmanager
-def exclusive(path: Path):
-    """Hold an advisory lock on ``path`` (which must exist) so two runs never append to one file."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no locking
-        yield
-        return
-    with open(path, "rb") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UserError(f"another xpubench run is using {path}: wait for it to finish") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def check_writable(path: Path, what: str = "results") -> None:
-    """Fail before anything runs if the file cannot be created or appended to."""
+    """Fail before anything runs if the file cannot be created or appended to: its folder is missing or
+    read-only, or the path is a folder, a device (``/dev/null``) or a FIFO rather than a regular file."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     hint = "; choose another --output"
-    if not parent.is_dir():
-        raise UserError(f"cannot write {what} to {path}: folder {parent} does not exist{hint}")
     if path.is_dir():
         raise UserError(f"cannot write {what} to {path}: it is a folder{hint}")
+    try:
+        readfile.check_regular_if_present(path, "")
+    except readfile.FileProblem as exc:
+        raise UserError(f"cannot write {what} to {path}: it {exc.reason}{hint}") from None
+    if not parent.is_dir():
+        raise UserError(f"cannot write {what} to {path}: folder {parent} does not exist{hint}")
     if (path.exists() and not os.access(path, os.W_OK)) or not os.access(parent, os.W_OK):
         raise UserError(f"cannot write {what} to {path}: permission denied{hint}")
 
 
+def holds_results(path: Path) -> bool:
+    """``path`` is a results file (its first line a record with a schema_version) or a plan sidecar:
+    measurements that an output written over it would destroy."""
+    path = Path(path)
+    if path.name.endswith(".plan.json"):
+        return True
+    try:
+        with readfile.open_regular(path, "") as fh:
+            head = fh.read(64 << 10)
+    except UserError:
+        return False
+    first = head.lstrip().split(b"\n", 1)[0]
+    return first.startswith(b"{") and b'"schema_version"' in first
+
+
 def load_file(path: str | Path) -> LoadedFile:
     """Read a results file. A torn last line (a run killed mid-write) is dropped with a warning;
-    any other unreadable content is refused with one line."""
+    any other unreadable content is refused with one line: a path that is not a regular file (a FIFO,
+    /dev/zero), a line over MAX_LINE bytes, text that is not JSON, a record the schema refuses
+    (results/validate.py). Records repeating a process already read are folded (``unique_runs``)."""
     path = Path(path)
-    if not path.exists():
-        raise UserError(f"results file {path} does not exist")
-    if path.is_dir():
-        raise UserError(f"results file {path} is a folder, not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text file: not an xpubench results file") from None
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = text.splitlines()
+    with readfile.open_regular(path, "results file") as fh:
+        runs, warnings = _read_runs(fh, path)
+    runs, repeats = unique_runs(runs)
+    if repeats:
+        warnings.append(f"{path}: {repeats}")
+    return LoadedFile(path=path, runs=runs, warnings=warnings)
+
+
+def _read_runs(fh, path: Path) -> tuple[list[Run], list[str]]:
     runs: list[Run] = []
     warnings: list[str] = []
-    if not any(line.strip() for line in lines):
-        raise UserError(f"{path} is empty: no results in it")
-    if not lines[0].lstrip().startswith("{"):
-        raise UserError(f"{path}:1: not an xpubench results file (expected one JSON object per line)")
-    last = max(i for i, line in enumerate(lines) if line.strip())
-    for i, line in enumerate(lines):
+    first = True
+    for number, raw in enumerate(readfile.lines(fh, str(path), MAX_LINE), start=1):
+        where = f"{path}:{number}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{where}: not a text file: not an xpubench results file") from None
         if not line.strip():
             continue
-        where = f"{path}:{i + 1}"
+        if first and not line.lstrip().startswith("{"):
+            raise UserError(f"{where}: not an xpubench results file (expected one JSON object per line)")
+        first = False
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if i == last and not text.endswith("\n") and line.lstrip().startswith("{"):
+            record = readfile.loads_json(line, where)
+        except UserError as exc:
+            if not raw.endswith(b"\n") and line.lstrip().startswith("{"):   # the last line, cut off
                 warnings.append(f"{where}: incomplete last line dropped (the run was interrupted)")
                 continue
-            raise UserError(f"{where}: not JSON: not an xpubench results file") from None
+            raise UserError(f"{exc}: not an xpubench results file") from None
         runs.append(run_from_dict(record, where=where))
-    return LoadedFile(path=path, runs=runs, warnings=warnings)
+    if first:
+        raise UserError(f"{path} is empty: no results in it")
+    return runs, warnings
 
 
 def load_results(paths) -> list[LoadedFile]:

@@ -7,6 +7,10 @@ torch.nn.Module, a flax module (linen or nnx) or a Keras 3 model, or a dict with
 - ``spec.py``: the task -> synthetic data and loss (a WorkloadSpec).
 - ``load.py``: in the worker, import the file, call the function, detect the framework (never
   importing one the model does not use), check one forward pass, register the model as a workload.
-- ``flops.py``: FLOPs measured, not analytic (torch FlopCounterMode, XLA cost analysis).
+- ``adapters.py``: one adapter per framework (builder, forward pass, parameters, FLOPs).
+- ``outputs.py``: the logits in a model's output (HF ModelOutput, dict, tuple), its vocabulary, a
+  softmax at its end.
+- ``flops.py``, ``torch_flops.py``: FLOPs counted, not analytic (torch FlopCounterMode with formulas for
+  the kernels it misses, XLA cost analysis); n/a with the reason where a count is known to be short.
 - ``notebook.py``: a function defined in a notebook, written to a module file a worker can import.
 """

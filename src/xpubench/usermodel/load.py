@@ -1,33 +1,47 @@
 """In the worker: a user's model imported, called, recognised, checked and registered as a workload, so
-that the backends' own trainers and inference sessions run it (``get_workload(case.workload)``).
+that the backends' own trainers and inference sessions run it (``get_workload(case.workload)``: a
+``Workload`` record with the model as its only model, under its framework's family).
 
 The case carries ``options["model"]`` (the reference, see reference.py) and, when given as options,
 ``options["model_input"]`` (ModelInput.as_options: input_shape, input_dtype, task, vocab_size,
-learning_rate); values given as options win over the keys of a dict the function returns.
+learning_rate); values given as options win over the keys of a dict the function returns. Token-id
+inputs without a vocabulary from either take the model's own (outputs.model_vocabulary).
 
 Framework detection looks only at frameworks the user's file has imported already (``sys.modules``),
 in this order: Keras 3 (a Keras model is also a torch.nn.Module on Keras's torch backend), torch, flax
-linen. What only this process can find out is a ``UserError`` (one line; the case's error): the return
-value is not a model, the framework is not the case's backend, the model rejects the input (its own
-message, from one forward pass of two synthetic samples) or its output does not fit the task.
+linen. A model of another framework than the case's backend is skipped with the reason (``Unsupported``):
+the plan runs a function on its own framework, so such a case is one of a file's other frameworks.
+What only this process can find out is a ``UserError`` (one line; the case's error): the return value is
+not a model, the model rejects the input (its own message, from one forward pass of two synthetic
+samples), its output holds no logits (outputs.pick_logits) or they do not fit the task. One forward pass
+also tells which part of the output is the logits (``model_output``) and whether they look like a
+softmax's probabilities (a warning). A FLOP count that fails leaves the FLOPs n/a with its reason
+(flops.count_failed); the case is measured all the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
-import inspect
 import sys
-import types
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from xpubench.backends.base import Unsupported
 from xpubench.errors import UserError
 from xpubench.usermodel import flops
+from xpubench.usermodel.adapters import ADAPTERS
+from xpubench.usermodel.outputs import (
+    OUTPUT_FORMS,
+    model_vocabulary,
+    pick_logits,
+    softmax_warning,
+    unusable_output,
+)
 from xpubench.usermodel.reference import ModelRef, parse_reference
-from xpubench.usermodel.spec import expected_output, model_input, workload_spec
+from xpubench.usermodel.spec import INT_DTYPES, expected_output, model_input, workload_spec
 from xpubench.workloads import register_runtime
+from xpubench.workloads.base import Workload
 
 BACKEND_OF = {"torch": "torch", "flax": "jax", "keras": "keras"}
 NOT_A_MODEL = "not a torch.nn.Module, a flax linen Module or a Keras 3 Model (nor a dict with the key 'model')"
@@ -42,12 +56,21 @@ class LoadedModel:
     params: int               # trainable parameters
     flops: float | None       # forward FLOPs per sample, measured
     flops_method: str
+    output: str = "the output"           # which part of the model's output is the logits
+    vocab_source: str | None = None      # token-id inputs: where vocab_size came from
+    warning: str | None = None           # what looks wrong with the model (it ends in a softmax)
 
     def metrics(self) -> dict:
         """What every result of this model carries."""
-        return {"model_name": self.ref.name, "model_class": type(self.model).__name__,
-                "model_framework": self.framework, "model_params": self.params,
-                "model_sha256": self.ref.sha256, "model_file": str(self.ref.path), "flops_method": self.flops_method}
+        out = {"model_name": self.ref.name, "model_class": type(self.model).__name__,
+               "model_framework": self.framework, "model_params": self.params,
+               "model_sha256": self.ref.sha256, "model_file": str(self.ref.path), "flops_method": self.flops_method,
+               "model_output": self.output}
+        if self.warning:
+            out["model_warning"] = self.warning
+        if self.vocab_source:
+            out |= {"vocab_size": self.spec.vocab_size, "vocab_size_source": self.vocab_source}
+        return out
 
 
 def import_function(ref: ModelRef):
@@ -87,7 +110,9 @@ def detect_framework(obj: Any) -> str | None:
 
 def load(case) -> LoadedModel:
     """Import, call, recognise, check and register the case's model (see the module docstring)."""
-    ref = parse_reference(case.options["model"])
+    text, file = case.options["model"], case.options.get("model_file")
+    ref = parse_reference(text) if not file else dataclasses.replace(   # the file the plan resolved: any folder
+        parse_reference(f"{file}:{text.rpartition(':')[2]}"), text=text)
     if "keras" not in sys.modules and (case.backend.startswith("keras") or "keras" in ref.frameworks):
         from xpubench.backends.keras_.device import import_keras, keras_backend_of
 
@@ -97,20 +122,50 @@ def load(case) -> LoadedModel:
     returned = function()
     values = dict(returned) if isinstance(returned, dict) else {}
     model = values.pop("model", None) if isinstance(returned, dict) else returned
-    values.update(case.options.get("model_input") or {})
+    options = case.options.get("model_input") or {}
+    values.update(options)
     framework = detect_framework(model)
     if framework is None:
         raise UserError(f"{ref.text}: {ref.function}() returned {type(model).__name__}, {NOT_A_MODEL}")
     wanted = BACKEND_OF[framework]
     if case.backend.partition(":")[0] not in (wanted, "auto"):
-        raise UserError(f"{ref.text} is a {framework} model: run it with -b {wanted}, not -b {case.backend}")
+        raise Unsupported(f"{ref.text} is a {framework} model: it runs with -b {wanted}, not -b {case.backend}")
+    vocab_source = _vocabulary(values, options, returned, model, ref)
     spec = workload_spec(case.workload, model_input(values))
     adapter = ADAPTERS[framework](model, spec, case)
-    _check_forward(adapter, spec, ref)
-    measured, method = adapter.flops()
-    loaded = LoadedModel(ref, framework, model, spec, adapter.params(), measured, method)
-    register_runtime(case.workload, _workload_module(loaded, adapter))
+    output, warning = _check_forward(adapter, spec, ref)
+    try:
+        measured, method = adapter.flops()
+    except Exception as exc:  # noqa: BLE001 - the counter's trouble, not the model's: FLOPs n/a, case measured
+        measured, method = None, flops.count_failed(exc)
+    loaded = LoadedModel(ref, framework, model, spec, adapter.params(), measured, method, output, vocab_source,
+                         warning)
+    register_runtime(_workload(loaded, adapter))
     return loaded
+
+
+def _vocabulary(values: dict, options: dict, returned: Any, model: Any, ref: ModelRef) -> str | None:
+    """Where the vocabulary of token-id inputs comes from (None for float inputs): --vocab-size, the
+    returned dict, the task (tokens:V), else the model's own, which fills ``values["vocab_size"]``. A
+    vocabulary larger than the model's is refused (its ids would be out of the embedding's range)."""
+    if values.get("input_dtype") not in INT_DTYPES:
+        return None
+    found = model_vocabulary(model)
+    if options.get("vocab_size") is not None:
+        given, source = options["vocab_size"], "--vocab-size"
+    elif isinstance(returned, dict) and returned.get("vocab_size") is not None:
+        given, source = returned["vocab_size"], f"the dict {ref.function}() returned"
+    elif str(values.get("task", "")).strip().startswith("tokens:"):
+        return f"the task {str(values['task']).strip()}"
+    elif found is not None:
+        values["vocab_size"] = found[0]
+        return found[1]
+    else:
+        return None   # model_input says what to give
+    if found is not None and isinstance(given, int) and given > found[0]:
+        raise UserError(f"{ref.text}: vocab_size {given} (from {source}) is larger than the model's vocabulary, "
+                        f"{found[0]} ({found[1]}): token ids from {found[0]} up would be out of its range")
+    return source
 
 
 def _seed(seed: int) -> None:
@@ -121,20 +176,30 @@ def _seed(seed: int) -> None:
         sys.modules["keras"].utils.set_random_seed(seed)
 
 
-def _check_forward(adapter, spec, ref: ModelRef) -> None:
+def _check_forward(adapter, spec, ref: ModelRef) -> tuple[str, str | None]:
+    """One forward pass of two synthetic samples: the model takes the input, its output holds logits of
+    the task's shape. Returns (which part of the output the logits are, a warning or None)."""
     from xpubench.data import synthetic
 
     x = synthetic(spec, 2, 0).x_train
     try:
-        shape = tuple(adapter.forward_shape(x))
+        output = adapter.forward(x)
     except Exception as exc:   # the model's own complaint, first line
         said = (str(exc).strip().splitlines() or [""])[0][:300]
         raise UserError(f"{ref.text}: the model does not take input of shape {x.shape} ({x.dtype}): "
                         f"{type(exc).__name__}: {said}") from exc
-    accepted = expected_output(spec, 2)
+    pick = pick_logits(output)
+    if pick is None:
+        raise UserError(f"{ref.text}: the model's output is {unusable_output(output)}, in which xpubench finds no "
+                        f"logits: {OUTPUT_FORMS}")
+    adapter.use(pick, output)
+    logits = pick(output)
+    shape, accepted = tuple(logits.shape), expected_output(spec, 2)
     if shape not in accepted:
-        raise UserError(f"{ref.text}: the model's output has shape {shape} for 2 samples; task "
+        taken = "" if pick.kind == "itself" else f" (the logits: {pick.describe(output)})"
+        raise UserError(f"{ref.text}: the model's output has shape {shape} for 2 samples{taken}; task "
                         f"{spec_task(spec)} needs {' or '.join(map(str, accepted))}")
+    return pick.describe(output), softmax_warning(adapter.to_numpy(logits), spec)
 
 
 def spec_task(spec) -> str:
@@ -142,135 +207,14 @@ def spec_task(spec) -> str:
             "token_seq": f"tokens:{spec.num_outputs}"}[spec.target_kind]
 
 
-def _workload_module(loaded: LoadedModel, adapter) -> types.ModuleType:
-    """A workload module for this process (workloads/base.py's contract) around the loaded model."""
-    module = types.ModuleType(f"xpubench.usermodel.runtime.{loaded.spec.name}")
-    module.__file__ = str(loaded.ref.path)   # weights.code_digest: a change to the file invalidates cached weights
-    module.SPEC = loaded.spec
-    module.forward_flops = lambda spec: loaded.flops if loaded.flops is not None else float("nan")
-    setattr(module, adapter.builder_name, adapter.builder)
-    return module
-
-
-class TorchAdapter:
-    builder_name = "build_torch"
-
-    def __init__(self, model, spec, case):
-        self.model, self.spec = model, spec
-
-    def builder(self, spec):
-        return self.model
-
-    def forward_shape(self, x: np.ndarray):
-        import torch
-
-        training = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                return self.model(torch.from_numpy(x)).shape
-        finally:
-            self.model.train(training)
-
-    def params(self) -> int:
-        return int(sum(p.numel() for p in self.model.parameters() if p.requires_grad))
-
-    def flops(self):
-        import torch
-
-        from xpubench.data import synthetic
-
-        x1 = torch.from_numpy(synthetic(self.spec, 1, 0).x_train)
-        training = self.model.training
-        self.model.eval()
-        try:
-            return flops.torch_flops(lambda: self.model(x1), self.model)
-        finally:
-            self.model.train(training)
-
-
-class FlaxAdapter:
-    """A linen module, wrapped so that it takes the trainers' ``train`` flag: passed on as ``train`` or
-    as ``deterministic=not train`` when its ``__call__`` has that parameter, else not at all."""
-
-    builder_name = "build_jax"
-
-    def __init__(self, model, spec, case):
-        import flax.linen as nn
-        import jax
-
-        parameters = inspect.signature(type(model).__call__).parameters
-        flag = "train" if "train" in parameters else "deterministic" if "deterministic" in parameters else None
-
-        class YourModel(nn.Module):
-            inner: nn.Module
-
-            @nn.compact
-            def __call__(self, x, train: bool = False):
-                if flag == "train":
-                    return self.inner(x, train=train)
-                if flag == "deterministic":
-                    return self.inner(x, deterministic=not train)
-                return self.inner(x)
-
-        self.wrapper, self.spec, self.seed = YourModel(inner=model), spec, case.seed
-        self.key = jax.random.key(case.seed)
-        self.variables = None
-
-    def builder(self, spec):
-        return self.wrapper
-
-    def _init(self, x):
-        import jax
-
-        if self.variables is None:
-            params_key, dropout_key = jax.random.split(self.key)
-            self.variables = self.wrapper.init({"params": params_key, "dropout": dropout_key}, x, train=False)
-        return self.variables
-
-    def forward_shape(self, x: np.ndarray):
-        return self.wrapper.apply(self._init(x), x, train=False).shape
-
-    def params(self) -> int:
-        import jax
-
-        return int(sum(np.size(a) for a in jax.tree.leaves(self.variables["params"])))
-
-    def flops(self):
-        from xpubench.data import synthetic
-
-        x1 = synthetic(self.spec, 1, 0).x_train
-        return flops.xla_flops(lambda v, x: self.wrapper.apply(v, x, train=False), self._init(x1), x1)
-
-
-class KerasAdapter:
-    builder_name = "build_keras"
-
-    def __init__(self, model, spec, case):
-        from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of
-
-        self.keras = import_keras(keras_backend_of(case))
-        self.device = KerasDevice(self.keras, self.keras.backend.backend(), case.device)
-        self.model, self.spec = model, spec
-
-    def builder(self, keras, spec):
-        return self.model
-
-    def forward_shape(self, x: np.ndarray):
-        with self.device.scope():
-            return tuple(self.model(x, training=False).shape)
-
-    def params(self) -> int:
-        return int(sum(np.prod(v.shape) for v in self.model.trainable_weights))
-
-    def flops(self):
-        from xpubench.data import synthetic
-
-        with self.device.scope():
-            return flops.keras_flops(self.keras, self.model, synthetic(self.spec, 1, 0).x_train)
-
-
-ADAPTERS = {"torch": TorchAdapter, "flax": FlaxAdapter, "keras": KerasAdapter}
+def _workload(loaded: LoadedModel, adapter) -> Workload:
+    """The workload record of this process (workloads/base.py) around the loaded model: its spec, its model
+    under its framework's family, its measured FLOPs (NaN where they could not be counted). Its source is
+    the user's file: weights.code_digest then invalidates cached weights when the file changes."""
+    return Workload(name=loaded.spec.name, title=loaded.spec.title, kind="user", sources=(str(loaded.ref.path),),
+                    spec=loaded.spec, models={adapter.family: adapter.builder},
+                    forward_flops=lambda spec: loaded.flops if loaded.flops is not None else float("nan"),
+                    in_default_run=False)
 
 
 def prepare(case):

@@ -1,7 +1,9 @@
 """A model function defined in a notebook, made importable by a worker: never pickled.
 
 A worker imports the user's function from a file; a notebook's function has no file. ``isolate(fn)``
-writes a module that rebuilds it from source: the function's own source (``inspect.getsource``; IPython
+writes a module that rebuilds it from source, always to the same file for the same function name
+(``xpubench-notebook/nb_NAME.py`` in the temp folder), so its results keep one key across edits, as a
+file's do (each result's ``model_sha256`` tells the versions apart): the function's own source (``inspect.getsource``; IPython
 keeps every cell's source in ``linecache``), preceded by what its body uses from the notebook's globals:
 
 - a module -> ``import module as name``;
@@ -18,10 +20,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import importlib
 import inspect
 import linecache
+import os
 import tempfile
 import textwrap
 import types
@@ -46,11 +48,13 @@ def isolate(fn, folder: Path | None = None) -> str:
     lines: list[str] = []
     _add(fn, fn.__name__, lines, set())
     text = "# written by xpubench from a notebook's source; safe to delete\n" + "\n".join(lines) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     folder = Path(folder or tempfile.gettempdir()) / "xpubench-notebook"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"nb_{fn.__name__}_{digest}.py"
-    path.write_text(text)
+    path = folder / f"nb_{fn.__name__}.py"
+    if not path.is_file() or path.read_text() != text:
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as fh:
+            fh.write(text)
+        os.replace(fh.name, path)   # whole: a worker importing it never reads half a file
     return f"{path}:{fn.__name__}"
 
 

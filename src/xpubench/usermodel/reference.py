@@ -21,7 +21,8 @@ from pathlib import Path
 from xpubench.errors import UserError
 
 FORMS = "FILE.py:FUNCTION or module:function"
-FRAMEWORK_IMPORTS = {"torch": "torch", "flax": "jax", "jax": "jax", "keras": "keras"}
+FRAMEWORK_IMPORTS = {"torch": "torch", "torchvision": "torch", "timm": "torch", "transformers": "torch",
+                     "flax": "jax", "jax": "jax", "keras": "keras", "keras_hub": "keras"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class ModelRef:
     path: Path         # the source file, resolved
     function: str
     sha256: str        # of the file's bytes
-    frameworks: tuple[str, ...]   # backends the file's imports point to ("torch", "jax", "keras"), a hint
+    frameworks: tuple[str, ...]   # backends the function's code reaches (else the file's only one), a hint
 
     @property
     def name(self) -> str:
@@ -58,7 +59,9 @@ def parse_reference(text: str) -> ModelRef:
         defined = sorted(n for n, kind in names.items() if kind == "def")
         hint = f"; functions defined there: {', '.join(defined)}" if defined else ""
         raise UserError(f"model file {path} defines no function {function!r} at module level{hint}")
-    return ModelRef(str(text), path, function, hashlib.sha256(data).hexdigest(), imported_frameworks(tree))
+    in_file = imported_frameworks(tree)
+    frameworks = function_frameworks(tree, function) or (in_file if len(in_file) == 1 else ())
+    return ModelRef(str(text), path, function, hashlib.sha256(data).hexdigest(), frameworks)
 
 
 def _source_path(source: str, text: str) -> Path:
@@ -102,4 +105,45 @@ def imported_frameworks(tree: ast.Module) -> tuple[str, ...]:
         modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         found.update(FRAMEWORK_IMPORTS[m.split(".")[0]] for m in modules if m.split(".")[0] in FRAMEWORK_IMPORTS)
+    return tuple(sorted(found))
+
+
+def function_frameworks(tree: ast.Module, function: str) -> tuple[str, ...]:
+    """The backends ``function``'s code reaches, so that a file holding a torch, a flax and a Keras model
+    plans each function on its own framework: the module-level imports of torch / flax / jax / keras
+    whose names it uses, directly or through the module-level functions, classes and assignments it
+    uses (followed to any depth), and the imports inside them. Empty when it reaches none."""
+    defined: dict[str, ast.AST] = {}
+    imported: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update({t.id: node for t in targets if isinstance(t, ast.Name)})
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                module = alias.name if isinstance(node, ast.Import) else node.module or ""
+                backend = FRAMEWORK_IMPORTS.get(module.split(".")[0])
+                bound = (alias.asname or alias.name).split(".")[0]
+                if backend:
+                    imported[bound] = backend
+                else:
+                    imported.pop(bound, None)
+    found: set[str] = set()
+    todo, seen = [function], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in imported:
+            found.add(imported[name])
+        for node in ast.walk(defined.get(name, ast.Module(body=[], type_ignores=[]))):
+            if isinstance(node, ast.Name):
+                todo.append(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found.update(FRAMEWORK_IMPORTS[m.split(".")[0]] for m in modules
+                             if m.split(".")[0] in FRAMEWORK_IMPORTS)
     return tuple(sorted(found))

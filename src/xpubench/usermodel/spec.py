@@ -12,8 +12,8 @@ Tasks (the synthetic targets and the loss; models return logits, the loss applie
 | ``tokens:V`` | next token ids, shape of the input | (T, V) logits | softmax cross-entropy | accuracy |
 
 Inputs: float32 gets values in [0, 1) (images, when the shape has 3 axes: uint8 / 255); integer
-int32 gets token ids in [0, vocab): the vocabulary is V for ``tokens:V``, else ``vocab_size`` must be
-given. Training: Adam, learning rate 1e-3 (``learning_rate`` overrides), batch 32, 2,048 synthetic
+int32 gets token ids in [0, vocab): the vocabulary is V for ``tokens:V``, else ``vocab_size``
+(``--vocab-size``, the returned dict, or read from the model in the worker: load.py). Training: Adam, learning rate 1e-3 (``learning_rate`` overrides), batch 32, 2,048 synthetic
 training samples and 512 evaluation samples unless the case says otherwise.
 """
 
@@ -64,6 +64,13 @@ def parse_dtype(text) -> str:
     return text
 
 
+def parse_vocab_size(value) -> int:
+    """The number of distinct token ids: a whole number above 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"vocab_size must be a whole number above 0, got {value!r}")
+    return value
+
+
 def parse_task(text) -> tuple[str, int | None]:
     """"classes:10" -> ("classes", 10); "binary" -> ("binary", None)."""
     match = re.fullmatch(r"(classes|regression|tokens):([0-9]+)|(binary)", str(text).strip())
@@ -86,8 +93,8 @@ def model_input(values: dict) -> ModelInput:
     shape, dtype = parse_shape(values["input_shape"]), parse_dtype(values.get("input_dtype") or "float32")
     kind, n = parse_task(values["task"])
     vocab = values.get("vocab_size")
-    if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1):
-        raise UserError(f"vocab_size must be a whole number above 0, got {vocab!r}")
+    if vocab is not None:
+        parse_vocab_size(vocab)
     if kind == "tokens":
         if dtype not in INT_DTYPES:
             raise UserError(f"task {values['task']} takes token ids: give an integer --input-dtype (int32)")
@@ -96,8 +103,9 @@ def model_input(values: dict) -> ModelInput:
                             f"got {shape}")
         vocab = vocab or n
     elif dtype in INT_DTYPES and vocab is None:
-        raise UserError(f"integer inputs are token ids: give vocab_size (the number of distinct ids) for task "
-                        f"{values['task']}")
+        raise UserError(f"integer inputs are token ids: give --vocab-size N (the number of distinct ids; or "
+                        f"vocab_size in the dict the function returns) for task {values['task']}; the model has "
+                        f"no config.vocab_size, vocab_size attribute or embedding layer to read it from")
     rate = values.get("learning_rate", 1e-3)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
         raise UserError(f"learning_rate must be a number above 0, got {rate!r}")

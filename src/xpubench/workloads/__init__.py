@@ -1,13 +1,15 @@
-"""Workload registry: adding a workload is one module plus one line here."""
+"""Workload registry: adding a workload is one module (its ``WORKLOAD = Workload(...)`` record,
+workloads/base.py) plus one line here."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from types import ModuleType
 
 from xpubench.errors import UserError
+from xpubench.workloads.base import Workload, WorkloadOption
 
-# name -> module path. "matmul" is special: it has no model, only N x N products.
+# name -> module path; the order is the default run's and `xpubench list`'s
 REGISTRY: dict[str, str] = {
     "matmul": "xpubench.workloads.matmul",
     "mnist_cnn": "xpubench.workloads.mnist_cnn",
@@ -20,44 +22,59 @@ REGISTRY: dict[str, str] = {
     "selftest": "xpubench.workloads.selftest",
 }
 
-# transformer workloads: in the default run and the listing, but not in MODEL_WORKLOADS, which drives the
-# model-wide tests and the Keras backend (gpt is PyTorch and JAX only: its BACKENDS)
-TRANSFORMER_WORKLOADS = ["gpt"]
-# not models: matmul (N x N products) and selftest (deliberate faults, its own measurement)
-MODEL_WORKLOADS = [name for name in REGISTRY if name not in ("matmul", "selftest", *TRANSFORMER_WORKLOADS)]
-
 # workloads made at run time, in this process only: a user's model (xpubench.usermodel.load)
-RUNTIME: dict[str, ModuleType] = {}
+RUNTIME: dict[str, Workload] = {}
 
 
-def register_runtime(name: str, module: ModuleType) -> None:
-    """Make ``module`` (SPEC, a builder for its framework, forward_flops) the workload ``name`` in this
-    process, so that every trainer and session finds it with ``get_workload``."""
-    if name in REGISTRY:
-        raise ValueError(f"{name!r} is a built-in workload")
-    RUNTIME[name] = module
+def register_runtime(workload: Workload) -> None:
+    """Make ``workload`` (a user's model) known by its name in this process, so that every trainer and
+    session finds it with ``get_workload``."""
+    if workload.name in REGISTRY:
+        raise ValueError(f"{workload.name!r} is a built-in workload")
+    RUNTIME[workload.name] = workload
 
 
-def get_workload(name: str) -> ModuleType:
-    """Return the workload's module (with SPEC, build_torch, build_jax, forward_flops)."""
+def get_workload(name: str) -> Workload:
+    """The workload's record (its module's ``WORKLOAD``); an unknown name is a UserError."""
     if name in RUNTIME:
         return RUNTIME[name]
     if name not in REGISTRY:
         raise UserError(f"unknown workload {name!r}; choose from: {', '.join(REGISTRY)}")
-    return importlib.import_module(REGISTRY[name])
+    return importlib.import_module(REGISTRY[name]).WORKLOAD
 
 
-def spec_of(name: str, options: dict | None = None):
-    """The workload's spec for a case: ``configure(options)`` where the workload takes options (gpt's
-    preset and sizes), else its SPEC."""
-    mod = get_workload(name)
-    configure = getattr(mod, "configure", None)
-    return configure(options or {}) if configure else mod.SPEC
+def names(kind: str | None = None) -> list[str]:
+    """The built-in workloads in registry order; only those of ``kind`` ("model", "transformer",
+    "matmul", "selftest") when given."""
+    return [name for name in REGISTRY if kind is None or get_workload(name).kind == kind]
 
 
-def key_options(name: str) -> tuple[str, ...]:
-    """The case options that are part of a case's identity for this workload (``KEY_OPTIONS``: the
-    selftest's behaviour, gpt's preset), in plan.Case.key. Unknown workloads have none."""
-    if name not in REGISTRY and name not in RUNTIME:
-        return ()
-    return tuple(getattr(get_workload(name), "KEY_OPTIONS", ()))
+def default_run() -> list[str]:
+    """The workloads ``xpubench run`` plans without -w (``in_default_run``), in registry order."""
+    return [name for name in REGISTRY if get_workload(name).in_default_run]
+
+
+def option_rows() -> list[tuple[str, WorkloadOption]]:
+    """(workload name, row) for every built-in workload's own options, in registry order."""
+    return [(name, row) for name in REGISTRY for row in get_workload(name).options]
+
+
+def check_options(options: dict) -> None:
+    """Refuse bad values of the workloads' own options among a request's ``options`` (UserError): every
+    workload one of whose keys is given checks them all (its ``check_options``: gpt configures its spec,
+    the selftest expands its behaviours), then each given row its own value."""
+    for name in REGISTRY:
+        workload = get_workload(name)
+        given = [row for row in workload.options if row.key in options]
+        if given and workload.check_options is not None:
+            workload.check_options(options)
+        for row in given:
+            row.check(options[row.key])
+
+
+def with_identity(case):
+    """A case read from a record written before cases carried their ``key_options``: the workload's
+    (case.py: ``Case.key`` reads them). Workloads this xpubench does not know keep none."""
+    if case.key_options or case.workload not in REGISTRY:
+        return case
+    return dataclasses.replace(case, key_options=get_workload(case.workload).key_options)

@@ -1,19 +1,22 @@
-"""The one description every workload shares: what it computes, on what data, for how long.
+"""The record every workload is: what it computes, on what data, for how long, and with which models.
 
-A workload module (``xpubench/workloads/<name>.py``) defines::
+A workload module (``xpubench/workloads/<name>.py``) defines ``WORKLOAD = Workload(...)`` and is listed
+once in ``xpubench.workloads.REGISTRY``. The record declares everything the rest of xpubench reads of
+a workload (it is frozen, with slots: an undeclared attribute can be neither read nor set): its default
+``spec`` (a WorkloadSpec) or ``configure(options)``, ``models`` ({model family: builder(spec)}: "torch"
+-> ``torch.nn.Module``, "jax" -> ``flax.linen.Module``, "keras" -> ``keras.Model``), ``forward_flops``,
+the modes it runs, its own option rows, key options and, for token and generative models, tokens per
+sample and the generation hooks. Framework imports live inside the builders so that
+``import xpubench.workloads`` never imports a framework; the Keras builders run only after
+``backends/keras_`` chose Keras's backend and imported keras.
 
-    SPEC: WorkloadSpec
-    def build_torch(spec) -> torch.nn.Module          # imports torch inside
-    def build_jax(spec) -> flax.linen.Module          # imports flax inside
-    def forward_flops(spec) -> int                    # analytic forward FLOPs for ONE sample
+A backend runs a workload only where the workload has a model for the backend's family
+(``backends.supports``): the planner plans no other (workload, backend) pair.
 
-and is listed once in ``xpubench.workloads.REGISTRY``. Framework imports live inside the builders so
-that ``import xpubench.workloads`` never imports a framework.
-
-Conventions shared by both builders:
+Conventions shared by the builders:
 - inputs are channels-last for images (N, H, W, C) float32 in [0, 1]; tokens are int32 ids (N, T);
   series are float32 (N, T, F). The torch module permutes images to NCHW itself (a free view that
-  has channels_last strides) so both frameworks see the same array.
+  has channels_last strides) so every framework sees the same array.
 - classification models return logits (softmax / sigmoid live in the loss); regression models
   return their final activation (e.g. sigmoid) and use ``loss="mse"``.
 - jax modules take ``__call__(x, train: bool)``; dropout draws from the ``"dropout"`` rng; batch
@@ -24,7 +27,13 @@ Conventions shared by both builders:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from xpubench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -52,3 +61,91 @@ class WorkloadSpec:
     def train_flops_factor(self) -> int:
         """Training FLOPs per sample = 3 x forward FLOPs (see module docstring)."""
         return 3
+
+
+KINDS = ("model", "transformer", "matmul", "selftest", "user")
+
+
+@dataclass(frozen=True)
+class WorkloadOption:
+    """One option of a workload's own: a key of a case's options that the workload reads
+    (``PlanRequest.options[key]``). plan/options.py turns every registered workload's rows into
+    ``xpubench run`` options (flag, TOML key, notebook keyword) and plan.validate checks their values."""
+
+    key: str                          # the key in a case's options
+    help: str
+    flag: str = ""                    # its command-line flag ("--preset"); "": a key of [run.options] only
+    name: str = ""                    # its TOML key / argparse dest when not ``key`` (selftest's "selftest")
+    choices: tuple[str, ...] = ()     # the values it takes; () : see ``least``
+    least: int | None = None          # a whole number of at least this (None: any value ``check_options`` takes)
+    is_list: bool = False             # several values: comma-separated on the command line, a TOML array
+    selects: bool = False             # giving it asks for this workload (-w defaults to it); it is this
+    #                                   workload's alone: other workloads' cases do not carry it
+
+    @property
+    def option_name(self) -> str:
+        return self.name or self.key
+
+    def check(self, value: Any) -> None:
+        """Refuse a value outside ``choices`` or, with ``least``, anything but a whole number of at least
+        ``least`` (UserError naming the flag, else the key)."""
+        said = self.flag or self.key
+        for v in value if self.is_list and isinstance(value, list) else [value]:
+            if self.choices and v not in self.choices:
+                raise UserError(f"{said} must be one of {', '.join(self.choices)}, got {v!r}")
+            if self.least is not None and (isinstance(v, bool) or not isinstance(v, int) or v < self.least):
+                raise UserError(f"{said} must be a whole number of at least {self.least}, got {v!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """One workload, declared (see the module docstring). Fields a workload does not need keep their
+    defaults: no models (matmul, selftest), no options, both modes."""
+
+    name: str
+    title: str
+    kind: str                                     # KINDS: "model", "transformer", "matmul", "selftest", "user"
+    sources: tuple[str, ...]                      # the files of its code (weights.code_digest hashes them)
+    spec: Any = None                              # the default WorkloadSpec (None: no model)
+    configure: Callable[[Mapping[str, Any]], Any] | None = None   # case options -> spec (gpt's presets)
+    models: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)   # model family -> builder(spec)
+    optimizers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)  # family -> its own optimizer (gpt's AdamW)
+    forward_flops: Callable[[Any], float] | None = None          # analytic forward FLOPs of ONE sample
+    tokens_per_sample: Callable[[Any], int] | None = None        # token models: tokens/s = samples/s x this
+    modes: tuple[str, ...] = ("train", "infer")                  # the modes it runs (``--mode``)
+    generates: bool = False                       # its "infer" is the generation loop (case mode "generate")
+    generation_lengths: Callable[[Any, Mapping[str, Any]], tuple[int, int]] | None = None  # (prompt, new)
+    decode_flops_per_token: Callable[[Any, float], float] | None = None   # (spec, context) -> FLOPs
+    generation_batch_sizes: tuple[int, ...] = ()  # a generation run's batch sweep (one case each)
+    options: tuple[WorkloadOption, ...] = ()      # its own option rows
+    check_options: Callable[[Mapping[str, Any]], Any] | None = None   # refuses bad values (UserError)
+    key_options: tuple[str, ...] = ()             # options that are part of a case's identity (Case.key)
+    case_options: Callable[[Mapping[str, Any]], list[dict]] | None = None  # one options dict per case
+    run: Callable[[Any], Any] | None = None       # a workload that is its own measurement (selftest)
+    in_default_run: bool = True                   # planned by ``xpubench run`` without -w
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"workload {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        for name in ("models", "optimizers"):   # read-only, as the record is
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def spec_for(self, options: Mapping[str, Any] | None = None) -> Any:
+        """The spec of a case with these options: ``configure(options)`` where the workload takes
+        options, else ``spec``."""
+        return self.configure(options or {}) if self.configure else self.spec
+
+    def case_mode(self, mode: str) -> str:
+        """The loop a case of ``mode`` runs: "infer" of a generative workload is "generate"
+        (harness/generation.py); any other mode is itself."""
+        return "generate" if mode == "infer" and self.generates else mode
+
+    def batch_sizes_for(self, mode: str, default: list[int]) -> list[int]:
+        """The default batch sizes of one case mode: the generation sweep for "generate", else ``default``."""
+        return list(self.generation_batch_sizes or default) if mode == "generate" else default
+
+
+def jax_layers_file() -> str:
+    """The file of the flax LSTM/GRU layers (workloads/jax_layers.py, which imports flax when imported):
+    a source of the recurrent workloads' jax models."""
+    return str(Path(__file__).with_name("jax_layers.py"))

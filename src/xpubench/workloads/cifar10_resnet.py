@@ -23,6 +23,10 @@ epsilon 1e-5; flax keeps running statistics in the ``"batch_stats"`` collection.
 running variance with the unbiased batch variance, flax with the biased one; N/(N-1) with
 N = batch x H x W >= 4,096 here.)
 
+Keras: the functional API with the same layers; its convolutions pad 'same' (a stride-2 convolution
+pads bottom/right only, as Keras users write it; the torch and flax models pad 1 on every side: same
+shapes, parameters and FLOPs).
+
 Optimizer: the paper trains with SGD + momentum and a step schedule; this workload uses Adam 1e-3,
 like the other workloads, since the spec has no schedule.
 """
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.base import Workload, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="cifar10_resnet",
@@ -168,3 +172,36 @@ def forward_flops(spec: WorkloadSpec) -> int:
         height, width = -(-height // stride), -(-width // stride)  # ceil: pad 1, kernel 3
         total += 2 * height * width * 9 * (cin * cout + cout * cout)
     return total + 2 * STAGES[-1] * spec.num_outputs
+
+
+def build_keras(spec: WorkloadSpec) -> Any:
+    """ResNet-20 v1 with option-A shortcuts as a functional ``keras.Model``: NHWC input -> logits."""
+    import keras
+
+    L, ops = keras.layers, keras.ops
+
+    def bn():
+        return L.BatchNormalization(momentum=1.0 - BN_MOMENTUM_TORCH, epsilon=BN_EPS)
+
+    def conv(filters: int, stride: int = 1):
+        return L.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)
+
+    def shortcut(x, cin: int, cout: int, stride: int):
+        extra = cout - cin
+        if stride == 1 and not extra:
+            return x
+        return L.Lambda(lambda t: ops.pad(t[:, ::stride, ::stride, :],
+                                          ((0, 0), (0, 0), (0, 0), (extra // 2, extra - extra // 2))))(x)
+
+    inputs = keras.Input(spec.input_shape)
+    x = L.Activation("relu")(bn()(conv(STEM)(inputs)))
+    for cin, cout, stride in _blocks():
+        out = L.Activation("relu")(bn()(conv(cout, stride)(x)))
+        out = bn()(conv(cout)(out))
+        x = L.Activation("relu")(L.Add()([out, shortcut(x, cin, cout, stride)]))
+    x = L.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, L.Dense(spec.num_outputs)(x), name=spec.name)
+
+
+WORKLOAD = Workload(name=SPEC.name, title=SPEC.title, kind="model", sources=(__file__,), spec=SPEC,
+                    models={"torch": build_torch, "jax": build_jax, "keras": build_keras}, forward_flops=forward_flops)

@@ -1,6 +1,6 @@
 """Fashion-MNIST CNN: the ``mnist_cnn`` network unchanged, on Fashion-MNIST, trained for 15 epochs.
 
-Same architecture, parameter count (412,778) and FLOPs (4,420,608 per sample forward) as
+Same architecture, models, parameter count (412,778) and FLOPs (4,420,608 per sample forward) as
 ``mnist_cnn``; see that module for the details.
 """
 
@@ -10,7 +10,6 @@ import dataclasses
 
 from xpubench.workloads import mnist_cnn
 from xpubench.workloads.base import WorkloadSpec
-from xpubench.workloads.mnist_cnn import build_jax, build_torch, forward_flops
 
 SPEC: WorkloadSpec = dataclasses.replace(
     mnist_cnn.SPEC,
@@ -19,5 +18,4 @@ SPEC: WorkloadSpec = dataclasses.replace(
     dataset="fashion_mnist",
     epochs=15,
 )
-
-__all__ = ["SPEC", "build_jax", "build_torch", "forward_flops"]
+WORKLOAD = dataclasses.replace(mnist_cnn.WORKLOAD, name=SPEC.name, title=SPEC.title, sources=(__file__, *mnist_cnn.WORKLOAD.sources), spec=SPEC)

@@ -9,13 +9,17 @@ bias vectors ``b_ih`` and ``b_hh``: torch ``nn.LSTM`` (fused kernels), flax
 
 Trainable parameters: embedding 480,000 + LSTM 4*100*(32 + 100) + 2*4*100 = 53,600 + dense 101
 = 533,701.
+
+Keras: Embedding -> ``keras.layers.LSTM`` -> Dense. Keras's LSTM has one bias vector (4H) where torch's
+(and the flax layer written to its layout) has two whose sum is the one that acts: 533,301 parameters,
+the same FLOPs; Keras keeps its own LSTM (its cuDNN path on GPUs included).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.base import Workload, WorkloadSpec, jax_layers_file
 
 SPEC = WorkloadSpec(
     name="imdb_lstm",
@@ -91,3 +95,18 @@ def forward_flops(spec: WorkloadSpec) -> int:
     """
     (steps,) = spec.input_shape
     return steps * 2 * 4 * HIDDEN * (EMBED + HIDDEN) + 2 * HIDDEN * spec.num_outputs
+
+
+def build_keras(spec: WorkloadSpec) -> Any:
+    """``keras.Sequential``: Embedding -> LSTM (last state) -> Dense 1 logit."""
+    import keras
+
+    L = keras.layers
+    return keras.Sequential([
+        keras.Input(spec.input_shape, dtype="int32"),
+        L.Embedding(spec.vocab_size, EMBED), L.LSTM(HIDDEN), L.Dense(spec.num_outputs),
+    ], name=spec.name)
+
+
+WORKLOAD = Workload(name=SPEC.name, title=SPEC.title, kind="model", sources=(__file__, jax_layers_file()), spec=SPEC,
+                    models={"torch": build_torch, "jax": build_jax, "keras": build_keras}, forward_flops=forward_flops)

@@ -11,7 +11,8 @@ unpadded convolution: the same function as torch's ``padding="same"`` (which mak
 copy internally and warns about it), and it keeps channels_last. The torch
 module receives NHWC input and permutes it to NCHW (a free view with channels_last strides); before
 flattening it permutes back to NHWC (again free for channels_last activations), so ``fc1`` sees the
-same (H, W, C) feature order as flax's ``Dense``.
+same (H, W, C) feature order as flax's ``Dense``. The Keras model is the seeds' ``keras.Sequential`` of
+the same layers (Keras's 'same' pads the same way).
 
 Trainable parameters (28x28x1, 10 classes): 320 + 8,224 + 401,664 + 2,570 = 412,778.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.base import Workload, WorkloadSpec
 
 SPEC = WorkloadSpec(
     name="mnist_cnn",
@@ -129,3 +130,21 @@ def forward_flops(spec: WorkloadSpec) -> int:
     conv2 = 2 * (height // 2) * (width // 2) * KERNEL * KERNEL * CONV1 * CONV2
     dense = 2 * (_flat_features(spec) * HIDDEN + HIDDEN * spec.num_outputs)
     return conv1 + conv2 + dense
+
+
+def build_keras(spec: WorkloadSpec) -> Any:
+    """The CNN as the seeds wrote it: a ``keras.Sequential`` of two 2x2 'same' convolutions with pooling
+    and dropout, then two dense layers; NHWC input -> logits."""
+    import keras
+
+    L = keras.layers
+    return keras.Sequential([
+        keras.Input(spec.input_shape),
+        L.Conv2D(CONV1, KERNEL, padding="same", activation="relu"), L.MaxPooling2D(2), L.Dropout(DROP_CONV),
+        L.Conv2D(CONV2, KERNEL, padding="same", activation="relu"), L.MaxPooling2D(2), L.Dropout(DROP_CONV),
+        L.Flatten(), L.Dense(HIDDEN, activation="relu"), L.Dropout(DROP_DENSE), L.Dense(spec.num_outputs),
+    ], name=spec.name)
+
+
+WORKLOAD = Workload(name=SPEC.name, title=SPEC.title, kind="model", sources=(__file__,), spec=SPEC,
+                    models={"torch": build_torch, "jax": build_jax, "keras": build_keras}, forward_flops=forward_flops)

@@ -14,8 +14,9 @@
   nan       succeeds with a NaN metric (written as null)
 ``case.options["placement"]`` overrides the reported placement (to exercise the placement check).
 
-A workload like the others (registered in workloads.REGISTRY), but its own measurement: it has ``run``,
-which harness/dispatch.py calls instead of a backend's adapters.
+A workload like the others (registered in workloads.REGISTRY), but its own measurement: its record's
+``run``, which launch/dispatch.py calls instead of a backend's adapters; ``case_options`` makes one case
+per behaviour (``--selftest ok,raise``, which also selects the workload). Not in the default run.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ import os
 import time
 
 from xpubench import envnames
-from xpubench.harness.outcome import Outcome
+from xpubench.results.outcome import Outcome
+from xpubench.workloads.base import Workload, WorkloadOption
 
 BEHAVIOURS = ("ok", "sleep", "raise", "baddata", "segfault", "abort", "hang", "oom", "exit", "nan")
-KEY_OPTIONS = ("behaviour",)   # part of a case's identity (plan.Case.key)
 
 
 def case_options(options: dict) -> list[dict]:
@@ -84,3 +85,10 @@ def run(case) -> Outcome:
         time.sleep(float(case.options.get("seconds", 0.1)))
     metrics = {"behaviour": behaviour, "value": float("nan") if behaviour == "nan" else 1.0}
     return Outcome(metrics=metrics, placement=case.options.get("placement", case.device))
+
+
+BEHAVIOURS_OPTION = WorkloadOption("behaviours", "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)",
+                                   flag="--selftest", name="selftest", is_list=True, selects=True)
+WORKLOAD = Workload(name="selftest", title="deliberate faults (isolation check)", kind="selftest",
+                    sources=(__file__,), modes=("train",), options=(BEHAVIOURS_OPTION,), check_options=case_options,
+                    key_options=("behaviour",), case_options=case_options, run=run, in_default_run=False)

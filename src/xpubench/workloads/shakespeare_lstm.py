@@ -10,14 +10,15 @@ position, the metric next-byte accuracy. Windows of 101 bytes from the 1.1M-char
 ~11k sequences, hence 10,000 train / 1,000 eval.
 
 Trainable parameters: embedding 131,072 + 2 x LSTM (4*512*(512 + 512) + 2*4*512 = 2,101,248)
-+ dense 131,328 = 4,464,896.
++ dense 131,328 = 4,464,896. Keras's LSTMs have one bias vector each (4H fewer per layer, same FLOPs:
+4,460,800; see imdb_lstm).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.base import Workload, WorkloadSpec, jax_layers_file
 
 SPEC = WorkloadSpec(
     name="shakespeare_lstm",
@@ -95,3 +96,18 @@ def forward_flops(spec: WorkloadSpec) -> int:
     (steps,) = spec.input_shape
     lstm = 2 * 4 * HIDDEN * (EMBED + HIDDEN) + (LAYERS - 1) * 2 * 4 * HIDDEN * (HIDDEN + HIDDEN)
     return steps * (lstm + 2 * HIDDEN * spec.num_outputs)
+
+
+def build_keras(spec: WorkloadSpec) -> Any:
+    """``keras.Sequential``: Embedding -> two LSTMs over every step -> Dense vocabulary logits per position."""
+    import keras
+
+    L = keras.layers
+    return keras.Sequential([
+        keras.Input(spec.input_shape, dtype="int32"), L.Embedding(spec.vocab_size, EMBED),
+        *(L.LSTM(HIDDEN, return_sequences=True) for _ in range(LAYERS)), L.Dense(spec.num_outputs),
+    ], name=spec.name)
+
+
+WORKLOAD = Workload(name=SPEC.name, title=SPEC.title, kind="model", sources=(__file__, jax_layers_file()), spec=SPEC,
+                    models={"torch": build_torch, "jax": build_jax, "keras": build_keras}, forward_flops=forward_flops)

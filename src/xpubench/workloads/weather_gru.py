@@ -10,13 +10,14 @@ b_hn)); two bias vectors): torch ``nn.GRU`` (fused kernels), flax
 but has 4H biases instead of torch's 6H.
 
 Trainable parameters (F = 20): GRU 3*512*(20 + 512) + 2*3*512 = 820,224 + dense 1,539 = 821,763.
+Keras's GRU with ``reset_after=True`` (its default) has PyTorch's two bias vectors: the same count.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xpubench.workloads.base import WorkloadSpec
+from xpubench.workloads.base import Workload, WorkloadSpec, jax_layers_file
 
 SPEC = WorkloadSpec(
     name="weather_gru",
@@ -88,3 +89,19 @@ def forward_flops(spec: WorkloadSpec) -> int:
     """
     steps, features = spec.input_shape
     return steps * (2 * 3 * HIDDEN * (features + HIDDEN) + 2 * HIDDEN * spec.num_outputs)
+
+
+def build_keras(spec: WorkloadSpec) -> Any:
+    """``keras.Sequential``: GRU over every step (reset_after: PyTorch's gates and biases) -> Dense 3 ->
+    sigmoid per step."""
+    import keras
+
+    L = keras.layers
+    return keras.Sequential([
+        keras.Input(spec.input_shape), L.GRU(HIDDEN, return_sequences=True),
+        L.Dense(spec.num_outputs, activation="sigmoid"),
+    ], name=spec.name)
+
+
+WORKLOAD = Workload(name=SPEC.name, title=SPEC.title, kind="model", sources=(__file__, jax_layers_file()), spec=SPEC,
+                    models={"torch": build_torch, "jax": build_jax, "keras": build_keras}, forward_flops=forward_flops)

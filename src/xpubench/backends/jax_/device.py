@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from xpubench.devices.precisions import fp16_problem
 from xpubench.devices.records import is_amd, kind_of_platform, tf32_problem
 from xpubench.errors import UserError
 
@@ -32,6 +33,21 @@ def tf32_unavailable(device) -> str | None:
     capability = getattr(device, "compute_capability", None)
     amd = is_amd(device.platform, getattr(device, "device_kind", ""), capability)
     return tf32_problem(kind_of(device), "amd" if amd else "nvidia", capability)
+
+
+def gpu_identity(device) -> dict:
+    """The GPU's vendor for the energy meter (energy/windows.py); JAX reports no UUID, so the board is
+    found through the visible-devices variables (energy/gpu.py physical_gpu)."""
+    amd = is_amd(device.platform, getattr(device, "device_kind", ""), getattr(device, "compute_capability", None))
+    return {"vendor": "amd" if amd else "nvidia", "uuid": None}
+
+
+def precision_problem(device, precision: str) -> str | None:
+    """Why a case at ``precision`` would not measure that format on this JAX device, or None: tf32 off
+    NVIDIA Ampere+ (``tf32_unavailable``), fp16 on a TPU (devices/precisions.py)."""
+    if precision == "tf32":
+        return tf32_unavailable(device)
+    return fp16_problem(kind_of(device)) if precision == "fp16" else None
 
 
 def jax_devices(device_id: str, count: int = 1) -> list:
@@ -99,3 +115,14 @@ class PeakMemory:
         raised = [n for n, b in zip(now, before) if b is None or n > b]
         below = [b for n, b in zip(now, before) if b is not None and n <= b]   # region peak <= b: unknown
         return max(raised) if raised and max(raised) >= max(below, default=0) else None
+
+
+def warm_cache_note(environ) -> str | None:
+    """Why a compile time may include cache hits: JAX compiles from scratch in every process unless its
+    persistent compilation cache is on (JAX_COMPILATION_CACHE_DIR or jax_compilation_cache_dir)."""
+    import sys
+
+    jax_module = sys.modules.get("jax")
+    folder = environ.get("JAX_COMPILATION_CACHE_DIR") or (
+        getattr(jax_module.config, "jax_compilation_cache_dir", None) if jax_module is not None else None)
+    return f"compile_s may include hits of JAX's persistent compilation cache ({folder})" if folder else None

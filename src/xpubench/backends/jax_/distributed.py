@@ -11,12 +11,14 @@ Open MPI, Kubernetes). On CPUs the cross-process collectives are gloo's.
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from xpubench.backends.jax_.device import jax_devices, kind_of
 from xpubench.errors import UserError
 from xpubench.harness.cluster import Cluster, from_env
 
 JOIN_TIMEOUT_S = 300   # how long a process waits for the others to join (jax's default)
+KEY_BYTES = 512        # a case key, padded, as every process sends it to the others
 
 
 def initialize(cluster: Cluster | None = None) -> Cluster:
@@ -33,6 +35,29 @@ def initialize(cluster: Cluster | None = None) -> Cluster:
         raise RuntimeError(f"jax.distributed joined {jax.process_count()} processes, expected "
                            f"{cluster.num_processes}")
     return cluster
+
+
+def join(case, cluster: Cluster | None = None, gather=None) -> Cluster:
+    """``initialize``, then check that every process runs this same case (``check_same_case``): with
+    several processes, a host whose run is out of step would otherwise pair this case with another."""
+    cluster = initialize(cluster)
+    if cluster.multi:
+        check_same_case(case.key, gather)
+    return cluster
+
+
+def check_same_case(key: str, gather=None) -> None:
+    """Every process of the cluster runs the case ``key``, or every process raises naming each one's case.
+    ``gather`` stacks one array per process (``multihost_utils.process_allgather``: a collective, so all
+    processes must call it, as they do right after joining)."""
+    if gather is None:
+        from jax.experimental.multihost_utils import process_allgather as gather
+    mine = np.frombuffer(key.encode()[:KEY_BYTES].ljust(KEY_BYTES, b"\0"), np.uint8)
+    keys = [bytes(row).rstrip(b"\0").decode(errors="replace") for row in np.asarray(gather(mine))]
+    if any(k != key for k in keys):
+        said = "; ".join(f"process {i}: {k}" for i, k in enumerate(keys))
+        raise RuntimeError(f"the processes of this multi-host run are out of step ({said}): every host must run "
+                           "the same case at the same time")
 
 
 def shutdown() -> None:

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xpubench.backends.base import DoctorOps
 from xpubench.backends.jax_.device import PeakMemory, jax_devices, kind_of
 from xpubench.backends.jax_.matmul import ops_for
+from xpubench.case import Case
 from xpubench.devices import memory
-from xpubench.doctor.probe import DoctorOps
-from xpubench.plan import Case
 
 
 def _in_use(device) -> int | None:

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xpubench import backends
 from xpubench.backends.jax_.attention import attention_kernel
 from xpubench.backends.jax_.device import DTYPES
 from xpubench.backends.jax_.train import cast_floats, matmul_precision
@@ -145,16 +146,16 @@ def generator_for(case) -> JaxGenerator:
     from xpubench.backends.base import Unsupported
     from xpubench.backends.jax_.device import jax_devices
     from xpubench.harness.generation import prompt_tokens
-    from xpubench.workloads import get_workload, spec_of
+    from xpubench.workloads import get_workload
 
     if case.precision == "int8":
         raise Unsupported("int8 generation is not applicable to jax: JAX/XLA has no built-in int8 "
                           "quantization of this model (torch int8 runs on the CPU)")
-    spec = spec_of(case.workload, case.options)
-    mod = get_workload(case.workload)
-    prompt_len, new_tokens = mod.generation_lengths(spec, case.options)
+    workload = get_workload(case.workload)
+    spec = workload.spec_for(case.options)
+    prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     (device,) = jax_devices(case.device)
-    model = mod.build_jax(spec)
+    model = backends.get("jax").build(workload, spec)
     prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
     with jax.default_device(device):
         params = jax.jit(model.init)(jax.random.key(case.seed), prompt[:1, :1])["params"]

@@ -14,11 +14,13 @@ import jax
 import numpy as np
 from flax import traverse_util
 
+from xpubench import backends
 from xpubench.backends.jax_ import quant
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
 from xpubench.backends.jax_.train import cast_floats, make_apply
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows, train_untimed
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.workloads import get_workload
 
 
@@ -32,7 +34,7 @@ def arrays_tree(arrays: dict[str, np.ndarray]) -> dict:
     return traverse_util.unflatten_dict({k: np.asarray(v) for k, v in arrays.items()}, sep="/")
 
 
-class JaxPredictor:
+class JaxPredictor(PeakMemoryFrom):
     """``fn(params, extra, x) -> out`` jitted; the padded batches on the device before any clock."""
 
     def __init__(self, fn, params, extra, x: np.ndarray, batch: int, device):
@@ -68,11 +70,6 @@ class JaxPredictor:
         """Where a prediction's output lives (one untimed call)."""
         return placement(self.predict(0))
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
 
 class JaxSession:
@@ -81,10 +78,10 @@ class JaxSession:
 
         self.case = case
         self.trainer = JaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        mod = get_workload(case.workload)
+        workload = get_workload(case.workload)
         self.spec = self.trainer.spec
-        self.model = mod.build_jax(self.spec)
-        self.forward_flops = mod.forward_flops(self.spec)
+        self.model = backends.get("jax").build(workload, self.spec)
+        self.forward_flops = workload.forward_flops(self.spec)
         self.y_eval = np.asarray(self.trainer.y_eval)
 
     def precheck(self, precision: str) -> None:
@@ -104,7 +101,7 @@ class JaxSession:
 
         t = self.trainer
         return {"framework": f"jax {jax.__version__}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(np.asarray(t.xs), np.asarray(t.ys)),
                 "spec": repr(self.spec)}
 

@@ -25,6 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from xpubench import backends
 from xpubench.backends.jax_ import distributed
 from xpubench.backends.jax_.device import PeakMemory
 from xpubench.backends.jax_.infer import JaxPredictor, JaxSession
@@ -94,7 +95,7 @@ class ShardedJaxTrainer(JaxTrainer):
         self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
         self.eval_x = global_array(in_batches(self.x_eval, gb), self.data)
         self.eval_y = global_array(in_batches(self.y_eval, gb), self.data)
-        model = get_workload(case.workload).build_jax(self.spec)
+        model = backends.get("jax").build(get_workload(case.workload), self.spec)
         self.apply = make_apply(model, case.precision)
         params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
         tx = make_optimizer(self.spec, setup.learning_rate)
@@ -159,10 +160,10 @@ class ShardedSession(JaxSession):
 
         self.case = case
         self.trainer = ShardedJaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        mod = get_workload(case.workload)
+        workload = get_workload(case.workload)
         self.spec = self.trainer.spec
-        self.model = mod.build_jax(self.spec)
-        self.forward_flops = mod.forward_flops(self.spec)
+        self.model = backends.get("jax").build(workload, self.spec)
+        self.forward_flops = workload.forward_flops(self.spec)
         self.y_eval = np.asarray(self.trainer.y_eval)
 
     def key_extra(self) -> dict:
@@ -172,7 +173,7 @@ class ShardedSession(JaxSession):
         from xpubench.harness import casedata, weights
 
         t = self.trainer
-        code = weights.code_digest(get_workload(self.case.workload), train, casedata, inference, sys.modules[__name__])
+        code = weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference, sys.modules[__name__])
         return {"framework": f"jax {jax.__version__}", "code": code, "spec": repr(self.spec),
                 "data": weights.data_digest(t.host_xs, t.host_ys), "devices": int(t.mesh.size)}
 

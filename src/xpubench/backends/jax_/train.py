@@ -23,10 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from xpubench import backends
 from xpubench.backends.jax_ import loss_scale
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
 from xpubench.harness.casedata import batch_order
 from xpubench.harness.inference import batch_count, pad_rows
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -62,7 +64,7 @@ def loss_per_sample(spec, out, y):
 
 def make_optimizer(spec, lr: float):
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay mask (gpt.py)
-        return get_workload(spec.name).jax_optimizer(spec, lr)
+        return get_workload(spec.name).optimizers["jax"](spec, lr)
     if spec.optimizer == "adam":
         return optax.adam(lr, eps=1e-8)
     if spec.optimizer == "rmsprop":
@@ -184,7 +186,7 @@ def autotune_setting(device) -> str | None:
     return f"XLA autotuning, xla_gpu_autotune_level {m.group(1) if m else '4 (default)'}"
 
 
-class JaxTrainer:
+class JaxTrainer(PeakMemoryFrom):
     def __init__(self, case):
         self.case = case
         (self.device,) = jax_devices(case.device)
@@ -199,7 +201,7 @@ class JaxTrainer:
         self.xs, self.ys = put(setup.x_train), put(setup.y_train)
         self.x_eval, self.y_eval = setup.x_eval, setup.y_eval
         self.eval_x, self.eval_y = put(in_batches(self.x_eval, self.batch)), put(in_batches(self.y_eval, self.batch))
-        model = get_workload(case.workload).build_jax(self.spec)
+        model = backends.get("jax").build(get_workload(case.workload), self.spec)
         self.apply = make_apply(model, case.precision)
         params, extra = init_variables(model, self.spec, setup.x_train[:1], case.seed)
         tx = make_optimizer(self.spec, setup.learning_rate)
@@ -283,16 +285,13 @@ class JaxTrainer:
     def placement(self) -> str:
         return placement(jax.tree.leaves(self.state[0])[0])
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
-        out = {"autotune": autotune_setting(self.device)}
         from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
+        from xpubench.backends.jax_.device import warm_cache_note
+
+        out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note(os.environ)}
 
         moved = step_bytes_per_sample(self._train, self.global_batch, getattr(self, "flops_per_sample", None))
         if moved:

@@ -24,7 +24,8 @@ from typing import Any
 
 from xpubench.errors import UserError
 
-KERAS_BACKENDS = ("jax", "torch", "tensorflow")
+KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # the frameworks Keras 3 runs on
+
 DTYPE_POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -36,6 +37,26 @@ def keras_backend_of(case) -> str:
     if name not in KERAS_BACKENDS:
         raise UserError(f"unknown Keras backend {name!r}; choose from: {', '.join(KERAS_BACKENDS)}")
     return name
+
+
+def precision_problem(case) -> str | None:
+    """The native framework's gate for a tf32 or fp16 case, asked of the case's device without importing
+    Keras: tf32 only on NVIDIA Ampere+ (Keras's "tensorfloat32" would be 3 bf16 passes on a TPU, fp32 on
+    a CPU or an AMD GPU), no fp16 on a TPU."""
+    from xpubench.devices.precisions import fp16_problem
+    from xpubench.devices.records import tf32_problem
+
+    backend, kind = keras_backend_of(case), case.device.partition(":")[0]
+    if backend == "jax":
+        from xpubench.backends.jax_.device import jax_devices
+        from xpubench.backends.jax_.device import precision_problem as jax_problem
+
+        return jax_problem(jax_devices(case.device)[0], case.precision)
+    if case.precision == "tf32" and backend == "torch":
+        from xpubench.backends.torch_.device import tf32_unavailable, torch_device
+
+        return tf32_unavailable(torch_device(case.device))
+    return tf32_problem(kind, None, None) if case.precision == "tf32" else fp16_problem(kind)
 
 
 def import_keras(backend: str) -> Any:

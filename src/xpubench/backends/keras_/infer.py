@@ -22,13 +22,14 @@ import numpy as np
 from xpubench.backends.keras_.train import KerasTrainer
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.workloads import get_workload
 
 POLICIES = {"fp32": None, "tf32": None, "bf16": "bfloat16", "fp16": "float16"}
 INT8_LAYERS = ("Dense", "EinsumDense", "Embedding")
 
 
-class KerasPredictor:
+class KerasPredictor(PeakMemoryFrom):
     """``predict_on_batch`` over the padded evaluation batches, already on the device."""
 
     def __init__(self, trainer: KerasTrainer, model, x: np.ndarray, batch: int):
@@ -59,13 +60,8 @@ class KerasPredictor:
         return self.trainer.device.placement(self.batches[0])
 
     def reset_peak_memory(self) -> None:
-        self.memory = self.trainer.device.peak_memory_counter()
-        if self.memory is not None:
-            self.memory.reset()
-
-    def peak_memory(self):
-        memory = getattr(self, "memory", None)
-        return memory.read() if memory is not None else None
+        self.memory = self.trainer.device.peak_memory_counter()   # made once the model exists
+        super().reset_peak_memory()
 
 
 def int8_report(model) -> dict:
@@ -112,7 +108,7 @@ class KerasSession:
 
         t = self.trainer
         return {"framework": f"keras {t.keras.__version__} on {t.keras_backend}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(t.x, t.y), "spec": repr(self.spec)}
 
     def train(self) -> dict[str, np.ndarray]:

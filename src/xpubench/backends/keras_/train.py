@@ -1,6 +1,6 @@
 """Keras 3 training with Keras's own ``model.fit``, measured by the harness (harness/training.py).
 
-The model is the workload's Keras model (workloads/keras_models.py, or a user's), compiled with the
+The model is the workload's Keras model (its record's ``models["keras"]``, or a user's), compiled with the
 spec's loss (from logits), metric and optimizer (Adam eps 1e-8 / RMSprop rho 0.9 eps 1e-7, as the
 native backends). The trainer is an *epoch Trainer*: each epoch is one ``model.fit(x, y, epochs=1,
 batch_size, shuffle=True, verbose=0)`` call on numpy arrays, as the seeds called it, with a callback that
@@ -37,11 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from xpubench import backends
 from xpubench.backends.keras_.device import KerasDevice, import_keras, keras_backend_of, set_precision
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.harness.training import StepTimer
 from xpubench.workloads import get_workload
-from xpubench.workloads.keras_models import build_keras
 
 
 def compile_model(keras: Any, model: Any, spec, jit_compile) -> None:
@@ -101,13 +102,13 @@ def timing_callback(keras: Any, timer: StepTimer, pipelined: bool) -> Any:
     return PipelinedSteps() if pipelined else StepTimes()
 
 
-class KerasTrainer:
+class KerasTrainer(PeakMemoryFrom):
     """An epoch Trainer (harness/training.py) over ``model.fit``; see the module docstring."""
 
     def __init__(self, case):
         if case.devices != 1:
             raise ValueError("Keras training runs on one device here (no data-parallel path yet)")
-        mod = get_workload(case.workload)
+        workload = get_workload(case.workload)
         self.case, self.keras_backend = case, keras_backend_of(case)
         self.keras = keras = import_keras(self.keras_backend)
         self.device = KerasDevice(keras, self.keras_backend, case.device)
@@ -120,7 +121,7 @@ class KerasTrainer:
         keras.utils.set_random_seed(case.seed)
         self.jit = {"on": True, "off": False}.get(case.compile, "auto")
         with self.device.scope():
-            self.model = build_keras(keras, mod, self.spec)
+            self.model = backends.get(case.backend).build(workload, self.spec, case.backend)   # after import_keras chose the backend
             compile_model(keras, self.model, self.spec, self.jit)
         self._placement = self.device.check_placement(self.model)
 
@@ -181,13 +182,8 @@ class KerasTrainer:
         return self._placement
 
     def reset_peak_memory(self) -> None:
-        self.memory = self.device.peak_memory_counter()
-        if self.memory is not None:
-            self.memory.reset()
-
-    def peak_memory(self):
-        memory = getattr(self, "memory", None)
-        return memory.read() if memory is not None else None
+        self.memory = self.device.peak_memory_counter()   # made once the model exists
+        super().reset_peak_memory()
 
 
 

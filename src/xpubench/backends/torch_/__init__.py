@@ -6,12 +6,70 @@ from __future__ import annotations
 
 from xpubench.backends.base import Backend, Unsupported
 
+# CPU instructions that make a half-precision matmul native (slow_cpu_dtypes)
+NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
 NO_DDP_INFERENCE = ("data-parallel inference is not implemented for torch (DistributedDataParallel is a "
                     "training wrapper): run torch inference with --devices 1, or jax with --devices N")
 
 
 class TorchBackend(Backend):
     name = "torch"
+    title = "PyTorch"
+    module = "torch"
+    packages = ("torch", "torchao")
+    in_default_run = True
+    precisions = ("fp32", "tf32", "bf16", "fp16", "int8")
+    ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
+    ceiling_module = "xpubench.backends.torch_.ceiling"
+    startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
+    compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
+
+    def detect(self, host_cpu: dict) -> dict:
+        from xpubench.backends.torch_.detect import detect
+
+        return detect(host_cpu)
+
+    def worker_environment(self, device: str | None, environ, scratch=None) -> None:
+        """Inductor's and Triton's caches start empty in the worker's own folder (caches.py)."""
+        if scratch is not None:
+            from xpubench.backends.torch_.caches import use_fresh_caches
+
+            use_fresh_caches(scratch, environ)
+
+    def warm_cache_note(self, environ) -> str | None:
+        from xpubench.backends.torch_.caches import warm_cache_note
+
+        return warm_cache_note(environ)
+
+    def slow_cpu_dtypes(self, env: dict, device: str) -> list[str]:
+        """bf16/fp16 on a CPU without native instructions for them: torch's kernels then run at ~1 GFLOP/s
+        (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2), so one 4096 product
+        takes minutes. (XLA converts to fp32 internally and stays fast.)"""
+        if not device.startswith("cpu"):
+            return []
+        flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
+        return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
+
+    def fp16_training_problem(self, env: dict, device: str) -> str | None:
+        """fp16 training on MPS needs a GradScaler that runs there (devices/precisions.py)."""
+        if not device.startswith("mps"):
+            return None
+        from xpubench.devices.precisions import mps_fp16_training_problem
+
+        return mps_fp16_training_problem(env.get("backends", {}).get("torch", {}).get("version"))
+
+    def data_parallel_devices(self, env: dict, device: str) -> int | None:
+        """On a CPU, DistributedDataParallel runs one process per usable core (ddp.py)."""
+        if not device.startswith("cpu"):
+            return None
+        import os
+
+        usable = env.get("host", {}).get("cpu", {}).get("usable_cores")   # the described machine's
+        return usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+    def compile_seconds(self, case) -> float:
+        auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
+        return self.compile_s if case.compile == "on" or auto_gpu else 0.0
 
     def unsupported(self, case) -> str | None:
         if case.mode == "infer" and case.devices > 1:
@@ -20,6 +78,12 @@ class TorchBackend(Backend):
             from xpubench.backends.torch_.device import tf32_unavailable, torch_device
 
             return tf32_unavailable(torch_device(case.device))
+        if case.precision == "fp16" and case.mode == "train" and case.device == "mps":
+            import torch
+
+            from xpubench.devices.precisions import mps_fp16_training_problem
+
+            return mps_fp16_training_problem(torch.__version__)   # GradScaler on MPS: torch >= 2.8
         return None
 
     def matmul_ops(self, case):
@@ -54,6 +118,11 @@ class TorchBackend(Backend):
         from xpubench.backends.torch_.generate import generator_for
 
         return generator_for(case)
+
+    def gpu_identity(self, case) -> dict:
+        from xpubench.backends.torch_.device import gpu_identity, torch_device
+
+        return gpu_identity(torch_device(case.device))
 
     def doctor_ops(self, device: str):
         from xpubench.backends.torch_.doctor import doctor_ops

@@ -68,7 +68,7 @@ def device_id_kwargs(version: str, gpu: int) -> dict:
 
 def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
     """Runs in every rank: bind the device (CPU cores or one GPU), join the group, run ``entry``."""
-    from xpubench.plan import Case
+    from xpubench.case import Case
 
     case = Case.from_dict(case_dict)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

@@ -40,20 +40,50 @@ def tf32_unavailable(device: torch.device) -> str | None:
     return tf32_problem("gpu", "nvidia", f"{major}.{minor}")
 
 
+def gpu_identity(device: torch.device) -> dict:
+    """The GPU's vendor and UUID, for the energy meter (energy/windows.py): the UUID names the physical
+    board whatever CUDA_VISIBLE_DEVICES renumbered (torch's ``get_device_properties(i).uuid``)."""
+    if torch.version.hip:
+        return {"vendor": "amd", "uuid": None}
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return {"vendor": "nvidia", "uuid": str(uuid) if uuid else None}
+
+
 def set_precision_mode(precision: str) -> None:
     """fp32 means true fp32 on every chip: TF32 only when tf32 is asked for."""
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
-def set_autotune(device: torch.device) -> str | None:
-    """Let cuDNN (MIOpen on ROCm) benchmark its convolution algorithms for each input shape, as XLA
-    autotunes its kernels on GPUs, so a torch-vs-JAX comparison is between two tuned programs. The
-    benchmarking happens on the first call of each shape (in the first step). Returns what was set."""
+MIOPEN_FIND_MODE = "DYNAMIC_HYBRID"   # MIOpen's own default since ROCm 5.x: a Find-Db hit, else a find over
+                                     # its dynamic kernels (seconds per shape, not minutes)
+
+
+def set_autotune(device: torch.device, environ=None) -> str | None:
+    """Kernel selection for convolutions, chosen on purpose and returned for the record (``autotune``).
+
+    CUDA: ``cudnn.benchmark`` (cuDNN times its algorithms for each new input shape, in the first step),
+    as XLA autotunes its kernels on GPUs, so a torch-vs-JAX comparison is between two tuned programs.
+
+    ROCm: ``cudnn.benchmark`` stays off. Since pytorch/pytorch#145294 it asks MIOpen for an exhaustive
+    search per new shape, measured at 10-15 minutes per convolution configuration on a cold cache
+    (pytorch/pytorch#179795); every new shape (the first step, the last partial evaluation batch) would
+    pay it and CNN cases on a fresh MI300X would time out. MIOpen's find mode is set instead:
+    ``MIOPEN_FIND_MODE=DYNAMIC_HYBRID`` (MIOpen's documented default: its Find-Db, else a find over its
+    dynamic kernels), unless the user set one (then theirs is kept and recorded). The find runs on the
+    first call of each shape: in the first step, which is never a steady-state sample (harness/training.py),
+    and in inference's untimed first call (harness/inference.py pads every batch to one shape)."""
     if device.type != "cuda":
         return None
+    if torch.version.hip:
+        import os
+
+        env = os.environ if environ is None else environ
+        mode = env.setdefault("MIOPEN_FIND_MODE", MIOPEN_FIND_MODE)
+        torch.backends.cudnn.benchmark = False
+        return f"MIOpen find mode {mode} (cudnn.benchmark off: on ROCm it is MIOpen's exhaustive search)"
     torch.backends.cudnn.benchmark = True
-    return "cudnn.benchmark" + (" (MIOpen)" if torch.version.hip else "")
+    return "cudnn.benchmark"
 
 
 def checked_autocast(device: torch.device, precision: str):

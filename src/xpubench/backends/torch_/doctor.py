@@ -7,12 +7,12 @@ import time
 
 import torch
 
+from xpubench.backends.base import DoctorOps
 from xpubench.backends.torch_.device import PeakMemory, sync, torch_device
 from xpubench.backends.torch_.matmul import ops_for
 from xpubench.backends.torch_.train import compile_problem
+from xpubench.case import Case
 from xpubench.devices import memory
-from xpubench.doctor.probe import DoctorOps
-from xpubench.plan import Case
 
 
 def _in_use(device: torch.device) -> int | None:
@@ -42,17 +42,21 @@ def compile_check(device: torch.device) -> dict:
 
 
 def event_window(device: torch.device):
-    """(CUDA-event seconds, synchronised wall seconds) of ``reps`` calls, for the timing check."""
+    """(CUDA-event seconds, synchronised wall seconds) of ``reps`` calls, for the timing check. The events
+    are recorded on ``device``'s current stream, where its work runs: ``Event.record()`` without a stream
+    records on the current device's stream, which for gpu:1 is gpu:0's idle one (a false FAIL)."""
     def window(call, reps: int) -> tuple[float, float]:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        start.record()
-        for _ in range(reps):
-            call()
-        end.record()
-        end.synchronize()
-        wall = time.perf_counter() - t0
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            start.record(stream)
+            for _ in range(reps):
+                call()
+            end.record(stream)
+            end.synchronize()
+            wall = time.perf_counter() - t0
         return start.elapsed_time(end) / 1000, wall
     return window
 

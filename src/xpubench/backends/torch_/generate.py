@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from xpubench import backends
 from xpubench.backends.torch_.attention import checked_kernel
 from xpubench.backends.torch_.device import sync
 from xpubench.harness.generation import cache_positions
@@ -127,14 +128,15 @@ def generator_for(case) -> TorchGenerator:
     fp16 as weights in that dtype, int8 dynamic on the CPU), and a seeded random prompt batch."""
     from xpubench.backends.torch_.device import DTYPES, set_precision_mode, torch_device
     from xpubench.harness.generation import prompt_tokens
-    from xpubench.workloads import get_workload, spec_of
+    from xpubench.workloads import get_workload
 
-    spec = spec_of(case.workload, case.options)
-    prompt_len, new_tokens = get_workload(case.workload).generation_lengths(spec, case.options)
+    workload = get_workload(case.workload)
+    spec = workload.spec_for(case.options)
+    prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     device = torch_device(case.device)
     set_precision_mode(case.precision)
     torch.manual_seed(case.seed)
-    model = get_workload(case.workload).build_torch(spec)
+    model = backends.get("torch").build(workload, spec)
     if case.precision == "int8":
         model = int8_model(model, device)
     else:

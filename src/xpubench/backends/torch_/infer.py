@@ -18,6 +18,7 @@ from xpubench.backends.torch_ import quant
 from xpubench.backends.torch_.device import DTYPES, PeakMemory, placement, set_precision_mode, sync
 from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, train_untimed
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.workloads import get_workload
 
 
@@ -39,7 +40,7 @@ def load_state_arrays(model: torch.nn.Module, arrays: dict[str, np.ndarray]) -> 
                           strict=True)
 
 
-class TorchPredictor:
+class TorchPredictor(PeakMemoryFrom):
     """The evaluation inputs padded to whole batches, on the device before any clock starts."""
 
     def __init__(self, model: torch.nn.Module, x: torch.Tensor, batch: int, device: torch.device,
@@ -74,11 +75,6 @@ class TorchPredictor:
         """Where a prediction's output lives (one untimed call)."""
         return placement(self.predict(0))
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
 
 class TorchSession:
@@ -108,7 +104,7 @@ class TorchSession:
 
         t = self.trainer
         return {"framework": f"torch {torch.__version__}",
-                "code": weights.code_digest(get_workload(self.case.workload), train, casedata, inference),
+                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
                 "data": weights.data_digest(t.x.cpu().numpy(), t.y.cpu().numpy()),
                 "spec": repr(self.spec)}
 

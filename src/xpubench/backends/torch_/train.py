@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from xpubench import backends
+from xpubench.backends.torch_.caches import warm_cache_note
 from xpubench.backends.torch_.device import (
     PeakMemory,
     checked_autocast,
@@ -33,6 +35,7 @@ from xpubench.backends.torch_.device import (
     torch_device,
 )
 from xpubench.harness.casedata import batch_order
+from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -60,7 +63,7 @@ def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def make_optimizer(spec, params, device: torch.device, lr: float):
     fused = device.type == "cuda"
     if spec.optimizer == "adamw":   # the workload's own AdamW, with its weight-decay groups (gpt.py)
-        return get_workload(spec.name).torch_optimizer(params, spec, lr, fused=fused or None)
+        return get_workload(spec.name).optimizers["torch"](params, spec, lr, fused=fused or None)
     if spec.optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, eps=1e-8, fused=fused or None)
     if spec.optimizer == "rmsprop":
@@ -70,8 +73,7 @@ def make_optimizer(spec, params, device: torch.device, lr: float):
 
 
 def build_model(spec, case, device: torch.device) -> torch.nn.Module:
-    mod = get_workload(case.workload)
-    model = mod.build_torch(spec).to(device)
+    model = backends.get("torch").build(get_workload(case.workload), spec).to(device)
     if spec.input_kind == "image":
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -109,7 +111,7 @@ def compile_choice(case, device: torch.device) -> tuple[bool, str | None]:
     return (False, f"torch.compile not used ({problem}): trained eager") if problem else (True, None)
 
 
-class TorchTrainer:
+class TorchTrainer(PeakMemoryFrom):
     def __init__(self, case, world_size: int = 1, rank: int = 0, wrap=None):
         self.case, self.device = case, torch_device(case.device)
         set_precision_mode(case.precision)
@@ -255,16 +257,13 @@ class TorchTrainer:
     def placement(self) -> str:
         return placement(next(self.model.parameters()))
 
-    def reset_peak_memory(self) -> None:
-        self.memory.reset()
-
-    def peak_memory(self):
-        return self.memory.read()
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: compiled or eager (and why, as a warning),
         autotuning, fp16's loss scaling."""
-        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": self.compile_note}
+        warm = warm_cache_note() if self.compiled else None
+        notes = "; ".join(n for n in (self.compile_note, warm) if n)
+        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": notes or None}
         if self.scaler is not None:
             out.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
         if hasattr(self.spec, "attention"):

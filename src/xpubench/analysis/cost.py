@@ -1,0 +1,71 @@
+"""What a result costs, from the price per device-hour its case carries (plan/prices.py), and rankings of
+devices by time and by cost.
+
+Formulas (throughput is the steady-state figure, compile and warm-up excluded; s = price / 3600 is
+dollars per second):
+
+* $ per 1M training samples = s x 1e6 / (training samples per second)
+* $ per steady epoch        = s x (seconds per steady epoch)
+* $ per 1M predictions      = s x 1e6 / (predictions per second)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> dict:
+    """The Cost metrics of one result (results/metrics.py): training -> $ per 1M samples and per steady
+    epoch; inference -> $ per 1M predictions; ``cost_na`` with the reason where no price was given."""
+    if price_per_hour is None:
+        return {"cost_na": "n/a: no price for this device (--price-per-hour DEVICE=USD or --prices FILE)"}
+    if mode == "train":
+        figures = cost_figures(price_per_hour, samples_per_s=metrics.get("samples_per_s"),
+                               epoch_s=metrics.get("epoch_s"))
+    elif mode == "infer":
+        figures = cost_figures(price_per_hour, predictions_per_s=metrics.get("samples_per_s"))
+    else:
+        figures = {"usd_per_hour": price_per_hour}
+    return {k: v for k, v in figures.items() if v is not None}
+
+
+def cost_figures(price_per_hour: float | None, *, samples_per_s: float | None = None,
+                 epoch_s: float | None = None, predictions_per_s: float | None = None) -> dict[str, float | None]:
+    """usd_per_1m_samples, usd_per_epoch, usd_per_1m_predictions (None where a figure is missing)."""
+    per_s = price_per_hour / 3600.0 if price_per_hour is not None else None
+
+    def rate(per_second):
+        return per_s * 1e6 / per_second if (per_s is not None and per_second) else None
+
+    return {"usd_per_hour": price_per_hour, "usd_per_1m_samples": rate(samples_per_s),
+            "usd_per_epoch": per_s * epoch_s if (per_s is not None and epoch_s) else None,
+            "usd_per_1m_predictions": rate(predictions_per_s)}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    by_time: list[str]          # fastest first
+    by_cost: list[str]          # cheapest first (only the priced options)
+    unpriced: list[str]         # options without a price: not in by_cost
+    differences: list[str]      # one sentence per pair whose order differs between the two rankings
+
+    @property
+    def same_order(self) -> bool:
+        return not self.differences
+
+
+def rank_time_and_cost(options: Mapping[str, tuple[float, float | None]]) -> Ranking:
+    """Rank options ({label: (seconds per result, USD per result or None)}) by time and by cost and say,
+    pair by pair, where the faster one is not the cheaper one."""
+    by_time = sorted(options, key=lambda k: (options[k][0], k))
+    priced = [k for k in by_time if options[k][1] is not None]
+    by_cost = sorted(priced, key=lambda k: (options[k][1], options[k][0], k))
+    differences = []
+    for i, fast in enumerate(priced):
+        for slow in priced[i + 1:]:
+            (t_fast, c_fast), (t_slow, c_slow) = options[fast], options[slow]
+            if c_slow < c_fast and t_slow > t_fast:
+                differences.append(f"{fast} is faster than {slow} ({t_slow / t_fast:.2f}x) but {slow} is cheaper "
+                                   f"(${c_slow:.4g} vs ${c_fast:.4g} per result, {c_fast / c_slow:.2f}x)")
+    return Ranking(by_time, by_cost, [k for k in by_time if options[k][1] is None], differences)

@@ -1,0 +1,31 @@
+"""% of peak for matmul, MFU for models: the achieved rate against the chip's peak at the case's precision
+(backends/peaks.py reads it from the result's fingerprint). An unknown chip has no peak: n/a."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xpubench.backends.peaks import peak_for
+from xpubench.results.modes import mode_of
+
+
+def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
+    """Adds peak_flops_per_s, peak_is_estimate and the mode's ``peak_share`` (results/modes.py: pct_of_peak for
+    matmul, mfu for models) in place."""
+    precision = case.get("precision", "fp32")   # int8 work against the int8 peak (ops/s), like every dtype
+    peak, estimate = peak_for(fp, case["backend"], case["device"], precision)
+    devices = case.get("devices", 1) or 1
+    if case["device"] == "cpu" and devices > 1:
+        devices = 1  # CPU "devices" share the same cores: the chip peak is the whole CPU's
+    total = peak * devices if peak else None
+    metrics["peak_flops_per_s"] = total
+    metrics["peak_is_estimate"] = estimate if total else None
+    mode = mode_of(case.get("mode"))
+    if mode is None or mode.peak_share is None:
+        return
+    achieved = mode.flops(metrics)
+    ratio = achieved / total if (achieved and total) else None
+    metrics[mode.peak_share] = ratio
+    if ratio and ratio > 1 and estimate:
+        metrics["peak_warning"] = ("above the estimated CPU peak: the estimate's clock is lower than the clock "
+                                   "the chip ran at (see the estimate's basis)")

@@ -1,0 +1,195 @@
+"""Command line: xpubench env | list | run | doctor | report | compare. Thin: parse, call, print.
+
+Every error a user can cause ends in one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from xpubench.cli import ceilings as ceilings_cli
+from xpubench.errors import UserError
+from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options_text import csv
+from xpubench.version import __version__
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too by default)
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="xpubench", description="Deep-learning speed on this hardware, per framework and device.")
+    p.add_argument("--version", action="version", version=f"xpubench {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    env = sub.add_parser("env", help="what hardware and frameworks are here")
+    env.add_argument("--json", action="store_true", help="print the same as JSON")
+
+    sub.add_parser("list", help="workloads, backends and devices")
+
+    run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
+    add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
+
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
+    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
+    doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
+
+    rep = sub.add_parser("report", help="HTML or Markdown report from results files")
+    rep.add_argument("files", nargs="+")
+    rep.add_argument("-o", "--output", default="xpubench-report.html")
+    rep.add_argument("--format", choices=["html", "md"], default=None)
+    rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
+                     "(never a results file)")
+
+    cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
+    cmp_.add_argument("files", nargs="+")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table")
+    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
+    cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
+                      help="smallest change (in %%) called significant (default 5)")
+    cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
+                      "(never a results file)")
+    return p
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    console, err = Console(width=wide), Console(stderr=True)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_USAGE
+        if args.command == "run":
+            _exit_on_sigterm()
+        return COMMANDS[args.command](args, console)
+    except UserError as exc:
+        err.print(f"xpubench: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `xpubench compare a b | head`
+        return 0
+    except OSError as exc:  # the file system said no (permission, disk full, ...): one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        err.print(f"xpubench: error: {exc.strerror or _one_line(exc)}{where}", markup=False, highlight=False,
+                  soft_wrap=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.print("xpubench: interrupted; finished cases are in the results file (use --resume)")
+        return 130
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (kill, a batch scheduler) unwinds like Ctrl-C: the running worker's process group is
+    killed and every finished case stays in the results file."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def cmd_env(args, console) -> int:
+    from xpubench.backends.detect import environment
+    from xpubench.devices.render import render_environment
+
+    env = environment()
+    if args.json:
+        print(json.dumps(env, indent=2))
+    else:
+        render_environment(env, console)
+        console.print(ceilings_cli.cached_table(env))   # the measured ceilings of this machine, if cached
+    return 0
+
+
+def cmd_list(args, console) -> int:
+    from xpubench.cli.list import print_listing
+
+    print_listing(console)
+    return 0
+
+
+def cmd_run(args, console) -> int:
+    from xpubench.cli.run import execute_run
+
+    return execute_run(args, console)
+
+
+def cmd_doctor(args, console) -> int:
+    """PASS / WARN / FAIL per check, backend and device; exit 1 on any FAIL (doctor/__init__.py)."""
+    from xpubench import doctor
+    from xpubench.api import _detect
+
+    env = _detect()
+    live = None if args.json or not console.is_terminal else (lambda row: console.print(
+        f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
+    rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1, default=str))
+    else:
+        doctor.render(rows, console)
+    return doctor.exit_code(rows)
+
+
+def _check_inputs(files: list[str], output: str | None, force: bool, what: str) -> None:
+    """Refuse unreadable results files and an output that must not be written before any work (one line,
+    exit 2): report/outputs.py."""
+    from xpubench.report.outputs import check_output
+    from xpubench.results import store
+
+    store.load_results(files)
+    if output:
+        check_output(output, files, force=force, what=what)
+
+
+def cmd_report(args, console) -> int:
+    _check_inputs(args.files, args.output, args.force, "the report")
+    from xpubench.api import report
+
+    path = report(args.files, args.output, fmt=args.format, force=args.force)
+    console.print(f"report written to {path}")
+    return 0
+
+
+def cmd_compare(args, console) -> int:
+    _check_inputs(args.files, args.output, args.force, "the comparison")
+    from xpubench.report.compare import run_compare_command
+
+    return run_compare_command(args.files, fmt=args.format, output=args.output, console=console,
+                               min_change=args.min_change / 100, force=args.force)
+
+
+COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""`xpubench list`: the workloads with their defaults, and the backends."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from xpubench.plan import MATMUL_SIZES, backend_ids
+from xpubench.workloads import get_workload, names
+
+
+def print_listing(console) -> None:
+    t = Table(title="Workloads", caption="GFLOP: per training sample, forward and backward")
+    for col in ("name", "what", "dataset", "batch sizes", "epochs", "train / eval samples", "GFLOP"):
+        # names are never cut (a user types them); descriptions wrap; a cell too long for its column folds
+        t.add_column(col, no_wrap=col in ("name", "dataset"), overflow="fold")
+    for name in names():   # the models (with a spec), after the N x N products; not the selftest
+        workload = get_workload(name)
+        s = workload.spec
+        if workload.kind == "matmul":
+            t.add_row(name, workload.title, "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
+        elif s is not None:
+            t.add_row(name, s.title, s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),
+                      f"{s.train_samples:,} / {s.eval_samples:,}",
+                      f"{workload.forward_flops(s) * s.train_flops_factor / 1e9:.3f}")
+    console.print(t)
+    console.print("backends: " + ", ".join(backend_ids()) + "   (see `xpubench env` for what is installed here)")

@@ -1,0 +1,63 @@
+"""`xpubench run --dry-run [--env-file FILE]`: the cases a run would execute and a rough estimate of how
+long it takes, for this machine or for the one FILE describes (`xpubench env --json` saved there).
+Nothing runs and nothing is written."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.table import Table
+
+from xpubench.plan import estimate
+
+
+def machine_summary(env: dict) -> str:
+    """"h100-node: torch 8 x NVIDIA H100 80GB HBM3; jax 8 x NVIDIA H100 80GB HBM3" (accelerators only)."""
+    parts = []
+    for backend, info in env.get("backends", {}).items():
+        names = Counter(d.get("name") for d in info.get("devices", []) if d.get("kind") != "cpu")
+        if names:
+            parts.append(f"{backend} " + ", ".join(f"{n} x {name}" for name, n in names.items()))
+        for platform, error in (info.get("platform_errors") or {}).items():
+            parts.append(f"{backend} {platform} did not load: {error}")
+    host = env.get("host", {})
+    cpu = (host.get("cpu") or {}).get("model") or "unknown CPU"
+    return f"{host.get('hostname') or 'unknown host'}: {'; '.join(parts) or cpu + ' only'}"
+
+
+def _length(case) -> str:
+    if case.mode == "matmul":
+        return f"N={case.size}, budget {case.time_budget_s or estimate.MATMUL_BUDGET_S:g} s"
+    if case.workload == "selftest":
+        return case.options.get("behaviour", "ok")
+    epochs = case.epochs if case.epochs else "default"
+    return f"{epochs} epochs x {case.steps or 'all'} steps"
+
+
+def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
+    env = planned.environment
+    where = f" (from {source})" if source else " (this machine)"
+    console.print(f"[bold]Dry run[/bold] for {machine_summary(env)}{where}: nothing runs, nothing is written.",
+                  highlight=False, soft_wrap=True)
+    for note in planned.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    table = Table(title=f"{len(planned.cases)} case(s)", title_justify="left")
+    for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
+        table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
+                         overflow="fold")
+    for i, case in enumerate(planned.cases, 1):
+        seconds, known = estimate.case_seconds(case, env)
+        size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
+        table.add_row(str(i), case.key, size, str(case.devices), _length(case),
+                      estimate.describe(seconds * processes) + ("" if known else " +?"))
+    console.print(table)
+    total, unknown = estimate.plan_seconds(planned.cases, env)
+    console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
+                  "per case)"
+                  + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
+                  + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
+                    "the peak; see src/xpubench/estimate.py)", highlight=False, soft_wrap=True)
+    note = estimate.budget_note(planned.cases, env, budget_s, processes)
+    if note:
+        console.print(f"budget: {note}", highlight=False, soft_wrap=True)
+    return 0

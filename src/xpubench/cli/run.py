@@ -1,0 +1,175 @@
+"""`xpubench run`: flags or a TOML file -> PlanRequest -> api.run with a progress bar -> tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from xpubench.errors import UserError
+from xpubench.plan import PlanRequest, options
+
+
+def request_from(args) -> tuple[PlanRequest, dict]:
+    """(the PlanRequest, the run settings: output, timeout, memory_limit, processes) from the TOML file
+    (if any) under the command-line flags; options.OPTIONS says where each value goes."""
+    values = options.read_config(args.config) if args.config else {}
+    values.update(options.from_flags(args))
+    if not values.get("workload"):
+        values["quick"] = True         # the brief default run (no -w): a few steps per case
+    fields, run_opts = options.split(values)
+    opts = fields.get("options", {})
+    if opts.get("download") and fields.get("data") != "real":
+        raise UserError("--download fetches real datasets: use it with --data real")
+    if fields.get("data") == "real" and fields.get("data_dir") is None:
+        fields["data_dir"] = _default_data_dir()
+    if opts.get("download"):
+        _make_data_dir(fields["data_dir"])
+    if "weights_dir" in opts:
+        opts["weights_dir"] = _weights_dir(opts["weights_dir"])
+    return PlanRequest(**fields), {k: run_opts.get(k) for k in ("output", "timeout", "memory_limit", "processes")}
+
+
+def _make_data_dir(path) -> None:
+    """--download fills the data folder: create it (the default cache folder or --data-dir) if need be."""
+    if not isinstance(path, str):
+        return  # plan.validate says what is wrong with it
+    try:
+        Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create data directory {path}: {exc.strerror or exc}") from None
+
+
+def _weights_dir(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"--save-weights needs a folder name, got {value!r}")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--save-weights {value}: that is a file, not a folder")
+    return str(path.resolve())
+
+
+def _default_data_dir() -> str:
+    """Where --data real looks without --data-dir ($XPUBENCH_DATA_DIR or the cache folder)."""
+    try:
+        from xpubench.data import default_data_dir
+    except ImportError:
+        raise UserError("--data real needs --data-dir (a folder with the dataset's files)") from None
+    return str(default_data_dir())
+
+
+def _check_resume_flags(args) -> None:
+    given = options.refused_with_resume(args)
+    if given:
+        raise UserError(f"--resume takes the plan from the results file: drop {', '.join(given)} "
+                        f"(only {' and '.join(options.with_resume_flags())} go with --resume)")
+
+
+def execute_run(args, console) -> int:
+    with _cluster_settings(args):
+        return _execute_run(args, console)
+
+
+def _dry_run(args, console) -> int:
+    """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
+    from xpubench import api
+    from xpubench.cli.plan import print_plan
+    from xpubench.devices.envfile import load_environment
+
+    if args.resume:
+        raise UserError("--dry-run plans a new run: drop --resume")
+    from xpubench.launch.budget import default_budget
+
+    request, opts = request_from(args)
+    api.check_run_settings(opts["timeout"], opts["memory_limit"], opts["processes"])   # as the real run would
+    if opts.get("output"):
+        api.check_new_output(Path(opts["output"]))
+    env = load_environment(args.env_file) if args.env_file else None
+    budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    return print_plan(api.plan(request, environment=env), console, args.env_file, budget_s=budget,
+                      processes=opts.get("processes") or api.DEFAULT_PROCESSES)
+
+
+def _execute_run(args, console) -> int:
+    from xpubench import api
+    from xpubench.report.terminal import RunProgress, print_run_output
+
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, console)
+    if getattr(args, "env_file", None):
+        raise UserError("--env-file describes another machine: use it with --dry-run (a run measures this one)")
+    if getattr(args, "allow_changed_model", False) and not args.resume:
+        raise UserError("--allow-changed-model goes with --resume (a new run records the model file as it is)")
+    if args.resume:
+        _check_resume_flags(args)
+        timeout, memory_limit, processes = args.timeout, args.memory_limit, None
+    else:
+        request, opts = request_from(args)
+        timeout, memory_limit, processes = opts["timeout"], opts["memory_limit"], opts["processes"]
+    api.check_run_settings(timeout, memory_limit, processes)
+    progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
+    hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
+                         on_budget=progress.budget, on_cut=progress.cut,
+                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
+    if args.resume:
+        out = Path(args.resume)
+        with progress:
+            results = api.run(resume=out, timeout_s=timeout, memory_limit_bytes=memory_limit, hooks=hooks,
+                              allow_changed_model=getattr(args, "allow_changed_model", False))
+    else:
+        out = Path(opts["output"]) if opts.get("output") else api.default_output()
+        with progress:
+            results = api.run(request, output=out, timeout_s=timeout, memory_limit_bytes=memory_limit,
+                              processes=processes, hooks=hooks,
+                              measure_ceilings=getattr(args, "measure_ceilings", False))
+    print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
+    return summarize_failures(results)
+
+
+def _cluster_settings(args):
+    """--coordinator / --num-processes / --process-id: checked, then exported for the plan and the
+    workers during the run (harness/cluster.py). Without them, XPUBENCH_* variables already set are used."""
+    import contextlib
+    import os
+
+    from xpubench.harness import cluster
+
+    if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_RANK"):
+        raise UserError("xpubench starts its own ranks (torchrun's engine) for each case: run it once per "
+                        "host, not under torchrun, with --coordinator/--num-processes/--process-id "
+                        "(docs/distributed.md)")
+    given = [getattr(args, k, None) for k in ("coordinator", "num_processes", "process_id")]
+    if any(v is not None for v in given):
+        return cluster.exported(cluster.parse(*given))
+    return contextlib.nullcontext()
+
+
+# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 130 (cli.py)
+EXIT_OK = 0            # every case ended ok or was skipped with its reason, and at least one measured ok
+EXIT_SOME_FAILED = 1   # some cases failed (error, crash, oom, timeout); at least one ended ok
+EXIT_BAD_INPUT = 2     # bad input: nothing ran, or a case's worker found a bad input file (one line)
+EXIT_NONE_OK = 3       # no case ended ok: every one failed or was skipped, nothing was measured
+
+
+def summarize_failures(results) -> int:
+    """The run's exit code (EXIT_*) from its cases (``results``: one Result per case of the run, a resume's
+    earlier ones included), with one stderr line when not every case ended ok. A case that failed on bad
+    input found inside its worker (a corrupt data file, a model file gone: the user must act) is
+    EXIT_BAD_INPUT; a case whose processes partly failed ended ok (its warning says so)."""
+    from xpubench.harness.failures import USER_ERRORS
+
+    failed = [r for r in results if r.status not in ("ok", "skipped")]
+    user = [r for r in failed if r.status == "error" and r.metrics.get("error_type") in USER_ERRORS]
+    if user:
+        first = user[0]
+        more = f" (and {len(user) - 1} more case(s) like it)" if len(user) > 1 else ""
+        print(f"xpubench: error: {first.key}: {first.message}{more}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    statuses = [r.status for r in results]
+    if "ok" not in statuses:
+        skipped = statuses.count("skipped")
+        print(f"xpubench: no case finished ok ({len(statuses) - skipped} failed, {skipped} skipped): nothing was "
+              "measured (see the status column)", file=sys.stderr)
+        return EXIT_NONE_OK
+    if failed:
+        print(f"{len(failed)} case(s) did not finish ok (see the status column)", file=sys.stderr)
+    return EXIT_SOME_FAILED if failed else EXIT_OK

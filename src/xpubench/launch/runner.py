@@ -1,0 +1,236 @@
+"""Runs a list of cases, each in several worker processes of its own (interleaved with the other cases),
+and appends each process's result as soon as it exists.
+
+A crash (signal), a host OOM (SIGKILL from the kernel), a timeout or an exception in one case becomes
+that case's result; the sweep goes on. After an OOM at batch size B, larger batch sizes of the same
+workload/backend/device/precision are recorded as skipped, never silently shrunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from xpubench import envnames
+from xpubench.case import Case
+from xpubench.devices.device import Device, is_accelerator
+from xpubench.harness import failures
+from xpubench.harness.cluster import from_env
+from xpubench.launch.budget import Budget
+from xpubench.results import machine, store
+from xpubench.results.fingerprint import utc_now
+from xpubench.results.outcome import Outcome
+from xpubench.results.schema import Run, finite
+
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
+            workdir: Path | None = None) -> tuple[dict, float]:
+    """Run one case in a fresh worker process; returns (outcome dict, wall seconds).
+
+    The worker only writes its own RESULT file in a private temporary folder; only this (parent)
+    process appends to the results file, so a worker orphaned by a killed parent can never add a
+    record (and it kills itself when it notices, see worker.watch_parent)."""
+    with tempfile.TemporaryDirectory(prefix="xpubench-", dir=workdir) as tmp:
+        tmpdir = Path(tmp)
+        case_path, result_path, err_path = tmpdir / "case.json", tmpdir / "result.json", tmpdir / "stderr.txt"
+        case_path.write_text(json.dumps(case.as_dict()))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{envnames.PARENT_PID: str(os.getpid())})
+        env.pop(envnames.MEMORY_LIMIT, None)
+        if memory_limit_bytes:
+            env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
+        start = time.perf_counter()
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "xpubench.launch.worker", str(case_path), str(result_path)],
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+                start_new_session=True,  # own process group: a timeout kills the worker and its children
+            )
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                wall = time.perf_counter() - start
+                return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, wall
+            except BaseException:
+                _kill_group(proc)
+                raise
+        wall = time.perf_counter() - start
+        _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
+        return _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device), wall
+
+
+def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,
+             device: str = "cpu") -> dict:
+    """What a finished worker left: its RESULT file, else the exit code and stderr tell the story
+    (failures.dead_worker)."""
+    if result_path.exists():
+        try:
+            return dataclasses.asdict(Outcome.from_dict(json.loads(result_path.read_text())))
+        except (OSError, ValueError) as exc:
+            return {"status": "error", "message": f"the worker's result is unreadable ({exc})"}
+    return failures.dead_worker(code, tail, memory_limit_bytes, device)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _device_of(text: str) -> Device | None:
+    """The device of an id or placement ("cuda:1", "gpu:2..5 (4 devices)": its first device), or None."""
+    head = text.strip().split()[0] if text.strip() else ""
+    try:
+        return Device.parse(head.split("..")[0])
+    except ValueError:
+        return None
+
+
+def placement_problem(case: Case, placement: str | None) -> str | None:
+    """A message when the work ran on another device than the one asked for (another kind, or another
+    device of the same kind: gpu:1 for gpu:0), else None."""
+    if not placement or _device_of(placement) == _device_of(case.device):
+        return None
+    return f"ran on {placement}, not on the requested {case.device}"
+
+
+def _oom_group(case: Case) -> tuple:
+    return (case.workload, case.backend, case.device, case.mode, case.precision, case.devices)
+
+
+def schedule(cases: list[Case], processes: int) -> list[tuple[Case, int]]:
+    """The order worker processes run in: round by round, every case once per round (process i of every
+    case before process i + 1 of any), so a slow spell of the machine touches many cases a little
+    rather than one case wholly."""
+    return [(case, process) for process in range(processes) for case in cases]
+
+
+def run_cases(
+    cases: Iterable[Case],
+    out_path: Path | None,
+    *,
+    fingerprint: dict,
+    processes: int = 1,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_bytes: int | None = None,
+    on_start: Callable[[Case, int], None] | None = None,
+    on_result: Callable[[Run], None] | None = None,
+    earlier: Iterable[Run] = (),
+    budget: Budget | None = None,
+    on_cut: Callable[[Case, int], None] | None = None,
+) -> list[Run]:
+    """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
+    appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call.
+
+    ``earlier`` are runs already in the file (``--resume``): those processes are not run again, and
+    their OOMs still skip larger batches. A case whose process did not end ok runs no further processes
+    (a crash or a timeout would only repeat; its runs so far are kept). If appending fails (disk full),
+    the runs of this call not yet in the file are saved next to it (or in the temp folder) and
+    AppendError says where; nothing that ran is lost.
+
+    In a run over several hosts (``harness/cluster.py``: one runner per host) every host must run the same
+    case at the same time, so nothing a host decides from its own results changes what it runs: no
+    case stops after a failed process and no larger batch is skipped after an OOM (api.run also runs
+    such a run without a budget).
+
+    With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
+    not fit in the time left is recorded as skipped with the reason, a further process that does not fit
+    is not started (``on_cut``), and each worker's timeout is capped by the time left."""
+    runs: list[Run] = []
+    oom_at: dict[tuple, int] = {}
+    lockstep = from_env().multi   # several hosts: only the plan decides what runs (harness/cluster.py)
+    earlier = list(earlier)
+    done = {(r.case.get("run_id"), r.process) for r in earlier}
+    stopped = {r.case.get("run_id") for r in earlier if r.status != "ok"}
+    for r in earlier:
+        _note_oom(oom_at, Case.from_dict(r.case), r.status)
+    cases = budget.order(cases) if budget else list(cases)
+    for case, process in schedule(cases, processes):
+        if (case.run_id, process) in done or case.run_id in stopped:
+            continue
+        over = budget.admit(case, process) if budget else None
+        if over and process > 0:
+            if on_cut:
+                on_cut(case, process)
+            continue
+        if on_start:
+            on_start(case, process)
+        started = utc_now()
+        group = _oom_group(case)
+        before = machine.snapshot()
+        if case.batch_size and group in oom_at and case.batch_size > oom_at[group]:
+            outcome, wall = {"status": "skipped", "message": (
+                f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
+        elif over:
+            outcome, wall = {"status": "skipped", "message": over}, 0.0
+        else:
+            limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
+            outcome, wall = _run_within(budget, case, timeout_s, limit)
+        state = machine.state(before, machine.snapshot())
+        if not lockstep:   # a host's own failures would take it out of step with the others
+            _note_oom(oom_at, case, outcome["status"])
+        if outcome["status"] == "ok":
+            problem = placement_problem(case, outcome.get("placement"))
+            if problem:  # never a silent fallback: the numbers are kept, the status says what happened
+                outcome.update(status="error", message=problem)
+        if outcome["status"] != "ok" and not lockstep:
+            stopped.add(case.run_id)
+        run = Run(
+            case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
+            metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
+            series=finite(outcome.get("series") or {}),
+            artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
+            fingerprint=fingerprint, started_at=started, duration_s=round(wall, 3),
+            process=process, processes=processes, machine=state,
+        )
+        runs.append(run)
+        if out_path is not None:
+            _append_or_save(out_path, run)
+        if on_result:
+            on_result(run)
+    return runs
+
+
+def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None) -> tuple[dict, float]:
+    """run_one, its timeout capped by the budget's time left; the budget re-plans from its wall time."""
+    capped = budget.timeout(timeout_s) if budget else timeout_s
+    outcome, wall = run_one(case, timeout_s=capped, memory_limit_bytes=limit)
+    if budget:
+        budget.record(case, wall)
+        if outcome["status"] == "timeout" and capped < timeout_s:
+            outcome["message"] = f"{outcome.get('message')} (the run's {budget.total_s:g} s budget was spent)"
+    return outcome, wall
+
+
+def _note_oom(oom_at: dict[tuple, int], case: Case, status: str) -> None:
+    if status == "oom" and case.batch_size:
+        group = _oom_group(case)
+        oom_at[group] = min(case.batch_size, oom_at.get(group, case.batch_size))
+
+
+def _append_or_save(out_path: Path, run: Run) -> None:
+    """Append; on failure save this run elsewhere and stop the sweep with one line saying where.
+    (Every earlier run of the sweep is already in the file.)"""
+    try:
+        store.append(out_path, run)
+    except store.AppendError as exc:
+        saved_to = store.save_fallback(out_path, [run])
+        where = (f"the result of {run.key} is in {saved_to} (append it: cat {saved_to} >> {out_path})"
+                 if saved_to else f"the result of {run.key} could not be saved anywhere")
+        raise store.AppendError(f"{exc}; earlier results are intact; {where}; "
+                                f"free space, then finish with --resume {out_path}") from None

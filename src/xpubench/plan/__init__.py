@@ -1,0 +1,322 @@
+"""The sweep: validated cases from CLI flags, a TOML file or a Python call.
+
+A *case* is one workload x backend x device x mode x precision x batch size (or matrix size) x device
+count. Everything the worker needs is in the Case; nothing is read from globals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xpubench.backends import supports
+from xpubench.case import SYNC_MODES, Case
+from xpubench.errors import UserError
+from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
+    _backend_installed,
+    backend_ids,
+    choose_devices,
+    default_backends,
+    default_devices,
+    expand_backends,
+    half_precision_note,
+    has_tf32,
+    matmul_dtypes,
+    model_precisions,
+    quick_batch_size,
+    quick_steps,
+    slow_cpu_dtypes,
+)
+from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
+from xpubench.plan.prices import priced
+from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
+from xpubench.workloads.base import Workload
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
+MODES = ("train", "infer")
+MATMUL_SIZES = (1024, 2048, 4096)
+MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
+# the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
+# (steps per epoch: plan_defaults.quick_steps, more on accelerators)
+QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
+         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
+
+
+@dataclass
+class PlanRequest:
+    """What the user asked for; None means "the default for this workload / machine"."""
+
+    workloads: list[str] | None = None
+    backends: list[str] | None = None
+    devices: list[str] | None = None          # device spellings, resolved against the environment
+    precisions: list[str] | None = None
+    batch_sizes: list[int] | None = None
+    sizes: list[int] | None = None
+    modes: list[str] | None = None
+    device_counts: list[int] | None = None    # data-parallel N per case
+    epochs: int | None = None
+    steps: int | None = None
+    train_samples: int | None = None
+    eval_samples: int | None = None
+    time_budget_s: float | None = None
+    data: str = "synthetic"
+    data_dir: str | None = None
+    compile: str = "auto"
+    seed: int = 0
+    quick: bool = False
+    scaling: bool = False                     # sweep N = 1, 2, 4, ... devices
+    model: str | None = None                  # a user's model, "FILE.py:FUNCTION" (usermodel/)
+    input_shape: str | None = None            # its input, "28,28,1" (one sample, no batch axis)
+    input_dtype: str | None = None            # "float32" | "int32"
+    task: str | None = None                   # "classes:N" | "binary" | "regression:N" | "tokens:VOCAB"
+    vocab_size: int | None = None             # its token ids (int32 inputs): how many distinct ids
+    prices: dict[str, float] = field(default_factory=dict)  # device ("cpu", "gpu", "gpu:1") -> USD per hour
+    budget_s: float | None = None             # the whole run's seconds, worker start and compile included
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_choice(kind: str, values: list[str] | None, allowed) -> None:
+    for v in values or []:
+        if v not in allowed:
+            raise UserError(f"unknown {kind} {v!r}; choose from: {', '.join(allowed)}")
+
+
+def _check_positive(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise UserError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def _check_list(name: str, value) -> None:
+    if value is not None and not isinstance(value, (list, tuple)):
+        raise UserError(f"{name} must be a list, got {value!r}")
+    if value is not None and len(value) == 0:
+        raise UserError(f"empty {name} list: nothing to run")
+
+
+def validate(req: PlanRequest) -> None:
+    """Everything about the request that can be checked without looking at the machine."""
+    for name, label in LIST_LABELS.items():
+        _check_list(label, getattr(req, name))
+    _check_choice("workload", req.workloads, list(REGISTRY))
+    _check_choice("backend", req.backends, backend_ids())
+    _check_choice("precision", req.precisions, PRECISIONS)
+    _check_choice("mode", req.modes, MODES)
+    _check_choice("data source", [req.data], ("synthetic", "real"))
+    _check_choice("compile setting", [req.compile], ("auto", "on", "off"))
+    for v in req.devices or []:
+        if not isinstance(v, str) or not v.strip():
+            raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
+    for name in ("batch_sizes", "sizes"):
+        for v in getattr(req, name) or []:
+            _check_positive(LIST_LABELS[name], v)
+    for v in req.device_counts or []:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
+    if req.scaling and req.device_counts:
+        raise UserError("--scaling sweeps the device count itself: drop --devices")
+    for name in ("epochs", "steps", "train_samples", "eval_samples"):
+        _check_positive(name.replace("_", " "), getattr(req, name))
+    tb = req.time_budget_s
+    if tb is not None and (isinstance(tb, bool) or not isinstance(tb, (int, float)) or not tb > 0):
+        raise UserError(f"time budget must be > 0 seconds, got {tb!r}")
+    if isinstance(req.seed, bool) or not isinstance(req.seed, int):
+        raise UserError(f"seed must be a whole number, got {req.seed!r}")
+    if not isinstance(req.options, dict):
+        raise UserError(f"options must be a table of name = value, got {req.options!r}")
+    if req.data_dir is not None and not isinstance(req.data_dir, str):
+        raise UserError(f"data directory must be a path, got {req.data_dir!r}")
+    if req.data == "real" and req.data_dir is not None and not Path(req.data_dir).expanduser().exists():
+        raise UserError(f"data directory {req.data_dir} does not exist; pass the folder that holds the "
+                        "dataset's files as --data-dir")
+    sync = req.options.get("sync")
+    if sync is not None and sync not in SYNC_MODES:
+        raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
+    if req.options.get("download") and req.data != "real":
+        raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
+    check_options(req.options)   # the workloads' own options (gpt's sizes, the selftest's behaviours)
+    _check_model(req)
+    _check_run_extras(req)
+
+
+LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "device", "precisions": "precision",
+               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count"}
+
+
+def _check_model(req: PlanRequest) -> None:
+    """--model FILE.py:FUNCTION and what it is fed (usermodel/): the file, its function, the strings."""
+    from xpubench.usermodel.reference import parse_reference
+    from xpubench.usermodel.spec import parse_dtype, parse_shape, parse_task, parse_vocab_size
+
+    described = [n for n in ("input_shape", "input_dtype", "task", "vocab_size") if getattr(req, n) is not None]
+    if req.model is None:
+        if described:
+            flags = ", ".join("--" + n.replace("_", "-") for n in described)
+            verb = "describes" if len(described) == 1 else "describe"
+            raise UserError(f"{flags} {verb} the input of --model: give --model FILE.py:FUNCTION too")
+        return
+    if not isinstance(req.model, str):
+        raise UserError(f"--model must be FILE.py:FUNCTION, got {req.model!r}")
+    parse_reference(req.model)
+    if req.input_shape is not None:
+        parse_shape(req.input_shape)
+    if req.input_dtype is not None:
+        parse_dtype(req.input_dtype)
+    if req.task is not None:
+        parse_task(req.task)
+    if req.vocab_size is not None:
+        parse_vocab_size(req.vocab_size)
+
+
+def _check_run_extras(req: PlanRequest) -> None:
+    """Prices (device -> USD per hour) and the run's budget."""
+    from xpubench.devices.device import Device
+
+    if not isinstance(req.prices, dict):
+        raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
+    for device, usd in req.prices.items():
+        try:
+            Device.parse(device)
+        except ValueError as exc:
+            raise UserError(f"prices: {exc}") from None
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
+            raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
+    b = req.budget_s
+    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
+        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
+
+
+def _unique(values):
+    """Drop repeats, keep the order: a case listed twice would run twice under one run_id."""
+    return list(dict.fromkeys(values)) if values else values
+
+
+def build_cases(req: PlanRequest, env: dict) -> list[Case]:
+    """Expand a request into cases, validating every name against what is installed and present."""
+    validate(req)
+    req = dataclasses.replace(
+        req, workloads=_unique(req.workloads), backends=_unique(expand_backends(env, req.backends)),
+        devices=_unique(req.devices),
+        precisions=_unique(req.precisions), modes=_unique(req.modes),
+        batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
+        sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
+        device_counts=_unique(req.device_counts),
+        data_dir=str(Path(req.data_dir).expanduser().resolve()) if req.data_dir else None)  # resume from anywhere
+    cluster = _cluster()
+    defaults = [w for w in default_run() if not (cluster.multi and get_workload(w).kind == "matmul")]
+    workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
+    backends = req.backends or [b for b in default_backends() if _backend_installed(env, b)]
+    if cluster.multi:
+        _check_multi_process(cluster, workloads, backends)
+    cases: list[Case] = _model_cases(req, env) if req.model else []
+    for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
+        for device in devices:
+            if req.device_counts:
+                device_counts(req, env, backend, device)  # more devices than exist: refused up front
+            for workload in workloads:
+                cases += priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
+    if not cases:
+        raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
+                        "add -b torch or -b jax, or choose -w matmul")
+    unique: dict[str, Case] = {}
+    for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
+        unique.setdefault(case.run_id, case)
+    return list(unique.values())
+
+
+def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
+    """A user's model (--model FILE.py:FUNCTION): its workload, backends and options (plan_usermodel.py),
+    then the same cases as a built-in workload's."""
+    from xpubench.plan.usermodel import model_plan
+
+    planned = model_plan(req, env)
+    return [case for backend, native in planned.backends.items()
+            for device in choose_devices(env, [native], req.devices, implicit=False)[native]
+            for case in _cases_for(req, env, planned.record, backend, device, planned.options)]
+
+
+def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, device: str,
+               model_options: dict | None = None) -> list[Case]:
+    """The cases of one workload on one backend and device: none where the backend has no model of the
+    workload (``backends.supports``; a user's model was matched to its backends by plan/usermodel.py)."""
+    if workload.run is not None:   # its own measurement (the selftest): one case per options dict
+        per_case = workload.case_options(req.options) if workload.case_options else [dict(req.options)]
+        return [Case(workload=workload.name, backend=backend, device=device, mode=workload.modes[0], seed=req.seed,
+                     batch_size=bs, options=opts, key_options=workload.key_options)
+                for opts in per_case for bs in (req.batch_sizes or [None])]
+    others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
+    options = {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
+    common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
+              "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
+              "key_options": workload.key_options}
+    if workload.kind == "matmul":
+        accel = not device.startswith("cpu")
+        sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
+        if req.quick:
+            sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
+            common["time_budget_s"] = req.time_budget_s or QUICK["matmul_budget_s"]
+        precisions = req.precisions or matmul_dtypes(env, backend, device)
+        precisions = [p for p in precisions if p != "int8"]
+        return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
+    if workload.kind != "user" and not supports(backend, workload):
+        return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
+    spec = workload.spec_for(options)
+    batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
+    precisions = req.precisions or model_precisions(env, backend, device)
+    # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
+    modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
+    counts = device_counts(req, env, backend, device)
+    epochs, steps = req.epochs, req.steps
+    train_samples, eval_samples = req.train_samples, req.eval_samples
+    if req.quick:
+        epochs = epochs or QUICK["epochs"]
+        steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan_defaults.py)
+    cases = []
+    for precision in precisions:
+        asked = ["infer"] if precision == "int8" else modes
+        for mode in (workload.case_mode(m) for m in asked if m in workload.modes):   # the modes it declares
+            for n in counts:
+                for bs in req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes):
+                    cases.append(Case(
+                        mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
+                        steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
+                        eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
+                        data=req.data, data_dir=req.data_dir, **common))
+    return cases
+
+
+def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> None:
+    if "matmul" in workloads:
+        raise UserError("matmul runs on one device: with --num-processes choose model workloads (-w ...)")
+    if "torch" in backends and not cluster.coordinator:
+        raise UserError("torch across processes needs --coordinator HOST:PORT (process 0's address: the "
+                        "rendezvous endpoint)")
+
+
+def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:
+    """Said once before the run: environment variables that silently change what the planned devices
+    measure (``environ``: this process's; by default the ones the environment record carries), a CPU
+    library running kernels below the CPU (devices/kernels.py), and what the default sweep left out on
+    purpose."""
+    from xpubench.devices import envvars, kernels
+
+    variables = environ if environ is not None else env.get("variables") or {}
+    notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
+    on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
+    notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
+              kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
+              if f.backend in on_cpu]
+    if req.precisions:
+        return notes
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
+        slow = slow_cpu_dtypes(env, backend, device)
+        if slow:
+            notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
+                         f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
+                         f"ask for it with --precision {slow[0]}")
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
+        half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
+        if half:
+            notes.append(half)
+    return notes

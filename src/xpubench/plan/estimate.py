@@ -1,0 +1,113 @@
+"""A rough estimate of how long a planned run takes (``xpubench run --dry-run``), case by case.
+
+It is a plan, never a measurement, and says what it assumes:
+
+- every case starts a worker process: Python plus the framework's import (each backend record's
+  ``startup_s``, measured on the project's 2-core CI VM; a faster host starts faster);
+- compilation: each backend record's ``compile_seconds(case)`` (JAX compiles each step ahead of time,
+  1.7-2.8 s measured for the CNN on that VM; ``torch.compile``, compile="auto" on CUDA/ROCm, 18-33 s
+  measured on CPU with a cold cache; shared/notes/cpu-facts.md);
+- work runs at an assumed share of the chip's peak: ``MATMUL_EFFICIENCY`` for matmul, ``MODEL_MFU`` for
+  model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
+  models are assumed no better);
+- a time budget caps what it caps (matmul windows, inference measurement, training epochs);
+- a chip without a peak for the case's precision (unknown to the table, or fp32 on a TPU) gets no
+  work estimate: only its bounded parts count (a matmul's budget bounds it whatever the chip) and the
+  total says how many cases that is.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xpubench import backends
+from xpubench.backends.peaks import peak_for
+from xpubench.workloads import get_workload, matmul
+
+MATMUL_EFFICIENCY = 0.5
+MODEL_MFU = 0.07
+MATMUL_BUDGET_S = 6.0        # workloads/matmul.py DEFAULT_BUDGET_S
+MATMUL_WINDOWS = 12          # 2 warm-up calls, ~3 calibration windows, 7 measured windows
+INFER_BUDGET_S = 10.0        # harness/inference.py DEFAULT_BUDGET_S
+
+
+def _peak(case, env: dict) -> float | None:
+    fp = {"host": env.get("host", {}), "backends": env.get("backends", {})}
+    peak, _ = peak_for(fp, case.backend, case.device, case.precision)
+    return peak * (1 if case.device.startswith("cpu") else case.devices) if peak else None
+
+
+def _compile_s(case) -> float:
+    return backends.record(case.backend).compile_seconds(case)
+
+
+def case_seconds(case, env: dict) -> tuple[float, bool]:
+    """(estimated seconds for one case, whether its work part is known). An unknown peak leaves only
+    start-up, compilation and the parts a time budget bounds."""
+    start = backends.record(case.backend).startup_seconds(case.backend)
+    peak = _peak(case, env)
+    if case.mode == "matmul":
+        budget = case.time_budget_s or MATMUL_BUDGET_S
+        if not peak:
+            return start + budget, True       # the windows stop at the budget, whatever the chip
+        product = matmul.flops(case.size) / (peak * MATMUL_EFFICIENCY)
+        return start + min(budget, MATMUL_WINDOWS * max(0.05, product)) + 3 * product, True
+    if case.options.get("model"):   # a user's model: its FLOPs are measured in its worker, unknown here
+        bounded = case.time_budget_s or (INFER_BUDGET_S if case.mode == "infer" else 0.0)
+        return start + _compile_s(case) + bounded, case.mode == "infer" or bool(case.time_budget_s)
+    workload = get_workload(case.workload)
+    if workload.run is not None:   # its own measurement (the selftest)
+        return start, True
+    spec = workload.spec_for(case.options)   # gpt's preset and sizes
+    forward = workload.forward_flops(spec)
+    global_batch = (case.batch_size or spec.batch_sizes[0]) * case.devices
+    per_epoch = (case.train_samples or spec.train_samples) // global_batch
+    steps = min(case.steps or per_epoch, per_epoch)
+    epochs = case.epochs or spec.epochs
+    evals = case.eval_samples or spec.eval_samples
+    train_flops = epochs * steps * global_batch * forward * spec.train_flops_factor
+    fixed = start + _compile_s(case)
+    if case.mode == "generate":   # no training: set-up, the first and warm-up rounds, then the budget
+        return fixed + case.time_budget_s if case.time_budget_s else fixed + INFER_BUDGET_S, True
+    if case.mode == "infer":
+        bounded = case.time_budget_s or INFER_BUDGET_S
+        return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)
+    if not peak:
+        return fixed + (case.time_budget_s or 0.0), bool(case.time_budget_s)   # a budget bounds the work
+    work = (train_flops + epochs * evals * forward) / (peak * MODEL_MFU)
+    return fixed + (min(work, case.time_budget_s) if case.time_budget_s else work), True
+
+
+def plan_seconds(cases, env: dict) -> tuple[float, int]:
+    """(total estimated seconds, how many cases have no work estimate)."""
+    total, unknown = 0.0, 0
+    for case in cases:
+        seconds, known = case_seconds(case, env)
+        total += seconds
+        unknown += not known
+    return total, unknown
+
+
+def describe(seconds: float) -> str:
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 5400:
+        return f"{math.ceil(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def budget_note(cases, env: dict, budget_s: float | None, processes: int) -> str | None:
+    """One sentence for ``--dry-run``: what the run's budget would leave out if every worker process took
+    its estimate (the run itself re-plans from what the processes measure)."""
+    from xpubench.launch.budget import preview
+
+    if not budget_s:
+        return None
+    ran, skipped = preview(cases, processes, budget_s, lambda case: case_seconds(case, env)[0])
+    fewer = sum(1 for n in ran.values() if n < processes)
+    if not skipped and not fewer:
+        return f"the run's {budget_s:g} s budget fits every case at these estimates"
+    said = [f"{len(skipped)} case(s) skipped ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})"
+            if skipped else "", f"{fewer} case(s) with fewer than {processes} processes" if fewer else ""]
+    return (f"the run's {budget_s:g} s budget would leave out, at these estimates: "
+            f"{' and '.join(s for s in said if s)}; the run re-plans from what each case measures")

@@ -1,0 +1,259 @@
+"""Every option of `xpubench run`, declared once, in OPTIONS: its flags and help, how its text is read,
+its TOML key (``--config`` and the notebook API's keywords) and where its value goes. From the table:
+the `run` parser (``add_run_arguments``), the keys a config file may hold (``read_config``), the flags
+refused with ``--resume`` (``refused_with_resume``) and the mapping to a PlanRequest and the run
+settings (``split``; cli_run.request_from and api._request both use it).
+
+Values are only read here (text -> number / list, options_text.py); whether they are acceptable is
+decided once: plan.validate (the plan) and api.check_run_settings (timeout, memory limit, processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xpubench.case import SYNC_MODES
+from xpubench.errors import UserError
+from xpubench.plan import PlanRequest
+from xpubench.plan import options_text as read
+from xpubench.workloads import option_rows
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``name`` is its argparse dest and its TOML key; ``goes`` where its value ends up:
+    ``request.FIELD`` (a PlanRequest field), ``options.KEY`` (a key of PlanRequest.options), ``run.KEY``
+    (a run setting: output, timeout, memory_limit, processes) or ``cli`` (read by the command itself:
+    display, --resume, --dry-run, the cluster flags)."""
+
+    name: str
+    flags: tuple[str, ...]            # () : a TOML key only
+    goes: str
+    help: str | None = None
+    type: Callable | None = None      # command-line text -> value
+    toml: Callable | None = None      # TOML value -> value (default: as written; a list for a list option)
+    choices: tuple | None = None
+    action: str | type | None = None  # "store_true", or an argparse.Action
+    metavar: str | None = None
+    is_list: bool = False             # comma-separated on the command line, a TOML array
+    in_config: bool = True            # a TOML key of --config (and a keyword of xpubench.run / plan)
+    with_resume: bool = False         # allowed with --resume (which takes the plan from the results file)
+
+
+def _o(name, flags, goes, help=None, **kw) -> Option:
+    return Option(name, tuple(flags.split()), goes, help, **kw)
+
+
+def _list(kind, label: str, name: str, flags: str, goes: str, help=None, **kw) -> Option:
+    return _o(name, flags, goes, help, type=read.csv(kind, label), is_list=True, **kw)
+
+
+CLI_ONLY = {"in_config": False, "with_resume": True}
+
+
+def _workload_options() -> tuple[Option, ...]:
+    """The rows of the workloads' own options that have a flag (workloads/base.py WorkloadOption: gpt's
+    --preset, the selftest's --selftest); the others are keys of [run.options] only."""
+    return tuple(
+        Option(row.option_name, (row.flag,), f"options.{row.key}", row.help, choices=row.choices or None,
+               type=read.whole if row.least is not None else read.csv(str, f"{workload} {row.key}") if row.is_list
+               else None, is_list=row.is_list, metavar="N" if row.least is not None else None)
+        for workload, row in option_rows() if row.flag)
+
+
+
+OPTIONS: tuple[Option, ...] = (
+    _list(str, "workload", "workload", "-w --workload", "request.workloads", "comma list (default: all)"),
+    _list(str, "backend", "backend", "-b --backend", "request.backends", "numpy, torch, jax (default: installed)"),
+    _list(str, "device", "device", "-d --device", "request.devices", "cpu, gpu, gpu:1, tpu, mps (default: all)"),
+    _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions", "fp32,tf32,bf16,fp16,int8"),
+    _list(int, "batch size", "batch_size", "--batch-size", "request.batch_sizes", "per-device batch sizes"),
+    _list(int, "matrix size", "size", "--size", "request.sizes", "matmul N (default 1024,2048,4096)"),
+    _list(str, "mode", "mode", "--mode", "request.modes", "train, infer (default train)"),
+    _o("devices", "--devices", "request.device_counts", "data-parallel device count N, or 'all'",
+       type=read.device_count, toml=read.device_count),
+    _o("scaling", "--scaling", "request.scaling", "sweep N = 1, 2, 4, ... devices", action="store_true"),
+    _o("lr_scaling", "--lr-scaling", "options.lr_scaling", "scale the learning rate linearly with N",
+       action="store_true"),
+    _o("coordinator", "--coordinator", "cli", "several hosts: process 0's address (docs/distributed.md)",
+       metavar="HOST:PORT", **CLI_ONLY),
+    _o("num_processes", "--num-processes", "cli", "several hosts: how many processes (one per host)",
+       metavar="P", **CLI_ONLY),
+    _o("process_id", "--process-id", "cli", "several hosts: this process's id, 0..P-1", metavar="I", **CLI_ONLY),
+    _o("epochs", "--epochs", "request.epochs", type=read.whole),
+    _o("steps", "--steps", "request.steps", "cap on steps per epoch", type=read.whole),
+    _o("train_samples", "--train-samples", "request.train_samples", type=read.whole),
+    _o("eval_samples", "--eval-samples", "request.eval_samples", type=read.whole),
+    _o("time_budget", "--time-budget", "request.time_budget_s", "seconds of measurement per case",
+       type=read.seconds),
+    _o("budget", "--budget", "request.budget_s", "seconds for the whole run, worker starts and compiles "
+       "included", type=read.seconds, metavar="SECONDS"),
+    _o("save_weights", "--save-weights", "options.weights_dir",
+       "inference cases keep the weights they train in DIR (.npz; default: a temp cache)", metavar="DIR",
+       type=read.text()),
+    _o("data", "--data", "request.data", choices=("synthetic", "real")),
+    _o("data_dir", "--data-dir", "request.data_dir"),
+    _o("download", "--download", "options.download",
+       "with --data real: fetch missing dataset files (checksum-verified) into the data dir", action="store_true"),
+    _o("sync", "--sync", "options.sync", "training: synchronise every step (per-step times; default on CPUs) "
+       "or once per steady epoch (pipelined; default on accelerators)", choices=SYNC_MODES),
+    _o("compile", "--compile", "request.compile", choices=("auto", "on", "off")),
+    _o("seed", "--seed", "request.seed", type=int),
+    _o("quick", "--quick", "request.quick", "a few steps per case (the default with no -w)", action="store_true"),
+    _o("model", "--model", "request.model", "your own model: FUNCTION() in FILE.py returns a torch, flax or "
+       "Keras model (or module:function)", metavar="FILE.py:FUNCTION"),
+    _o("input_shape", "--input-shape", "request.input_shape", "--model's input: one sample's shape, no batch "
+       "axis, e.g. 28,28,1", metavar="SHAPE"),
+    _o("input_dtype", "--input-dtype", "request.input_dtype", "--model's input dtype: float32 (default) or "
+       "int32 (token ids)"),
+    _o("task", "--task", "request.task", "--model's task: classes:N, binary, regression:N or tokens:VOCAB"),
+    _o("vocab_size", "--vocab-size", "request.vocab_size", "--model's token ids (int32 inputs): how many distinct "
+       "ids (default: the model's config.vocab_size or first embedding's rows)", type=read.whole, metavar="N"),
+    *_workload_options(),
+    _o("prices", "--prices", "request.prices", "TOML or JSON file of device = US dollars per hour (cost per "
+       "result)", type=read.prices, toml=read.prices, metavar="FILE"),
+    _o("price_per_hour", "--price-per-hour", "request.prices", "a device's price, e.g. gpu=2.50 (repeatable; "
+       "over --prices)", type=read.price, action=read.KeyValues, metavar="DEVICE=USD", in_config=False),
+    _o("options", "", "request.options", toml=read.table()),    # TOML only: [run.options]
+    _o("config", "--config", "cli", "TOML file with the same options", in_config=False),
+    _o("output", "-o --output", "run.output", "results file (JSON Lines)", toml=read.text()),
+    _o("resume", "--resume", "cli", "finish the cases of an interrupted results file", **CLI_ONLY),
+    _o("allow_changed_model", "--allow-changed-model", "cli", "with --resume: import a --model file whose content "
+       "changed since the run was planned (its results carry the new sha256)", action="store_true", **CLI_ONLY),
+    _o("processes", "--processes", "run.processes", "worker processes per case, interleaved with the other "
+       "cases (default 3; the machine's noise between processes is measured only with 2 or more)",
+       type=read.whole, metavar="K"),
+    _o("timeout", "--timeout", "run.timeout", "seconds per worker process before it is killed",
+       type=read.seconds, with_resume=True),
+    _o("memory_limit", "--memory-limit", "run.memory_limit", "address-space cap (RLIMIT_AS) per worker of a CPU "
+       "case, e.g. 8G; accelerator cases run without it (CUDA, ROCm and libtpu reserve more address space "
+       "than memory)", type=read.parse_size, toml=read.parse_size, with_resume=True),
+    _o("no_progress", "--no-progress", "cli", action="store_true", **CLI_ONLY),
+    _o("measure_ceilings", "--measure-ceilings", "cli", "measure the missing ceilings (FLOP/s, GB/s) before "
+       "the run, ~30 s per precision on a CPU (docs/ceilings.md)", action="store_true", **CLI_ONLY),
+    _o("verbose", "--verbose", "cli", "full tables after the run instead of the compact summary",
+       action="store_true", **CLI_ONLY),
+    _o("dry_run", "--dry-run", "cli", "print the cases the run would execute and an estimate of its time; "
+       "run nothing", action="store_true", **CLI_ONLY),
+    _o("env_file", "--env-file", "cli", "with --dry-run: plan for the machine FILE describes (`xpubench env "
+       "--json` saved there)", metavar="FILE", **CLI_ONLY),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+CONFIG_KEYS = tuple(sorted(o.name for o in OPTIONS if o.in_config))
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `run` subcommand's flags, from OPTIONS."""
+    for o in OPTIONS:
+        if not o.flags:
+            continue
+        kw = {"dest": o.name, "help": o.help}
+        if o.action == "store_true":
+            kw["action"] = "store_true"
+        else:
+            kw.update(default=None, type=o.type, choices=o.choices, metavar=o.metavar)
+            if o.action is not None:
+                kw["action"] = o.action
+        parser.add_argument(*o.flags, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+
+
+def _given(value) -> bool:
+    return value is not None and value is not False
+
+
+def from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """{option name: value} of the flags given (not ``cli`` ones)."""
+    return {o.name: getattr(args, o.name) for o in OPTIONS
+            if o.flags and o.goes != "cli" and _given(getattr(args, o.name, None))}
+
+
+def from_config(section: dict, where: str) -> dict[str, Any]:
+    """{option name: value} of a TOML table (a config file's [run], or keywords); unknown keys refused."""
+    unknown = sorted(k for k in section if k not in CONFIG_KEYS)
+    if unknown:
+        raise UserError(f"{where}unknown option(s) {', '.join(unknown)}; known: {', '.join(CONFIG_KEYS)}")
+    values = {}
+    for key, value in section.items():
+        o = BY_NAME[key]
+        if o.is_list and not isinstance(value, list):
+            value = [value]
+        if o.toml is not None:
+            try:
+                value = o.toml(value)
+            except argparse.ArgumentTypeError as exc:
+                raise UserError(f"{where}{key}: {exc}") from None
+        if _given(value):
+            values[key] = value
+    return values
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """--config FILE: its [run] table (or the whole file) -> {option name: value}."""
+    data = read.read_toml(path, "config file")
+    section = data.get("run", data)
+    if not isinstance(section, dict):
+        raise UserError(f"config file {path}: [run] must be a table of options")
+    return from_config(section, f"config file {path}: ")
+
+
+def split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """{option name: value} -> (PlanRequest fields, run settings), in the order of OPTIONS (a later
+    option adds to a table an earlier one filled: --price-per-hour over --prices)."""
+    fields: dict[str, Any] = {}
+    run: dict[str, Any] = {}
+    for o in OPTIONS:
+        if o.name not in values:
+            continue
+        value = values[o.name]
+        where, _, name = o.goes.partition(".")
+        if where == "request":
+            earlier = fields.get(name)
+            fields[name] = {**earlier, **value} if isinstance(earlier, dict) and isinstance(value, dict) else value
+        elif where == "options":
+            fields["options"] = {**fields.get("options", {}), name: value}
+        elif where == "run":
+            run[name] = value
+    for workload, row in option_rows():   # --selftest alone runs the selftest
+        if row.selects and row.key in fields.get("options", {}):
+            fields.setdefault("workloads", [workload])
+    return fields, run
+
+
+PLAN_LISTS = {f.name for f in dataclasses.fields(PlanRequest) if str(f.type).startswith("list")}
+
+
+def request_fields(keywords: dict[str, Any]) -> dict[str, Any]:
+    """Keywords of xpubench.run / plan -> PlanRequest fields: a field's own name (``workloads=["matmul"]``,
+    a single value for a list) or an option's TOML key (``workload="matmul"``, ``sync="epoch"``). A
+    field's name wins: ``devices=["cpu"]`` names devices (the TOML key ``devices``, a count, is
+    ``device_counts=[2]`` here)."""
+    names = {f.name for f in dataclasses.fields(PlanRequest)}
+    direct = {k: [v] if k in PLAN_LISTS and isinstance(v, (str, int)) else v for k, v in keywords.items()
+              if k in names}
+    keys = {o.name for o in OPTIONS if o.in_config and o.goes.split(".")[0] in ("request", "options")}
+    unknown = sorted(set(keywords) - names - keys)
+    if unknown:
+        raise UserError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names | keys))}")
+    fields, _ = split(from_config({k: v for k, v in keywords.items() if k not in names}, ""))
+    if isinstance(direct.get("options"), dict) and "options" in fields:
+        fields["options"] = {**direct["options"], **fields["options"]}
+    return {**direct, **fields}
+
+
+def refused_with_resume(args: argparse.Namespace) -> list[str]:
+    """The flags given that --resume refuses (the plan, the output and the processes come from the file)."""
+    return [flag(o) for o in OPTIONS if o.flags and not o.with_resume and _given(getattr(args, o.name, None))]
+
+
+def with_resume_flags() -> list[str]:
+    """The run settings --resume takes: --timeout and --memory-limit."""
+    return [flag(o) for o in OPTIONS if o.with_resume and o.goes.startswith("run.")]
+
+
+def flag(o: Option) -> str:
+    """The option's name on the command line: its first long flag (--precision, not --dtype)."""
+    return next(f for f in o.flags if f.startswith("--"))

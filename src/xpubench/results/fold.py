@@ -1,0 +1,150 @@
+"""A case's worker processes folded into one Result, the figure a report shows.
+
+With one process the Result is that process's run, field for field (files written before processes
+were repeated read exactly as before). With several:
+- status: "ok" when at least one process ended ok; then every figure comes from the ok processes and a
+  warning names the ones that did not. With none ok, the first failure's status and message.
+- metrics: each number is the median over the ok processes of that process's own figure (whole
+  numbers: the lower median, a value that occurred), so every rate derived from the headline time (samples/s,
+  FLOP/s, MFU) stays consistent with it; other values are kept when the processes agree, else the
+  first process's. The headline time (its mode's ``samples``, results/modes.py) is the median of the
+  process medians, its 95% interval a bootstrap over both levels (harness/stats.py two_level), and these are added:
+  ``processes``, ``process_between_spread`` and ``process_within_spread`` (the two levels' spread),
+  ``process_disagreement`` ("bimodal", "machine state changed" or None) and its sentence in ``warning``.
+- samples: each ok process's samples one after the other (``runs`` keeps them apart); series, artifacts
+  and placement: the first ok process's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from xpubench.results.modes import mode_of
+from xpubench.results.schema import Result, Run, retryable
+from xpubench.results.stats import two_level
+
+
+def headline_name(runs_or_result) -> str | None:
+    """The headline sample name of a Run or Result: the first of its mode's ``samples`` (results/modes.py)
+    it holds samples of; None when it holds none, or its mode has no record. The metrics of a headline
+    ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``."""
+    mode = mode_of(runs_or_result.case.get("mode"))
+    return mode.sample_name(runs_or_result.samples) if mode else None
+
+
+def process_groups(result: Result, name: str | None = None) -> list[list[float]]:
+    """The headline samples (or ``name``'s) of each ok process, one list per process."""
+    name = name or headline_name(result)
+    if name is None:
+        return []
+    runs = result.ok_runs or ([result] if result.status == "ok" else [])
+    return [[v for v in r.samples.get(name) or [] if v is not None] for r in runs if r.samples.get(name)]
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _merge(values: list):
+    numbers = [v for v in values if v is not None]
+    if numbers and all(_is_number(v) for v in numbers):
+        if all(isinstance(v, int) for v in numbers):
+            return statistics.median_low(numbers)
+        return float(statistics.median(numbers))
+    if all(v == values[0] for v in values):
+        return values[0]
+    return next((v for v in values if v is not None), None)
+
+
+def _merged_metrics(runs: list[Run]) -> dict:
+    keys = list(dict.fromkeys(k for r in runs for k in r.metrics))
+    out = {k: _merge([r.metrics.get(k) for r in runs]) for k in keys}
+    warnings = list(dict.fromkeys(r.metrics.get("warning") for r in runs if r.metrics.get("warning")))
+    out["warning"] = "; ".join(warnings) or None
+    return out
+
+
+def _add_two_level(metrics: dict, ok: list[Run], name: str) -> None:
+    groups = [r.samples[name] for r in ok if r.samples.get(name)]
+    if not groups:
+        return
+    tl = two_level(groups)
+    prefix = name[:-2]
+    metrics[name] = tl.median
+    if f"{prefix}_ci95_low_s" in metrics:
+        metrics[f"{prefix}_ci95_low_s"], metrics[f"{prefix}_ci95_high_s"] = tl.ci95_low, tl.ci95_high
+    metrics.update(processes=tl.processes, process_between_spread=tl.between_spread,
+                   process_within_spread=tl.within_spread, process_disagreement=tl.disagreement)
+    if tl.note:
+        metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), tl.note) if w)
+
+
+def aggregate(runs: list[Run]) -> Result:
+    """One case's runs (in the order they ran) -> its Result (see the module docstring)."""
+    if not runs:
+        raise ValueError("a case needs at least one run")
+    first = runs[0]
+    if len(runs) == 1:
+        fields = {k: getattr(first, k) for k in ("case", "status", "message", "samples", "series", "artifacts",
+                                                 "placement", "fingerprint", "started_at", "duration_s")}
+        return Result(**fields, metrics=dict(first.metrics), runs=[first])
+    ok = [r for r in runs if r.status == "ok"]
+    bad = [r for r in runs if r.status != "ok"]
+    base = ok[0] if ok else bad[0]
+    failures = "; ".join(f"process {r.process + 1} of {r.processes}: {r.status}" + (f": {r.message}" if r.message
+                                                                                     else "") for r in bad)
+    if ok:
+        metrics = _merged_metrics(ok)
+        name = headline_name(ok[0])
+        if name:
+            _add_two_level(metrics, ok, name)
+        if bad:
+            note = f"{len(bad)} of {len(runs)} processes did not end ok ({failures}); figures from the other {len(ok)}"
+            metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), note) if w)
+        status, message = "ok", (f"{len(bad)} of {len(runs)} processes did not end ok: {failures}" if bad else "")
+        samples: dict[str, list[float]] = {}
+        for r in ok:
+            for k, v in r.samples.items():
+                samples.setdefault(k, []).extend(v)
+    else:
+        metrics, samples = dict(base.metrics), dict(base.samples)
+        status, message = base.status, failures if len(bad) > 1 else base.message
+    durations = [r.duration_s for r in runs if r.duration_s is not None]
+    return Result(case=first.case, status=status, message=message, metrics=metrics, samples=samples,
+                  series=base.series, artifacts=base.artifacts, placement=base.placement,
+                  fingerprint=first.fingerprint, started_at=first.started_at,
+                  duration_s=round(sum(durations), 3) if durations else None, runs=list(runs))
+
+
+def _case_id(run: Run) -> str:
+    return run.case.get("run_id") or run.case.get("key") or str(id(run))
+
+
+def unique_runs(runs: Iterable[Run]) -> tuple[list[Run], str | None]:
+    """Each process of each case once. A record repeating a (case, process) already seen (a file
+    concatenated with itself or with another run of the same plan) replaces the earlier one, so no
+    process is counted twice and no interval looks surer than it is; returns the runs in order and a
+    sentence saying how many were replaced (None when none were). A case retried by ``--resume`` after
+    bad input (``retryable``) replaces its failed records without a word: that is what the retry is for."""
+    kept: dict[tuple[str, int], Run] = {}
+    replaced = 0
+    for run in runs:
+        slot = (_case_id(run), run.process)
+        if slot in kept and not retryable(kept[slot]):
+            replaced += 1
+        kept.pop(slot, None)
+        kept[slot] = run
+    said = (f"{replaced} record(s) repeat a case's process already read (same run_id and process index); the "
+            "later record of each is kept, so no process is counted twice") if replaced else None
+    return list(kept.values()), said
+
+
+def aggregate_all(runs: Iterable[Run]) -> list[Result]:
+    """Every case of a file (or a run) in the order its first process appeared, each process once
+    (``unique_runs``). Nothing is derived here: analysis.analyse adds peak, ceiling and scaling figures."""
+    groups: dict[str, list[Run]] = {}
+    for run in unique_runs(runs)[0]:
+        groups.setdefault(_case_id(run), []).append(run)
+    results = [aggregate(g) for g in groups.values()]
+    return results

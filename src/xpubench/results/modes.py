@@ -1,0 +1,150 @@
+"""One record per mode (matmul, train, infer, generate): what a case of that mode measures and which of
+its figures every reader ranks, folds and prints. Folding (results/fold.py), the derived figures
+(analysis/), the terminal, the summary, the report, compare and the advice read ``MODES``; none of them
+names a mode's metrics on its own. The measuring loop of each mode is launch/dispatch.py's LOOPS, keyed by
+the same name.
+
+A new mode: its metrics dataclass in results/metrics.py, one ``register(Mode(...))`` line (below, or in
+the module that adds the mode), its loop in launch/dispatch.py. A name a Mode gives that its dataclass
+(or a shared group) does not declare fails at import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from xpubench.results.metrics import (
+    REGISTRY,
+    GenerateMetrics,
+    InferMetrics,
+    MatmulMetrics,
+    Metrics,
+    TrainMetrics,
+    declare,
+)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A declared metric as a line shows it: ``before`` names it ("warm", "TTFT"), ``after`` is its unit as
+    printed ("samples/s", "tok/s", "/batch"; FLOP/s carries its own). ``named_by``: the metric whose value
+    is this figure's name (inference's quality: ``metric_name`` says accuracy or mse)."""
+
+    metric: str
+    before: str = ""
+    after: str = ""
+    named_by: str | None = None
+
+    def name_in(self, metrics: Mapping[str, Any]) -> str | None:
+        """The metric this figure reads in ``metrics`` (None when a ``named_by`` figure is unnamed there)."""
+        if self.named_by is None:
+            return self.metric
+        name = metrics.get(self.named_by)
+        return str(name) if name else None
+
+
+def _present(metrics: Mapping[str, Any], name: str | None) -> bool:
+    if name is None:
+        return False
+    value = metrics.get(name)
+    return value is not None and not (isinstance(value, float) and math.isnan(value))  # NaN: a frame's gap
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Everything readers know about one mode. Metric names are those of ``metrics`` (or a shared group:
+    efficiency, cost); ``samples`` are raw sample names (``<name>_s`` with ``<name>_ci95_low_s`` /
+    ``<name>_ci95_high_s`` where the dataclass declares them)."""
+
+    name: str                          # the case's mode
+    metrics: type[Metrics]             # the dataclass its measuring loop fills
+    label: str                         # how a sentence names it: "training"
+    samples: tuple[str, ...]           # the raw samples of its headline time, the first one present wins
+    headline: tuple[Figure, ...]       # its headline figure (summary, "vs best", answer, framework tables)
+    higher_is_better: bool = True      # the headline's direction (its time is always lower-is-better)
+    rate_is_median: bool = True        # the headline is a count over the median of its rate samples, so their
+                                       # interval tests a difference in it (generation's decode rate: no)
+    rate_samples: tuple[str, ...] = ()  # the raw samples the headline rate comes from, when not ``samples``
+    per: str | None = None             # what ``rate_samples`` are divided by into per-sample times
+    details: tuple[Figure, ...] = ()   # what a finished case's progress line adds after its headline
+    cold: str | None = None            # the start-up figure a speedup compares (a time, or a rate)
+    size: str = "batch_size"           # the case field a case is measured at ("size": matmul's N)
+    size_text: tuple[str, str] = ("batch {}", "b{}")   # that field in a table's cell, long and short
+    flop_rate: str | None = None       # achieved FLOP/s
+    peak_share: str | None = None      # flop_rate / the chip's peak: "pct_of_peak" or "mfu"
+    ranked: bool = False               # ranked against the measured ceiling (efficiency table, roofline)
+    cost: Figure | None = None         # dollars per result (priced modes)
+
+    def __post_init__(self) -> None:
+        own = set(self.metrics.names())
+        names = [*self.samples, *self.rate_samples, *(f.metric for f in self.headline + self.details if not f.named_by),
+                 *(f.named_by for f in self.details if f.named_by), *(n for n in (self.flop_rate, self.per, self.cold) if n)]
+        bad = [n for n in names if n not in own]
+        bad += [n for n in (self.peak_share, self.cost.metric if self.cost else None) if n and n not in REGISTRY]
+        if bad or not self.samples or not self.headline:
+            raise TypeError(f"mode {self.name}: {', '.join(bad) or 'no samples or headline'} not declared by "
+                            f"{self.metrics.__name__} (results/metrics.py)")
+
+    # ---- reading a result's figures (a metrics dict, a frame row, or a Result's samples) ----
+
+    def headline_figure(self, metrics: Mapping[str, Any]) -> Figure | None:
+        """The headline figure ``metrics`` carries (the first of ``headline`` present), or None."""
+        return next((f for f in self.headline if _present(metrics, f.metric)), None)
+
+    def sample_name(self, samples: Mapping[str, Any], names: tuple[str, ...] | None = None) -> str | None:
+        """The first of ``names`` (default: the headline samples) with samples in ``samples``, or None."""
+        return next((n for n in (names or self.samples) if len(samples.get(n) or []) > 0), None)
+
+    def interval(self, metrics: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+        """(median, 95% low, 95% high) of the headline time: the first headline sample name's metrics."""
+        prefix = self.samples[0][:-2]
+        return tuple(metrics.get(n) for n in (self.samples[0], f"{prefix}_ci95_low_s", f"{prefix}_ci95_high_s"))
+
+    def flops(self, metrics: Mapping[str, Any]) -> float | None:
+        """The achieved FLOP/s, None where the mode or the result has none."""
+        return metrics.get(self.flop_rate) if self.flop_rate else None
+
+    def typed(self, metrics: Mapping[str, Any]) -> Metrics:
+        """The mode's dataclass filled from a result's flat metrics (names of other groups left out): the
+        declared, typed view of what travels as a JSON object (for a notebook: ``.step_s``, not ``["step_s"]``)."""
+        own = set(self.metrics.names())
+        return self.metrics(**{k: v for k, v in metrics.items() if k in own})
+
+
+MODES: dict[str, Mode] = {}
+
+
+def register(mode: Mode) -> Mode:
+    """Add (or replace) a mode; its dataclass's metrics become declared (results/metrics.py REGISTRY)."""
+    declare(mode.metrics)
+    MODES[mode.name] = mode
+    return mode
+
+
+def mode_of(name: Any) -> Mode | None:
+    """The record of a mode name (a case's ``mode``), None for a name no record declares."""
+    return MODES.get(str(name)) if name is not None else None
+
+
+SAMPLES_PER_S = Figure("samples_per_s", after="samples/s")
+
+register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size", size_text=("N={}", "N={}"),
+              headline=(Figure("warm_flops_per_s", before="warm"),), cold="cold_flops_per_s",
+              details=(Figure("cold_flops_per_s", before="cold"),),
+              flop_rate="warm_flops_per_s", peak_share="pct_of_peak", ranked=True))
+register(Mode("train", TrainMetrics, "training", samples=("step_s",),
+              headline=(Figure("tokens_per_s", after="tok/s"), SAMPLES_PER_S), cold="first_epoch_s",
+              flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
+              cost=Figure("usd_per_1m_samples", after="1M samples")))
+register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"), headline=(SAMPLES_PER_S,),
+              rate_samples=("pass_s",), per="eval_samples",
+              details=(Figure("latency_s", after="/batch"), Figure("metric", named_by="metric_name")),
+              flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
+              cost=Figure("usd_per_1m_predictions", after="1M predictions")))
+register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_s",),
+              headline=(Figure("decode_tokens_per_s", before="decode", after="tok/s"),),
+              details=(Figure("ttft_s", before="TTFT"), Figure("decode_token_p50_s", after="/token")),
+              rate_is_median=False, flop_rate="achieved_flops_per_s", peak_share="mfu"))

@@ -1,0 +1,75 @@
+"""`xpubench run`'s exit codes (docs/bad-input.md, "Exit codes"; issue 26 item 5): 0 every case ok (or
+skipped with its reason) and at least one measured; 1 some failed, some ok; 2 bad input; 3 no case ok;
+130 an interrupt. `run ... && next_step` must stop after a total failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from xpubench import cli
+from xpubench.cli.run import EXIT_BAD_INPUT, EXIT_NONE_OK, EXIT_OK, EXIT_SOME_FAILED, summarize_failures
+
+
+def result(status: str, key: str = "k", error_type: str | None = None):
+    return SimpleNamespace(status=status, key=key, message=f"{status} happened",
+                           metrics={"error_type": error_type} if error_type else {})
+
+
+@pytest.mark.parametrize("statuses,code", [
+    (["ok"], EXIT_OK),
+    (["ok", "skipped"], EXIT_OK),
+    (["ok", "crash"], EXIT_SOME_FAILED),
+    (["ok", "oom", "timeout", "error"], EXIT_SOME_FAILED),
+    (["error"], EXIT_NONE_OK),
+    (["crash", "skipped"], EXIT_NONE_OK),
+    (["skipped", "skipped"], EXIT_NONE_OK),
+    ([], EXIT_NONE_OK),
+])
+def test_the_exit_code_table(statuses, code, capsys):
+    assert summarize_failures([result(s, f"case{i}") for i, s in enumerate(statuses)]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == (0 if code == EXIT_OK else 1)
+    if code == EXIT_NONE_OK:
+        assert err[0].startswith("xpubench: no case finished ok")
+
+
+def test_bad_input_found_in_a_worker_is_2_and_says_the_case(capsys):
+    code = summarize_failures([result("ok", "a"), result("error", "b", error_type="UserError")])
+    assert code == EXIT_BAD_INPUT
+    assert capsys.readouterr().err.strip() == "xpubench: error: b: error happened"
+
+
+def test_an_interrupt_is_130(monkeypatch, capsys):
+    def interrupted(args, console):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "run", interrupted)
+    assert cli.main(["run", "-w", "matmul"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def xpubench(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "xpubench", "run", *args, "--processes", "1", "--no-progress"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_a_model_file_that_raises_on_import_fails_every_case_exit_3(tmp_path):
+    (tmp_path / "broken.py").write_text('raise RuntimeError("broken on import")\n\n\ndef build():\n    return None\n')
+    proc = xpubench(tmp_path, "--model", "broken.py:build", "-b", "torch", "-p", "fp32", "-o", "r.jsonl")
+    assert proc.returncode == EXIT_NONE_OK, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "no case finished ok (1 failed, 0 skipped)" in proc.stderr
+
+
+@pytest.mark.slow
+def test_some_failed_is_1_and_bad_input_is_2(tmp_path):
+    some = xpubench(tmp_path, "--selftest", "ok,raise", "-b", "numpy", "-o", "some.jsonl")
+    assert some.returncode == EXIT_SOME_FAILED, some.stderr
+    assert "1 case(s) did not finish ok" in some.stderr and "Traceback" not in some.stderr
+    bad = xpubench(tmp_path, "-w", "resnet9000")
+    assert bad.returncode == EXIT_BAD_INPUT and bad.stderr.count("\n") == 1
+    assert not list(tmp_path.glob("xpubench-*.jsonl"))   # nothing ran, nothing written
