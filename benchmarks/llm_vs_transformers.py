@@ -31,11 +31,13 @@ import torch
 from transformers import LlamaForCausalLM
 from transformers.generation.streamers import BaseStreamer
 
+from xpubench.backends.torch_.device import set_precision_mode
+from xpubench.backends.torch_.generate import OwnCacheGenerator
 from xpubench.harness.bandwidth import measure_bandwidth
 from xpubench.harness.generation import measure
 from xpubench.workloads.llama import checkpoint, costs
 from xpubench.workloads.llama.config import preset
-from xpubench.workloads.llama.torch_generate import torch_generator
+from xpubench.workloads.llama.torch_model import build
 
 HF_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -89,7 +91,8 @@ def main() -> int:
         checkpoint.write_checkpoint(tmp, cfg, checkpoint.random_hf_tensors(cfg, seed=0))
         ckpt = checkpoint.open_checkpoint(tmp)
         for fmt in args.dtypes.split(","):
-            gen = torch_generator(cfg, fmt, prompt, args.new, device, checkpoint=ckpt)
+            set_precision_mode(fmt)   # as backends/torch_/generate.py: fp32 means TF32 off
+            gen = OwnCacheGenerator(build(cfg, fmt, device, checkpoint=ckpt), prompt, args.new, device)
             hf = LlamaForCausalLM.from_pretrained(tmp, dtype=HF_DTYPES[fmt], attn_implementation="sdpa").eval()
             hf_prompt = torch.from_numpy(prompt.astype(np.int64))
             ours_pp, ours_tg, hf_pp, hf_tg = [], [], [], []

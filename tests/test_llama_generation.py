@@ -1,5 +1,5 @@
-"""Llama generation (workloads/llama/torch_generate.py, jax_generate.py): KV-cache decoding gives the
-tokens and logits of the uncached forward in both frameworks; JAX's decode step compiles once for all
+"""Llama generation (the workload's generation models in backends/*/generate.py's OwnCache generators):
+KV-cache decoding gives the tokens and logits of the uncached forward in both frameworks; JAX's decode step compiles once for all
 tokens; int8 weight-only stays close to fp32; the bytes the generators allocate are the bytes
 ``llama.costs`` computes; the harness's measurement runs over both.
 
@@ -15,15 +15,18 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
+import dataclasses
+
+from xpubench.backends.jax_.generate import OwnCacheJaxGenerator
 from xpubench.backends.jax_.generate import generate_uncached as jax_uncached
+from xpubench.backends.torch_.generate import OwnCacheGenerator
 from xpubench.backends.torch_.generate import generate_uncached as torch_uncached
 from xpubench.harness.generation import generate, measure
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama import flax_model as fm
 from xpubench.workloads.llama.config import LlamaConfig, RopeScaling
-from xpubench.workloads.llama.jax_generate import LlamaJaxGenerator, jax_generator
-from xpubench.workloads.llama.torch_generate import LlamaTorchGenerator, torch_generator
 from xpubench.workloads.llama.torch_model import LlamaTorch, Proj, int8pack_available
+from xpubench.workloads.llama.workload import WORKLOAD, configure
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
                   vocab_size=128, rope_theta=10_000.0, rope_scaling=RopeScaling(8.0, 1.0, 4.0, 32),
@@ -31,6 +34,19 @@ CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, h
 STD = 0.3
 NEW = 16
 CPU = torch.device("cpu")
+SPEC = dataclasses.replace(configure({}), config=CFG)
+
+
+def torch_generator(fmt: str, p: np.ndarray, new_tokens: int) -> OwnCacheGenerator:
+    """The workload's torch generation model of CFG with random weights, as the backend builds it."""
+    model = WORKLOAD.generation_models["torch"](SPEC, fmt, CPU, 0)
+    return OwnCacheGenerator(model, p, new_tokens, CPU)
+
+
+def jax_generator(fmt: str, p: np.ndarray, new_tokens: int) -> OwnCacheJaxGenerator:
+    device = jax.devices("cpu")[0]
+    module, params = WORKLOAD.generation_models["jax"](SPEC, fmt, device, 0)
+    return OwnCacheJaxGenerator(module, params, p, new_tokens, device, module.compute_precision)
 
 
 def prompt(batch: int = 2, length: int = 9) -> np.ndarray:
@@ -54,7 +70,7 @@ def context_matters(tokens: np.ndarray) -> bool:
 
 def test_torch_cached_decoding_equals_uncached():
     model = torch_model()
-    gen = LlamaTorchGenerator(model, prompt(), NEW, CPU)
+    gen = OwnCacheGenerator(model, prompt(), NEW, CPU)
     cached = generate(gen)
     assert context_matters(cached)
     np.testing.assert_array_equal(cached, torch_uncached(model, prompt(), NEW))
@@ -74,7 +90,7 @@ def test_torch_cached_logits_equal_the_full_forward():
 
 def test_jax_cached_decoding_equals_uncached():
     model, params = jax_params()
-    gen = LlamaJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0])
+    gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
     cached = generate(gen)
     assert context_matters(cached)
     np.testing.assert_array_equal(cached, jax_uncached(model, params, prompt(), NEW))
@@ -86,7 +102,7 @@ def test_jax_decode_does_not_recompile_per_token():
     from jax import monitoring
 
     model, params = jax_params()
-    gen = LlamaJaxGenerator(model, params, prompt(), NEW + 1, jax.devices("cpu")[0])
+    gen = OwnCacheJaxGenerator(model, params, prompt(), NEW + 1, jax.devices("cpu")[0], "fp32")
     cache, token = gen.prefill(gen.prompt)
     compiles: list[str] = []
     monitoring.register_event_duration_secs_listener(
@@ -105,7 +121,7 @@ def test_jax_aot_compiled_generation_compiles_nothing_more():
     from jax import monitoring
 
     model, params = jax_params()
-    gen = LlamaJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0])
+    gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
     assert gen.compile() > 0
     compiles: list[str] = []
     monitoring.register_event_duration_secs_listener(
@@ -161,8 +177,8 @@ def test_jax_int8_weight_only_is_close_to_fp32():
 def test_allocated_bytes_are_what_costs_computes(fmt):
     p = prompt(2, 9)
     want_kv = 2 * (9 + NEW - 1) * costs.kv_bytes_per_position(CFG, fmt)
-    t = torch_generator(CFG, fmt, p, NEW, CPU).info()
-    j = jax_generator(CFG, fmt, p, NEW, jax.devices("cpu")[0]).info()
+    t = torch_generator(fmt, p, NEW).info()
+    j = jax_generator(fmt, p, NEW).info()
     assert t["weight_bytes"] == j["weight_bytes"] == costs.weight_bytes(CFG, fmt)
     assert t["kv_cache_bytes"] == j["kv_cache_bytes"] == want_kv
     assert (t["int8_method"] is None) == (j["int8_method"] is None) == (fmt != "int8")
@@ -172,9 +188,9 @@ def test_allocated_bytes_are_what_costs_computes(fmt):
 def test_the_harness_measures_llama_generation(framework):
     p = prompt(1, 8)
     if framework == "torch":
-        gen = torch_generator(CFG, "bf16", p, 4, CPU)
+        gen = torch_generator("bf16", p, 4)
     else:
-        gen = jax_generator(CFG, "bf16", p, 4, jax.devices("cpu")[0])
+        gen = jax_generator("bf16", p, 4)
     metrics, samples = measure(gen, budget_s=0.2)
     assert len(samples["decode_token_s"]) == 3 * metrics["rounds"]
     assert metrics["prefill_tokens_per_s"] > 0 and metrics["decode_tokens_per_s"] > 0

@@ -135,7 +135,8 @@ def validate(req: PlanRequest) -> None:
         raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
-    check_options(req.options)   # the workloads' own options (gpt's sizes, the selftest's behaviours)
+    # the workloads' own options (gpt's sizes, the selftest's behaviours), of the workloads the request runs
+    check_options(req.options, req.workloads or ([] if req.model else default_run()))
     _check_model(req)
     _check_run_extras(req)
 
@@ -246,7 +247,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                      batch_size=bs, options=opts, key_options=workload.key_options)
                 for opts in per_case for bs in (req.batch_sizes or [None])]
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
-    options = {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
+    others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
+    quick = dict(workload.quick_options) if req.quick else {}
+    options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
@@ -263,9 +266,9 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
         return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
     spec = workload.spec_for(options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
-    precisions = req.precisions or model_precisions(env, backend, device)
+    precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick)
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
-    modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
+    modes = req.modes or (["infer"] if "int8" in precisions else list(workload.default_modes))
     counts = device_counts(req, env, backend, device)
     epochs, steps = req.epochs, req.steps
     train_samples, eval_samples = req.train_samples, req.eval_samples
@@ -284,6 +287,17 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                         eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
                         data=req.data, data_dir=req.data_dir, **common))
     return cases
+
+
+def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False) -> list[str]:
+    """A workload's precisions when none is asked for: its own defaults (llama's weight formats) less the
+    half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the first of them
+    only in the brief default run; else the device's model defaults (``model_precisions``)."""
+    if not workload.default_precisions:
+        return model_precisions(env, backend, device)
+    slow = slow_cpu_dtypes(env, backend, device)
+    precisions = [p for p in workload.default_precisions if p not in slow]
+    return precisions[:1] if quick else precisions
 
 
 def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> None:
@@ -315,6 +329,13 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
             notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
                          f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
                          f"ask for it with --precision {slow[0]}")
+    for name, backend, device in dict.fromkeys((c.workload, c.backend, c.device) for c in cases
+                                               if c.mode != "matmul" and c.workload in REGISTRY and not req.quick):
+        slow = [p for p in get_workload(name).default_precisions if p in slow_cpu_dtypes(env, backend, device)]
+        if slow:   # llama's weight formats (workload_precisions)
+            notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
+                         f"{'/'.join(slow)} instructions: {backend} computes it at ~1 GFLOP/s); ask for it with "
+                         f"--precision {slow[0]}")
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
         half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
         if half:

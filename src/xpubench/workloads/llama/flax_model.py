@@ -130,6 +130,10 @@ class Block(nn.Module):
         return x + self.down(jax.nn.silu(gate) * up), kv
 
 
+INT8_METHOD = ("int8 weights, per-output-channel scales; dequantised in the compiled step: "
+               "(x @ w.astype({dtype})) * scale")
+
+
 class LlamaFlax(nn.Module):
     """The model (module docstring); ``__call__(idx)`` -> (B, t, V) logits without a cache."""
 
@@ -140,6 +144,28 @@ class LlamaFlax(nn.Module):
     @property
     def dtype(self):
         return DTYPES[compute_dtype(self.fmt, self.int8_compute)]
+
+    @property
+    def context(self) -> int:
+        """Positions the model can attend to (generation's protocol, backends/jax_/generate.py)."""
+        return self.cfg.max_positions
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision its programs compute in: the format's, for int8 weights their compute dtype's."""
+        return compute_dtype(self.fmt, self.int8_compute)
+
+    @nn.nowrap
+    def new_kv(self, batch: int, positions: int) -> tuple:
+        """Zeroed keys and values: a tuple over layers of (k, v), each (B, positions, KV, D) in the compute dtype."""
+        shape = (batch, positions, self.cfg.n_kv_heads, self.cfg.head_dim)
+        return tuple((jnp.zeros(shape, self.dtype), jnp.zeros(shape, self.dtype)) for _ in range(self.cfg.n_layers))
+
+    @nn.nowrap
+    def generation_facts(self) -> dict:
+        """What a generation result records of the model: its weights' format and how int8 is computed."""
+        method = INT8_METHOD.format(dtype=self.compute_precision) if self.fmt == "int8" else None
+        return {"weight_format": self.fmt, "int8_method": method}
 
     def setup(self) -> None:
         int8 = self.fmt == "int8"

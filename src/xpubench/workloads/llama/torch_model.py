@@ -210,6 +210,32 @@ class LlamaTorch(nn.Module):
                 module.set_rows(row, tensor)
         return self
 
+    @property
+    def context(self) -> int:
+        """Positions the model can attend to (generation's protocol, backends/torch_/generate.py)."""
+        return self.cfg.max_positions
+
+    def weight_tensors(self) -> list[torch.Tensor]:
+        """Every weight the model stores (projections, int8 scales, norms), the tied table once."""
+        weights = [m.weight for _, m in self.projections()] + [m.scale for _, m in self.projections() if m.int8]
+        return list(dict.fromkeys(weights + [p for n, p in self.named_parameters() if "norm" in n]))
+
+    def int8_method(self) -> str | None:
+        """How the int8 weights are used in the timed steps (None for float formats)."""
+        if self.fmt != "int8":
+            return None
+        dense = f"F.linear(x, w.to({str(self.dtype).removeprefix('torch.')})) * per-row scale"
+        if not next((m.packed for _, m in self.projections()), False):
+            return f"int8 weights, per-row scales; dequantised in every step: {dense}"
+        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode), "
+                f"{dense} for more (prefill)")
+
+    def generation_facts(self) -> dict:
+        """What a generation result records of the model: its weights' bytes as allocated, their format and
+        how int8 is computed."""
+        return {"weight_bytes": sum(t.numel() * t.element_size() for t in self.weight_tensors()),
+                "weight_format": self.fmt, "int8_method": self.int8_method()}
+
     def new_cache(self, batch: int, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Zeroed keys and values (L, B, KV, positions, D) in the compute dtype, on the model's device."""
         shape = (self.cfg.n_layers, batch, self.cfg.n_kv_heads, positions, self.cfg.head_dim)
