@@ -41,7 +41,7 @@ MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
 # (steps per epoch: plan_defaults.quick_steps, more on accelerators)
 QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
-         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
+         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0, "generate_budget_s": 2.0}
 
 
 @dataclass
@@ -248,7 +248,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                 for opts in per_case for bs in (req.batch_sizes or [None])]
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
     others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
-    quick = dict(workload.quick_options) if req.quick else {}
+    chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
+    quick = dict(workload.quick_options) if req.quick and not chosen else {}
     options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
@@ -279,13 +280,15 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     for precision in precisions:
         asked = ["infer"] if precision == "int8" else modes
         for mode in (workload.case_mode(m) for m in asked if m in workload.modes):   # the modes it declares
+            brief = req.quick and mode == "generate" and not req.time_budget_s   # a brief generation: 2 s measured
+            length = dict(common, time_budget_s=QUICK["generate_budget_s"]) if brief else common
             for n in counts:
                 for bs in req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes):
                     cases.append(Case(
                         mode=mode, precision=precision, batch_size=bs, devices=n, epochs=epochs or spec.epochs,
                         steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
                         eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
-                        data=req.data, data_dir=req.data_dir, **common))
+                        data=req.data, data_dir=req.data_dir, **length))
     return cases
 
 

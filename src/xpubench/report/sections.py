@@ -14,7 +14,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from xpubench.report import advice, charts, charts_training, costs, frameworks, generation, spread, tables
+from xpubench.report import (
+    advice,
+    charts,
+    charts_training,
+    costs,
+    frameworks,
+    generation,
+    llm,
+    spread,
+    tables,
+)
 from xpubench.report.content import Chart
 from xpubench.report.environment import environment_table
 from xpubench.report.frame import ResultSet
@@ -141,6 +151,15 @@ register(ReportSection(
         "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
         "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
         "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs.")))
+register(ReportSection(
+    "Language models: prompt processing and generation", "llm", tables=lambda data: llm.format_tables(data.frame),
+    charts=_made(llm.batch_chart), intro=(
+        "The llama-bench figures per weight format: pp = prompt tokens/s (the prefill of the whole prompt "
+        "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
+        "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
+        "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` "
+        "or else the device's spec; never above 100% (that would be a defect). pp MFU = prefill FLOPs / "
+        "TTFT over the chip's peak (docs/methodology.md).")))
 register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
     "Token models", "tokens", tables=_made(generation.token_training_table), report=False))
 register(ReportSection(

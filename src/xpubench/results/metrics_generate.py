@@ -14,6 +14,8 @@ from xpubench.results.figure import Metrics, figure
 @dataclass
 class LanguageModelGeneration(Metrics):
     # measured in the worker (backends/*/generate.py OwnCache generators; the workload's generation_counts)
+    architecture: str | None = figure("text", "the model's shape by name (llama: the preset, the checkpoint's "
+                                              "directory, or the resized preset)", optional=True)
     kv_cache_bytes: int | None = figure("B", "the KV cache as allocated: keys and values for batch x (prompt + "
                                              "new - 1) positions", optional=True)
     weight_bytes: int | None = figure("B", "the model's weights as allocated (int8: values and scales)", optional=True)

@@ -117,7 +117,7 @@ class Workload:
     default_precisions: tuple[str, ...] = ()      # planned when none is asked for (() : the device's model
     #                                               defaults); the CPU's slow half dtypes are left out
     quick_options: Mapping[str, Any] = field(default_factory=dict)   # options its cases get in the brief
-    #                                                               default run, unless given
+    #   default run, unless given, or the request chose the model itself (one of its ``selects`` options)
     generates: bool = False                       # its "infer" is the generation loop (case mode "generate")
     generation_lengths: Callable[[Any, Mapping[str, Any]], tuple[int, int]] | None = None  # (prompt, new)
     decode_flops_per_token: Callable[[Any, float], float] | None = None   # (spec, context) -> FLOPs

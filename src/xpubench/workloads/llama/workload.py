@@ -34,7 +34,10 @@ from xpubench.workloads.llama.config import PRESETS, LlamaConfig
 DEFAULT_PRESET = "smollm-135m"
 SIZE_OPTIONS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp512 / tg128
-QUICK_GENERATION = (64, 16)       # the brief default run's case: a short prompt and a few tokens
+# the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
+# part, whole: 42M parameters), a short prompt and a few tokens; on the 2-core VM a worker process of it
+# takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
+QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16}
 TRAIN_CONTEXT = 256
 KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens")
 
@@ -154,7 +157,7 @@ def generation_counts(spec: LlamaSpec, batch: int, prompt_len: int, new_tokens: 
     share of the bandwidth bound from them): FLOPs of one prefill of the batch, and bytes read per
     generated token at the decode steps' mean context."""
     fmt = weight_format(precision)
-    return {"compute_precision": costs.compute_dtype(fmt) if fmt == "int8" else precision,
+    return {"architecture": spec.config.name, "compute_precision": costs.compute_dtype(fmt) if fmt == "int8" else precision,
             "prefill_flops": costs.prefill_flops(spec.config, prompt_len, batch),
             "decode_bytes_per_token": costs.decode_bytes_per_token(spec.config, fmt, batch,
                                                                    prompt_len + new_tokens / 2)}
@@ -259,8 +262,7 @@ WORKLOAD = Workload(
     spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
-    default_precisions=costs.FORMATS, quick_options={"prompt_len": QUICK_GENERATION[0],
-                                                     "new_tokens": QUICK_GENERATION[1]},
+    default_precisions=costs.FORMATS, quick_options=QUICK,
     generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
