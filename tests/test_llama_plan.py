@@ -82,6 +82,8 @@ def test_default_formats_leave_out_the_cpus_slow_half_dtype_and_say_so():
     assert [c.precision for c in cases if c.backend == "jax"] == ["fp32", "bf16", "fp16", "int8"]
     assert {c.mode for c in cases} == {"generate"} and {c.batch_size for c in cases} == {1}
     assert any("llama torch cpu: fp16 left out" in n for n in plan_notes(req, cpu_env(), cases, environ={}))
+    training = build_cases(PlanRequest(workloads=["llama"], backends=["torch"], modes=["train"]), cpu_env())
+    assert [(c.mode, c.precision) for c in training] == [("train", "fp32")]   # the formats are generation's
     sweep = build_cases(PlanRequest(workloads=["llama"], backends=["torch"], precisions=["bf16"],
                                     batch_sizes=[1, 2, 4]), cpu_env())
     assert [c.batch_size for c in sweep] == [1, 2, 4]

@@ -267,7 +267,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
         return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
     spec = workload.spec_for(options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
-    precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick)
+    precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick,
+                                                       req.modes or list(workload.default_modes))
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
     modes = req.modes or (["infer"] if "int8" in precisions else list(workload.default_modes))
     counts = device_counts(req, env, backend, device)
@@ -292,11 +293,12 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     return cases
 
 
-def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False) -> list[str]:
-    """A workload's precisions when none is asked for: its own defaults (llama's weight formats) less the
-    half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the first of them
-    only in the brief default run; else the device's model defaults (``model_precisions``)."""
-    if not workload.default_precisions:
+def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False,
+                        modes: list[str] = ("infer",)) -> list[str]:
+    """A workload's precisions when none is asked for: for inference, its own defaults (llama's weight
+    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the
+    first of them only in the brief default run; else the device's model defaults (``model_precisions``)."""
+    if not workload.default_precisions or "infer" not in modes:
         return model_precisions(env, backend, device)
     slow = slow_cpu_dtypes(env, backend, device)
     precisions = [p for p in workload.default_precisions if p not in slow]
@@ -333,7 +335,8 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
                          f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
                          f"ask for it with --precision {slow[0]}")
     for name, backend, device in dict.fromkeys((c.workload, c.backend, c.device) for c in cases
-                                               if c.mode != "matmul" and c.workload in REGISTRY and not req.quick):
+                                               if c.mode in ("infer", "generate") and c.workload in REGISTRY
+                                               and not req.quick):
         slow = [p for p in get_workload(name).default_precisions if p in slow_cpu_dtypes(env, backend, device)]
         if slow:   # llama's weight formats (workload_precisions)
             notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
