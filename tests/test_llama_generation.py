@@ -196,3 +196,22 @@ def test_the_harness_measures_llama_generation(framework):
     assert metrics["prefill_tokens_per_s"] > 0 and metrics["decode_tokens_per_s"] > 0
     assert metrics["kv_cache_bytes"] == 1 * 11 * costs.kv_bytes_per_position(CFG, "bf16")
     assert metrics["weight_format"] == "bf16"
+
+
+def test_jax_fp16_is_skipped_exactly_where_its_attention_does_not_compile():
+    """jax 0.10 on the CPU: fp16 attention logits need an fp16 x fp16 -> fp32 dot XLA's CPU refuses. The
+    backend's gate probes it, so the case is skipped with the reason where (and only where) it fails."""
+    from xpubench import backends
+    from xpubench.case import Case
+
+    reason = backends.get("jax").unsupported(Case(workload="llama", backend="jax", device="cpu", mode="generate",
+                                                  precision="fp16", batch_size=1))
+    gen = jax_generator("fp16", prompt(1, 8), 4)
+    if reason is None:
+        assert gen.compile() > 0
+    else:
+        assert reason.startswith("float16 attention (jax.nn.dot_product_attention) does not compile on cpu")
+        with pytest.raises(ValueError):
+            gen.compile()
+    assert backends.get("jax").unsupported(Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train",
+                                                precision="fp16")) is None   # no attention: not gated
