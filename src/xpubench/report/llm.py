@@ -31,6 +31,15 @@ def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["workload", "model", "backend", "device", "precision", "batch_size"])
 
 
+def bound_reason(row) -> str:
+    """Why a row has no share of its bandwidth bound, in a few words (analysis/generation.py's note whole
+    is in the result)."""
+    note = str(num(row, "bandwidth_bound_note") or "")
+    if note.startswith("a defect"):
+        return "above 100%: the bytes per token or the bandwidth are wrong"
+    return "no bandwidth known: run `xpubench ceilings`" if note else "not computed"
+
+
 def bound_cell(row) -> str:
     """The decode rate's share of its bandwidth bound; "n/a" with the reason's first words where none."""
     share = num(row, "pct_of_bandwidth_bound")
@@ -123,6 +132,6 @@ def answer_lines(frame: pd.DataFrame) -> list[str]:
         who = f"{best['backend']} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
         share = num(best, "pct_of_bandwidth_bound")
         bound = (f"{share:.0%} of the bandwidth bound" if share is not None else
-                 f"share of the bandwidth bound n/a: {num(best, 'bandwidth_bound_note') or 'unknown'}")
+                 f"share of the bandwidth bound n/a ({bound_reason(best)})")
         lines.append(f"for {model} generation, {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} tok/s, {bound}")
     return lines
