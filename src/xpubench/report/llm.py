@@ -108,8 +108,11 @@ def batch_chart(frame: pd.DataFrame) -> Chart | None:
         batches = [int(r["batch_size"]) for r in points]
         for ax, metric in zip(axes, ("decode_tokens_per_s", "prefill_tokens_per_s")):
             ax.plot(batches, [num(r, metric) for r in points], marker="o", color=color, label=name)
+    ticks = sorted({int(r["batch_size"]) for points in series.values() for r in points})
     for ax, what in zip(axes, ("generation (tg): decode tokens/s", "prompt processing (pp): tokens/s")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
         plain_log(ax, "y")
         ax.set_xlabel("batch size (sequences together)")
         ax.set_ylabel(what + ", log scale")
