@@ -64,7 +64,7 @@ def test_a_share_above_100_percent_is_a_defect_never_stored():
     add_generation_bounds(m, CASE, fingerprint(measured=18e9))
     assert "pct_of_bandwidth_bound" not in m
     assert m["bandwidth_bound_note"].startswith("a defect, not printed: decode ran at 200.0 tokens/s")
-    assert llm.bound_cell(m) == "n/a (above 100%: a defect)"
+    assert llm.bound_cell(m) == "n/a (>100%: a defect)"
     lines = llm.answer_lines(loaded(result(tg=200.0)).frame)
     assert lines == [("for smollm-135m generation, torch cpu bf16: 200 tok/s, share of the bandwidth bound n/a "
                       "(above 100%: the bytes per token or the bandwidth are wrong)")]

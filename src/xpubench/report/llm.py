@@ -46,7 +46,7 @@ def bound_cell(row) -> str:
     if share is not None:
         return f"{share:.0%}"
     note = str(num(row, "bandwidth_bound_note") or "")
-    return "n/a (above 100%: a defect)" if note.startswith("a defect") else "n/a"
+    return "n/a (>100%: a defect)" if note.startswith("a defect") else "n/a"
 
 
 def _pct(row, name: str) -> str:
@@ -71,7 +71,7 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
                                                 f"{fmt_seconds(num(r, 'decode_token_p90_s'))}", priority=1),
         Column("of bw bound", bound_cell, priority=ALWAYS),
         Column("pp MFU", lambda r: _pct(r, "prefill_mfu"), priority=2),
-        Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=LOW),
+        Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=2),
         Column("weights", lambda r: fmt_bytes(num(r, "weight_bytes")), priority=LOW),
     ]
 
