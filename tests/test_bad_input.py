@@ -159,6 +159,12 @@ CASES = [
     ("--input-shape without --model", "run -w matmul --input-shape 28,28", "give --model FILE.py:FUNCTION too"),
     ("--preset unknown", "run -w gpt --preset huge", "invalid choice: 'huge'"),
     ("--new-tokens 1", "run -w gpt --new-tokens 1", "gpt: new_tokens must be at least 2"),
+    ("--weights not a directory", "run --weights {tmp}/nowhere", "--weights {tmp}/nowhere: not a directory"),
+    ("--weights without config.json", "run --weights {tmp}", "config.json"),
+    ("--weights and --preset", "run --weights {tmp} --preset llama-1b", "drop --preset"),
+    ("--preset of another workload", "run -w gpt --preset smollm-135m", "gpt: unknown preset 'smollm-135m'"),
+    ("--prompt-len past the context", "run -w llama --prompt-len 2000 --new-tokens 100",
+     "exceed the model's 2048 positions"),
     ("unknown flag", "run --fast", "unrecognized arguments: --fast"),
     ("unknown command", "bench", "invalid choice: 'bench'"),
 ]

@@ -54,7 +54,7 @@ def test_registered_apart_from_the_model_wide_workloads() -> None:
     """gpt is in the default run and the listing (kind "transformer"), not among the "model" workloads that
     drive the model-wide tests; it has no Keras model, so no Keras backend runs it."""
     assert REGISTRY["gpt"] == "xpubench.workloads.gpt" and get_workload("gpt") is gpt.WORKLOAD
-    assert "gpt" not in names("model") and names("transformer") == ["gpt"] and "gpt" in default_run()
+    assert "gpt" not in names("model") and names("transformer") == ["gpt", "llama"] and "gpt" in default_run()
     assert supports("torch", gpt.WORKLOAD) and supports("jax", gpt.WORKLOAD)
     assert not supports("keras:jax", gpt.WORKLOAD)
 

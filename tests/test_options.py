@@ -12,6 +12,11 @@ from xpubench.cli import build_parser
 from xpubench.cli.run import request_from
 from xpubench.errors import UserError
 from xpubench.plan import options
+from xpubench.workloads.llama.checkpoint import random_hf_tensors, write_checkpoint
+from xpubench.workloads.llama.config import LlamaConfig
+
+TINY_LLAMA = LlamaConfig("tiny", n_layers=1, hidden_size=16, n_heads=2, n_kv_heads=1, head_dim=8, intermediate_size=32,
+                         vocab_size=64, max_positions=64)
 
 # option name -> (command-line arguments, TOML keys, the value expected where the row's `goes` points);
 # {tmp} is a folder of the test. Every row that is not `cli` must be here: a new row needs a sample.
@@ -55,6 +60,7 @@ SAMPLES = {
     "vocab_size": (["--model", "{tmp}/m.py:build", "--vocab-size", "30522"],
                    {"model": "{tmp}/m.py:build", "vocab_size": 30522}, 30522),
     "preset": (["--preset", "gpt2"], {"preset": "gpt2"}, "gpt2"),
+    "weights": (["--weights", "{tmp}/ckpt"], {"weights": "{tmp}/ckpt"}, "{tmp}/ckpt"),
     "attention": (["--attention", "flash"], {"attention": "flash"}, "flash"),
     "prompt_len": (["--prompt-len", "16"], {"prompt_len": 16}, 16),
     "new_tokens": (["--new-tokens", "8"], {"new_tokens": 8}, 8),
@@ -74,6 +80,7 @@ SAMPLES = {
 def tmp(tmp_path):
     (tmp_path / "m.py").write_text("def build():\n    return None\n")
     (tmp_path / "prices.json").write_text(json.dumps({"cpu": 0.1}))
+    write_checkpoint(tmp_path / "ckpt", TINY_LLAMA, random_hf_tensors(TINY_LLAMA))   # --weights: checked at plan time
     return tmp_path
 
 

@@ -3,7 +3,8 @@
 - peak.py: % of peak (matmul) and MFU (models) against the chip's peak at the case's precision;
 - ceilings.py, efficiency.py: % of the measured ceiling, arithmetic intensity, the roofline, cost
   (cost.py) from the case's price;
-- scaling.py: data-parallel speedup and efficiency against the same case on fewer devices.
+- scaling.py: data-parallel speedup and efficiency against the same case on fewer devices;
+- generation.py: a language model's pp MFU and its decode rate as a share of the bandwidth bound.
 
 ``analyse(results)`` fills them in place and returns the results; ``load(paths)`` is the results store's
 ``load_results`` followed by ``analyse`` on each file: what every report, compare and notebook reads.
@@ -11,7 +12,7 @@
 
 from __future__ import annotations
 
-from xpubench.analysis import peak, scaling
+from xpubench.analysis import generation, peak, scaling
 from xpubench.analysis.ceilings import annotate
 from xpubench.results import store
 from xpubench.results.schema import Result
@@ -22,6 +23,7 @@ def analyse(results: list[Result]) -> list[Result]:
     for r in results:
         if r.status == "ok":
             peak.add_peak_metrics(r.metrics, r.case, r.fingerprint or {})
+            generation.add_generation_bounds(r.metrics, r.case, r.fingerprint or {})
     annotate(results)   # % of the measured ceiling, intensity, roofline, cost (ceilings.py)
     for r in results:
         if r.status == "ok":

@@ -12,7 +12,9 @@ from xpubench.results.modes import mode_of
 def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
     """Adds peak_flops_per_s, peak_is_estimate and the mode's ``peak_share`` (results/modes.py: pct_of_peak for
     matmul, mfu for models) in place."""
-    precision = case.get("precision", "fp32")   # int8 work against the int8 peak (ops/s), like every dtype
+    # int8 work against the int8 peak (ops/s), like every dtype; int8 weight-only generation computes in
+    # its ``compute_precision`` (bf16) and is measured against that peak
+    precision = metrics.get("compute_precision") or case.get("precision", "fp32")
     peak, estimate = peak_for(fp, case["backend"], case["device"], precision)
     devices = case.get("devices", 1) or 1
     if case["device"] == "cpu" and devices > 1:

@@ -24,6 +24,7 @@ from xpubench.errors import UserError
 from xpubench.launch import runfile
 from xpubench.launch.runfile import default_output, held, plan_path, read_plan, write_plan
 from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan.fit import refusal
 from xpubench.plan.target import default_processes
 from xpubench.results import store
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
@@ -168,7 +169,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         runs = run_cases(
             cases, out, fingerprint=fp, processes=processes, timeout_s=timeout_s or quick_default,
             memory_limit_bytes=memory_limit_bytes, on_start=hooks.on_start, on_result=hooks.on_result,
-            earlier=earlier, budget=budget, on_cut=hooks.on_cut,
+            earlier=earlier, budget=budget, on_cut=hooks.on_cut, refuse=lambda case: refusal(case, env),
         )
     said = budget.summary(processes) if budget else None
     if said:

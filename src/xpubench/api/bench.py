@@ -9,7 +9,12 @@ DataFrame ``xpubench.load`` returns.
         return {"model": torch.nn.Sequential(...), "input_shape": (64,), "task": "classes:4"}
     df = xpubench.bench(mlp, quick=True)
 
-``model`` is ``"FILE.py:FUNCTION"``, ``"module:function"`` or a function. Every case runs in worker
+A Llama-family checkpoint of your own, a local Hugging Face directory (config.json + *.safetensors), is
+measured as the llama workload with ``--weights`` (prompt processing and generation by default; docs/workloads.md)::
+
+    df = xpubench.bench("~/models/SmolLM-135M", backends=["torch"], precisions=["bf16"])
+
+Otherwise ``model`` is ``"FILE.py:FUNCTION"``, ``"module:function"`` or a function. Every case runs in worker
 processes of its own, as with ``xpubench.run``, so a function is never pickled: ``usermodel.notebook.isolate``
 writes a module that rebuilds it from its source and what it uses from the notebook (imports, other
 notebook functions and classes, constants). A function that can't be rebuilt that way (it uses an
@@ -22,6 +27,7 @@ inside the function, or the function into a ``.py`` file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +46,28 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
     for name in ("model", "request"):
         if name in run_options:
             raise UserError(f"bench takes the model as its first argument: drop {name}=")
+    output = Path(run_options.pop("output", None) or api.default_output())
+    checkpoint = checkpoint_dir(model)
+    if checkpoint is not None:   # the llama workload on these weights (workloads/llama/checkpoint.py checks them)
+        given = [k for k, v in {"input_shape": input_shape, "input_dtype": input_dtype, "task": task,
+                                "vocab_size": vocab_size}.items() if v is not None]
+        if given:
+            raise UserError(f"{checkpoint} is a checkpoint: its config.json describes the model; drop {', '.join(given)}")
+        options = {**(run_options.pop("options", None) or {}), "weights": checkpoint}
+        api.run(workloads=["llama"], options=options, output=output, **run_options)
+        return api.load([output])
     reference = model_reference(model)
     fields = {"input_shape": _shape_text(input_shape), "input_dtype": input_dtype, "task": task,
               "vocab_size": vocab_size}
-    output = Path(run_options.pop("output", None) or api.default_output())
     api.run(model=reference, output=output, **{k: v for k, v in fields.items() if v is not None}, **run_options)
     return api.load([output])
+
+
+def checkpoint_dir(model) -> str | None:
+    """``model`` as a checkpoint directory (a path to a directory), or None (a model reference)."""
+    if isinstance(model, (str, os.PathLike)) and Path(model).expanduser().is_dir():
+        return str(Path(model).expanduser())
+    return None
 
 
 def model_reference(model) -> str:

@@ -26,19 +26,24 @@ from xpubench import backends
 from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for
 
-MODES = ("matmul", "train", "infer")
+MODES = ("matmul", "train", "infer", "generate")   # generation: the bandwidth its decode bound uses
 HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU) or pass "
        "measure_ceilings=True / --measure-ceilings")
 
 
 def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
-    """{(backend, device): [precisions]} with a ceiling adapter, for the cases' modes."""
+    """{(backend, device): [precisions]} with a ceiling adapter, for the cases' modes; a generation case's
+    backend and device with no precision of its own (int8) still wants the bandwidth."""
     out: dict[tuple[str, str], list[str]] = {}
     for c in cases:
-        if c.mode in MODES and backends.known(c.backend) and c.precision in backends.get(c.backend).ceiling_dtypes:
-            precisions = out.setdefault((c.backend, c.device), [])
-            if c.precision not in precisions:
-                precisions.append(c.precision)
+        if c.mode not in MODES or not backends.known(c.backend):
+            continue
+        has_ceiling = c.precision in backends.get(c.backend).ceiling_dtypes
+        if not has_ceiling and c.mode != "generate":   # generation wants the bandwidth whatever its precision
+            continue
+        precisions = out.setdefault((c.backend, c.device), [])
+        if has_ceiling and c.precision not in precisions:
+            precisions.append(c.precision)
     return out
 
 

@@ -19,8 +19,22 @@ def print_listing(console) -> None:
         if workload.kind == "matmul":
             t.add_row(name, workload.title, "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
         elif s is not None:
-            t.add_row(name, s.title, s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),
+            t.add_row(name, _what(workload), s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),
                       f"{s.train_samples:,} / {s.eval_samples:,}",
                       f"{workload.forward_flops(s) * s.train_flops_factor / 1e9:.3f}")
     console.print(t)
     console.print("backends: " + ", ".join(backend_ids()) + "   (see `xpubench env` for what is installed here)")
+
+
+def _what(workload) -> str:
+    """The title; for a generative workload its generation's default lengths and batch sizes; the choices
+    of its own flags (gpt's and llama's --preset)."""
+    s = workload.spec
+    parts = [s.title]
+    if workload.generates and workload.generation_lengths is not None:
+        prompt_len, new_tokens = workload.generation_lengths(s, {})
+        batches = ", ".join(map(str, workload.generation_batch_sizes or s.batch_sizes))
+        parts.append(f"--mode infer{' (its default)' if 'infer' in workload.default_modes else ''}: generation, "
+                     f"prompt {prompt_len} + {new_tokens} new, batch {batches}")
+    parts += [f"{row.flag} {', '.join(row.choices)}" for row in workload.options if row.flag and row.choices]
+    return "; ".join(parts)

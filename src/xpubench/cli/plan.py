@@ -9,6 +9,8 @@ from collections import Counter
 from rich.table import Table
 
 from xpubench.plan import estimate
+from xpubench.plan.fit import fit_of
+from xpubench.workloads import REGISTRY, get_workload
 
 
 def machine_summary(env: dict) -> str:
@@ -30,6 +32,10 @@ def _length(case) -> str:
         return f"N={case.size}, budget {case.time_budget_s or estimate.MATMUL_BUDGET_S:g} s"
     if case.workload == "selftest":
         return case.options.get("behaviour", "ok")
+    if case.mode == "generate" and case.workload in REGISTRY:
+        workload = get_workload(case.workload)
+        prompt_len, new_tokens = workload.generation_lengths(workload.spec_for(case.options), case.options)
+        return f"prompt {prompt_len} + {new_tokens} new"
     epochs = case.epochs if case.epochs else "default"
     if case.options.get("target"):   # a quality target: the epochs are a cap (harness/target.py)
         return f"to target, at most {epochs} epochs"
@@ -47,12 +53,20 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
         table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
                          overflow="fold")
+    memory: dict[str, list[int]] = {}
     for i, case in enumerate(planned.cases, 1):
         seconds, known = estimate.case_seconds(case, env)
         size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
+        fit = fit_of(case, env)
+        if fit is not None:
+            memory.setdefault(fit.sentence(), []).append(i)
         table.add_row(str(i), case.key, size, str(case.devices), _length(case),
+                      "skipped: memory" if fit is not None and fit.fits is False else
                       estimate.describe(seconds * processes) + ("" if known else " +?"))
     console.print(table)
+    for sentence, numbers in memory.items():   # plan/fit.py: a case that does not fit is skipped, not attempted
+        console.print(f"memory of case(s) {', '.join(f'#{n}' for n in numbers)}: {sentence}", highlight=False,
+                      soft_wrap=True)
     total, unknown = estimate.plan_seconds(planned.cases, env)
     console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
                   "per case)"

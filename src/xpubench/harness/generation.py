@@ -148,14 +148,18 @@ def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_
     """The case's generation measured (``measure``), with the decode FLOP rate: the workload's
     ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
     prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
-    turns it into MFU against the chip's peak (n/a where the peak is unknown)."""
+    turns it into MFU against the chip's peak (n/a where the peak is unknown). A workload's
+    ``generation_counts`` (llama: prefill FLOPs, bytes read per generated token) are recorded too;
+    analysis/generation.py derives pp MFU and the share of the bandwidth bound from them on load."""
     from xpubench.workloads import get_workload
 
     metrics, samples = measure(gen, case.time_budget_s, clock)
     workload = get_workload(case.workload)
+    spec = workload.spec_for(case.options)
+    if workload.generation_counts is not None:   # prefill FLOPs, bytes per generated token (llama)
+        metrics.update(workload.generation_counts(spec, gen.batch, gen.prompt_len, gen.new_tokens, case.precision))
     if workload.decode_flops_per_token is not None:
-        per_token = workload.decode_flops_per_token(workload.spec_for(case.options),
-                                                    gen.prompt_len + gen.new_tokens / 2)
+        per_token = workload.decode_flops_per_token(spec, gen.prompt_len + gen.new_tokens / 2)
         metrics["flops_per_sample"] = per_token
         metrics["achieved_flops_per_s"] = per_token * metrics["decode_tokens_per_s"]
     metrics["prefill_s"] = metrics["ttft_s"]

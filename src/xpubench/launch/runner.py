@@ -134,6 +134,7 @@ def run_cases(
     earlier: Iterable[Run] = (),
     budget: Budget | None = None,
     on_cut: Callable[[Case, int], None] | None = None,
+    refuse: Callable[[Case], str | None] | None = None,
 ) -> list[Run]:
     """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
     appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call.
@@ -151,7 +152,10 @@ def run_cases(
 
     With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
     not fit in the time left is recorded as skipped with the reason, a further process that does not fit
-    is not started (``on_cut``), and each worker's timeout is capped by the time left."""
+    is not started (``on_cut``), and each worker's timeout is capped by the time left.
+
+    ``refuse(case)`` is the plan's reason a case can't run here (plan/fit.py: it can't fit its device's
+    memory): such a case is recorded as skipped with it, no worker started, no budget spent."""
     runs: list[Run] = []
     oom_at: dict[tuple, int] = {}
     lockstep = from_env().multi   # several hosts: only the plan decides what runs (harness/cluster.py)
@@ -164,7 +168,8 @@ def run_cases(
     for case, process in schedule(cases, processes):
         if (case.run_id, process) in done or case.run_id in stopped:
             continue
-        over = budget.admit(case, process) if budget else None
+        refused = refuse(case) if refuse and process == 0 else None
+        over = budget.admit(case, process) if budget and not refused else None
         if over and process > 0:
             if on_cut:
                 on_cut(case, process)
@@ -177,8 +182,8 @@ def run_cases(
         if case.batch_size and group in oom_at and case.batch_size > oom_at[group]:
             outcome, wall = {"status": "skipped", "message": (
                 f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
-        elif over:
-            outcome, wall = {"status": "skipped", "message": over}, 0.0
+        elif refused or over:
+            outcome, wall = {"status": "skipped", "message": refused or over}, 0.0
         else:
             limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
             outcome, wall = _run_within(budget, case, timeout_s, limit, process)

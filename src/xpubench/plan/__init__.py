@@ -42,7 +42,7 @@ MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
 # (steps per epoch: plan_defaults.quick_steps, more on accelerators)
 QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
-         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0}
+         "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0, "generate_budget_s": 2.0}
 
 
 @dataclass
@@ -138,7 +138,8 @@ def validate(req: PlanRequest) -> None:
         raise UserError(f"sync must be {' or '.join(SYNC_MODES)}, got {sync!r}")
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
-    check_options(req.options)   # the workloads' own options (gpt's sizes, the selftest's behaviours)
+    # the workloads' own options (gpt's sizes, the selftest's behaviours), of the workloads the request runs
+    check_options(req.options, req.workloads or ([] if req.model else default_run()))
     target.check(req)            # --target, --mode time-to-target, --eval-every (plan/target.py)
     _check_model(req)
     _check_run_extras(req)
@@ -250,7 +251,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                      batch_size=bs, options=opts, key_options=workload.key_options)
                 for opts in per_case for bs in (req.batch_sizes or [None])]
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
-    options = {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
+    others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
+    chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
+    quick = dict(workload.quick_options) if req.quick and not chosen else {}
+    options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
@@ -267,9 +271,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
         return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
     spec = workload.spec_for(options)
     batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
-    precisions = req.precisions or model_precisions(env, backend, device)
+    precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick,
+                                                       req.modes or list(workload.default_modes))
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
-    modes = req.modes or (["infer"] if "int8" in precisions else ["train"])
+    modes = req.modes or (["infer"] if "int8" in precisions else list(workload.default_modes))
     counts = device_counts(req, env, backend, device)
     epochs, steps = req.epochs, req.steps
     train_samples, eval_samples = req.train_samples, req.eval_samples
@@ -282,8 +287,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
             if target.loop_mode(asked) not in workload.modes:
                 continue   # a mode the workload does not declare
             mode = workload.case_mode(target.loop_mode(asked))   # time-to-target: the training loop
+            brief = req.quick and mode == "generate" and not req.time_budget_s   # a brief generation: 2 s measured
+            length = dict(common, time_budget_s=QUICK["generate_budget_s"]) if brief else common
             # the epochs, and a target's options (target, eval_every), of this mode (plan/target.py)
-            fields = common | target.case_fields(req, asked, workload, spec, epochs, options)
+            fields = length | target.case_fields(req, asked, workload, spec, epochs, options)
             sizes = target.batch_sizes(req, asked, req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes))
             for n in counts:
                 for bs in sizes:
@@ -293,6 +300,18 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                         eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
                         data=req.data, data_dir=req.data_dir, **fields))
     return cases
+
+
+def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False,
+                        modes: list[str] = ("infer",)) -> list[str]:
+    """A workload's precisions when none is asked for: for inference, its own defaults (llama's weight
+    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the
+    first of them only in the brief default run; else the device's model defaults (``model_precisions``)."""
+    if not workload.default_precisions or "infer" not in modes:
+        return model_precisions(env, backend, device)
+    slow = slow_cpu_dtypes(env, backend, device)
+    precisions = [p for p in workload.default_precisions if p not in slow]
+    return precisions[:1] if quick else precisions
 
 
 def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> None:
@@ -324,6 +343,14 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
             notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
                          f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
                          f"ask for it with --precision {slow[0]}")
+    for name, backend, device in dict.fromkeys((c.workload, c.backend, c.device) for c in cases
+                                               if c.mode in ("infer", "generate") and c.workload in REGISTRY
+                                               and not req.quick):
+        slow = [p for p in get_workload(name).default_precisions if p in slow_cpu_dtypes(env, backend, device)]
+        if slow:   # llama's weight formats (workload_precisions)
+            notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
+                         f"{'/'.join(slow)} instructions: {backend} computes it at ~1 GFLOP/s); ask for it with "
+                         f"--precision {slow[0]}")
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
         half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
         if half:

@@ -62,6 +62,12 @@ def _device_record(env: dict, backend: str, device: str) -> dict:
     return {}
 
 
+def device_memory(env: dict, backend: str, device: str) -> int | None:
+    """The device's memory in bytes as the environment record says (a CPU: the host's), or None."""
+    memory = _device_record(env, backend, device).get("memory_bytes")
+    return memory if isinstance(memory, int) and memory > 0 else None
+
+
 def slow_cpu_dtypes(env: dict, backend: str, device: str) -> list[str]:
     """Half dtypes left out of the default matmul sweep here (still run when asked for by name): those the
     framework that runs the case computes slowly on this CPU (its record's ``slow_cpu_dtypes``)."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 
 from xpubench import backends
-from xpubench.backends.peaks import peak_for
+from xpubench.backends.peaks import device_record, peak_for
+from xpubench.plan.fit import refusal
 from xpubench.workloads import get_workload, matmul
 
 MATMUL_EFFICIENCY = 0.5
@@ -29,6 +30,8 @@ MODEL_MFU = 0.07
 MATMUL_BUDGET_S = 6.0        # workloads/matmul.py DEFAULT_BUDGET_S
 MATMUL_WINDOWS = 12          # 2 warm-up calls, ~3 calibration windows, 7 measured windows
 INFER_BUDGET_S = 10.0        # harness/inference.py DEFAULT_BUDGET_S
+CPU_BANDWIDTH = 10e9         # B/s a CPU's decode is assumed to read at (the 2-core VM: 6-18 GB/s STREAM)
+SETUP_BYTES_PER_S = 0.3e9    # a generation model's weights drawn at random (or read) and placed, per second
 
 
 def _peak(case, env: dict) -> float | None:
@@ -44,6 +47,8 @@ def _compile_s(case) -> float:
 def case_seconds(case, env: dict) -> tuple[float, bool]:
     """(estimated seconds for one case, whether its work part is known). An unknown peak leaves only
     start-up, compilation and the parts a time budget bounds."""
+    if refusal(case, env):   # skipped before it starts: it can't fit its device's memory (plan/fit.py)
+        return 0.0, True
     start = backends.record(case.backend).startup_seconds(case.backend)
     peak = _peak(case, env)
     if case.mode == "matmul":
@@ -68,7 +73,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
     train_flops = epochs * steps * global_batch * forward * spec.train_flops_factor
     fixed = start + _compile_s(case)
     if case.mode == "generate":   # no training: set-up, the first and warm-up rounds, then the budget
-        return fixed + case.time_budget_s if case.time_budget_s else fixed + INFER_BUDGET_S, True
+        return fixed + generation_seconds(case, env, workload, spec, peak), True
     if case.mode == "infer":
         bounded = case.time_budget_s or INFER_BUDGET_S
         return (fixed + bounded + train_flops / (peak * MODEL_MFU), True) if peak else (fixed + bounded, False)
@@ -76,6 +81,28 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         return fixed + (case.time_budget_s or 0.0), bool(case.time_budget_s)   # a budget bounds the work
     work = (train_flops + epochs * evals * forward) / (peak * MODEL_MFU)
     return fixed + (min(work, case.time_budget_s) if case.time_budget_s else work), True
+
+
+def generation_seconds(case, env: dict, workload, spec, peak: float | None) -> float:
+    """A generation case's work after its worker started. Without the workload's counts (gpt): its
+    measuring budget. With them (llama): the weights set up (the case's memory at ``SETUP_BYTES_PER_S``),
+    then rounds (harness/generation.py: a first and a warm-up round, then at least 2, at most 20, for
+    about the budget), each a prefill at ``MODEL_MFU`` of the peak and new_tokens - 1 decode steps
+    reading their bytes at the device's spec bandwidth (a CPU without one: ``CPU_BANDWIDTH``)."""
+    budget = case.time_budget_s or INFER_BUDGET_S
+    if workload.generation_counts is None:
+        return budget
+    prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
+    batch = case.batch_size or 1
+    counts = workload.generation_counts(spec, batch, prompt_len, new_tokens, case.precision)
+    bandwidth = device_record(env, case.backend, case.device).get("memory_bandwidth") or (
+        CPU_BANDWIDTH if case.device.startswith("cpu") else None)
+    prefill = counts["prefill_flops"] / (peak * MODEL_MFU) if peak else 0.0
+    step = counts["decode_bytes_per_token"] * batch / bandwidth if bandwidth else 0.0
+    one = prefill + (new_tokens - 1) * step
+    measured = min(20 * one, max(2 * one, min(budget, max(5 * one, budget / 2))))
+    need = workload.memory_needed(spec, case) if workload.memory_needed else None
+    return (need.total / SETUP_BYTES_PER_S if need else 0.0) + 2 * one + measured
 
 
 def plan_seconds(cases, env: dict) -> tuple[float, int]:

@@ -21,6 +21,7 @@ from xpubench.errors import UserError
 from xpubench.plan import PlanRequest
 from xpubench.plan import options_text as read
 from xpubench.workloads import option_rows
+from xpubench.workloads.base import WorkloadOption
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,22 @@ CLI_ONLY = {"in_config": False, "with_resume": True}
 
 def _workload_options() -> tuple[Option, ...]:
     """The rows of the workloads' own options that have a flag (workloads/base.py WorkloadOption: gpt's
-    --preset, the selftest's --selftest); the others are keys of [run.options] only."""
-    return tuple(
-        Option(row.option_name, (row.flag,), f"options.{row.key}", row.help, choices=row.choices or None,
-               type=read.whole if row.least is not None else read.csv(str, f"{workload} {row.key}") if row.is_list
-               else None, is_list=row.is_list, metavar="N" if row.least is not None else None)
-        for workload, row in option_rows() if row.flag)
-
+    --preset, the selftest's --selftest); the others are keys of [run.options] only. Workloads that share
+    a flag (gpt's and llama's --preset, --prompt-len) share one option: its choices are all of theirs."""
+    by_flag: dict[str, list[tuple[str, WorkloadOption]]] = {}
+    for workload, row in option_rows():
+        if row.flag:
+            by_flag.setdefault(row.flag, []).append((workload, row))
+    out = []
+    for flag_, rows in by_flag.items():
+        workload, row = rows[0]
+        choices = tuple(dict.fromkeys(c for _, r in rows for c in r.choices))
+        said = "; ".join(r.help for _, r in rows)
+        out.append(Option(row.option_name, (flag_,), f"options.{row.key}", said, choices=choices or None,
+                          type=read.whole if row.least is not None else read.csv(str, f"{workload} {row.key}")
+                          if row.is_list else None, is_list=row.is_list,
+                          metavar="N" if row.least is not None else None))
+    return tuple(out)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -222,9 +232,12 @@ def split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             fields["options"] = {**fields.get("options", {}), name: value}
         elif where == "run":
             run[name] = value
-    for workload, row in option_rows():   # --selftest alone runs the selftest
-        if row.selects and row.key in fields.get("options", {}):
-            fields.setdefault("workloads", [workload])
+    given = fields.get("options", {})
+    selected = [workload for workload, row in option_rows()   # --selftest alone runs the selftest, a
+                if row.selects and row.key in given          # --preset the workloads that have it
+                and (not row.choices or given[row.key] in row.choices)]
+    if selected:
+        fields.setdefault("workloads", list(dict.fromkeys(selected)))
     return fields, run
 
 

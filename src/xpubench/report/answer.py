@@ -15,6 +15,7 @@ import shlex
 import numpy as np
 import pandas as pd
 
+from xpubench.report import llm
 from xpubench.report.compare import ratio_estimate
 from xpubench.report.frame import ResultSet, ok_rows, row_mode, setting
 from xpubench.report.summary import better, headline_rate
@@ -128,6 +129,7 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
                     lines.append("- " + line)
             # time to target: setups ranked with the interval, then what precision / batch size change
             lines += ["- " + line for line in ranking_lines(data) + sweep_lines(data)]
+            lines += ["- " + line for line in llm.answer_lines(frame)]   # language models against their bound
         for line in (noisy_line(frame), skipped_line(frame)):
             if line:
                 lines.append("- " + line)

@@ -21,6 +21,7 @@ from xpubench.report import (
     costs,
     frameworks,
     generation,
+    llm,
     spread,
     tables,
     target,
@@ -162,6 +163,15 @@ register(ReportSection(
         "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
         "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
         "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs.")))
+register(ReportSection(
+    "Language models: prompt processing and generation", "llm", tables=lambda data: llm.format_tables(data.frame),
+    charts=_made(llm.batch_chart), intro=(
+        "The llama-bench figures per weight format: pp = prompt tokens/s (the prefill of the whole prompt "
+        "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
+        "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
+        "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` "
+        "or else the device's spec; never above 100% (that would be a defect). pp MFU = prefill FLOPs / "
+        "TTFT over the chip's peak (docs/methodology.md).")))
 register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
     "Token models", "tokens", tables=_made(generation.token_training_table), report=False))
 register(ReportSection(

@@ -9,6 +9,7 @@ import pandas as pd
 from xpubench.report import related, target
 from xpubench.report.figures import shown
 from xpubench.report.frame import num, row_mode, setting
+from xpubench.report.llm import bound_cell
 from xpubench.report.table_model import ALWAYS, Column, Table
 from xpubench.report.tables import noisy
 from xpubench.units import fmt_rate
@@ -122,4 +123,7 @@ def summary_table(frame: pd.DataFrame) -> Table:
             Column("vs best", versus_best(frame), priority=ALWAYS)]
     if any(num(r, cost_name(r)) is not None for _, r in rows.iterrows()):   # priced: --price-per-hour
         cols.append(Column("$ per 1M", cost, priority=1))
+    if any(num(r, "decode_bytes_per_token") is not None for _, r in rows.iterrows()):   # language models
+        cols.append(Column("of bw bound", lambda r: bound_cell(r) if num(r, "decode_bytes_per_token") else "-",
+                           priority=1))
     return Table("Summary (vs best: against the fastest of the same workload and precision)", cols, rows)

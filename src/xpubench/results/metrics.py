@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 # the base lives in metric_base.py (so that groups in modules of their own avoid an import cycle);
 # re-exported here, where every caller has always found it
 from xpubench.results.metric_base import UNITS, Metric, Metrics, figure  # noqa: F401
+from xpubench.results.metrics_generate import LanguageModelGeneration
 from xpubench.results.metrics_target import TimeToTarget
 
 # ---- what each mode measures ---------------------------------------------------------------------------
@@ -165,8 +166,9 @@ class InferMetrics(Common):
 
 
 @dataclass
-class GenerateMetrics(Common):
-    """Generation with a KV cache (harness/generation.py)."""
+class GenerateMetrics(Common, LanguageModelGeneration):
+    """Generation with a KV cache (harness/generation.py); a language model's weights, cache and bounds
+    (results/metrics_generate.py)."""
 
     GROUP: ClassVar[str] = "generate"
     compile_s: float | None = figure("s", "ahead-of-time compilation of prefill and decode")

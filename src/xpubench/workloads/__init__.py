@@ -19,6 +19,7 @@ REGISTRY: dict[str, str] = {
     "shakespeare_lstm": "xpubench.workloads.shakespeare_lstm",
     "weather_gru": "xpubench.workloads.weather_gru",
     "gpt": "xpubench.workloads.gpt",
+    "llama": "xpubench.workloads.llama.workload",
     "selftest": "xpubench.workloads.selftest",
 }
 
@@ -59,17 +60,23 @@ def option_rows() -> list[tuple[str, WorkloadOption]]:
     return [(name, row) for name in REGISTRY for row in get_workload(name).options]
 
 
-def check_options(options: dict) -> None:
+def check_options(options: dict, workloads: list[str] | None = None) -> None:
     """Refuse bad values of the workloads' own options among a request's ``options`` (UserError): every
     workload one of whose keys is given checks them all (its ``check_options``: gpt configures its spec,
-    the selftest expands its behaviours), then each given row its own value."""
+    the selftest expands its behaviours), then each given row its own value. A key that one of the
+    ``workloads`` the request runs declares is theirs: another workload that shares it (gpt's and
+    llama's --preset) does not check it."""
+    requested = [w for w in workloads or () if w in REGISTRY]
+    theirs = {row.key for name in requested for row in get_workload(name).options}
     for name in REGISTRY:
         workload = get_workload(name)
-        given = [row for row in workload.options if row.key in options]
+        seen = options if name in requested or workloads is None else {
+            k: v for k, v in options.items() if k not in theirs}
+        given = [row for row in workload.options if row.key in seen]
         if given and workload.check_options is not None:
-            workload.check_options(options)
+            workload.check_options(seen)
         for row in given:
-            row.check(options[row.key])
+            row.check(seen[row.key])
 
 
 def with_identity(case):

@@ -130,10 +130,23 @@ class Workload:
     forward_flops: Callable[[Any], float] | None = None          # analytic forward FLOPs of ONE sample
     tokens_per_sample: Callable[[Any], int] | None = None        # token models: tokens/s = samples/s x this
     modes: tuple[str, ...] = ("train", "infer")                  # the modes it runs (``--mode``)
+    default_modes: tuple[str, ...] = ("train",)                  # the modes planned when none is asked for
+    default_precisions: tuple[str, ...] = ()      # planned when none is asked for (() : the device's model
+    #                                               defaults); the CPU's slow half dtypes are left out
+    quick_options: Mapping[str, Any] = field(default_factory=dict)   # options its cases get in the brief
+    #   default run, unless given, or the request chose the model itself (one of its ``selects`` options)
     generates: bool = False                       # its "infer" is the generation loop (case mode "generate")
     generation_lengths: Callable[[Any, Mapping[str, Any]], tuple[int, int]] | None = None  # (prompt, new)
     decode_flops_per_token: Callable[[Any, float], float] | None = None   # (spec, context) -> FLOPs
     generation_batch_sizes: tuple[int, ...] = ()  # a generation run's batch sweep (one case each)
+    generation_models: Mapping[str, Callable[..., Any]] = field(default_factory=dict)  # family ->
+    #   build(spec, precision, device, seed): a generation model that owns its weight formats and KV cache
+    #   layout (backends/torch_/generate.py OwnCacheGenerator, backends/jax_/generate.py); none: the
+    #   family's ``models`` builder, cast to the precision, with gpt's cache layout
+    generation_counts: Callable[..., dict] | None = None   # (spec, batch, prompt_len, new_tokens, precision)
+    #   -> analytic counts a generation result carries (prefill FLOPs, bytes read per generated token)
+    memory_needed: Callable[[Any, Any], Any] | None = None   # (spec, case) -> the bytes a case needs on its
+    #   device (``.total``, ``.explain()``) or None: a case that can't fit is skipped at plan time (plan/fit.py)
     options: tuple[WorkloadOption, ...] = ()      # its own option rows
     check_options: Callable[[Mapping[str, Any]], Any] | None = None   # refuses bad values (UserError)
     key_options: tuple[str, ...] = ()             # options that are part of a case's identity (Case.key)
@@ -145,7 +158,7 @@ class Workload:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"workload {self.name}: kind {self.kind!r} is not one of {KINDS}")
-        for name in ("models", "optimizers"):   # read-only, as the record is
+        for name in ("models", "optimizers", "quick_options", "generation_models"):   # read-only, as the record is
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def spec_for(self, options: Mapping[str, Any] | None = None) -> Any:

@@ -151,7 +151,7 @@ def forward_flops(spec: GPTSpec) -> int:
 # ---- the record -----------------------------------------------------------------------------------
 
 OPTIONS = (
-    WorkloadOption("preset", "gpt: the model's size", flag="--preset", choices=tuple(PRESETS)),
+    WorkloadOption("preset", "gpt: the model's size", flag="--preset", choices=tuple(PRESETS), selects=True),
     *(WorkloadOption(key, f"gpt: {key} (a [run.options] key)", least=1) for key in SIZE_OPTIONS),
     WorkloadOption("attention", "gpt: the attention kernel (default auto)", flag="--attention",
                    choices=tuple(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))),

@@ -7,6 +7,13 @@ from __future__ import annotations
 from xpubench.backends.base import Backend
 
 
+def _attends(case) -> bool:
+    """Whether the case's model runs jax.nn.dot_product_attention (the transformers: gpt, llama)."""
+    from xpubench.workloads import REGISTRY, get_workload
+
+    return case.workload in REGISTRY and get_workload(case.workload).kind == "transformer"
+
+
 class JaxBackend(Backend):
     name = "jax"
     title = "JAX"
@@ -60,7 +67,12 @@ class JaxBackend(Backend):
             return None
         from xpubench.backends.jax_.device import precision_problem
 
-        return precision_problem(first_device(case), case.precision)
+        problem = precision_problem(first_device(case), case.precision)
+        if problem is None and case.precision == "fp16" and _attends(case):
+            from xpubench.backends.jax_.attention import dtype_problem
+
+            problem = dtype_problem(first_device(case), "float16")   # XLA:CPU's fp16 attention
+        return problem
 
     def matmul_ops(self, case):
         from xpubench.backends.jax_.matmul import ops_for

@@ -45,13 +45,12 @@ class JaxGenerator:
                  precision: str = "fp32"):
         self.batch, self.prompt_len = prompt.shape
         self.new_tokens = new_tokens
-        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
         dtype = DTYPES.get(precision, jnp.float32)
         self.params = jax.device_put(cast_floats(params, dtype), device)
         self.prompt = jax.device_put(np.ascontiguousarray(prompt, dtype=np.int32), device)
-        shape = (self.batch, positions, spec.n_head, spec.n_embd // spec.n_head)
-        kv = tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.n_layer))
-        self.cache = jax.device_put((kv, jnp.int32(0)), device)
+        with jax.default_device(device):
+            self.cache = jax.device_put((self.new_kv(spec, positions, dtype), jnp.int32(0)), device)
         prompt_len = self.prompt_len
 
         def prefill(params, cache, prompt):
@@ -70,6 +69,16 @@ class JaxGenerator:
         self._jit_decode = jax.jit(decode, donate_argnums=1)
         self._prefill, self._decode = self._jit_prefill, self._jit_decode
         self._compiled: tuple[Any, Any] | None = None
+
+    @staticmethod
+    def context(spec) -> int:
+        """Positions the model can attend to (a subclass for another model overrides it)."""
+        return spec.block_size
+
+    def new_kv(self, spec, positions: int, dtype) -> tuple:
+        """Zeroed keys and values: a tuple over layers of (k, v), each (B, positions, H, Q)."""
+        shape = (self.batch, positions, spec.n_head, spec.n_embd // spec.n_head)
+        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(spec.n_layer))
 
     def compile(self) -> float:
         """Lower and compile prefill and decode for this batch and prompt length; seconds."""
@@ -103,6 +112,35 @@ class JaxGenerator:
                 "attention_kernel_decode": attention_kernel(decode)}
 
 
+def tree_bytes(tree) -> int:
+    """Bytes the arrays of a pytree hold."""
+    return sum(int(a.size) * a.dtype.itemsize for a in jax.tree.leaves(tree))
+
+
+class OwnCacheJaxGenerator(JaxGenerator):
+    """A JaxGenerator over a flax module that declares its generation layout itself (a workload's
+    ``generation_models["jax"]``, e.g. workloads/llama): ``module.context`` (the positions it can attend
+    to), ``module.new_kv(batch, positions)`` -> zeroed keys and values (a pytree), and
+    ``module.generation_facts()`` -> untimed facts to record (its weights' format); its params come
+    ready (their formats are the module's). ``extend(idx, kv, pos)`` as gpt's."""
+
+    def __init__(self, module: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any, precision: str):
+        self.module = module
+        super().__init__(module, None, params, prompt, new_tokens, device, precision)
+
+    def context(self, spec) -> int:
+        return self.module.context
+
+    def new_kv(self, spec, positions: int, dtype) -> tuple:
+        return self.module.new_kv(self.batch, positions)
+
+    def info(self) -> dict:
+        """The attention implementation (``JaxGenerator.info``), the KV cache's and the weights' bytes as
+        allocated, and the module's facts."""
+        return {**super().info(), "kv_cache_bytes": tree_bytes(self.cache[0]), "weight_bytes": tree_bytes(self.params),
+                **self.module.generation_facts()}
+
+
 def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: int,
                       precision: str = "fp32") -> np.ndarray:
     """The reference: greedy decoding that runs the whole sequence so far through the model for every
@@ -131,23 +169,31 @@ def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: i
 
 
 def generator_for(case) -> JaxGenerator:
-    """The case's generator: a GPT of the case's spec initialised from the case's seed (greedy
-    decoding's speed does not depend on the weights' values), in the case's precision, and a seeded
-    random prompt batch. int8 is not applicable: JAX has no int8 path for this model."""
+    """The case's generator and a seeded random prompt batch. A workload with a generation model of its
+    own (``generation_models["jax"]``: llama's weight formats, checkpoint weights) builds (module, params)
+    on the device, in an ``OwnCacheJaxGenerator`` computing in the case's precision (int8 weights: in the
+    module's ``compute_precision``). Else a model of the case's spec initialised from the case's seed
+    (greedy decoding's speed does not depend on the weights' values), in the case's precision; int8 is
+    not applicable there: JAX has no int8 path for such a model."""
     from xpubench.backends.base import Unsupported
     from xpubench.backends.jax_.device import jax_devices
     from xpubench.harness.generation import prompt_tokens
     from xpubench.workloads import get_workload
 
-    if case.precision == "int8":
+    workload = get_workload(case.workload)
+    own = workload.generation_models.get("jax")
+    if own is None and case.precision == "int8":
         raise Unsupported("int8 generation is not applicable to jax: JAX/XLA has no built-in int8 "
                           "quantization of this model (torch int8 runs on the CPU)")
-    workload = get_workload(case.workload)
     spec = workload.spec_for(case.options)
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     (device,) = jax_devices(case.device)
-    model = backends.get("jax").build(workload, spec)
     prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+    if own is not None:
+        module, params = own(spec, case.precision, device, case.seed)
+        precision = case.precision if case.precision in DTYPES else module.compute_precision
+        return OwnCacheJaxGenerator(module, params, prompt, new_tokens, device, precision)
+    model = backends.get("jax").build(workload, spec)
     with jax.default_device(device):
         params = jax.jit(model.init)(jax.random.key(case.seed), prompt[:1, :1])["params"]
     return JaxGenerator(model, spec, params, prompt, new_tokens, device, case.precision)

@@ -37,16 +37,25 @@ class TorchGenerator:
     """prefill / decode / sync over a GPT module; see ``harness.generation.Generator``."""
 
     def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device):
-        self.model, self.device, self.attention = model.eval(), device, spec.attention
+        self.model, self.device, self.attention = model.eval(), device, getattr(spec, "attention", "auto")
         self.batch, self.prompt_len = prompt.shape
         self.new_tokens = new_tokens
-        positions = cache_positions(spec.block_size, self.prompt_len, new_tokens)
+        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
         self.prompt = torch.from_numpy(np.ascontiguousarray(prompt)).to(device)
-        shape = (spec.n_layer, self.batch, spec.n_head, positions, spec.n_embd // spec.n_head)
-        dtype = next(model.parameters()).dtype
-        self.cache = KVCache(torch.zeros(shape, dtype=dtype, device=device),
-                             torch.zeros(shape, dtype=dtype, device=device))
+        self.cache = KVCache(*self.new_cache(spec, positions))
         sync(device)
+
+    @staticmethod
+    def context(spec) -> int:
+        """Positions the model can attend to (a subclass for another model overrides it)."""
+        return spec.block_size
+
+    def new_cache(self, spec, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zeroed keys and values (L, B, H, positions, Q) in the model's dtype, on the device."""
+        shape = (spec.n_layer, self.batch, spec.n_head, positions, spec.n_embd // spec.n_head)
+        dtype = next(self.model.parameters()).dtype
+        return (torch.zeros(shape, dtype=dtype, device=self.device),
+                torch.zeros(shape, dtype=dtype, device=self.device))
 
     def compile(self) -> None:
         return None   # eager
@@ -98,6 +107,33 @@ def generate_uncached(model: torch.nn.Module, prompt: np.ndarray, new_tokens: in
     return torch.stack(out, dim=1).cpu().numpy()
 
 
+def tensor_bytes(tensors) -> int:
+    """Bytes the tensors hold (each counted once)."""
+    return sum(t.numel() * t.element_size() for t in dict.fromkeys(tensors))
+
+
+class OwnCacheGenerator(TorchGenerator):
+    """A TorchGenerator over a model that declares its generation layout itself (a workload's
+    ``generation_models["torch"]``, e.g. workloads/llama): ``model.context`` (the positions it can attend
+    to), ``model.new_cache(batch, positions)`` -> zeroed (keys, values) on its device, and
+    ``model.generation_facts()`` -> untimed facts to record (its weights' bytes and format). The model
+    is called as gpt's: ``model(idx, (keys, values), pos, last_only=True)``."""
+
+    def __init__(self, model: torch.nn.Module, prompt: np.ndarray, new_tokens: int, device: torch.device):
+        super().__init__(model, None, prompt, new_tokens, device)
+
+    def context(self, spec) -> int:
+        return self.model.context
+
+    def new_cache(self, spec, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.model.new_cache(self.batch, positions)
+
+    def info(self) -> dict:
+        """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated and the model's facts."""
+        return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)),
+                **self.model.generation_facts()}
+
+
 INT8_METHOD = "torch.ao.quantization.quantize_dynamic: nn.Linear int8 weights, dynamic int8 activations"
 
 
@@ -114,9 +150,11 @@ def int8_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 
 
 def generator_for(case) -> TorchGenerator:
-    """The case's generator: a freshly initialised GPT of the case's spec (greedy decoding's speed does
-    not depend on the weights' values), in the case's precision (fp32 with TF32 off, tf32, bf16 and
-    fp16 as weights in that dtype, int8 dynamic on the CPU), and a seeded random prompt batch."""
+    """The case's generator and a seeded random prompt batch. A workload with a generation model of its
+    own (``generation_models["torch"]``: llama's weight formats, checkpoint weights) builds it, in an
+    ``OwnCacheGenerator``; else a freshly initialised model of the case's spec (greedy decoding's speed
+    does not depend on the weights' values), in the case's precision (fp32 with TF32 off, tf32, bf16 and
+    fp16 as weights in that dtype, int8 dynamic on the CPU)."""
     from xpubench.backends.torch_.device import DTYPES, set_precision_mode, torch_device
     from xpubench.harness.generation import prompt_tokens
     from xpubench.workloads import get_workload
@@ -127,6 +165,10 @@ def generator_for(case) -> TorchGenerator:
     device = torch_device(case.device)
     set_precision_mode(case.precision)
     torch.manual_seed(case.seed)
+    own = workload.generation_models.get("torch")
+    if own is not None:
+        prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+        return OwnCacheGenerator(own(spec, case.precision, device, case.seed), prompt, new_tokens, device)
     model = backends.get("torch").build(workload, spec)
     if case.precision == "int8":
         model = int8_model(model, device)

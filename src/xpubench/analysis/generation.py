@@ -1,0 +1,60 @@
+"""Generation against the chip, derived on load from the raw figures a generation result carries
+(results/metrics_generate.py; llama's worker records them):
+
+- **pp MFU** (``prefill_mfu``): ``prefill_flops / ttft_s`` over the chip's peak at the precision the
+  matmuls compute in (``peak_flops_per_s``, analysis/peak.py; int8 weight-only computes in bf16).
+- **tg against its bandwidth bound** (``pct_of_bandwidth_bound``): decode at batch B reads every weight
+  once per step and each sequence's KV cache, ``decode_bytes_per_token`` per generated token
+  (workloads/llama/costs.py); at a memory bandwidth W no decode can exceed W / those bytes tokens/s
+  (``bandwidth_bound_tokens_per_s``). W is the bandwidth measured for this backend and device
+  (``xpubench ceilings``: STREAM copy/triad, recorded in the run's fingerprint), else the device's
+  spec bandwidth (the environment record), else unknown: the share is then n/a, with the reason.
+  A share above 100% is a defect (the bytes are undercounted or the bandwidth is wrong): it is never
+  stored, and ``bandwidth_bound_note`` says what was found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xpubench.backends.peaks import device_record
+
+
+def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
+    """(bytes/s, where it came from) for the case's backend and device: measured, else spec, else (None, None)."""
+    key = f"{case.get('backend')}/{case.get('device')}"
+    measured = ((((fp.get("ceilings") or {}).get("bandwidth") or {}).get(key)) or {}).get("bytes_per_s")
+    if measured:
+        written = (((fp.get("ceilings") or {}).get("bandwidth") or {}).get(key) or {}).get("written")
+        return float(measured), "measured (xpubench ceilings" + (f", {written})" if written else ")")
+    spec = device_record(fp, str(case.get("backend")), str(case.get("device"))).get("memory_bandwidth")
+    if spec:
+        return float(spec), "the device's spec bandwidth (no measured one recorded)"
+    return None, None
+
+
+def add_generation_bounds(metrics: dict[str, Any], case: dict, fp: dict) -> None:
+    """Adds pp MFU and the share of the bandwidth bound (module docstring) in place, where the result
+    carries the counts they need."""
+    flops, ttft, peak = metrics.get("prefill_flops"), metrics.get("ttft_s"), metrics.get("peak_flops_per_s")
+    if flops and ttft:
+        metrics["prefill_flops_per_s"] = flops / ttft
+        metrics["prefill_mfu"] = flops / ttft / peak if peak else None
+    per_token, rate = metrics.get("decode_bytes_per_token"), metrics.get("decode_tokens_per_s")
+    if not per_token or not rate:
+        return
+    bw, source = bandwidth(case, fp)
+    if bw is None:
+        metrics["bandwidth_bound_note"] = ("no memory bandwidth known for this device: run `xpubench ceilings` "
+                                           "to measure it")
+        return
+    bound = bw / per_token
+    metrics.update(bound_bandwidth=bw, bound_bandwidth_source=source, bandwidth_bound_tokens_per_s=bound)
+    share = rate / bound
+    if share > 1:
+        metrics["bandwidth_bound_note"] = (
+            f"a defect, not printed: decode ran at {rate:,.1f} tokens/s, above the bound of {bound:,.1f} "
+            f"({share:.0%}) that {per_token / 1e6:,.1f} MB read per token at {bw / 1e9:,.1f} GB/s ({source}) allow: "
+            "the bytes per token are undercounted or the bandwidth is wrong")
+        return
+    metrics["pct_of_bandwidth_bound"] = share

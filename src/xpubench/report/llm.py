@@ -1,0 +1,140 @@
+"""Language models at real sizes (llama) in the terminal, the report and the closing answer: a pp/tg table
+per weight format (llama-bench's figures with the KV cache, the weights and the two shares against the
+chip: the decode rate of its bandwidth bound, pp MFU), a tokens/s-against-batch chart, and the answer's
+line ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
+result belongs here when it carries the bytes read per generated token (workloads' ``generation_counts``;
+analysis/generation.py derives the shares)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from xpubench.report.charts import colors, plain_log, png
+from xpubench.report.content import Chart
+from xpubench.report.frame import many_sources, num, ok_rows, series_label
+from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.report.tables import fmt, fmt_seconds, noisy
+from xpubench.units import fmt_bytes, fmt_rate
+
+FORMATS = ("fp32", "bf16", "fp16", "int8")
+
+
+def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ok generation rows that carry a language model's counts, in a stable order."""
+    rows = ok_rows(frame, "generate")
+    if rows.empty or "decode_bytes_per_token" not in rows:
+        return rows.iloc[:0].assign(model=None)
+    rows = rows[rows["decode_bytes_per_token"].notna()]
+    named = rows["architecture"] if "architecture" in rows else pd.Series(None, index=rows.index, dtype=object)
+    rows = rows.assign(model=named.fillna(rows["workload"]))
+    return rows.sort_values(["workload", "model", "backend", "device", "precision", "batch_size"])
+
+
+def bound_reason(row) -> str:
+    """Why a row has no share of its bandwidth bound, in a few words (analysis/generation.py's note whole
+    is in the result)."""
+    note = str(num(row, "bandwidth_bound_note") or "")
+    if note.startswith("a defect"):
+        return "above 100%: the bytes per token or the bandwidth are wrong"
+    return "no bandwidth known: run `xpubench ceilings`" if note else "not computed"
+
+
+def bound_cell(row) -> str:
+    """The decode rate's share of its bandwidth bound; "n/a" with the reason's first words where none."""
+    share = num(row, "pct_of_bandwidth_bound")
+    if share is not None:
+        return f"{share:.0%}"
+    note = str(num(row, "bandwidth_bound_note") or "")
+    return "n/a (>100%: a defect)" if note.startswith("a defect") else "n/a"
+
+
+def _pct(row, name: str) -> str:
+    value = num(row, name)
+    return "n/a" if value is None else f"{value:.1%}" + (" (est.)" if num(row, "peak_is_estimate") else "")
+
+
+def _columns(rows: pd.DataFrame) -> list[Column]:
+    cols = [Column("file", lambda r: str(r["source"]), priority=LOW, text=True)] if many_sources(rows) else []
+    return cols + [
+        Column("model", lambda r: str(r["model"]), text=True),
+        Column("backend", lambda r: str(r["backend"]), text=True),
+        Column("device", lambda r: str(r["device"]), text=True, priority=2),
+        Column("dtype", lambda r: str(r["precision"]), text=True, priority=2),
+        Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f")),
+        Column("pp", lambda r: f"{fmt_rate(num(r, 'prefill_tokens_per_s'))} (pp{fmt(num(r, 'prompt_len'), '.0f')})",
+               unit="tok/s", priority=ALWAYS),
+        Column("tg", lambda r: noisy(r, f"{fmt_rate(num(r, 'decode_tokens_per_s'))} "
+                                        f"(tg{fmt(num(r, 'new_tokens'), '.0f')})"), unit="tok/s", priority=ALWAYS),
+        Column("TTFT", lambda r: fmt_seconds(num(r, "ttft_s")), priority=1),
+        Column("per token p50 / p90", lambda r: f"{fmt_seconds(num(r, 'decode_token_p50_s'))} / "
+                                                f"{fmt_seconds(num(r, 'decode_token_p90_s'))}", priority=1),
+        Column("of bw bound", bound_cell, priority=ALWAYS),
+        Column("pp MFU", lambda r: _pct(r, "prefill_mfu"), priority=2),
+        Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=2),
+        Column("weights", lambda r: fmt_bytes(num(r, "weight_bytes")), priority=LOW),
+    ]
+
+
+def format_tables(frame: pd.DataFrame) -> list[Table]:
+    """One pp/tg table per weight format (fp32, bf16, fp16, int8; tf32 with fp32's weights apart)."""
+    rows = llm_rows(frame)
+    out = []
+    for precision in [*FORMATS, *sorted(set(rows["precision"]) - set(FORMATS))] if not rows.empty else []:
+        part = rows[rows["precision"] == precision]
+        if not part.empty:
+            out.append(Table(f"{precision} weights: prompt processing (pp) and generation (tg), tokens/s",
+                             _columns(part), part))
+    return out
+
+
+def batch_chart(frame: pd.DataFrame) -> Chart | None:
+    """Decode and prefill tokens/s against the batch size, one line per model / backend / device / format;
+    None unless some line has two batch sizes or more."""
+    rows = llm_rows(frame)
+    if rows.empty:
+        return None
+    multi = many_sources(rows)
+    series = {}
+    for _, r in rows.iterrows():
+        name = f"{r['model']} " + series_label(r, with_source=multi)
+        series.setdefault(name, []).append(r)
+    if max(len(points) for points in series.values()) < 2:
+        return None
+    fig = Figure(figsize=(10.0, 4.4))
+    axes = fig.subplots(1, 2)
+    for name, color in colors(list(series)).items():
+        points = sorted(series[name], key=lambda r: r["batch_size"])
+        batches = [int(r["batch_size"]) for r in points]
+        for ax, metric in zip(axes, ("decode_tokens_per_s", "prefill_tokens_per_s")):
+            ax.plot(batches, [num(r, metric) for r in points], marker="o", color=color, label=name)
+    ticks = sorted({int(r["batch_size"]) for points in series.values() for r in points})
+    for ax, what in zip(axes, ("generation (tg): decode tokens/s", "prompt processing (pp): tokens/s")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+        plain_log(ax, "y")
+        ax.set_xlabel("batch size (sequences together)")
+        ax.set_ylabel(what + ", log scale")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Language models: tokens/s against the batch size")
+    return Chart("llm-batch", "Tokens/s against the batch size", "Decode reads every weight once per step for "
+                 "the whole batch, so tg tokens/s grows with the batch until compute binds; pp is bound by "
+                 "compute from the start.", png(fig))
+
+
+def answer_lines(frame: pd.DataFrame) -> list[str]:
+    """Per model, its fastest generation case here: "for smollm-135m generation, torch cpu bf16: 41 tok/s,
+    78% of the bandwidth bound" (the share n/a with its reason where it is unknown)."""
+    rows = llm_rows(frame)
+    lines = []
+    for model, part in rows.groupby("model", sort=True):
+        best = part.loc[pd.to_numeric(part["decode_tokens_per_s"]).idxmax()]
+        batch = int(num(best, "batch_size") or 1)
+        who = f"{best['backend']} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
+        share = num(best, "pct_of_bandwidth_bound")
+        bound = (f"{share:.0%} of the bandwidth bound" if share is not None else
+                 f"share of the bandwidth bound n/a ({bound_reason(best)})")
+        lines.append(f"for {model} generation, {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} tok/s, {bound}")
+    return lines

@@ -1,0 +1,45 @@
+"""A language model's generation figures beyond the loop's timings (results/metrics.py GenerateMetrics
+extends this group): what the worker records of the model (its weights' and KV cache's bytes as
+allocated, its weight format, the analytic counts of a prefill and a decode step) and what
+analysis/generation.py derives from them on load (pp MFU, the decode rate as a share of its bandwidth
+bound). All optional: a workload without the counts (gpt) leaves them out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xpubench.results.metric_base import Metrics, figure
+
+
+@dataclass
+class LanguageModelGeneration(Metrics):
+    # measured in the worker (backends/*/generate.py OwnCache generators; the workload's generation_counts)
+    architecture: str | None = figure("text", "the model's shape by name (llama: the preset, the checkpoint's "
+                                              "directory, or the resized preset)", optional=True)
+    kv_cache_bytes: int | None = figure("B", "the KV cache as allocated: keys and values for batch x (prompt + "
+                                             "new - 1) positions", optional=True)
+    weight_bytes: int | None = figure("B", "the model's weights as allocated (int8: values and scales)", optional=True)
+    weight_format: str | None = figure("text", "fp32, bf16, fp16, or int8 weight-only (per-channel scales)",
+                                       optional=True)
+    int8_method: str | None = figure("text", "how int8 weights enter the timed steps", optional=True)
+    compute_precision: str | None = figure("text", "the precision the matmuls compute in (int8 weight-only: the "
+                                                   "dequantised dtype); the peak MFU is taken against", optional=True)
+    prefill_flops: float | None = figure("FLOP", "analytic FLOPs of one prefill of the batch (causal attention, "
+                                                 "the head on the last position)", optional=True)
+    decode_bytes_per_token: float | None = figure("B", "analytic bytes a decode step reads per generated token "
+                                                       "(weights once per step, each sequence's KV cache) at the "
+                                                       "decode steps' mean context", optional=True)
+    # derived on load (analysis/generation.py)
+    prefill_flops_per_s: float | None = figure("FLOP/s", "prefill_flops / ttft_s", optional=True)
+    prefill_mfu: float | None = figure("ratio", "prefill_flops_per_s / the chip's peak at the precision (pp MFU)",
+                                       optional=True)
+    bound_bandwidth: float | None = figure("B/s", "the memory bandwidth the decode bound uses: measured (xpubench "
+                                                  "ceilings) or else the device's spec", optional=True)
+    bound_bandwidth_source: str | None = figure("text", "where bound_bandwidth came from", optional=True)
+    bandwidth_bound_tokens_per_s: float | None = figure("1/s", "bound_bandwidth / decode_bytes_per_token: the decode "
+                                                               "rate that reading only those bytes allows", optional=True)
+    pct_of_bandwidth_bound: float | None = figure("ratio", "decode_tokens_per_s / bandwidth_bound_tokens_per_s; "
+                                                           "never above 1 (see bandwidth_bound_note)", optional=True)
+    bandwidth_bound_note: str | None = figure("text", "why the share of the bandwidth bound is n/a (no bandwidth "
+                                                      "known; above 100%: the bytes or the bandwidth are wrong)",
+                                              optional=True)

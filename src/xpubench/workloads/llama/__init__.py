@@ -1,0 +1,15 @@
+"""Llama-family decoders (SmolLM, Llama 3.x) in PyTorch and JAX/flax, with a KV cache for generation and
+a reader for local Hugging Face checkpoints.
+
+- ``config``: the architecture as data (``LlamaConfig``, ``PRESETS``, ``from_hf_config``); no framework.
+- ``costs``: parameters, FLOPs, bytes per decode step, memory of a case; no framework.
+- ``checkpoint``: a local Hugging Face directory (config.json + *.safetensors) read and written.
+- ``torch_model`` / ``flax_model``: the model in each framework, each with what generation asks of it
+  (``context``, ``new_cache`` / ``new_kv``, ``generation_facts``: backends/*/generate.py's OwnCache
+  generators run it);
+- ``workload``: the record (``-w llama``): spec, options, presets, FLOPs, memory, models.
+
+Importing this package imports no framework.
+"""
+
+from xpubench.workloads.llama.config import PRESETS, LlamaConfig, from_hf_config, preset  # noqa: F401

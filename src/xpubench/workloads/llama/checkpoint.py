@@ -1,0 +1,230 @@
+"""Local Hugging Face Llama checkpoints: a directory with ``config.json`` and the weights in
+``*.safetensors`` (one file, or shards listed by ``model.safetensors.index.json``). Nothing is
+downloaded; the architecture comes from config.json (``config.from_hf_config``).
+
+``open_checkpoint(dir)`` checks everything it can from the files' headers before any weight is read:
+every tensor a ``LlamaForCausalLM`` of that config has is present once, with its shape and a float
+dtype (F32, F16, BF16), and nothing else is (``lm_head.weight`` of a tied model and the
+``rotary_emb.inv_freq`` buffers old exports carry are ignored). A missing, corrupt or mismatched file
+is a UserError of one line. Then ``Checkpoint.tensors(framework)`` reads them one at a time (safetensors
+``safe_open``; "pt" for torch, "flax" for JAX, which keep bfloat16).
+
+Where each tensor goes (``target``): both frameworks hold q, k and v as one fused projection ("qkv",
+rows q | k | v of the (out, in) matrix) and gate and up as one ("gate_up", rows gate | up), so a
+tensor maps to (layer or None, slot, first row). The q and k rows are used as stored: transformers'
+``LlamaForCausalLM`` applies RoPE in the "rotate_half" layout (the first and second halves of each head
+are the pairs), and so do both models here; checkpoints converted from Meta's interleaved layout are
+already permuted by transformers' conversion script.
+
+``write_checkpoint`` writes such a directory (tests, benchmarks): numpy tensors, optionally sharded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xpubench.errors import UserError
+from xpubench.workloads.llama.config import LlamaConfig, from_hf_config, to_hf_config
+
+INDEX = "model.safetensors.index.json"
+FLOAT_DTYPES = ("F32", "F16", "BF16")
+IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
+LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+# per-layer HF tensor -> (slot, which part of the fused slot: index into the slot's row blocks)
+LAYER_TARGETS = {
+    "input_layernorm.weight": ("attn_norm", 0), "self_attn.q_proj.weight": ("qkv", 0),
+    "self_attn.k_proj.weight": ("qkv", 1), "self_attn.v_proj.weight": ("qkv", 2),
+    "self_attn.o_proj.weight": ("o", 0), "post_attention_layernorm.weight": ("mlp_norm", 0),
+    "mlp.gate_proj.weight": ("gate_up", 0), "mlp.up_proj.weight": ("gate_up", 1),
+    "mlp.down_proj.weight": ("down", 0),
+}
+TOP_TARGETS = {"model.embed_tokens.weight": "embed", "model.norm.weight": "norm", "lm_head.weight": "head"}
+
+
+def hf_tensor_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a ``LlamaForCausalLM`` with this config, as transformers names and shapes it."""
+    c, i = cfg.hidden_size, cfg.intermediate_size
+    per_layer = {"input_layernorm.weight": (c,), "self_attn.q_proj.weight": (cfg.q_size, c),
+                 "self_attn.k_proj.weight": (cfg.kv_size, c), "self_attn.v_proj.weight": (cfg.kv_size, c),
+                 "self_attn.o_proj.weight": (c, cfg.q_size), "post_attention_layernorm.weight": (c,),
+                 "mlp.gate_proj.weight": (i, c), "mlp.up_proj.weight": (i, c), "mlp.down_proj.weight": (c, i)}
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, c)}
+    for n in range(cfg.n_layers):
+        shapes.update({f"model.layers.{n}.{k}": s for k, s in per_layer.items()})
+    shapes["model.norm.weight"] = (c,)
+    if not cfg.tie_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, c)
+    return shapes
+
+
+def slot_blocks(cfg: LlamaConfig, slot: str) -> tuple[int, ...]:
+    """Row counts of the blocks a slot is made of (qkv: q, k, v; gate_up: gate, up)."""
+    return {"qkv": (cfg.q_size, cfg.kv_size, cfg.kv_size),
+            "gate_up": (cfg.intermediate_size, cfg.intermediate_size)}.get(slot, (0,))
+
+
+def target(cfg: LlamaConfig, name: str) -> tuple[int | None, str, int]:
+    """(layer index or None, slot, first row in the slot's (out, in) matrix) of an HF tensor name."""
+    if name in TOP_TARGETS:
+        return None, TOP_TARGETS[name], 0
+    m = LAYER.match(name)
+    if not m or m.group(2) not in LAYER_TARGETS:
+        raise KeyError(name)
+    slot, part = LAYER_TARGETS[m.group(2)]
+    return int(m.group(1)), slot, sum(slot_blocks(cfg, slot)[:part])
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checked checkpoint directory: its config and which file holds each tensor it will read."""
+
+    path: Path
+    config: LlamaConfig
+    files: dict[str, Path]           # tensor name -> file, only the tensors the model takes
+    dtypes: tuple[str, ...]          # stored dtypes found (e.g. ("BF16",))
+
+    def tensors(self, framework: str) -> Iterator[tuple[str, Any]]:
+        """(name, tensor) for every tensor the model takes, file by file; framework "pt" or "flax"."""
+        from safetensors import SafetensorError, safe_open
+
+        by_file: dict[Path, list[str]] = {}
+        for name, file in self.files.items():
+            by_file.setdefault(file, []).append(name)
+        for file, names in by_file.items():
+            try:
+                with safe_open(str(file), framework=framework) as f:
+                    for name in names:
+                        yield name, f.get_tensor(name)
+            except (SafetensorError, OSError) as exc:
+                raise UserError(f"--weights {self.path}: cannot read {file.name}: {exc}") from None
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"--weights {path.parent}: no {path.name} ({what})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--weights {path.parent}: {path.name} is not valid JSON ({exc})") from None
+
+
+def _weight_files(root: Path) -> tuple[list[Path], dict[str, str] | None]:
+    """The safetensors files to read and, for a sharded checkpoint, the index's tensor -> file map."""
+    index_path = root / INDEX
+    if index_path.exists():
+        index = _read_json(index_path, "the shard index")
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise UserError(f"--weights {root}: {INDEX} has no weight_map")
+        files = sorted({root / f for f in weight_map.values()})
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise UserError(f"--weights {root}: {INDEX} lists {', '.join(missing)}, which is not in the directory")
+        return files, weight_map
+    files = sorted(root.glob("*.safetensors"))
+    if not files:
+        extra = " (pytorch_model.bin is not read: save the model with safe_serialization)" \
+            if any(root.glob("*.bin")) else ""
+        raise UserError(f"--weights {root}: no *.safetensors files{extra}")
+    return files, None
+
+
+def _headers(root: Path, files: list[Path]) -> dict[str, tuple[Path, tuple[int, ...], str]]:
+    """tensor name -> (file, shape, dtype), from each file's header; a tensor in two files is an error."""
+    from safetensors import SafetensorError, safe_open
+
+    found: dict[str, tuple[Path, tuple[int, ...], str]] = {}
+    for file in files:
+        try:
+            with safe_open(str(file), framework="numpy") as f:
+                for name in f.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
+                    sl = f.get_slice(name)
+                    if name in found:
+                        raise UserError(f"--weights {root}: tensor {name} is in both {found[name][0].name} "
+                                        f"and {file.name}")
+                    found[name] = (file, tuple(sl.get_shape()), sl.get_dtype())
+        except (SafetensorError, OSError) as exc:
+            raise UserError(f"--weights {root}: {file.name} is not a readable safetensors file ({exc})") from None
+    return found
+
+
+def open_checkpoint(path: str | Path) -> Checkpoint:
+    """Check a checkpoint directory (module docstring) and return what reading it needs."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise UserError(f"--weights {path}: not a directory (expected config.json and *.safetensors)")
+    cfg = from_hf_config(_read_json(root / "config.json", "the model's architecture"), name=root.name,
+                         where=f"--weights {root}: config.json")
+    files, weight_map = _weight_files(root)
+    found = _headers(root, files)
+    if weight_map is not None:
+        for name, file in weight_map.items():
+            if name in found and found[name][0].name != file:
+                raise UserError(f"--weights {root}: {INDEX} puts {name} in {file}, but it is in {found[name][0].name}")
+            if name not in found:
+                raise UserError(f"--weights {root}: {INDEX} lists {name} in {file}, which does not hold it")
+    expected = hf_tensor_shapes(cfg)
+    ignored = {n for n in found if IGNORED.search(n) or (cfg.tie_embeddings and n == "lm_head.weight")}
+    missing = [n for n in expected if n not in found]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise UserError(f"--weights {root}: lacks {', '.join(missing[:3])}{more} (config.json: "
+                        f"{cfg.n_layers} layers, tie_word_embeddings {str(cfg.tie_embeddings).lower()})")
+    unexpected = sorted(set(found) - set(expected) - ignored)
+    if unexpected:
+        raise UserError(f"--weights {root}: {unexpected[0]} is not a weight of LlamaForCausalLM with this "
+                        f"config.json ({len(unexpected)} such tensors)")
+    for name, shape in expected.items():
+        file, got, dtype = found[name]
+        if got != shape:
+            raise UserError(f"--weights {root}: {name} in {file.name} has shape {list(got)}, config.json "
+                            f"implies {list(shape)}")
+        if dtype not in FLOAT_DTYPES:
+            raise UserError(f"--weights {root}: {name} is {dtype}; only {', '.join(FLOAT_DTYPES)} are read")
+    return Checkpoint(root, cfg, {n: found[n][0] for n in expected},
+                      tuple(sorted({found[n][2] for n in expected})))
+
+
+# ---- writing (tests, benchmarks) ------------------------------------------------------------------
+
+def random_hf_tensors(cfg: LlamaConfig, seed: int = 0, std: float = 0.02) -> dict[str, np.ndarray]:
+    """A LlamaForCausalLM's tensors with random values (float32): N(0, std) matrices, RMSNorm weights
+    1 + N(0, std) (not all ones, so a norm applied to the wrong tensor shows)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in hf_tensor_shapes(cfg).items():
+        base = 1.0 if len(shape) == 1 else 0.0
+        out[name] = (base + rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32)
+    return out
+
+
+def write_checkpoint(path: str | Path, cfg: LlamaConfig, tensors: dict[str, np.ndarray],
+                     shards: int = 1) -> Path:
+    """Write config.json and the tensors as ``model.safetensors``, or as ``shards`` files
+    ``model-0000k-of-0000n.safetensors`` with ``model.safetensors.index.json``."""
+    from safetensors.numpy import save_file
+
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.json").write_text(json.dumps(to_hf_config(cfg), indent=2))
+    names = list(tensors)
+    if shards == 1:
+        save_file({n: np.ascontiguousarray(tensors[n]) for n in names}, str(root / "model.safetensors"),
+                  metadata={"format": "pt"})
+        return root
+    weight_map = {}
+    for k in range(shards):
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = names[k::shards]
+        save_file({n: np.ascontiguousarray(tensors[n]) for n in part}, str(root / file), metadata={"format": "pt"})
+        weight_map.update({n: file for n in part})
+    total = sum(int(t.nbytes) for t in tensors.values())
+    (root / INDEX).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    return root

@@ -1,0 +1,267 @@
+"""The Llama decoder in PyTorch (architecture: ``llama/config.py``), numerically as transformers'
+``LlamaForCausalLM``, with a preallocated KV cache for generation.
+
+Layout: ``embed`` (V, C); per block ``attn_norm``, ``qkv`` (q | k | v rows, (H + 2·KV)·D x C), ``o``,
+``mlp_norm``, ``gate_up`` (gate | up rows, 2I x C), ``down``; ``norm``; ``head`` (V, C) when untied,
+else the head is ``embed``. Fusing q/k/v and gate/up changes no value: each output row is the same dot
+product as in transformers' separate projections (``checkpoint.target`` says which rows are which).
+
+Numerics as transformers': RMSNorm in float32, cast back, then times its weight; RoPE's cos and sin
+computed in float32 from float32 inverse frequencies and cast to the compute dtype; rotate_half layout;
+attention ``scaled_dot_product_attention`` with scale 1/sqrt(D).
+
+Weight formats (``costs.FORMATS``): fp32 / bf16 / fp16 hold every parameter in that dtype. int8 holds
+every matmul weight (projections, embedding table, head) as int8 with one scale per output row in the
+compute dtype (bf16 by default); ``Proj`` dequantises inside the forward: for a few rows (decode) with
+``torch._weight_int8pack_mm`` (int8 weights read, dequantised in the kernel) where the device has it,
+else ``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul).
+
+KV cache (``new_cache``): keys and values (L, B, KV, T_max, D) in the compute dtype, written in place.
+``forward(idx, cache, pos)`` with t = idx.shape[1] tokens: a prefill (pos 0: causal attention over the
+prompt, keys/values written at 0..t-1) or a decode step (t = 1: written at ``pos``, attends to
+0..pos). Without a cache: causal attention over idx (the reference; training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from xpubench.workloads.llama.checkpoint import Checkpoint, target
+from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
+from xpubench.workloads.llama.costs import DEFAULT_INT8_COMPUTE, compute_dtype
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
+INIT_STD = 0.02           # transformers' initializer_range for Llama
+
+
+def quantize_rows(w: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row: (int8 values, scales = max|row| / 127 in ``dtype``)."""
+    w = w.float()
+    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale.to(dtype)
+
+
+def int8pack_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether ``torch._weight_int8pack_mm`` runs on this device for this activation dtype."""
+    try:
+        x = torch.ones(1, 32, dtype=dtype, device=device)
+        torch._weight_int8pack_mm(x, torch.ones(8, 32, dtype=torch.int8, device=device),
+                                  torch.ones(8, dtype=dtype, device=device))
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+class Proj(nn.Module):
+    """y = x W^T, W (out, in): a float parameter, or int8 values + per-row scales (buffers)."""
+
+    def __init__(self, out_features: int, in_features: int, dtype: torch.dtype, int8: bool, device=None):
+        super().__init__()
+        self.int8, self.packed = int8, False
+        if int8:
+            self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
+            self.register_buffer("scale", torch.ones(out_features, dtype=dtype, device=device))
+        else:
+            self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device))
+
+    def set_rows(self, start: int, w: torch.Tensor) -> None:
+        """Rows ``start ..`` of W from a float tensor (int8: quantised per row)."""
+        rows = slice(start, start + w.shape[0])
+        with torch.no_grad():
+            if self.int8:
+                q, s = quantize_rows(w.to(self.weight.device), self.scale.dtype)
+                self.weight[rows], self.scale[rows] = q, s
+            else:
+                self.weight[rows] = w.to(self.weight.device, self.weight.dtype)
+
+    def dense(self, dtype: torch.dtype) -> torch.Tensor:
+        """W as a float matrix (int8: dequantised)."""
+        return self.weight.to(dtype) * self.scale[:, None] if self.int8 else self.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.int8:
+            return F.linear(x, self.weight)
+        rows = x.numel() // x.shape[-1]
+        if self.packed and rows <= PACKED_MAX_ROWS:
+            y = torch._weight_int8pack_mm(x.reshape(rows, x.shape[-1]).contiguous(), self.weight, self.scale)
+            return y.view(*x.shape[:-1], -1)
+        return F.linear(x, self.weight.to(x.dtype)) * self.scale
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float, dtype: torch.dtype, device=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size, dtype=dtype, device=device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype, int8: bool, device=None):
+        super().__init__()
+        c, i = cfg.hidden_size, cfg.intermediate_size
+        self.heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.attn_norm = RMSNorm(c, cfg.rms_norm_eps, dtype, device)
+        self.qkv = Proj(cfg.q_size + 2 * cfg.kv_size, c, dtype, int8, device)
+        self.o = Proj(c, cfg.q_size, dtype, int8, device)
+        self.mlp_norm = RMSNorm(c, cfg.rms_norm_eps, dtype, device)
+        self.gate_up = Proj(2 * i, c, dtype, int8, device)
+        self.down = Proj(c, i, dtype, int8, device)
+
+    def forward(self, x, cos, sin, kv=None, pos: int = 0):
+        b, t, _ = x.shape
+        h, g, d = self.heads, self.kv_heads, self.head_dim
+        qkv = self.qkv(self.attn_norm(x)).view(b, t, h + 2 * g, d)
+        qk = rope(qkv[:, :, :h + g], cos, sin)                            # (B, t, H + KV, D)
+        q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + g:]
+        if kv is not None:
+            k_cache, v_cache = kv                                        # (B, KV, T_max, D)
+            k_cache[:, :, pos:pos + t] = k.transpose(1, 2)
+            v_cache[:, :, pos:pos + t] = v.transpose(1, 2)
+        if t == 1 and kv is not None:
+            # decode: the H query heads as KV groups of H/KV queries each, against the cached positions
+            # (transformers' pack_gqa): no mask, no repeated keys
+            y = F.scaled_dot_product_attention(q.reshape(b, g, h // g, d), k_cache[:, :, :pos + 1],
+                                               v_cache[:, :, :pos + 1])
+        else:
+            if kv is not None and pos != 0:
+                raise ValueError("a cached call of several tokens must start at position 0 (prefill)")
+            y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=t > 1, enable_gqa=g != h).transpose(1, 2)
+        x = x + self.o(y.reshape(b, t, h * d))
+        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding, rotate_half layout: x (B, t, heads, D), cos/sin (t, 1, D/2)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class LlamaTorch(nn.Module):
+    """The model (module docstring). ``fmt`` one of fp32, bf16, fp16, int8 (``int8_compute``: the
+    activation dtype of int8). Parameters are uninitialised: ``init_random`` or ``load_checkpoint``."""
+
+    def __init__(self, cfg: LlamaConfig, fmt: str = "fp32", device: torch.device | str = "cpu",
+                 int8_compute: str = DEFAULT_INT8_COMPUTE):
+        super().__init__()
+        self.cfg, self.fmt = cfg, fmt
+        self.dtype = DTYPES[compute_dtype(fmt, int8_compute)]
+        int8, dtype = fmt == "int8", self.dtype
+        self.embed = Proj(cfg.vocab_size, cfg.hidden_size, dtype, int8, device)
+        self.layers = nn.ModuleList(Block(cfg, dtype, int8, device) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        self.head = self.embed if cfg.tie_embeddings else Proj(cfg.vocab_size, cfg.hidden_size, dtype, int8, device)
+        self.register_buffer("inv_freq", torch.tensor(rope_inv_freq(cfg), dtype=torch.float32, device=device),
+                             persistent=False)
+        if int8:
+            packed = int8pack_available(torch.device(device), dtype)
+            for m in self.modules():
+                if isinstance(m, Proj):
+                    m.packed = packed
+
+    def projections(self) -> list[tuple[str, Proj]]:
+        return [(n, m) for n, m in self.named_modules() if isinstance(m, Proj)]
+
+    def n_params(self) -> int:
+        """Parameters as the architecture counts them (int8 values count, their scales do not)."""
+        return sum(m.weight.numel() for _, m in self.projections()) + \
+            sum(m.weight.numel() for m in self.modules() if isinstance(m, RMSNorm))
+
+    @torch.no_grad()
+    def init_random(self, seed: int = 0, std: float = INIT_STD) -> LlamaTorch:
+        """transformers' Llama init: N(0, std) matrices, RMSNorm weights one; drawn on the device in
+        float32 row blocks (int8 quantises them)."""
+        gen = torch.Generator(device=self.inv_freq.device).manual_seed(seed)
+        for _, m in self.projections():
+            rows = m.weight.shape[0]
+            step = max(1, (1 << 24) // m.weight.shape[1])
+            for start in range(0, rows, step):
+                block = torch.empty(min(step, rows - start), m.weight.shape[1], device=self.inv_freq.device)
+                m.set_rows(start, block.normal_(0.0, std, generator=gen))
+        for m in self.modules():
+            if isinstance(m, RMSNorm):
+                m.weight.fill_(1.0)
+        return self
+
+    @torch.no_grad()
+    def load_checkpoint(self, ckpt: Checkpoint) -> LlamaTorch:
+        """Every tensor of a checked checkpoint into its place (``checkpoint.target``)."""
+        if dataclasses.replace(ckpt.config, name=self.cfg.name) != self.cfg:
+            raise ValueError("the model was built for another config than the checkpoint's")
+        for name, tensor in ckpt.tensors("pt"):
+            layer, slot, row = target(self.cfg, name)
+            owner = self if layer is None else self.layers[layer]
+            module = getattr(owner, slot)
+            if isinstance(module, RMSNorm):
+                module.weight.copy_(tensor.to(module.weight.dtype))
+            else:
+                module.set_rows(row, tensor)
+        return self
+
+    @property
+    def context(self) -> int:
+        """Positions the model can attend to (generation's protocol, backends/torch_/generate.py)."""
+        return self.cfg.max_positions
+
+    def weight_tensors(self) -> list[torch.Tensor]:
+        """Every weight the model stores (projections, int8 scales, norms), the tied table once."""
+        weights = [m.weight for _, m in self.projections()] + [m.scale for _, m in self.projections() if m.int8]
+        return list(dict.fromkeys(weights + [p for n, p in self.named_parameters() if "norm" in n]))
+
+    def int8_method(self) -> str | None:
+        """How the int8 weights are used in the timed steps (None for float formats)."""
+        if self.fmt != "int8":
+            return None
+        dense = f"F.linear(x, w.to({str(self.dtype).removeprefix('torch.')})) * per-row scale"
+        if not next((m.packed for _, m in self.projections()), False):
+            return f"int8 weights, per-row scales; dequantised in every step: {dense}"
+        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode), "
+                f"{dense} for more (prefill)")
+
+    def generation_facts(self) -> dict:
+        """What a generation result records of the model: its weights' bytes as allocated, their format and
+        how int8 is computed."""
+        return {"weight_bytes": sum(t.numel() * t.element_size() for t in self.weight_tensors()),
+                "weight_format": self.fmt, "int8_method": self.int8_method()}
+
+    def new_cache(self, batch: int, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Zeroed keys and values (L, B, KV, positions, D) in the compute dtype, on the model's device."""
+        shape = (self.cfg.n_layers, batch, self.cfg.n_kv_heads, positions, self.cfg.head_dim)
+        dev = self.inv_freq.device
+        return torch.zeros(shape, dtype=self.dtype, device=dev), torch.zeros(shape, dtype=self.dtype, device=dev)
+
+    def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
+        e = self.embed
+        return e.weight[idx].to(self.dtype) * e.scale[idx, None] if e.int8 else F.embedding(idx, e.weight)
+
+    def forward(self, idx: torch.Tensor, cache=None, pos: int = 0, last_only: bool = False) -> torch.Tensor:
+        """(B, t) ids -> logits (B, t, V), or (B, 1, V) with ``last_only``; module docstring for the cache."""
+        t = idx.shape[1]
+        positions = torch.arange(pos, pos + t, device=idx.device, dtype=torch.float32)
+        freqs = (positions[:, None] * self.inv_freq[None, :])[:, None, :]        # (t, 1, D/2)
+        cos, sin = freqs.cos().to(self.dtype), freqs.sin().to(self.dtype)
+        x = self.embed_tokens(idx)
+        for i, block in enumerate(self.layers):
+            x = block(x, cos, sin, None if cache is None else (cache[0][i], cache[1][i]), pos)
+        x = self.norm(x[:, -1:] if last_only else x)
+        return self.head(x)
+
+
+def build(cfg: LlamaConfig, fmt: str = "fp32", device: torch.device | str = "cpu", seed: int = 0,
+          checkpoint: Checkpoint | None = None, int8_compute: str = DEFAULT_INT8_COMPUTE) -> LlamaTorch:
+    """A ready model in eval mode: the checkpoint's weights, else random ones from ``seed``."""
+    model = LlamaTorch(cfg, fmt, device, int8_compute)
+    model = model.load_checkpoint(checkpoint) if checkpoint is not None else model.init_random(seed)
+    return model.eval()

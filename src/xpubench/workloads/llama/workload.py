@@ -1,0 +1,269 @@
+"""The llama workload's record (``-w llama``): its spec, options, presets, FLOPs, memory and models.
+
+- **Generation** (the default mode, "infer" -> the generation loop of harness/generation.py): the
+  llama-bench protocol, a prompt of ``prompt_len`` tokens (default 512, llama-bench's pp512) then
+  ``new_tokens`` generated greedily (default 128, tg128) with a KV cache, at batch 1 unless
+  ``--batch-size`` sweeps it. Its precisions are the weight formats (``costs.FORMATS``: fp32, bf16,
+  fp16, int8 weight-only; tf32 is fp32 weights with TF32 matmuls). The models are
+  ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under ``--weights DIR``
+  (checkpoint.py), else random ones (the speed does not depend on the values).
+- **Training** (``--mode train``): the same architecture through the training loop, next-token
+  cross-entropy on sequences of ``context`` tokens (default 256), AdamW as gpt's.
+- **Memory** (``memory_needed``): a generation case's weights + KV cache + activations (costs.py), a
+  training case's weights, gradients and AdamW moments; plan/fit.py skips a case its device can't hold.
+
+Sizes: ``--preset`` (smollm-135m, llama-1b, llama-8b: config.py), then any of the ``SIZE_OPTIONS``
+([run.options] keys); changing ``hidden_size`` or ``n_heads`` without ``head_dim`` makes it
+hidden_size / n_heads. ``--weights DIR`` takes the architecture from DIR/config.json instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xpubench.errors import UserError
+from xpubench.workloads import gpt_models
+from xpubench.workloads.base import Workload, WorkloadOption, WorkloadSpec
+from xpubench.workloads.llama import costs
+from xpubench.workloads.llama.config import PRESETS, LlamaConfig
+
+DEFAULT_PRESET = "smollm-135m"
+SIZE_OPTIONS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "vocab_size")
+GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp512 / tg128
+# the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
+# part, whole: 42M parameters), a short prompt and a few tokens; on the 2-core VM a worker process of it
+# takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
+QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16}
+TRAIN_CONTEXT = 256
+KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens")
+
+
+@dataclass(frozen=True)
+class LlamaSpec(WorkloadSpec):
+    """A WorkloadSpec (training reads it) with the architecture (``config``) and where the weights come
+    from; the training context T is ``input_shape[0]``."""
+
+    config: LlamaConfig | None = None
+    preset: str = DEFAULT_PRESET
+    weights: str | None = None        # a checked local checkpoint directory (resolved), or None: random
+    attention: str = "auto"           # the SDPA kernel is recorded, not chosen (training reads it)
+    weight_decay: float = 0.1         # AdamW, as gpt's (gpt_models.torch_optimizer / jax_optimizer)
+    betas: tuple[float, float] = (0.9, 0.95)
+
+    @property
+    def block_size(self) -> int:
+        return self.input_shape[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _checkpoint(path: str) -> tuple[LlamaConfig, str]:
+    """(config, resolved directory) of a checked checkpoint (checkpoint.open_checkpoint: UserError of one
+    line for a bad directory); read once per process."""
+    from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(path)
+    return ckpt.config, str(Path(ckpt.path).resolve())
+
+
+def _positive(key: str, value: Any, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise UserError(f"llama: {key} must be a whole number of at least {least}, got {value!r}")
+    return value
+
+
+def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
+    """(architecture, preset name, checkpoint directory) of a case's options."""
+    weights = options.get("weights")
+    if weights is not None:
+        if not isinstance(weights, str) or not weights.strip():
+            raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
+        given = [k for k in ("preset", *SIZE_OPTIONS) if k in options]
+        if given:
+            raise UserError(f"--weights {weights} takes the architecture from its config.json: drop "
+                            f"{', '.join('--preset' if k == 'preset' else k for k in given)}")
+        cfg, root = _checkpoint(weights)
+        return cfg, "checkpoint", root
+    name = options.get("preset", DEFAULT_PRESET)
+    if name not in PRESETS:
+        raise UserError(f"llama: unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
+    sizes = {k: _positive(k, options[k]) for k in SIZE_OPTIONS if k in options}
+    if not sizes:
+        return PRESETS[name], name, None
+    base = PRESETS[name]
+    if "head_dim" not in sizes and {"hidden_size", "n_heads"} & set(sizes):
+        hidden, heads = sizes.get("hidden_size", base.hidden_size), sizes.get("n_heads", base.n_heads)
+        if hidden % heads:
+            raise UserError(f"llama: hidden_size ({hidden}) must be a multiple of n_heads ({heads}), or give head_dim")
+        sizes["head_dim"] = hidden // heads
+    said = ", ".join(f"{k} {v}" for k, v in sizes.items())
+    return dataclasses.replace(base, name=f"{name} ({said})", **sizes), name, None
+
+
+def configure(options: dict[str, Any]) -> LlamaSpec:
+    """The spec a case asks for (module docstring); bad values raise UserError (plan time)."""
+    cfg, preset, weights = _config(options)
+    context = _positive("context", options.get("context", min(TRAIN_CONTEXT, cfg.max_positions)), 2)
+    if context > cfg.max_positions:
+        raise UserError(f"llama: context {context} exceeds the model's {cfg.max_positions} positions")
+    spec = LlamaSpec(
+        name="llama", title=f"Llama decoder {cfg.name} ({costs.param_count(cfg) / 1e6:,.1f}M parameters)",
+        dataset="tinyshakespeare", input_shape=(context,), input_kind="tokens", target_kind="token_seq",
+        num_outputs=cfg.vocab_size, loss="softmax_ce", metric="accuracy", optimizer="adamw", learning_rate=3e-4,
+        batch_sizes=(4,), quick_batch_size=1, epochs=1, train_samples=32, eval_samples=8,
+        vocab_size=cfg.vocab_size, target_shape=(context,), config=cfg, preset=preset, weights=weights)
+    generation_lengths(spec, options)
+    return spec
+
+
+def generation_lengths(spec: LlamaSpec, options: dict[str, Any]) -> tuple[int, int]:
+    """(prompt_len, new_tokens): the options, else 512 and 128 (a model of fewer than 1,024 positions: half
+    and a quarter of them); new_tokens >= 2 (a prefill and a decode step) and prompt_len + new_tokens - 1
+    within the model's positions; else UserError."""
+    positions = spec.config.max_positions
+    prompt_len = _positive("prompt_len", options.get("prompt_len", min(GENERATION[0], positions // 2)))
+    new_tokens = _positive("new_tokens", options.get("new_tokens", max(2, min(GENERATION[1], positions // 4))), 2)
+    if prompt_len + new_tokens - 1 > spec.config.max_positions:
+        raise UserError(f"llama: prompt_len {prompt_len} + new_tokens {new_tokens} - 1 exceed the model's "
+                        f"{spec.config.max_positions} positions")
+    return prompt_len, new_tokens
+
+
+def weight_format(precision: str) -> str:
+    """The weight format of a precision: tf32 is fp32 weights (with TF32 matmuls)."""
+    return "fp32" if precision == "tf32" else precision
+
+
+# ---- FLOPs, counts, memory ------------------------------------------------------------------------
+
+def forward_flops(spec: LlamaSpec) -> float:
+    """Forward FLOPs of one training sample: T tokens, causal attention, logits at every position."""
+    return costs.prefill_flops(spec.config, spec.block_size, all_logits=True)
+
+
+def tokens_per_sample(spec: LlamaSpec) -> int:
+    return spec.block_size
+
+
+def decode_flops_per_token(spec: LlamaSpec, context: float) -> float:
+    return costs.decode_flops_per_token(spec.config, context)
+
+
+def generation_counts(spec: LlamaSpec, batch: int, prompt_len: int, new_tokens: int, precision: str) -> dict:
+    """The analytic counts a generation result carries (analysis/generation.py derives pp MFU and the
+    share of the bandwidth bound from them): FLOPs of one prefill of the batch, and bytes read per
+    generated token at the decode steps' mean context."""
+    fmt = weight_format(precision)
+    return {"architecture": spec.config.name, "compute_precision": costs.compute_dtype(fmt) if fmt == "int8" else precision,
+            "prefill_flops": costs.prefill_flops(spec.config, prompt_len, batch),
+            "decode_bytes_per_token": costs.decode_bytes_per_token(spec.config, fmt, batch,
+                                                                   prompt_len + new_tokens / 2)}
+
+
+@dataclass(frozen=True)
+class TrainingNeed:
+    """A training case's memory, a lower bound: fp32 weights, gradients and AdamW's two moments (16 bytes
+    per parameter) and the logits with their gradient."""
+
+    model: str
+    batch: int
+    context: int
+    state: int
+    logits: int
+
+    @property
+    def total(self) -> int:
+        return self.state + self.logits
+
+    def explain(self) -> str:
+        return (f"{self.model} training needs at least {costs.gb(self.total)}: weights, gradients and AdamW "
+                f"moments {costs.gb(self.state)} (16 bytes per parameter) + logits {costs.gb(self.logits)} "
+                f"(batch {self.batch}, context {self.context})")
+
+
+def memory_needed(spec: LlamaSpec, case: Any) -> Any:
+    """The bytes a case needs on its device (costs.memory_needed for generation; TrainingNeed for training)."""
+    batch = case.batch_size or 1
+    if case.mode == "train":
+        cfg = spec.config
+        return TrainingNeed(cfg.name, batch, spec.block_size, 16 * costs.param_count(cfg),
+                            2 * 4 * batch * spec.block_size * cfg.vocab_size)
+    prompt_len, new_tokens = generation_lengths(spec, case.options)
+    return costs.memory_needed(spec.config, weight_format(case.precision), batch, prompt_len, new_tokens)
+
+
+# ---- models ---------------------------------------------------------------------------------------
+
+def build_torch(spec: LlamaSpec) -> Any:
+    """The training model: fp32 parameters, random from torch's seed (the trainer seeds it)."""
+    import torch
+
+    from xpubench.workloads.llama.torch_model import LlamaTorch
+
+    return LlamaTorch(spec.config, "fp32").init_random(seed=torch.initial_seed())
+
+
+def build_jax(spec: LlamaSpec) -> Any:
+    """The training model (flax linen; the trainer's ``init`` draws its parameters)."""
+    from xpubench.workloads.llama.flax_model import LlamaFlax
+
+    return LlamaFlax(spec.config, "fp32")
+
+
+def _checkpoint_of(spec: LlamaSpec) -> Any:
+    from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+    return open_checkpoint(spec.weights) if spec.weights else None
+
+
+def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> Any:
+    """A ready ``LlamaTorch`` in the precision's weight format on ``device`` (backends/torch_/generate.py)."""
+    from xpubench.workloads.llama.torch_model import build
+
+    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec))
+
+
+def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> tuple[Any, Any]:
+    """(``LlamaFlax``, its params) in the precision's weight format, drawn on ``device`` or read from the
+    checkpoint (backends/jax_/generate.py)."""
+    import jax
+
+    from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
+
+    module = LlamaFlax(spec.config, weight_format(precision))
+    ckpt = _checkpoint_of(spec)
+    if ckpt is not None:
+        return module, load_checkpoint(module, ckpt)
+    with jax.default_device(device):
+        return module, init_random(module, seed)
+
+
+# ---- the record -----------------------------------------------------------------------------------
+
+OPTIONS = (
+    WorkloadOption("preset", "llama: the model's shape", flag="--preset", choices=tuple(PRESETS), selects=True),
+    WorkloadOption("weights", "llama: a local Hugging Face checkpoint directory (config.json + *.safetensors)",
+                   flag="--weights", selects=True),
+    *(WorkloadOption(key, f"llama: {key} (a [run.options] key)", least=1) for key in SIZE_OPTIONS),
+    WorkloadOption("context", "llama training: tokens per sequence (a [run.options] key)", least=2),
+    WorkloadOption("prompt_len", "llama generation: prompt tokens per sequence (default 512)", flag="--prompt-len",
+                   least=1),
+    WorkloadOption("new_tokens", "llama generation: tokens generated per sequence (default 128)", flag="--new-tokens",
+                   least=2),
+)
+_HERE = Path(__file__).parent
+WORKLOAD = Workload(
+    name="llama", title="Llama-family decoder (SmolLM, Llama 3)", kind="transformer",
+    sources=tuple(str(_HERE / f) for f in ("workload.py", "config.py", "costs.py", "checkpoint.py", "torch_model.py",
+                                           "flax_model.py")),
+    spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
+    optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
+    tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
+    default_precisions=costs.FORMATS, quick_options=QUICK,
+    generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
+    generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
+    generation_counts=generation_counts, memory_needed=memory_needed,
+    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS)

@@ -1,0 +1,114 @@
+"""A language model's generation after loading (analysis/generation.py) and in the reports (report/llm.py):
+pp MFU, the decode rate's share of its bandwidth bound (measured bandwidth first, the spec's second,
+never above 100%), the pp/tg table per weight format, the tokens/s-against-batch chart, the answer's line
+and the ceilings a generation run asks for. Results are built by hand; nothing runs a model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from xpubench.analysis import analyse
+from xpubench.analysis.generation import add_generation_bounds
+from xpubench.case import Case
+from xpubench.ceilings.runtime import wanted
+from xpubench.report import llm
+from xpubench.report.answer import answer_lines
+from xpubench.report.frame import ResultSet
+from xpubench.report.sections import section
+from xpubench.results.schema import Result
+
+BYTES = 270e6        # bytes read per generated token (smollm-135m bf16 at batch 1, about)
+CASE = {"workload": "llama", "backend": "torch", "device": "cpu", "mode": "generate", "precision": "bf16",
+        "batch_size": 1, "devices": 1, "key": "llama/torch/cpu/generate/bf16/b1", "run_id": "a"}
+
+
+def fingerprint(measured: float | None = None, spec: float | None = None) -> dict:
+    fp = {"backends": {"torch": {"devices": [{"id": "cpu", "kind": "cpu", "memory_bandwidth": spec}]}},
+          "host": {"cpu": {"peak_estimate": {"bf16": {"value": 4e11}}}}}
+    if measured:
+        fp["ceilings"] = {"ceilings": {}, "bandwidth": {"torch/cpu": {"bytes_per_s": measured, "written": "today"}}}
+    return fp
+
+
+def metrics(tg: float = 40.0, **extra) -> dict:
+    base = {"decode_tokens_per_s": tg, "decode_bytes_per_token": BYTES, "prefill_flops": 1.4e11, "ttft_s": 0.5,
+            "prefill_tokens_per_s": 1024.0, "prompt_len": 512, "new_tokens": 128, "decode_token_p50_s": 1 / tg,
+            "decode_token_p90_s": 1.1 / tg, "decode_token_s": 1 / tg, "kv_cache_bytes": 2 ** 20,
+            "weight_bytes": 2.7e8, "weight_format": "bf16", "architecture": "smollm-135m", "compute_precision": "bf16"}
+    return {**base, **extra}
+
+
+def test_the_share_uses_the_measured_bandwidth_before_the_spec():
+    m = metrics(peak_flops_per_s=4e11)
+    add_generation_bounds(m, CASE, fingerprint(measured=18e9, spec=50e9))
+    assert m["bandwidth_bound_tokens_per_s"] == pytest.approx(18e9 / BYTES)
+    assert m["pct_of_bandwidth_bound"] == pytest.approx(40 / (18e9 / BYTES))
+    assert m["bound_bandwidth_source"].startswith("measured")
+    assert m["prefill_flops_per_s"] == pytest.approx(2.8e11) and m["prefill_mfu"] == pytest.approx(0.7)
+    spec = metrics()
+    add_generation_bounds(spec, CASE, fingerprint(spec=50e9))
+    assert spec["bound_bandwidth"] == 50e9 and "spec" in spec["bound_bandwidth_source"]
+    assert spec["prefill_mfu"] is None             # no peak known: n/a, never a guess
+
+
+def test_no_bandwidth_known_is_na_with_the_reason():
+    m = metrics()
+    add_generation_bounds(m, CASE, fingerprint())
+    assert "pct_of_bandwidth_bound" not in m and "xpubench ceilings" in m["bandwidth_bound_note"]
+
+
+def test_a_share_above_100_percent_is_a_defect_never_stored():
+    m = metrics(tg=200.0)                           # 200 tok/s x 270 MB = 54 GB/s against 18 GB/s
+    add_generation_bounds(m, CASE, fingerprint(measured=18e9))
+    assert "pct_of_bandwidth_bound" not in m
+    assert m["bandwidth_bound_note"].startswith("a defect, not printed: decode ran at 200.0 tokens/s")
+    assert llm.bound_cell(m) == "n/a (>100%: a defect)"
+    lines = llm.answer_lines(loaded(result(tg=200.0)).frame)
+    assert lines == [("for smollm-135m generation, torch cpu bf16: 200 tok/s, share of the bandwidth bound n/a "
+                      "(above 100%: the bytes per token or the bandwidth are wrong)")]
+
+
+def result(precision: str = "bf16", batch: int = 1, tg: float = 40.0, backend: str = "torch") -> Result:
+    case = {**CASE, "precision": precision, "batch_size": batch, "backend": backend,
+            "key": f"llama/{backend}/cpu/generate/{precision}/b{batch}", "run_id": f"{backend}{precision}{batch}"}
+    return Result(case=case, status="ok", metrics=metrics(tg, weight_format=precision),
+                  samples={"decode_token_s": [1 / tg] * 6, "prefill_s": [0.5, 0.5]},
+                  fingerprint=fingerprint(measured=18e9))
+
+
+def loaded(*results: Result) -> ResultSet:
+    return ResultSet.load([dataclasses.replace(r) for r in analyse(list(results))])
+
+
+def test_one_table_per_weight_format_and_the_answer_line():
+    data = loaded(result("fp32", tg=20.0), result("bf16", tg=40.0), result("bf16", tg=30.0, backend="jax"))
+    tables = section("llm").shown_tables(data, report=True)
+    assert [t.title.split(" ")[0] for t in tables] == ["fp32", "bf16"]
+    cells = tables[1].frame()
+    assert list(cells["tg (tok/s)"]) == ["30.0 (tg128)", "40.0 (tg128)"]       # jax, torch
+    assert cells["of bw bound"].iloc[1] == f"{40 / (18e9 / BYTES):.0%}"
+    lines = answer_lines(data)
+    assert f"- for smollm-135m generation, torch cpu bf16: 40.0 tok/s, {40 / (18e9 / BYTES):.0%} of the bandwidth " \
+           "bound" in lines
+
+
+def test_files_without_a_language_model_have_no_such_line_nor_table():
+    gpt = result()
+    gpt.metrics.pop("decode_bytes_per_token")
+    for data in (loaded(gpt), loaded(dataclasses.replace(gpt, status="skipped"))):
+        assert llm.answer_lines(data.frame) == [] and llm.format_tables(data.frame) == []
+        assert llm.batch_chart(data.frame) is None
+
+
+def test_the_batch_chart_needs_a_sweep():
+    assert llm.batch_chart(loaded(result(batch=1)).frame) is None
+    chart = llm.batch_chart(loaded(result(batch=1), result(batch=2, tg=70.0), result(batch=4, tg=120.0)).frame)
+    assert chart is not None and chart.png.startswith(b"\x89PNG")
+
+
+def test_a_generation_run_asks_for_the_bandwidth_even_for_int8():
+    case = Case(workload="llama", backend="torch", device="cpu", mode="generate", precision="int8", batch_size=1)
+    assert wanted([case]) == {("torch", "cpu"): []}
+    assert wanted([dataclasses.replace(case, precision="bf16")]) == {("torch", "cpu"): ["bf16"]}
