@@ -8,6 +8,7 @@
 - The small real datasets: ``SHARED_DATASETS`` (``shared/datasets`` beside the checkout, the first such
   folder above tests/) and ``shared_dataset(name)``; the fixtures ``shared_datasets`` and ``mnist_dir``
   skip a test where they are absent.
+- ``one_thread_workers``: worker processes started by the test run one CPU thread per kernel library.
 - The results files the report and compare tests read (real small runs, made once per session by
   tests/report_runs.py): the fixtures ``report_base_file`` and ``report_slow_file`` (both slow to make).
 """
@@ -43,6 +44,16 @@ def mnist_dir(shared_datasets) -> Path:
     if not (path / "t10k-images-idx3-ubyte.gz").exists():
         pytest.skip(f"{path} holds no MNIST files")
     return path
+
+
+@pytest.fixture
+def one_thread_workers(monkeypatch) -> None:
+    """One CPU thread per kernel library in the worker processes the test starts (as tests/report_runs.py
+    runs): two OpenMP threads on the 2 shared cores stall when other processes compete (a torch GRU
+    training case took 60-156 s with two threads against 10-12 s with one, at load ~5). For tests about
+    what a run records, not how fast it runs."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.setenv(name, "1")
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ def build():
     torch.manual_seed(0)
     return {"model": nn.Linear(8, 2), "input_shape": (8,), "task": "classes:2"}
 """
-SLEEPY = 'selftest = [{behaviour = "sleep", seconds = 40.0}]\nbackend = ["numpy"]\nprocesses = 1\n'
+SLEEPY = 'selftest = [{behaviour = "sleep", seconds = 1.0}]\nbackend = ["numpy"]\nprocesses = 1\n'
 
 
 @pytest.fixture
@@ -79,7 +80,9 @@ def test_default_names_never_collide(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_runs_started_together_on_one_output(tmp_path):
     """Two `xpubench run -o r.jsonl` at once: one is refused in one line, the file holds the other's results
-    only, and the plan is the survivor's (before the lock, the second overwrote the first's plan)."""
+    only, and the plan is the survivor's (before the lock, the second overwrote the first's plan).
+    The first run is stopped (SIGSTOP) from the moment its plan exists until the second has ended, so
+    the two overlap however slowly either starts, and the first's case need not sleep long."""
     out, config = tmp_path / "r.jsonl", tmp_path / "sleepy.toml"
     config.write_text(SLEEPY)
     cmd = [sys.executable, "-m", "xpubench", "run", "--no-progress", "-o", str(out)]
@@ -87,8 +90,13 @@ def test_two_runs_started_together_on_one_output(tmp_path):
     deadline = time.monotonic() + 120
     while not runfile.plan_path(out).exists() and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.05)
-    second = subprocess.run([*cmd, "--selftest", "ok,raise", "-b", "numpy"], capture_output=True, text=True,
-                            timeout=300, check=False)
+    assert runfile.plan_path(out).exists(), first.communicate(timeout=300)
+    os.kill(first.pid, signal.SIGSTOP)   # it holds the lock (taken before the plan is written) while stopped
+    try:
+        second = subprocess.run([*cmd, "--selftest", "ok,raise", "-b", "numpy"], capture_output=True, text=True,
+                                timeout=300, check=False)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert second.returncode == 2 and "Traceback" not in second.stderr

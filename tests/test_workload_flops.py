@@ -80,7 +80,7 @@ def jax_flops_per_sample(name: str, spec: WorkloadSpec) -> float:
     if hasattr(model, "unroll"):
         model = model.copy(unroll=True)  # count every step, not the loop body once (see above)
     x = sample_input(spec)
-    variables = model.init(jax.random.key(0), x, train=False)
+    variables = jax.eval_shape(lambda: model.init(jax.random.key(0), x, train=False))  # lowering needs shapes only
     compiled = jax.jit(lambda v, x: model.apply(v, x, train=False)).lower(variables, x).compile()
     return xla_flops(compiled) / BATCH
 
@@ -153,7 +153,7 @@ def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
     if hasattr(jmodel, "unroll"):
         jmodel = jmodel.copy(unroll=True)
     xs = sample_input(spec)
-    variables = jmodel.init(jax.random.key(0), xs, train=False)
+    variables = jax.jit(lambda key, x: jmodel.init(key, x, train=False))(jax.random.key(0), xs)
     rest = {k: v for k, v in variables.items() if k != "params"}
 
     def loss(params, x):
