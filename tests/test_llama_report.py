@@ -45,7 +45,13 @@ def test_the_share_uses_the_measured_bandwidth_before_the_spec():
     add_generation_bounds(m, CASE, fingerprint(measured=18e9, spec=50e9))
     assert m["bandwidth_bound_tokens_per_s"] == pytest.approx(18e9 / BYTES)
     assert m["pct_of_bandwidth_bound"] == pytest.approx(40 / (18e9 / BYTES))
-    assert m["bound_bandwidth_source"].startswith("measured")
+    assert m["bound_bandwidth_source"].startswith("measured (torch's copy/triad")
+    faster = fingerprint(measured=18e9)
+    faster["ceilings"]["bandwidth"]["jax/cpu"] = {"bytes_per_s": 24e9}       # the device's: the fastest backend's
+    faster["ceilings"]["bandwidth"]["jax/gpu:0"] = {"bytes_per_s": 3e12}     # another device: not this one's
+    m2 = metrics()
+    add_generation_bounds(m2, CASE, faster)
+    assert m2["bound_bandwidth"] == 24e9 and m2["bound_bandwidth_source"].startswith("measured (jax's")
     assert m["prefill_flops_per_s"] == pytest.approx(2.8e11) and m["prefill_mfu"] == pytest.approx(0.7)
     spec = metrics()
     add_generation_bounds(spec, CASE, fingerprint(spec=50e9))

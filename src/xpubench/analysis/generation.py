@@ -6,9 +6,10 @@
 - **tg against its bandwidth bound** (``pct_of_bandwidth_bound``): decode at batch B reads every weight
   once per step and each sequence's KV cache, ``decode_bytes_per_token`` per generated token
   (workloads/llama/costs.py); at a memory bandwidth W no decode can exceed W / those bytes tokens/s
-  (``bandwidth_bound_tokens_per_s``). W is the bandwidth measured for this backend and device
-  (``xpubench ceilings``: STREAM copy/triad, recorded in the run's fingerprint), else the device's
-  spec bandwidth (the environment record), else unknown: the share is then n/a, with the reason.
+  (``bandwidth_bound_tokens_per_s``). W is the fastest bandwidth any backend measured on this device
+  (``xpubench ceilings``: STREAM copy/triad, recorded in the run's fingerprint; the frameworks' copy
+  kernels differ, the memory is the device's), else the device's spec bandwidth (the environment
+  record), else unknown: the share is then n/a, with the reason.
   A share above 100% is a defect (the bytes are undercounted or the bandwidth is wrong): it is never
   stored, and ``bandwidth_bound_note`` says what was found.
 """
@@ -21,12 +22,15 @@ from xpubench.backends.peaks import device_record
 
 
 def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
-    """(bytes/s, where it came from) for the case's backend and device: measured, else spec, else (None, None)."""
-    key = f"{case.get('backend')}/{case.get('device')}"
-    measured = ((((fp.get("ceilings") or {}).get("bandwidth") or {}).get(key)) or {}).get("bytes_per_s")
+    """(bytes/s, where it came from) for the case's device: the fastest any backend measured on it (memory
+    bandwidth is the device's; a framework's copy kernel only reaches part of it), else its spec, else
+    (None, None)."""
+    measured = {key: entry for key, entry in (((fp.get("ceilings") or {}).get("bandwidth")) or {}).items()
+                if key.split("/", 1)[-1] == case.get("device") and (entry or {}).get("bytes_per_s")}
     if measured:
-        written = (((fp.get("ceilings") or {}).get("bandwidth") or {}).get(key) or {}).get("written")
-        return float(measured), "measured (xpubench ceilings" + (f", {written})" if written else ")")
+        key, entry = max(measured.items(), key=lambda item: item[1]["bytes_per_s"])
+        written = f", {entry['written']}" if entry.get("written") else ""
+        return float(entry["bytes_per_s"]), f"measured ({key.split('/')[0]}'s copy/triad, xpubench ceilings{written})"
     spec = device_record(fp, str(case.get("backend")), str(case.get("device"))).get("memory_bandwidth")
     if spec:
         return float(spec), "the device's spec bandwidth (no measured one recorded)"
