@@ -199,9 +199,12 @@ def test_jax_train_mode(name: str) -> None:
     spec = wl.spec
     model = wl.models["jax"](spec)
     x = sample_input(spec)
-    variables = model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x, train=False)
+    # jitted: one program each (eagerly, every op of the ResNet compiles on its own)
+    variables = jax.jit(lambda x: model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x,
+                                             train=False))(x)
     mutable = [k for k in variables if k != "params"]
-    out, updates = model.apply(variables, x, train=True, rngs={"dropout": jax.random.key(2)}, mutable=mutable)
+    out, updates = jax.jit(lambda v, x: model.apply(v, x, train=True, rngs={"dropout": jax.random.key(2)},
+                                                    mutable=mutable))(variables, x)
     assert out.shape == (BATCH, spec.num_outputs)
     assert set(updates) == set(mutable)
     if mutable:  # running statistics moved towards the batch's
