@@ -31,6 +31,7 @@ def results(path) -> dict:
     return {(r.case["backend"], r.case["mode"]): r for r in analysis.load([path])[0].results}
 
 
+@pytest.mark.slow
 def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys):
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--weights", str(checkpoint), "-b", "torch,jax", "-p", "int8", "--processes", "1",
@@ -53,6 +54,7 @@ def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_p
         assert m.get("pct_of_bandwidth_bound") is None or 0 < m["pct_of_bandwidth_bound"] <= 1
 
 
+@pytest.mark.slow
 def test_training_through_the_loop_in_both_frameworks(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('[run]\nworkload = "llama"\nmode = "train"\nbackend = ["torch", "jax"]\nepochs = 2\n'
