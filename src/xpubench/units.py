@@ -15,6 +15,13 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:,.1f} TiB"
 
 
+def fmt_decimal_bytes(n: float) -> str:
+    """Decimal units, as memory sizes are sold and model cards give them: 16.1 GB, 84 MB, 513 kB."""
+    if n >= 1e9:
+        return f"{n / 1e9:,.1f} GB"
+    return f"{n / 1e6:,.0f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
+
+
 def fmt_flops(rate: float | None) -> str:
     """FLOP/s with the unit that keeps 3-4 significant digits: 143.7 GFLOP/s, 989.4 TFLOP/s."""
     if rate is None:

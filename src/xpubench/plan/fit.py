@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpubench.plan.defaults import device_memory
+from xpubench.units import fmt_decimal_bytes as gb
 from xpubench.workloads import REGISTRY, get_workload
 
 HEADROOM = 0.10
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:,.1f} GB"
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class Fit:
         if self.memory is None:
             return f"{self.need.explain()}; the memory of {self.device} is unknown here: not checked"
         verdict = "fits" if self.fits else "does not fit"
-        return (f"{self.need.explain()}; {self.device} has {_gb(self.memory)}, {_gb(self.usable)} usable "
+        return (f"{self.need.explain()}; {self.device} has {gb(self.memory)}, {gb(self.usable)} usable "
                 f"({HEADROOM:.0%} kept for the framework and the rest of the system): {verdict}")
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xpubench.units import fmt_decimal_bytes as gb  # re-exported: costs.gb
 from xpubench.workloads.llama.config import LlamaConfig
 
 FORMATS = ("fp32", "bf16", "fp16", "int8")
@@ -164,13 +165,6 @@ class MemoryNeed:
             parts.append(f"int8 dequantisation {gb(self.dequant_scratch)}")
         return (f"{self.model} {self.fmt} needs {gb(self.total)}: {' + '.join(parts)} (batch {self.batch}, "
                 f"prompt {self.prompt_len}, {self.new_tokens} new tokens)")
-
-
-def gb(n: float) -> str:
-    """Decimal units, one decimal in GB: 16.1 GB, 84 MB, 513 kB."""
-    if n >= 1e9:
-        return f"{n / 1e9:,.1f} GB"
-    return f"{n / 1e6:,.0f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
 
 
 def memory_needed(cfg: LlamaConfig, fmt: str, batch: int, prompt_len: int, new_tokens: int, *,
