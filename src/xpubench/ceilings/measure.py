@@ -105,7 +105,7 @@ def ceilings_for(env: dict[str, Any], backend: str, device: str, precisions: Seq
     bw = cache.cached_bandwidth(entry, backend, device)
     if entry and all(found.values()) and (bw or not with_bandwidth):
         return {"ceilings": found, "bandwidth": bw, "source": "cache", "cache_note": None}
-    missing = [p for p, c in found.items() if c is None] or list(precisions)
+    missing = [p for p, c in found.items() if c is None]   # none: the bandwidth alone is measured
     spec = _spec_bandwidth(env, backend, device)
     measured, bw_new = measure_in_subprocess(backend, device, missing, budget_s=budget_s,
                                              with_bandwidth=with_bandwidth and bw is None, spec_bytes_per_s=spec)

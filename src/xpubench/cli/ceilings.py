@@ -5,6 +5,7 @@ ceilings that ``xpubench env`` prints.
     xpubench ceilings -b torch -p fp32,bf16 --budget 20
     xpubench ceilings --show               # what the cache holds for this machine, measure nothing
     xpubench ceilings --refresh            # measure again even when cached
+    xpubench ceilings --bandwidth-only     # copy / triad GB/s alone
     xpubench ceilings --dry-run -p bf16 --env-file tests/data/machines/h100-sxm.json   # plan another machine
 
 A run ranks its results against the cached figures (docs/ceilings.md); without them "% of ceiling"
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("-p", "--precision", default="fp32", help="comma list (default fp32)")
     p.add_argument("--budget", type=float, default=None, help="seconds per precision (default 30 on a CPU)")
     p.add_argument("--no-bandwidth", action="store_true", help="skip the copy / triad bandwidth")
+    p.add_argument("--bandwidth-only", action="store_true", help="only the copy / triad bandwidth (no matmul search)")
     p.add_argument("--refresh", action="store_true", help="measure again even when cached")
     p.add_argument("--show", action="store_true", help="only print what the cache holds for this machine")
     p.add_argument("--json", action="store_true", help="print the cached rows as JSON")
@@ -69,12 +71,12 @@ def _plan(env: dict, args: argparse.Namespace) -> list[tuple[str, str, list[str]
     for b in backends:
         if b not in installed:
             raise UserError(f"no ceiling for backend {b!r} here (installed with an adapter: {', '.join(installed)})")
-    precisions = _split(args.precision) or ["fp32"]
+    precisions = [] if args.bandwidth_only else _split(args.precision) or ["fp32"]
     planned = []
     for b in backends:
         for device in _split(args.device) or [d["id"] for d in env["backends"][b].get("devices", [])]:
             usable = [p for p in precisions if p in precisions_of(b)]
-            if usable:
+            if usable or args.bandwidth_only:
                 planned.append((b, device, usable))
     return planned
 
@@ -109,11 +111,13 @@ def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
     env = load_environment(args.env_file) if args.env_file else environment()
     if args.budget is not None and not args.budget > 0:
         raise UserError(f"--budget must be > 0 seconds, got {args.budget}")
+    if args.bandwidth_only and args.no_bandwidth:
+        raise UserError("--bandwidth-only and --no-bandwidth leave nothing to measure: give one of them")
     planned = [] if args.show else _plan(env, args)
     if args.dry_run:
         return _dry_run(env, planned, args, console)
     for b, device, usable in planned:
-        console.print(f"{b} {device}: {', '.join(usable)} ...", highlight=False)
+        console.print(f"{b} {device}: {', '.join(usable) or 'bandwidth'} ...", highlight=False)
         got = ceilings_for(env, b, device, usable, budget_s=args.budget, refresh=args.refresh,
                            with_bandwidth=not args.no_bandwidth)
         console.print(f"  {got['source']}" + (f" ({got['cache_note']})" if got["cache_note"] else ""),
@@ -135,7 +139,9 @@ def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Consol
     where = f"the machine {args.env_file} describes" if args.env_file else "this machine"
     console.print(f"Dry run for {where}: nothing is measured, nothing is written.", highlight=False)
     for b, device, usable in planned:
-        what = ", ".join(usable) + " matmul ceiling" + ("" if args.no_bandwidth else " and copy/triad bandwidth")
+        what = " and ".join(filter(None, (usable and ", ".join(usable) + " matmul ceiling",
+                                          not args.no_bandwidth and "copy/triad bandwidth")))
         console.print(f"{b} {device}: would measure the {what}", highlight=False)
-        console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", highlight=False)
+        if usable:
+            console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", highlight=False)
     return 0
