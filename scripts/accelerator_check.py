@@ -151,6 +151,7 @@ class Check:
             env_step.status, env_step.reason, env = "failed", f"env.json unreadable: {exc}", None
         self.env = env or {}
         self.folder = self.out / (device_folder(env) if env else "unknown-device")
+        self.folder.mkdir(parents=True, exist_ok=True)
         _clear(self.folder)
         for path in staging.iterdir():
             os.replace(path, self.folder / path.name)

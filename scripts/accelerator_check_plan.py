@@ -21,10 +21,11 @@ CHILD_S = 10.0            # one ceiling child process's start: a framework's imp
 REPORT_S = 15.0           # `xpubench report` of a small results file
 ACCEL_KINDS = ("gpu", "tpu", "mps")
 NEEDS_DEVICE = "needs a GPU, TPU or Apple GPU (none found here)"
+OLDEST = {"torch": (2, 6), "jax": (0, 5)}   # the oldest releases whose APIs the steps' code paths use
 TRAIN_WORKLOAD = "cifar10_resnet"   # ResNet-20 at batch 1024: a real convolutional training step
 # (share, least, most) in seconds: at 8 minutes the shares are the planned seconds themselves
-SHARES = {"env": (40, 10, 90), "doctor": (75, 30, 240), "matmul": (100, 40, 600), "bandwidth": (35, 20, 120),
-          "train": (85, 45, 900), "llama": (85, 45, 900), "tests": (55, 30, math.inf)}
+SHARES = {"env": (55, 20, 120), "doctor": (75, 30, 240), "matmul": (95, 40, 600), "bandwidth": (30, 15, 120),
+          "train": (85, 45, 900), "llama": (85, 45, 900), "tests": (50, 30, math.inf)}
 WHAT = {"env": "what xpubench sees: devices, peaks, frameworks",
         "doctor": "placement, timing, precision, ceiling, memory, compile, known-good",
         "matmul": "bf16 and fp32 matmul ceilings against the published known-good figures",
@@ -109,7 +110,7 @@ def plan(env: dict, py: str) -> list[Step]:
     """The steps for the machine ``env`` describes, in order; device steps carry the device's facts."""
     xb = [py, "-m", "xpubench"]
     found = accelerator(env)
-    steps = [Step("env", False, lambda limit: [Command([*xb, "env", "--json"], "env.json")])]
+    steps = [Step("env", False, lambda limit: [Command([*xb, "env", "--json"], "env.json")], note=too_old(env))]
     kind, record, backends = found if found else ("gpu", {}, [])
     device = record.get("id", kind)
     on_device = ["-b", ",".join(backends), "-d", kind] if found else []
@@ -120,7 +121,7 @@ def plan(env: dict, py: str) -> list[Step]:
         return [Command([*xb, "ceilings", "-b", ",".join(backends), "-d", device, "-p", "bf16,fp32",
                          "--no-bandwidth", "--refresh", "--budget", f"{per:.0f}"], "ceilings.txt")]
 
-    steps.append(Step("matmul", True, matmul))
+    steps.append(Step("matmul", True, matmul, note=_known_good(record, backends)))
     steps.append(Step("bandwidth", True, lambda limit: [
         Command([*xb, "ceilings", "-b", ",".join(backends), "-d", device, "--bandwidth-only", "--refresh", "--json"],
                 "ceilings.json")]))
@@ -147,6 +148,25 @@ def plan(env: dict, py: str) -> list[Step]:
         if step.needs_device and not found:
             step.status, step.reason = "skipped", NEEDS_DEVICE
     return steps
+
+
+def too_old(env: dict) -> str:
+    """Which installed framework is older than OLDEST (its steps may fail there), or ""."""
+    from xpubench.devices.precisions import release
+
+    old = [f"{b} {info.get('version')} (oldest supported {'.'.join(map(str, OLDEST[b]))})"
+           for b, info in env.get("backends", {}).items() if b in OLDEST and info.get("installed")
+           and (release(info.get("version")) or (0,))[:2] < OLDEST[b]]
+    return ("older than supported: " + ", ".join(old)) if old else ""
+
+
+def _known_good(record: dict, backends: list[str]) -> str:
+    """What the matmul ceilings will be compared with (devices/knowngood.py), one line."""
+    from xpubench.devices import knowngood
+
+    if not record:
+        return ""
+    return knowngood.planned(record, "torch" if "torch" in backends else backends[0], ["bf16", "fp32"])
 
 
 def _model_precision(env: dict, backend: str, device: str) -> str:
@@ -176,10 +196,11 @@ def job_budget(minutes: float | None, environ: dict, now: float) -> tuple[float,
 
 def allot(name: str, later: list[str], left_s: float) -> float:
     """A step's seconds: its share of the time left (less RESERVE_S) among it and the steps still to run
-    after it (``later``: their names), at most its cap. Time a step did not use goes to the later ones."""
-    share, _, most = SHARES[name]
+    after it (``later``: their names), raised to its least where the time left allows (the earlier step
+    is the more valuable one), at most its cap. Time a step did not use goes to the later ones."""
+    share, least, most = SHARES[name]
     usable = max(left_s - RESERVE_S, 0.0)
-    return min(most, usable * share / (share + sum(SHARES[n][0] for n in later)))
+    return min(most, usable, max(least, usable * share / (share + sum(SHARES[n][0] for n in later))))
 
 
 def schedule(steps: list[Step], budget_s: float, nominal: bool = False) -> None:
@@ -211,12 +232,13 @@ def render_plan(steps: list[Step], budget_s: float, source: str, env: dict) -> s
     """The plan as a table: each step's planned seconds (every step using its whole share) and the total
     against the budget."""
     lines = [f"accelerator check plan for {machine_line(env)}", f"budget {budget_s:.0f} s: {source}", "",
-             f"{'step':<10} {'planned s':>9}  what"]
+             f"{'step':<10} {'planned s':>9}  what (a step already done: the seconds it took)"]
     for s in steps:
-        planned = f"{s.planned_s:.0f}" if s.status == "pending" else "-"
-        said = WHAT[s.name] + (f" [{s.status}: {s.reason}]" if s.status != "pending" else "")
+        done = s.seconds if s.seconds is not None else 0 if s.status != "pending" else None
+        planned = f"{s.planned_s:.0f}" if done is None else f"{done:.0f}"
+        said = WHAT[s.name] + ("" if done is None else f" [{s.status}" + (f": {s.reason}]" if s.reason else "]"))
         lines.append(f"{s.name:<10} {planned:>9}  {said}" + (f" ({s.note})" if s.note else ""))
-    total = sum(s.planned_s or 0 for s in steps if s.status == "pending")
+    total = sum((s.planned_s or 0) if s.status == "pending" else (s.seconds or 0) for s in steps)
     verdict = "fits" if total <= budget_s else "DOES NOT FIT"
     lines.append(f"{'total':<10} {total:>9.0f}  of {budget_s:.0f} s ({budget_s / 60:g} minutes): {verdict}")
     return "\n".join(lines) + "\n"

@@ -3,6 +3,10 @@
 - Tests marked ``gpu``, ``tpu`` or ``mps`` run only where such a device exists (docs/accelerators.md):
   detection runs once, in a child process (so pytest itself never initialises CUDA or takes the TPU),
   and only when such tests are still selected after ``-m``.
+- Plain pytest is enough (a compute node's site install): the suite is shuffled (pytest-random-order)
+  with a 600 s limit per test (pytest-timeout) only where those plugins are installed, and a test module
+  that imports an optional package that is absent (a framework, the test extra's hypothesis or
+  transformers) is skipped saying which, instead of stopping the collection.
 - ``slow`` (registered in pyproject.toml) marks every test that trains a model or starts worker
   processes: ``python -m pytest -m "not slow"`` is the quick loop.
 - The small real datasets: ``SHARED_DATASETS`` (``shared/datasets`` beside the checkout, the first such
@@ -16,11 +20,14 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
 
 DEVICE_MARKS = ("gpu", "tpu", "mps")
+TEST_TIMEOUT_S = 600   # per test, where pytest-timeout is installed
+OPTIONAL_PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "hypothesis", "transformers")
 _TESTS = Path(__file__).resolve().parent
 SHARED_DATASETS = next((p / "shared" / "datasets" for p in _TESTS.parents if (p / "shared" / "datasets").is_dir()),
                        _TESTS.parents[1] / "shared" / "datasets")   # repo_root.parent / shared where absent
@@ -86,6 +93,33 @@ def machine_environment() -> dict:
 def device_kinds(env: dict, backend: str | None = None) -> set[str]:
     return {d["kind"] for name, info in env.get("backends", {}).items() if backend in (None, name)
             for d in info.get("devices", [])}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """The test extra's plugins, where installed: a shuffled order (pytest-random-order; off with
+    ``-p no:random_order`` or ``--random-order-bucket=none``) and TEST_TIMEOUT_S per test (pytest-timeout;
+    ``--timeout`` overrides). Not in pyproject's addopts: without the plugins pytest would refuse them."""
+    if config.pluginmanager.hasplugin("random_order"):
+        config.option.random_order_enabled = True
+    if config.pluginmanager.hasplugin("timeout") and config.getoption("timeout", default=None) is None:
+        config.option.timeout = TEST_TIMEOUT_S
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A test module that cannot be imported because an optional package (OPTIONAL_PACKAGES) is not
+    installed is skipped with that reason; any other import error stays an error."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and isinstance(collector, pytest.Module):
+        text = str(report.longrepr)
+        missing = re.search(r"No module named '([\w.]+)'", text)
+        if missing and missing.group(1).split(".")[0] in OPTIONAL_PACKAGES:
+            line = re.search(rf"{re.escape(collector.path.name)}:(\d+): in <module>", text)
+            report.outcome = "skipped"
+            report.longrepr = (str(collector.path), int(line.group(1)) if line else 0,
+                               f"Skipped: needs {missing.group(1)}, not installed here")
 
 
 @pytest.hookimpl(trylast=True)

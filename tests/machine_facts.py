@@ -1,4 +1,4 @@
-"""What four accelerator machines' frameworks report, as objects with the same fields, and the
+"""What six accelerator machines' frameworks report, as objects with the same fields, and the
 ``xpubench env --json`` record xpubench's detection builds from them (tests/data/machines/*.json).
 
 The device strings are the ones these stacks really report (sources in tests/data/machines/README.md):
@@ -39,6 +39,9 @@ def _host(hostname, os_name, model, vendor, family, logical, physical, flags, me
 
 H100_PROPS = SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=81090 * MiB,
                              multi_processor_count=132)
+H200_PROPS = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=143156 * MiB, multi_processor_count=132)
+A100_PROPS = SimpleNamespace(name="NVIDIA A100-SXM4-80GB", major=8, minor=0, total_memory=84_987_740_160,
+                             multi_processor_count=108)
 MI300X_PROPS = SimpleNamespace(name="AMD Instinct MI300X", major=9, minor=4, gcnArchName="gfx942:sramecc+:xnack-",
                                total_memory=196288 * MiB, multi_processor_count=304)
 SAPPHIRE_RAPIDS = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
@@ -55,6 +58,34 @@ def h100_sxm() -> dict:
     return _environment(host, torch={"version": "2.4.1+cu124", "cuda_version": "12.4", "hip_version": None,
                                      "cudnn_version": 90100, "gpus": [H100_PROPS] * 8, "driver": "550.54.15"},
                         jax={"version": "0.4.35", "platform": "gpu", "devices": gpus, "driver": "550.54.15"})
+
+
+def h200_sxm() -> dict:
+    """8 x H200 SXM (a DGX/HGX H200 node) as a site installs it, a few releases behind: torch 2.6.0+cu126
+    and jax 0.5.3 with jax-cuda12-plugin, flax and optax (the oldest releases the accelerator check supports)."""
+    host = _host("h200-node", "Linux-5.15.0-122-generic-x86_64-with-glibc2.35", "Intel(R) Xeon(R) Platinum 8480C",
+                 "GenuineIntel", 6, 224, 112, SAPPHIRE_RAPIDS, 2 * 1024**4, mhz=3800.0)
+    gpus = [JaxDevice(platform="gpu", device_kind="NVIDIA H200", compute_capability="9.0", core_count=132,
+                      id=i, process_index=0, stats={"bytes_limit": int(0.75 * 143156 * MiB)}) for i in range(8)]
+    return _environment(host, torch={"version": "2.6.0+cu126", "cuda_version": "12.6", "hip_version": None,
+                                     "cudnn_version": 90501, "gpus": [H200_PROPS] * 8, "driver": "560.35.03"},
+                        jax={"version": "0.5.3", "platform": "gpu", "devices": gpus, "driver": "560.35.03"},
+                        packages={"torch": "2.6.0+cu126", "jax": "0.5.3", "jaxlib": "0.5.3", "flax": "0.10.4",
+                                  "optax": "0.2.4", "keras": None})
+
+
+def a100_sxm4() -> dict:
+    """8 x A100 SXM4 80GB (a DGX A100 node): torch 2.7.1+cu126 and jax 0.6.2 with jax-cuda12-plugin, but no
+    flax or optax (the site installed jax alone): JAX measures its ceilings, its models are left out."""
+    host = _host("a100-node", "Linux-5.4.0-216-generic-x86_64-with-glibc2.31", "AMD EPYC 7742 64-Core Processor",
+                 "AuthenticAMD", 23, 256, 128, {"sse4_2", "avx", "avx2", "fma"}, 1024**4, mhz=2250.0)
+    gpus = [JaxDevice(platform="gpu", device_kind="NVIDIA A100-SXM4-80GB", compute_capability="8.0", core_count=108,
+                      id=i, process_index=0, stats={"bytes_limit": int(0.75 * 84_987_740_160)}) for i in range(8)]
+    return _environment(host, torch={"version": "2.7.1+cu126", "cuda_version": "12.6", "hip_version": None,
+                                     "cudnn_version": 90501, "gpus": [A100_PROPS] * 8, "driver": "570.133.20"},
+                        jax={"version": "0.6.2", "platform": "gpu", "devices": gpus, "driver": "570.133.20"},
+                        packages={"torch": "2.7.1+cu126", "jax": "0.6.2", "jaxlib": "0.6.2", "flax": None,
+                                  "optax": None, "keras": None})
 
 
 def tpu_v5e_8() -> dict:
@@ -91,7 +122,7 @@ def apple_m2() -> dict:
                                      "cudnn_version": None, "gpus": [], "mps_memory": 11_453_251_584})
 
 
-def _environment(host: dict, torch: dict | None = None, jax: dict | None = None) -> dict:
+def _environment(host: dict, torch: dict | None = None, jax: dict | None = None, packages: dict | None = None) -> dict:
     """The record ``xpubench env --json`` prints on that machine, built by detection's own functions."""
     host_cpu = host["cpu"]
     backends = {"numpy": {"installed": True, "version": "1.26.4", "blas": "openblas 0.3.23",
@@ -113,10 +144,12 @@ def _environment(host: dict, torch: dict | None = None, jax: dict | None = None)
         backends["jax"] = {"installed": True, "version": jax["version"], "jaxlib_version": jax["version"],
                            "platform": jax["platform"],
                            "devices": records.jax_devices(found, host_cpu, _cpu_device, lambda: jax.get("driver"))}
-    return {"host": host, "backends": backends, "variables": {}}
+    record = {"host": host, "backends": backends, "variables": {}}
+    return record if packages is None else {**record, "packages": {"numpy": "1.26.4", **packages}}
 
 
-BUILDERS = {"h100-sxm": h100_sxm, "tpu-v5e-8": tpu_v5e_8, "mi300x": mi300x, "apple-m2": apple_m2}
+BUILDERS = {"h100-sxm": h100_sxm, "h200-sxm": h200_sxm, "a100-sxm4-80gb": a100_sxm4, "tpu-v5e-8": tpu_v5e_8,
+            "mi300x": mi300x, "apple-m2": apple_m2}
 
 
 def write_all() -> None:

@@ -1,13 +1,18 @@
-"""scripts/accelerator_check.sh, the first hour on a GPU or TPU: its plan for recorded machines, its
-behaviour on this CPU (device steps skipped with the reason, exit 0, its folder written), its step and
-total time limits. The dry runs take seconds; the real run on this CPU is marked slow."""
+"""scripts/accelerator_check.sh, the accelerator check of a short job: its plan for the recorded machines
+(every step in value order, the whole plan within 8 minutes), its budget (--minutes, SLURM_JOB_END_TIME),
+a fake device whose steps take too long on a fake clock (every step cut at its share, the check within
+its budget), a job killed at any step (summary.md / summary.json still say what finished), the process
+group killed at a step's limit, and plain pytest without the test extra's plugins. The real run on this
+CPU is marked slow."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,87 +20,249 @@ from machine_facts import MACHINES
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "accelerator_check.sh"
+sys.path.insert(0, str(ROOT / "scripts"))
+import accelerator_check as check_mod  # noqa: E402
+import accelerator_check_plan as plan_mod  # noqa: E402
+
+STEPS = ["env", "doctor", "matmul", "bandwidth", "train", "llama", "tests"]
+RECORDED = ["h100-sxm", "h200-sxm", "a100-sxm4-80gb", "mi300x", "tpu-v5e-8", "apple-m2"]
 
 
 def check(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHON=sys.executable, **(env_extra or {}))
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env,
+    env.pop("SLURM_JOB_END_TIME", None)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=300, env=env,
                           check=False, stdin=subprocess.DEVNULL)
 
 
-def module():
-    """The script's module, loaded fresh (a test may patch its limits)."""
-    spec = importlib.util.spec_from_file_location("accelerator_check", ROOT / "scripts" / "accelerator_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+def machine(name: str) -> dict:
+    return json.loads((MACHINES / f"{name}.json").read_text())
 
 
-def test_an_h100_is_planned_with_every_step_and_its_commands(tmp_path):
-    done = check("--dry-run", "--env-file", str(MACHINES / "h100-sxm.json"), "--out", str(tmp_path))
+def summary(folder: Path) -> dict:
+    return json.loads((folder / "summary.json").read_text())
+
+
+def test_an_h100_is_planned_in_value_order_within_8_minutes(tmp_path):
+    done = check("--dry-run", "--minutes", "8", "--env-file", str(MACHINES / "h100-sxm.json"), "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "nvidia-h100-80gb-hbm3"
-    summary = json.loads((folder / "summary.json").read_text())
-    assert [s["name"] for s in summary["steps"]] == ["env", "doctor", "tests", "default", "ceilings", "sweep"]
-    assert {s["status"] for s in summary["steps"]} == {"dry run"}
-    logs = "\n".join(line for s in summary["steps"] for line in s["logs"])
-    assert "-m pytest -m gpu -ra" in logs and "xpubench doctor --json" in logs
-    assert "xpubench ceilings -b torch,jax -d gpu:0 -p fp32,bf16" in logs
-    assert f"-o {folder}/default.jsonl" in logs and "-d gpu --mode train,infer --quick" in logs
+    data = summary(folder)
+    assert [s["name"] for s in data["steps"]] == STEPS and {s["status"] for s in data["steps"]} == {"dry run"}
+    assert data["budget_s"] == 480 and data["planned_s"] <= 480 and data["within_budget"]
+    logs = "\n".join(c for s in data["steps"] for c in s["commands"])
+    assert "xpubench doctor --json -b torch,jax -d gpu" in logs
+    assert "xpubench ceilings -b torch,jax -d gpu:0 -p bf16,fp32 --no-bandwidth --refresh --budget" in logs
+    assert "xpubench ceilings -b torch,jax -d gpu:0 --bandwidth-only --refresh --json" in logs
+    assert "run -w cifar10_resnet --mode train --quick -b torch,jax -d gpu:0 -p bf16 --processes 2" in logs
+    assert f"run -w llama -b torch,jax -d gpu:0 -p bf16 --processes 2 --budget 65 --no-progress -o {folder}" in logs
+    assert "-m pytest -o addopts= -p no:cacheprovider -p no:random_order -m gpu -ra -v tests/test_gpt.py " \
+           "tests/test_accelerators_e2e.py" in logs
     assert json.loads((folder / "env.json").read_text())["host"]["hostname"] == "h100-node"
     assert "DRY RUN" in (folder / "summary.md").read_text()
+    assert "794.5 TFLOP/s" in data["steps"][2]["note"] and "torch 2.4.1+cu124 (oldest supported 2.6)" in \
+        data["steps"][0]["note"]
+    assert "total            475  of 480 s (8 minutes): fits" in done.stdout
 
 
-def test_a_tpu_vm_is_checked_with_jax_only(tmp_path):
-    done = check("--dry-run", "--env-file", str(MACHINES / "tpu-v5e-8.json"), "--out", str(tmp_path))
-    logs = (tmp_path / "tpu-v5-lite" / "summary.md").read_text()
-    assert done.returncode == 0 and "-m pytest -m tpu" in logs and "ceilings -b jax -d tpu:0" in logs
-
-
-def test_on_this_cpu_the_device_steps_are_skipped_saying_why_and_it_ends_0(tmp_path):
-    done = check("--out", str(tmp_path), env_extra={"XPUBENCH_CHECK_DRY": "1"})   # detection runs, nothing else
-    assert done.returncode == 0, done.stderr
+@pytest.mark.parametrize("name", RECORDED)
+def test_every_recorded_machine_is_planned_within_8_minutes(name, tmp_path, capsys):
+    code = check_mod.main(["--dry-run", "--minutes", "8", "--env-file", str(MACHINES / f"{name}.json"),
+                           "--out", str(tmp_path)], environ={})
     (folder,) = tmp_path.iterdir()
-    steps = {s["name"]: s for s in json.loads((folder / "summary.json").read_text())["steps"]}
-    if any(d["kind"] != "cpu" for b in json.loads((folder / "env.json").read_text())["backends"].values()
-           for d in b.get("devices", [])):
-        pytest.skip("this machine has an accelerator")
-    assert folder.name.startswith("cpu-") and steps["env"]["status"] == "ok"
-    for name in ("tests", "default", "ceilings", "sweep"):
-        assert steps[name]["status"] == "skipped" and "needs a GPU, TPU or Apple GPU" in steps[name]["reason"]
-    assert "Skipped because they need a device: tests, default, ceilings, sweep." in done.stdout
+    data = summary(folder)
+    assert code == 0 and data["planned_s"] <= 480 and data["elapsed_s"] <= 480
+    for step in data["steps"]:
+        assert step["status"] == "dry run" and step["planned_s"] >= plan_mod.SHARES[step["name"]][1], step
+    assert ": fits" in capsys.readouterr().out
 
 
-def test_env_file_without_dry_run_is_refused(tmp_path):
+def test_each_machine_gets_its_frameworks_device_and_precision(tmp_path):
+    def commands(name: str) -> str:
+        steps = plan_mod.plan(machine(name), "py")
+        return "\n".join(" ".join(c.argv) for s in steps for c in s.build(60.0)) + "\n" + \
+            "\n".join(s.note for s in steps)
+
+    tpu = commands("tpu-v5e-8")
+    assert "ceilings -b jax -d tpu:0" in tpu and "run -w llama -b jax -d tpu:0 -p bf16" in tpu and "-m tpu" in tpu
+    m2 = commands("apple-m2")      # bf16 is emulated on the M2 and torch 2.4.1 cannot train fp16 on MPS
+    assert "-b torch -d mps -p fp32" in m2 and "doctor --json -b torch -d mps" in m2
+    a100 = commands("a100-sxm4-80gb")   # jax without flax/optax: ceilings yes, models no
+    assert "ceilings -b torch,jax -d gpu:0" in a100 and "-w llama -b torch -d gpu:0 -p bf16" in a100
+    assert "jax left out: its models need flax and optax (not installed)" in a100
+    assert "older than supported" not in commands("h200-sxm")
+    assert "ceilings -b torch,jax -d gpu:0" in commands("mi300x")
+
+
+def test_the_budget_comes_from_minutes_or_the_jobs_end(monkeypatch):
+    now = 1_800_000_000.0
+    assert plan_mod.job_budget(None, {}, now) == (480.0, "the default 8 minutes (no job end time found)")
+    assert plan_mod.job_budget(3, {"SLURM_JOB_END_TIME": "soon"}, now)[0] == 180
+    seconds, said = plan_mod.job_budget(None, {"SLURM_JOB_END_TIME": str(int(now) + 600)}, now)
+    assert seconds == 580 and "SLURM_JOB_END_TIME" in said
+    seconds, said = plan_mod.job_budget(15, {"SLURM_JOB_END_TIME": str(int(now) + 300)}, now)
+    assert seconds == 280 and "under --minutes 15" in said
+    assert plan_mod.job_budget(4, {"SLURM_JOB_END_TIME": str(int(now) + 3600)}, now)[0] == 240
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowDevice:
+    """A fake device whose every command runs past its limit: the clock moves to the limit, the command
+    writes part of its output and is "killed" (None). ``kill_at``: the job itself dies (SIGKILL: nothing
+    runs after) when that step's first command starts; ``stop_at``: a SIGTERM arrives there."""
+
+    def __init__(self, clock: FakeClock, kill_at: str | None = None, stop_at: str | None = None, ok=False):
+        self.clock, self.kill_at, self.stop_at, self.ok, self.calls = clock, kill_at, stop_at, ok, []
+
+    def __call__(self, argv, stdout: Path, log: Path, timeout_s: float, env: dict):
+        step = log.stem
+        self.calls.append((step, timeout_s))
+        if step == self.kill_at:
+            raise KeyboardInterrupt("SIGKILL")     # stands for the process vanishing: no handler runs
+        if step == self.stop_at:
+            raise check_mod.Stopped(signal.SIGTERM)
+        stdout.write_text(json.dumps([{"check": "placement", "status": "PASS"}]) if step == "doctor" else "partial")
+        if self.ok:
+            self.clock.now += 1.0
+            return 0
+        self.clock.now += timeout_s
+        return None
+
+
+def fake_check(tmp_path, device: SlowDevice, clock: FakeClock, budget_s: float = 480.0) -> check_mod.Check:
+    return check_mod.Check(machine("h100-sxm"), tmp_path, budget_s, "--minutes 8", py="py", clock=clock,
+                           runner=device, environ={})
+
+
+def test_a_device_whose_steps_take_too_long_is_cut_step_by_step_within_the_budget(tmp_path):
+    clock = FakeClock()
+    device = SlowDevice(clock)
+    code = fake_check(tmp_path, device, clock).run()
+    data = summary(tmp_path / "nvidia-h100-80gb-hbm3")
+    assert code == 0 and data["state"] == "finished" and data["elapsed_s"] <= 480 and data["within_budget"]
+    assert [s["status"] for s in data["steps"]] == ["cut"] * 7     # each killed at its limit, none skipped
+    for step, (name, timeout) in zip(data["steps"], device.calls):
+        assert step["name"] == name and step["seconds"] == step["limit_s"] == pytest.approx(timeout, abs=0.5)
+        assert "killed at its" in step["reason"]
+    assert sum(s["seconds"] for s in data["steps"]) <= 480 - plan_mod.RESERVE_S
+    assert (tmp_path / "nvidia-h100-80gb-hbm3" / "doctor.json").exists()
+
+
+def test_time_a_step_leaves_goes_to_the_next_and_a_step_that_cannot_fit_is_skipped_saying_why(tmp_path):
+    clock = FakeClock()
+    fast = fake_check(tmp_path, SlowDevice(clock, ok=True), clock)
+    fast.run()
+    steps = {s["name"]: s for s in summary(fast.folder)["steps"]}
+    assert steps["tests"]["limit_s"] > steps["tests"]["planned_s"] + 300     # what the others left
+    clock = FakeClock()
+    short = fake_check(tmp_path / "short", SlowDevice(clock), clock, budget_s=150)
+    short.run()
+    statuses = {s["name"]: (s["status"], s["reason"]) for s in summary(short.folder)["steps"]}
+    assert [statuses[n][0] for n in STEPS] == ["cut"] * 4 + ["skipped", "skipped", "cut"]   # the first ones first
+    assert "which needs at least 45 s" in statuses["train"][1] and summary(short.folder)["elapsed_s"] <= 150
+
+
+@pytest.mark.parametrize("at", STEPS)
+def test_a_job_killed_during_any_step_leaves_a_complete_summary(at, tmp_path):
+    clock = FakeClock()
+    run = fake_check(tmp_path, SlowDevice(clock, kill_at=at), clock)
+    with pytest.raises(KeyboardInterrupt):
+        run.run()
+    folder = tmp_path / "nvidia-h100-80gb-hbm3"
+    data = summary(folder)                          # what was on disk when the process died
+    index = STEPS.index(at)
+    assert [s["name"] for s in data["steps"]] == STEPS and data["state"] == f"running {at}"
+    assert [s["status"] for s in data["steps"]] == ["cut"] * index + ["running"] + ["pending"] * (6 - index)
+    assert all(s["planned_s"] for s in data["steps"][index:])        # what would have run, and for how long
+    md = (folder / "summary.md").read_text()
+    assert f"state: running {at} -- if the job has ended, it was killed during this step" in md
+    assert md.count("\n| ") == 8 and not list(folder.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("at", ["doctor", "llama"])
+def test_sigterm_during_a_step_ends_the_check_saying_so(at, tmp_path):
+    clock = FakeClock()
+    code = fake_check(tmp_path, SlowDevice(clock, stop_at=at), clock).run()
+    data = summary(tmp_path / "nvidia-h100-80gb-hbm3")
+    statuses = {s["name"]: s["status"] for s in data["steps"]}
+    assert code == 128 + signal.SIGTERM and data["state"] == f"stopped by SIGTERM during {at}"
+    assert statuses[at] == "stopped" and statuses["tests"] == "skipped"
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a killed process whose parent died may linger as a zombie until reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_step_at_its_limit_is_killed_with_its_whole_process_group(tmp_path):
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              "time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
+    out = tmp_path / "out.txt"
+    code = check_mod.run_command([sys.executable, "-c", script], out, tmp_path / "x.log", plan_mod.KILL_GRACE_S + 2,
+                                 dict(os.environ))
+    grandchild = int(out.read_text().split()[0])
+    assert code is None and not running(grandchild)
+    assert check_mod.run_command([sys.executable, "-c", "import sys; sys.exit(3)"], out, tmp_path / "x.log", 30,
+                                 dict(os.environ)) == 3
+
+
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     done = check("--env-file", str(MACHINES / "h100-sxm.json"), "--out", str(tmp_path))
     assert done.returncode == 2 and "use it with --dry-run" in done.stderr and not list(tmp_path.iterdir())
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    done = check("--dry-run", "--env-file", str(bad), "--out", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.strip().endswith("not an `xpubench env --json` record")
+    done = check("--minutes", "0", "--out", str(tmp_path))
+    assert done.returncode == 2 and "expected minutes between 0 and 1440" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_step_is_killed_at_its_limit_and_none_starts_past_the_total(tmp_path, monkeypatch):
-    check_mod = module()
-    slow = check_mod.Step("slow", "sleeps", [[sys.executable, "-c", "import time; time.sleep(30)"]], "slow.txt")
-    check_mod.run_step(slow, tmp_path, limit_s=1.0, dry=False)
-    assert slow.status == "timed out" and slow.seconds < 10
-    failing = check_mod.Step("bad", "fails", [[sys.executable, "-c", "import sys; sys.exit('broken')"]])
-    check_mod.run_step(failing, tmp_path, limit_s=30, dry=False)
-    assert failing.status == "failed" and failing.reason == "exit 1: broken"
-    monkeypatch.setattr(check_mod, "TOTAL_LIMIT_S", 0)                   # the 45 minutes are spent
-    code = check_mod.main(["--dry-run", "--env-file", str(MACHINES / "mi300x.json"), "--out", str(tmp_path)])
-    steps = json.loads((tmp_path / "amd-instinct-mi300x" / "summary.json").read_text())["steps"]
-    assert code == 0 and {s["status"] for s in steps[1:]} == {"skipped"}
-    assert "total is spent" in steps[1]["reason"]
-    assert module().STEP_LIMIT_S < 600 and module().TOTAL_LIMIT_S <= 45 * 60
+def test_plain_pytest_without_the_test_extras_plugins_collects_the_device_tests(tmp_path):
+    """What a compute node has: pytest alone. No "unrecognized arguments" from pyproject's addopts, and a
+    test module whose optional import (here hypothesis, hidden; --assert=plain, or pytest's rewriting
+    import hook would find it first) is missing is skipped, not an error."""
+    runner = tmp_path / "plain_pytest.py"
+    runner.write_text(textwrap.dedent("""
+        import importlib.abc, sys
+        class Hide(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] == "hypothesis":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Hide())
+        import pytest
+        sys.exit(pytest.main(["-p", "no:random_order", "-p", "no:timeout", "-p", "no:hypothesispytest",
+                              "-p", "no:cacheprovider", "--assert=plain", "-m", "gpu", "tests/test_accelerators_e2e.py",
+                              "tests/test_hostile_property.py"]))
+    """))
+    done = subprocess.run([sys.executable, str(runner)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "unrecognized arguments" not in done.stderr and " error" not in done.stdout.lower()
+    assert "tests/test_hostile_property.py:17: needs hypothesis, not installed here" in done.stdout
 
 
 @pytest.mark.slow
-def test_the_real_check_on_this_cpu_runs_env_and_doctor_and_ends_0(tmp_path):
-    done = check("--out", str(tmp_path))
+def test_on_this_cpu_the_device_steps_are_skipped_saying_why_and_it_ends_0(tmp_path):
+    done = check("--minutes", "8", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     (folder,) = tmp_path.iterdir()
-    steps = {s["name"]: s for s in json.loads((folder / "summary.json").read_text())["steps"]}
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert steps["doctor"]["status"] == "ok"
+    data = summary(folder)
+    if data["kind"] != "cpu":
+        pytest.skip("this machine has an accelerator")
+    steps = {s["name"]: s for s in data["steps"]}
+    assert folder.name.startswith("cpu-") and steps["env"]["status"] == "ok" and data["within_budget"]
+    assert steps["doctor"]["status"] == "ok" and "PASS" in steps["doctor"]["reason"]
     assert json.loads((folder / "doctor.json").read_text())[0]["check"] == "environment"
-    assert "PASS" in steps["doctor"]["reason"]
+    for name in STEPS[2:]:
+        assert steps[name]["status"] == "skipped" and "needs a GPU, TPU or Apple GPU" in steps[name]["reason"]

@@ -1,7 +1,9 @@
 """Every device path end to end, on the device: ``python -m pytest -m gpu`` (or ``tpu``, ``mps``) on a
 machine that has one (docs/accelerators.md says what to send back). Skipped elsewhere (conftest.py).
 Each test drives the CLI as a user would and checks what only the device can show: the cases run
-there (placement), precisions are what they say, memory figures exist, nothing falls back."""
+there (placement), precisions are what they say, memory figures exist, nothing falls back. Quickest
+first, every workload last: scripts/accelerator_check.sh runs them in file order in what is left of a
+short job (``-o addopts=``: no plugin needed)."""
 
 from __future__ import annotations
 
@@ -41,29 +43,6 @@ def check_results(rows: list[dict], device: str) -> None:
             continue
         assert r["status"] == "ok", (r["case"]["key"], r["status"], r["message"])
         assert r["placement"].split(" ")[0].split("..")[0] == device or r["case"]["devices"] > 1, r["placement"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("kind", "backend"), PATHS)
-def test_every_workload_precision_and_mode_runs_on_the_device(kind, backend, tmp_path):
-    needs(kind, backend)
-    out = tmp_path / "all.jsonl"
-    proc = xpubench("run", "-d", kind, "-b", backend, "--quick", "-w", "mnist_cnn,fashion_cnn,cifar10_resnet,"
-                    "imdb_lstm,shakespeare_lstm,weather_gru", "--mode", "train,infer", "-p", PRECISIONS,
-                    "--no-progress", "-o", str(out))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = results(out)
-    device = rows[0]["case"]["device"]
-    check_results(rows, device)
-    trained = [r for r in rows if r["status"] == "ok" and r["case"]["mode"] == "train"]
-    assert {r["case"]["precision"] for r in trained} >= {"fp32", "bf16", "fp16"}
-    for r in trained:
-        m = r["metrics"]
-        assert m["matmul_precision"] and (m.get("autotune") or kind != "gpu"), r["case"]["key"]
-        if r["case"]["precision"] == "fp16":
-            assert m["final_loss_scale"] > 0
-        if kind == "gpu" or (kind == "tpu" and backend == "jax"):
-            assert m["peak_memory_bytes"] is None or m["peak_memory_bytes"] > 0
 
 
 @pytest.mark.slow
@@ -119,3 +98,26 @@ def test_the_second_gpu_is_the_one_measured(backend, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = results(out)
     assert row["status"] == "ok" and row["placement"] == "gpu:1"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "backend"), PATHS)
+def test_every_workload_precision_and_mode_runs_on_the_device(kind, backend, tmp_path):
+    needs(kind, backend)
+    out = tmp_path / "all.jsonl"
+    proc = xpubench("run", "-d", kind, "-b", backend, "--quick", "-w", "mnist_cnn,fashion_cnn,cifar10_resnet,"
+                    "imdb_lstm,shakespeare_lstm,weather_gru", "--mode", "train,infer", "-p", PRECISIONS,
+                    "--no-progress", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = results(out)
+    device = rows[0]["case"]["device"]
+    check_results(rows, device)
+    trained = [r for r in rows if r["status"] == "ok" and r["case"]["mode"] == "train"]
+    assert {r["case"]["precision"] for r in trained} >= {"fp32", "bf16", "fp16"}
+    for r in trained:
+        m = r["metrics"]
+        assert m["matmul_precision"] and (m.get("autotune") or kind != "gpu"), r["case"]["key"]
+        if r["case"]["precision"] == "fp16":
+            assert m["final_loss_scale"] > 0
+        if kind == "gpu" or (kind == "tpu" and backend == "jax"):
+            assert m["peak_memory_bytes"] is None or m["peak_memory_bytes"] > 0
