@@ -138,6 +138,31 @@ def test_ceilings_for_reuses_the_cache_and_measures_only_what_is_missing(tmp_pat
     assert calls == [("torch", "cpu", ("fp32",), True), ("torch", "cpu", ("bf16",), False)]
 
 
+def test_only_the_missing_bandwidth_is_measured_when_the_matmul_ceilings_are_cached(tmp_path, monkeypatch):
+    """`xpubench ceilings --no-bandwidth` then `--bandwidth-only` (the accelerator check's two steps): the
+    second measures the bandwidth alone, never the cached precisions again."""
+    path, calls = tmp_path / "c.json", []
+
+    def fake_measure(backend, device, precisions, **kw):
+        calls.append((tuple(precisions), kw["with_bandwidth"]))
+        bw = Bandwidth(backend, device, 1, 10.0, {}) if kw["with_bandwidth"] else None
+        return [ceiling(backend, device, p) for p in precisions], bw
+
+    monkeypatch.setattr(measure, "measure_in_subprocess", fake_measure)
+    measure.ceilings_for(ENV, "torch", "cpu", ["bf16", "fp32"], path=path, with_bandwidth=False)
+    both = measure.ceilings_for(ENV, "torch", "cpu", ["bf16", "fp32"], path=path)
+    alone = measure.ceilings_for(ENV, "torch", "cpu", [], path=path, refresh=True)
+    assert calls == [(("bf16", "fp32"), False), ((), True), ((), True)]
+    assert set(both["ceilings"]) == {"bf16", "fp32"} and alone["bandwidth"].gb_per_s == 10.0
+
+
+def test_bandwidth_only_and_no_bandwidth_together_are_refused(capsys):
+    from xpubench import cli
+
+    assert cli.main(["ceilings", "--bandwidth-only", "--no-bandwidth"]) == 2
+    assert "leave nothing to measure" in capsys.readouterr().err
+
+
 def test_the_child_entry_point_refuses_bad_input_in_one_line(capsys):
     assert main(["--backend", "numpy", "--precisions", "bf16", "--budget", "1"]) == 2
     err = capsys.readouterr().err.strip()

@@ -108,11 +108,11 @@ def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
 
     if args.env_file and not args.dry_run:
         raise UserError("--env-file describes another machine: use it with --dry-run (ceilings are measured here)")
+    if args.bandwidth_only and args.no_bandwidth:
+        raise UserError("--bandwidth-only and --no-bandwidth leave nothing to measure: give one of them")
     env = load_environment(args.env_file) if args.env_file else environment()
     if args.budget is not None and not args.budget > 0:
         raise UserError(f"--budget must be > 0 seconds, got {args.budget}")
-    if args.bandwidth_only and args.no_bandwidth:
-        raise UserError("--bandwidth-only and --no-bandwidth leave nothing to measure: give one of them")
     planned = [] if args.show else _plan(env, args)
     if args.dry_run:
         return _dry_run(env, planned, args, console)
