@@ -266,3 +266,14 @@ def test_on_this_cpu_the_device_steps_are_skipped_saying_why_and_it_ends_0(tmp_p
     assert json.loads((folder / "doctor.json").read_text())[0]["check"] == "environment"
     for name in STEPS[2:]:
         assert steps[name]["status"] == "skipped" and "needs a GPU, TPU or Apple GPU" in steps[name]["reason"]
+
+
+def test_jax_before_0_5_1_has_no_is_initialized_and_the_data_parallel_ending_still_works(monkeypatch):
+    """The oldest jax the check supports is 0.5.0; ``jax.distributed.is_initialized`` came in 0.5.1
+    (read in the released wheels), and a data-parallel case's ending (the device tests) called it."""
+    jax = pytest.importorskip("jax")
+    from xpubench.backends.jax_ import distributed
+
+    monkeypatch.delattr(jax.distributed, "is_initialized")
+    assert distributed.is_initialized() is False
+    distributed.shutdown()          # no AttributeError: nothing to shut down

@@ -24,7 +24,7 @@ KEY_BYTES = 512        # a case key, padded, as every process sends it to the ot
 def initialize(cluster: Cluster | None = None) -> Cluster:
     """Join the cluster described by the environment (a no-op for one process); returns it."""
     cluster = cluster or from_env()
-    if not cluster.multi or jax.distributed.is_initialized():
+    if not cluster.multi or is_initialized():
         return cluster
     if "jax_cpu_collectives_implementation" in jax.config.values and \
             jax.config.jax_cpu_collectives_implementation in (None, "none"):
@@ -60,8 +60,17 @@ def check_same_case(key: str, gather=None) -> None:
                            "the same case at the same time")
 
 
+def is_initialized() -> bool:
+    """``jax.distributed.is_initialized()`` (jax 0.5.1+); in older jax what it reads, the global client."""
+    if hasattr(jax.distributed, "is_initialized"):
+        return jax.distributed.is_initialized()
+    from jax._src import distributed as state
+
+    return state.global_state.client is not None
+
+
 def shutdown() -> None:
-    if jax.distributed.is_initialized():
+    if is_initialized():
         jax.distributed.shutdown()
 
 
