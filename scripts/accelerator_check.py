@@ -42,9 +42,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the plan module beside this file
-from accelerator_check_plan import (  # noqa: E402
-    KILL_GRACE_S, ROOT, SHARES, WHAT, Command, Step, accelerator, allot, device_folder, job_budget, plan,
-    render_plan, render_summary, schedule,
+from accelerator_check_plan import (
+    KILL_GRACE_S,
+    ROOT,
+    SHARES,
+    WHAT,
+    Command,
+    Step,
+    accelerator,
+    allot,
+    device_folder,
+    job_budget,
+    plan,
+    render_plan,
+    render_summary,
+    schedule,
 )
 
 
@@ -307,12 +319,13 @@ def main(argv: list[str] | None = None, *, clock: Callable[[], float] = time.mon
     budget_s, source = job_budget(args.minutes, environ, time.time())
     env = None
     if args.env_file:
+        from xpubench.devices.envfile import load_environment
+        from xpubench.errors import UserError
+
         try:
-            env = json.loads(Path(args.env_file).read_text())
-            if not isinstance(env, dict) or not isinstance(env.get("backends"), dict):
-                raise ValueError("not an `xpubench env --json` record")
-        except (OSError, ValueError) as exc:
-            print(f"accelerator_check: {args.env_file}: {' '.join(str(exc).split())}", file=sys.stderr)
+            env = load_environment(args.env_file)
+        except UserError as exc:
+            print(f"accelerator_check: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
     check = Check(env, Path(args.out), budget_s, source, py=environ.get("PYTHON") or sys.executable,
                   dry=args.dry_run, clock=clock, t0=t0, runner=runner, environ=environ)
