@@ -182,8 +182,8 @@ class Check:
         least = SHARES[step.name][1]
         if limit < least:
             step.status = "skipped"
-            step.reason = (f"cut: {max(left, 0):.0f} s of the {self.budget_s:.0f} s budget left, {limit:.0f} s for "
-                           f"this step, which needs at least {least:.0f} s")
+            step.reason = (f"not started: {max(left, 0):.0f} s of the {self.budget_s:.0f} s budget left, {limit:.0f} s "
+                           f"for this step, which needs at least {least:.0f} s")
             self.write_summary()
             return
         step.limit_s, step.started_s, step.status = round(limit), round(self.elapsed(), 1), "running"
