@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
     add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
 
-    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; WARNs when the machine is busy)")
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
