@@ -138,9 +138,10 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
     validate(PlanRequest(backends=backends, devices=devices))
     environ = dict(os.environ) if environ is None else environ
     share = busy()
-    rows = [checks.environment(environ), checks.load(share, busy_note(share) is not None)]
+    rows = [checks.environment(environ)]
     kernel_row = kernel_check.diagnose(env, environ, kernel_rate)
     rows += [_loaded(kernel_row, share)] if kernel_row else []
+    rows.append(checks.load(share, busy_note(share) is not None))
     for row in rows if on_row else ():
         on_row(row)
     for backend, chosen in choose_devices(env, backends, devices).items():

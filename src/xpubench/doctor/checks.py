@@ -184,10 +184,10 @@ def load(busy: float | None, loaded: bool) -> Row:
     cpu_busy_fraction; ``loaded``: the share is one at which ``run`` warns too, its busy_note)."""
     if busy is None:
         return Row("load", WARN, "how busy the CPU is could not be read here (no /proc/stat): the speed figures "
-                   "below hold only if nothing else was running", details={"busy": None})
+                   "here hold only if nothing else was running", details={"busy": None})
     if loaded:
         return Row("load", WARN, f"other processes kept {busy:.0%} of the CPU busy before the checks: they compete "
-                   "with them, so the CPU speed figures below are not a verdict on this machine (run `xpubench "
+                   "with them, so the CPU speed figures here are not a verdict on this machine (run `xpubench "
                    "doctor` again when it is quiet)", details={"busy": busy})
     return Row("load", PASS, f"other processes kept {busy:.0%} of the CPU busy before the checks: quiet enough to "
                "measure", details={"busy": busy})
