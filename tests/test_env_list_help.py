@@ -43,3 +43,52 @@ def test_env_gives_each_frameworks_memory_where_they_differ():
     assert "torch, jax" in gpu0 and "torch 79.2 GiB, jax 59.4 GiB*" in gpu0
     assert sum(line.startswith("│ gpu:") for line in text.splitlines()) == 8
     assert "memory*: XLA's allocator limit" in text
+
+
+def every_argument():
+    import argparse
+
+    from xpubench.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                yield name, action
+
+
+def test_every_flag_of_every_command_has_help_and_the_selftest_is_not_offered():
+    import argparse
+
+    missing = [f"{name} {'/'.join(a.option_strings) or a.dest}" for name, a in every_argument() if not a.help]
+    assert not missing, missing
+    hidden = [a for name, a in every_argument() if name == "run" and "--selftest" in a.option_strings]
+    assert hidden and hidden[0].help == argparse.SUPPRESS       # still accepted: the isolation tests use it
+
+
+def test_an_unknown_workload_does_not_offer_the_selftest():
+    import pytest
+
+    from xpubench.errors import UserError
+    from xpubench.workloads import get_workload
+
+    with pytest.raises(UserError) as caught:
+        get_workload("resnet9000")
+    assert "llama" in str(caught.value) and "selftest" not in str(caught.value)
+
+
+def test_list_shows_llama_as_generation_and_hides_the_selftest():
+    import io
+
+    from xpubench.cli.list import print_listing
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_listing(console)
+    text = console.file.getvalue()
+    llama = next(line for line in text.splitlines() if line.startswith("│ llama "))
+    cells = [c.strip() for c in llama.strip("│").split("│")]
+    assert cells[3:] == ["1", "-", "-", "-"]                      # generation batch 1, no training columns
+    assert "--mode train: batch 4" in text and "selftest" not in text
+    gpt = [c.strip() for c in next(line for line in text.splitlines() if line.startswith("│ gpt ")).strip("│").split("│")]
+    assert gpt[4] == "2"                                          # gpt trains by default: its epochs stay

@@ -55,15 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
-    rep.add_argument("files", nargs="+")
-    rep.add_argument("-o", "--output", default="xpubench-report.html")
-    rep.add_argument("--format", choices=["html", "md"], default=None)
+    rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
+    rep.add_argument("-o", "--output", default="xpubench-report.html", help="the report file (default "
+                     "xpubench-report.html)")
+    rep.add_argument("--format", choices=["html", "md"], default=None, help="html or md (default: from -o's "
+                     "suffix, else html)")
     rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                      "(never a results file)")
 
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
-    cmp_.add_argument("files", nargs="+")
-    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table")
+    cmp_.add_argument("files", nargs="+", help="results files: the first is the baseline, each other is "
+                      "compared with it")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table",
+                      help="a terminal table (default), Markdown, HTML or JSON")
     cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
     cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
                       help="smallest change (in %%) called significant (default 5)")
