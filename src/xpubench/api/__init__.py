@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from xpubench import analysis
 from xpubench.analysis import analyse
 from xpubench.case import Case
 from xpubench.ceilings.runtime import for_run as ceiling_record
-from xpubench.errors import UserError
+from xpubench.errors import UserError, warn_caller
 from xpubench.launch import runfile
 from xpubench.launch.runfile import default_output, held, plan_path, read_plan, write_plan
 from xpubench.plan import PlanRequest, build_cases, plan_notes
@@ -227,7 +226,7 @@ def _warn(hooks: RunHooks, message: str) -> None:
     if hooks.on_warning:
         hooks.on_warning(message)
     else:
-        warnings.warn(message, stacklevel=3)
+        warn_caller(message)   # at the user's line, however deep the call (xpubench.bench -> run -> ...)
 
 
 def _detect() -> dict:
