@@ -64,7 +64,8 @@ def plan(request: PlanRequest | None = None, *, environment: dict | None = None,
     ``environment`` (another machine's ``xpubench env --json``) the plan is that machine's, and the
     environment variables warned about are the ones recorded there (``environ`` overrides them)."""
     request = _request(request, request_fields)
-    env = environment if environment is not None else _detect()
+    # here: only the backends the plan reads (-b numpy: no torch or JAX import)
+    env = environment if environment is not None else _detect(request.backends) if request.backends else _detect()
     cases = build_cases(request, env)
     if environ is None:
         environ = env.get("variables") or {} if environment is not None else dict(os.environ)
@@ -131,7 +132,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             pending = _pending(cases, processes, earlier)
             left = len(pending)
             _say_resume(out, [c for c, _ in pending], previous, hooks, allow_changed_model)
-            env = environment or (_detect() if left else {})
+            env = environment or (_detect(sorted({c.backend for c, _ in pending})) if left else {})
         else:
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
@@ -229,12 +230,16 @@ def _warn(hooks: RunHooks, message: str) -> None:
         warn_caller(message)   # at the user's line, however deep the call (xpubench.bench -> run -> ...)
 
 
-def _detect() -> dict:
-    """The environment (in a child process); a broken detection is one line, not a traceback."""
+def _detect(backends: list[str] | None = None) -> dict:
+    """The environment (in a child process) of the named backends (and those they run on), else of every
+    one; a broken detection is one line, not a traceback."""
     import subprocess
 
+    from xpubench.backends.detect import needed
+
     try:
-        return detect_environment()
+        needs = needed(backends)
+        return detect_environment(backends=needs) if needs else detect_environment()
     except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as exc:
         raise UserError(f"{' '.join(str(exc).split())}; check the framework installs with `xpubench env`") from None
 

@@ -153,7 +153,7 @@ def cmd_doctor(args, console) -> int:
     from xpubench import doctor
     from xpubench.api import _detect
 
-    env = _detect()
+    env = _detect(args.backend)   # -b numpy: numpy's devices only (no torch or jax import)
     live = None if args.json or not console.is_terminal else (lambda row: console.print(
         f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
     rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
