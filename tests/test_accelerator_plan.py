@@ -137,7 +137,7 @@ def test_dry_run_with_an_env_file_lists_the_cases_and_an_estimate(name, device, 
 def test_dry_run_here_is_the_plan_a_run_would_execute(capsys, monkeypatch, tmp_path):
     """The default CPU sweep is unchanged: the dry run prints exactly the cases build_cases plans."""
     env = machine("h100-sxm")
-    monkeypatch.setattr("xpubench.api._detect", lambda: env)
+    monkeypatch.setattr("xpubench.api._detect", lambda *_: env)
     code, out, _ = dry_run("run --dry-run -d cpu", capsys)
     planned = build_cases(PlanRequest(devices=["cpu"], quick=True), env)
     assert code == 0 and f"{len(planned)} case(s)" in out

@@ -204,7 +204,7 @@ def _environment():
 def machine(monkeypatch):
     """Detect the machine once per session (detection runs a child process that imports frameworks)."""
     env = _environment()
-    monkeypatch.setattr("xpubench.api.detect_environment", lambda: env)
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
 
 

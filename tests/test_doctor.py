@@ -214,11 +214,40 @@ def test_the_memory_check_passes_after_xla_allocated_and_freed_in_the_process():
 def test_diagnose_with_a_probe_that_reports_a_fallback_fails_and_exits_1():
     env = json.loads((__import__("machine_facts").MACHINES / "h100-sxm.json").read_text())
     fake = {"asynchronous": True, "placement": "cpu", "errors": {}}
-    rows = doctor.diagnose(env, backends=["torch"], devices=["gpu"], environ={}, probe=lambda cfg: fake)
+    rows = doctor.diagnose(env, backends=["torch"], devices=["gpu"], environ={}, probe=lambda cfg: fake,
+                           busy=lambda: 0.02)
     assert [(r.backend, r.device, r.check, r.status) for r in rows] == [
-        ("-", "-", "environment", PASS), ("torch", "gpu:0", "placement", FAIL)]
+        ("-", "-", "environment", PASS), ("-", "-", "load", PASS), ("torch", "gpu:0", "placement", FAIL)]
     assert doctor.exit_code(rows) == 1
     assert doctor.probe_config(env, "torch", "gpu:0")["ceiling"] == ["fp32", "tf32", "bf16"]
+
+
+def _cpu_rows(busy: float | None) -> list:
+    """diagnose on the h100 node's CPU with a fake probe measuring a product at 16% of the CPU's estimated
+    peak, and a fake load reading ``busy``."""
+    env = json.loads((__import__("machine_facts").MACHINES / "h100-sxm.json").read_text())
+    peak = env["host"]["cpu"]["peak_estimate"]["fp32"]["value"]
+    fake = {"asynchronous": False, "placement": "cpu", "errors": {}, "ceiling": {"fp32": 0.16 * peak}}
+    return doctor.diagnose(env, backends=["torch"], devices=["cpu"], environ={}, probe=lambda cfg: fake,
+                           busy=lambda: busy)
+
+
+def test_a_loaded_machine_warns_and_its_speed_rows_are_no_verdict():
+    rows = {r.check: r for r in _cpu_rows(0.9)}
+    assert rows["load"].status == WARN and "90% of the CPU busy" in rows["load"].reason
+    assert "not a verdict" in rows["load"].reason
+    assert rows["ceiling"].status == WARN and "16% of the estimated peak" in rows["ceiling"].reason
+    assert "not a verdict" in rows["ceiling"].reason and rows["ceiling"].details["busy"] == 0.9
+    assert rows["placement"].status == PASS        # not a speed: the load changes nothing there
+    assert doctor.exit_code(list(rows.values())) == 0
+
+
+def test_a_quiet_machine_passes_its_speed_rows_and_an_unknown_load_warns():
+    rows = {r.check: r for r in _cpu_rows(0.05)}
+    assert rows["load"].status == PASS and rows["ceiling"].status == PASS
+    assert "not a verdict" not in rows["ceiling"].reason
+    unknown = {r.check: r for r in _cpu_rows(None)}
+    assert unknown["load"].status == WARN and "could not be read" in unknown["load"].reason
 
 
 @pytest.mark.slow

@@ -145,7 +145,7 @@ def test_dry_run_on_an_h100_shows_the_memory_arithmetic(capsys):
 def test_dry_run_here_skips_what_does_not_fit(capsys, monkeypatch):
     from xpubench import api
 
-    monkeypatch.setattr(api, "_detect", lambda: cpu_env(24 * GIB))
+    monkeypatch.setattr(api, "_detect", lambda *_: cpu_env(24 * GIB))
     assert cli.main(["run", "-w", "llama", "--preset", "llama-8b", "-b", "torch", "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "skipped: memory" in out and "llama-8b fp32 needs 32.4 GB" in out and "does not fit" in out

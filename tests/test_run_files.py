@@ -34,7 +34,7 @@ SLEEPY = 'selftest = [{behaviour = "sleep", seconds = 1.0}]\nbackend = ["numpy"]
 def machine(monkeypatch):
     """This machine's environment, detected once per session (conftest.machine_environment)."""
     env = machine_environment()
-    monkeypatch.setattr("xpubench.api.detect_environment", lambda: env)
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
 
 

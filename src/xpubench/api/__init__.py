@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from xpubench import analysis
 from xpubench.analysis import analyse
 from xpubench.case import Case
 from xpubench.ceilings.runtime import for_run as ceiling_record
-from xpubench.errors import UserError
+from xpubench.errors import UserError, warn_caller
 from xpubench.launch import runfile
 from xpubench.launch.runfile import default_output, held, plan_path, read_plan, write_plan
 from xpubench.plan import PlanRequest, build_cases, plan_notes
@@ -65,7 +64,8 @@ def plan(request: PlanRequest | None = None, *, environment: dict | None = None,
     ``environment`` (another machine's ``xpubench env --json``) the plan is that machine's, and the
     environment variables warned about are the ones recorded there (``environ`` overrides them)."""
     request = _request(request, request_fields)
-    env = environment if environment is not None else _detect()
+    # here: only the backends the plan reads (-b numpy: no torch or JAX import)
+    env = environment if environment is not None else _detect(request.backends) if request.backends else _detect()
     cases = build_cases(request, env)
     if environ is None:
         environ = env.get("variables") or {} if environment is not None else dict(os.environ)
@@ -132,7 +132,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             pending = _pending(cases, processes, earlier)
             left = len(pending)
             _say_resume(out, [c for c, _ in pending], previous, hooks, allow_changed_model)
-            env = environment or (_detect() if left else {})
+            env = environment or (_detect(sorted({c.backend for c, _ in pending})) if left else {})
         else:
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
@@ -227,15 +227,19 @@ def _warn(hooks: RunHooks, message: str) -> None:
     if hooks.on_warning:
         hooks.on_warning(message)
     else:
-        warnings.warn(message, stacklevel=3)
+        warn_caller(message)   # at the user's line, however deep the call (xpubench.bench -> run -> ...)
 
 
-def _detect() -> dict:
-    """The environment (in a child process); a broken detection is one line, not a traceback."""
+def _detect(backends: list[str] | None = None) -> dict:
+    """The environment (in a child process) of the named backends (and those they run on), else of every
+    one; a broken detection is one line, not a traceback."""
     import subprocess
 
+    from xpubench.backends.detect import needed
+
     try:
-        return detect_environment()
+        needs = needed(backends)
+        return detect_environment(backends=needs) if needs else detect_environment()
     except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as exc:
         raise UserError(f"{' '.join(str(exc).split())}; check the framework installs with `xpubench env`") from None
 

@@ -28,6 +28,7 @@ inside the function, or the function into a ``.py`` file.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +41,14 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
           vocab_size: int | None = None, **run_options: Any):
     """Plan and run ``model`` (see the module docstring) with ``xpubench.run``'s keywords (``modes``,
     ``backends``, ``precisions``, ``batch_sizes``, ``quick``, ``output``, ``processes``, ...); returns the
-    results file's DataFrame, one row per case."""
+    results file's DataFrame, one row per case, its ``attrs["results_file"]`` the file. Without ``output``
+    the file (and its plan) go to a new temporary folder, printed, not the working directory."""
     if run_options.get("resume") is not None:
         raise UserError("bench plans a new run: to resume one, use xpubench.run(resume=FILE)")
     for name in ("model", "request"):
         if name in run_options:
             raise UserError(f"bench takes the model as its first argument: drop {name}=")
-    output = Path(run_options.pop("output", None) or api.default_output())
+    output = _output(run_options.pop("output", None))
     checkpoint = checkpoint_dir(model)
     if checkpoint is not None:   # the llama workload on these weights (workloads/llama/checkpoint.py checks them)
         given = [k for k, v in {"input_shape": input_shape, "input_dtype": input_dtype, "task": task,
@@ -55,12 +57,29 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
             raise UserError(f"{checkpoint} is a checkpoint: its config.json describes the model; drop {', '.join(given)}")
         options = {**(run_options.pop("options", None) or {}), "weights": checkpoint}
         api.run(workloads=["llama"], options=options, output=output, **run_options)
-        return api.load([output])
+        return _frame(output)
     reference = model_reference(model)
     fields = {"input_shape": _shape_text(input_shape), "input_dtype": input_dtype, "task": task,
               "vocab_size": vocab_size}
     api.run(model=reference, output=output, **{k: v for k, v in fields.items() if v is not None}, **run_options)
-    return api.load([output])
+    return _frame(output)
+
+
+def _output(given) -> Path:
+    """``output=`` as given, else a new results file in a temporary folder of its own (a notebook's
+    working directory gets neither the results nor the plan beside them), said where it is."""
+    if given:
+        return Path(given)
+    output = api.default_output(Path(tempfile.mkdtemp(prefix="xpubench-bench-")))
+    print(f"xpubench.bench: results in {output} (a temporary folder; output=PATH keeps them elsewhere)", flush=True)
+    return output
+
+
+def _frame(output: Path):
+    """The results file's DataFrame; ``frame.attrs["results_file"]`` says where the file is."""
+    frame = api.load([output])
+    frame.attrs["results_file"] = str(output)
+    return frame
 
 
 def checkpoint_dir(model) -> str | None:

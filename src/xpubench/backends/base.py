@@ -73,6 +73,13 @@ class Backend:
         detection child (backends/detect.py), which imports the framework; never in the parent."""
         return {"version": None, "devices": []}
 
+    def versions(self) -> dict:
+        """The version fields of ``detect``'s record, read from the installed distributions without importing
+        the framework: the record of a backend a plan does not use (backends/detect.py ``environment``)."""
+        from xpubench.devices.detect import version_of
+
+        return {"version": version_of(self.module or self.name)}
+
     def worker_environment(self, device: str | None, environ, scratch=None) -> None:
         """Settings made in ``environ`` before any framework is imported: in a case's worker process
         (``device`` the case's, ``scratch`` the worker's own folder; launch/worker.py applies every

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
     add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
 
-    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about a minute)")
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; WARNs when the machine is busy)")
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -55,15 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
-    rep.add_argument("files", nargs="+")
-    rep.add_argument("-o", "--output", default="xpubench-report.html")
-    rep.add_argument("--format", choices=["html", "md"], default=None)
+    rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
+    rep.add_argument("-o", "--output", default="xpubench-report.html", help="the report file (default "
+                     "xpubench-report.html)")
+    rep.add_argument("--format", choices=["html", "md"], default=None, help="html or md (default: from -o's "
+                     "suffix, else html)")
     rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                      "(never a results file)")
 
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
-    cmp_.add_argument("files", nargs="+")
-    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table")
+    cmp_.add_argument("files", nargs="+", help="results files: the first is the baseline, each other is "
+                      "compared with it")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table",
+                      help="a terminal table (default), Markdown, HTML or JSON")
     cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
     cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
                       help="smallest change (in %%) called significant (default 5)")
@@ -149,7 +153,7 @@ def cmd_doctor(args, console) -> int:
     from xpubench import doctor
     from xpubench.api import _detect
 
-    env = _detect()
+    env = _detect(args.backend)   # -b numpy: numpy's devices only (no torch or jax import)
     live = None if args.json or not console.is_terminal else (lambda row: console.print(
         f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
     rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)

@@ -9,7 +9,8 @@ from xpubench.workloads import get_workload, names
 
 
 def print_listing(console) -> None:
-    t = Table(title="Workloads", caption="GFLOP: per training sample, forward and backward")
+    t = Table(title="Workloads", caption="GFLOP: per training sample, forward and backward; a workload that "
+              "generates by default (llama) shows its generation batch sizes and no training columns")
     for col in ("name", "what", "dataset", "batch sizes", "epochs", "train / eval samples", "GFLOP"):
         # names are never cut (a user types them); descriptions wrap; a cell too long for its column folds
         t.add_column(col, no_wrap=col in ("name", "dataset"), overflow="fold")
@@ -18,6 +19,9 @@ def print_listing(console) -> None:
         s = workload.spec
         if workload.kind == "matmul":
             t.add_row(name, workload.title, "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
+        elif s is not None and "train" not in workload.default_modes:   # llama: generation by default
+            batches = workload.generation_batch_sizes or s.batch_sizes
+            t.add_row(name, _what(workload), s.dataset, ", ".join(map(str, batches)), "-", "-", "-")
         elif s is not None:
             t.add_row(name, _what(workload), s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),
                       f"{s.train_samples:,} / {s.eval_samples:,}",
@@ -36,5 +40,8 @@ def _what(workload) -> str:
         batches = ", ".join(map(str, workload.generation_batch_sizes or s.batch_sizes))
         parts.append(f"--mode infer{' (its default)' if 'infer' in workload.default_modes else ''}: generation, "
                      f"prompt {prompt_len} + {new_tokens} new, batch {batches}")
+        if "train" not in workload.default_modes:
+            parts.append(f"--mode train: batch {', '.join(map(str, s.batch_sizes))}, {s.epochs} epoch(s) of "
+                         f"{s.train_samples:,} samples")
     parts += [f"{row.flag} {', '.join(row.choices)}" for row in workload.options if row.flag and row.choices]
     return "; ".join(parts)

@@ -9,7 +9,7 @@ from collections import Counter
 from rich.table import Table
 
 from xpubench.plan import estimate
-from xpubench.plan.fit import fit_of
+from xpubench.plan.fit import fit_of, memory_lines
 from xpubench.workloads import REGISTRY, get_workload
 
 
@@ -53,26 +53,23 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
         table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
                          overflow="fold")
-    memory: dict[str, list[int]] = {}
     for i, case in enumerate(planned.cases, 1):
         seconds, known = estimate.case_seconds(case, env)
         size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
         fit = fit_of(case, env)
-        if fit is not None:
-            memory.setdefault(fit.sentence(), []).append(i)
         table.add_row(str(i), case.key, size, str(case.devices), _length(case),
                       "skipped: memory" if fit is not None and fit.fits is False else
                       estimate.describe(seconds * processes) + ("" if known else " +?"))
     console.print(table)
-    for sentence, numbers in memory.items():   # plan/fit.py: a case that does not fit is skipped, not attempted
-        console.print(f"memory of case(s) {', '.join(f'#{n}' for n in numbers)}: {sentence}", highlight=False,
-                      soft_wrap=True)
+    for line in memory_lines(planned.cases, env):   # plan/fit.py: a case that does not fit is skipped
+        console.print(line, highlight=False, soft_wrap=True)
     total, unknown = estimate.plan_seconds(planned.cases, env)
     console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
                   "per case)"
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
-                    "the peak; see src/xpubench/plan/estimate.py)", highlight=False, soft_wrap=True)
+                    "the peak; docs/accelerators.md, \"What the estimate assumes\", says how rough)", highlight=False,
+                  soft_wrap=True)
     note = estimate.budget_note(planned.cases, env, budget_s, processes)
     if note:
         console.print(f"budget: {note}", highlight=False, soft_wrap=True)

@@ -1,4 +1,5 @@
-"""``xpubench env`` for people: the host, then one table of devices per installed backend."""
+"""``xpubench env`` for people: the host, one line per framework, then one table of the devices, each with
+the frameworks that see it."""
 
 from __future__ import annotations
 
@@ -44,14 +45,19 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     for finding in kernels.findings(env.get("kernels"), cpu.get("flags"), env.get("variables") or {}):
         console.print(f"[yellow]warning:[/] {finding.sentence()} (`xpubench doctor` measures what it costs)",
                       highlight=False)
-    for name, info in env.get("backends", {}).items():
-        console.print(_backend_table(name, info))
+    backends = env.get("backends", {})
+    for name, info in backends.items():
+        console.print(_framework_line(name, info), highlight=False)
         for platform, error in (info.get("platform_errors") or {}).items():
             console.print(f"[yellow]{name}: {platform} backend did not load (so no {platform} device):[/] {error}",
                           highlight=False, soft_wrap=True)
+    table = _device_table(backends)
+    if table is not None:
+        console.print(table)
 
 
-def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
+def _framework_line(name: str, info: dict[str, Any]) -> str:
+    """"jax 0.10.2 (jaxlib 0.10.2), 1 device" (or why it has none)."""
     if not info.get("installed"):
         return f"[bold]{name}[/bold]: not installed (pip install 'xpubench[{name}]')"
     extras = [f"{k.replace('_version', '')} {v}" for k, v in info.items()
@@ -60,10 +66,23 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
         under = ", ".join(f"keras:{b}" for b in info["keras_backends"]) or "none installed"
         return f"[bold]{name}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
     devices = info.get("devices", [])
-    title = f"{name} {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
-    title += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
-    if info.get("error"):
-        title += f" - failed to initialise: {info['error']}"
+    line = f"[bold]{name}[/bold] {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
+    line += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
+    return line + (f" - failed to initialise: {info['error']}" if info.get("error") else "")
+
+
+def _device_table(backends: dict[str, Any]) -> Table | None:
+    """One row per device, whichever frameworks see it (the ``frameworks`` column): a device is its id and
+    name; where the frameworks' memory figures differ (torch: a card's total, JAX: XLA's allocator limit)
+    the cell gives each."""
+    seen: dict[tuple, list[tuple[str, dict]]] = {}
+    for name, info in backends.items():
+        if info.get("installed") and "keras_backends" not in info:
+            for dev in info.get("devices") or []:
+                seen.setdefault((dev.get("id"), dev.get("name")), []).append((name, dev))
+    if not seen:
+        return None
+    devices = [dev for views in seen.values() for _, dev in views]
     # peak columns: fp32 and bf16 always; tf32 and fp16 where a chip here has a published figure (not
     # for the CPU's estimate alone: a CPU has no TF32, and its fp16 estimate is its fp32 one)
     dtypes = [d for d in ("fp32", "tf32", "bf16", "fp16")
@@ -71,21 +90,29 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
                                               for dev in devices)]
     tpu = any(dev.get("kind") == "tpu" for dev in devices)
     limit = any(dev.get("memory_is_limit") for dev in devices)
-    caption = ("memory*: XLA's allocator limit (75% of the GPU's memory by default), not the "
-               "card's total" if limit else None)
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-    for col in ("device", "name", "memory", *(["TPU cores"] if tpu else []), "CC", "driver",
+    caption = ("memory*: XLA's allocator limit (75% of the GPU's memory by default, XLA_PYTHON_CLIENT_MEM_FRACTION), "
+               "all a JAX case can use; not the card's total" if limit else None)
+    table = Table(title="devices", title_justify="left", caption=caption, caption_justify="left")
+    for col in ("device", "name", "frameworks", "memory", *(["TPU cores"] if tpu else []), "CC", "driver",
                 *(f"peak {d}" for d in dtypes), "mem BW"):
-        table.add_column(col, overflow="fold")
-    for dev in devices:
+        table.add_column(col, overflow="fold", min_width=len(col) if col in ("device", "frameworks") else None)
+    for views in seen.values():
+        dev = views[0][1]
         peak = dev.get("peak_flops") or {}
         mark = " (est.)" if dev.get("peak_is_estimate") else ""
-        memory = fmt_bytes(dev.get("memory_bytes")) + ("*" if dev.get("memory_is_limit") else "")
-        table.add_row(dev["id"], _na(dev.get("name")), memory, *([_tpu_cores(dev)] if tpu else []),
-                      _na(dev.get("compute_capability")), _na(dev.get("driver")),
+        table.add_row(dev.get("id"), _na(dev.get("name")), ", ".join(name for name, _ in views), _memory(views),
+                      *([_tpu_cores(dev)] if tpu else []), _na(dev.get("compute_capability")), _na(dev.get("driver")),
                       *(fmt_flops(peak.get(d)) + (mark if peak.get(d) else "") for d in dtypes),
                       _bandwidth(dev.get("memory_bandwidth")))
     return table
+
+
+def _memory(views: list[tuple[str, dict]]) -> str:
+    said = {name: fmt_bytes(dev.get("memory_bytes")) + ("*" if dev.get("memory_is_limit") else "")
+            for name, dev in views}
+    if len(set(said.values())) == 1:
+        return next(iter(said.values()))
+    return ", ".join(f"{name} {value}" for name, value in said.items())
 
 
 def _tpu_cores(dev: dict[str, Any]) -> str:

@@ -1,5 +1,8 @@
-"""``xpubench doctor``: the self-check a user runs on their own hardware (about a minute), so every
-user's device becomes a test bench. Per backend and device, in a fresh process each
+"""``xpubench doctor``: the self-check a user runs on their own hardware (docs/accelerators.md gives its
+time), so every user's device becomes a test bench. It first reads how busy other processes keep the
+CPU (as ``run`` does): on a loaded machine the load row WARNs and every CPU speed row (ceiling,
+known-good, a kernels row's measured cost) is a WARN saying its figure is no verdict. Per backend and
+device, in a fresh process each
 (``probe.py``, with the benchmark's own adapters), it checks:
 
 - placement: a product really runs on the requested device (no fallback);
@@ -30,6 +33,7 @@ from xpubench import backends
 from xpubench.doctor import checks
 from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
+from xpubench.results.fingerprint import busy_note, cpu_busy_fraction
 
 MEMORY_BYTES = 256 << 20
 CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile")
@@ -121,28 +125,39 @@ def known_good_rows(record: dict, backend: str, device: str, ceiling: dict[str, 
 
 def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | None = None,
              environ: dict | None = None, probe: Callable[[dict], dict] = run_probe,
-             on_row: Callable[[Row], None] | None = None, kernel_rate=kernel_check.matmul_rate) -> list[Row]:
+             on_row: Callable[[Row], None] | None = None, kernel_rate=kernel_check.matmul_rate,
+             busy: Callable[[], float | None] = cpu_busy_fraction) -> list[Row]:
     """Every check for the chosen backends and devices (default: every installed backend, the first
-    device of each kind), plus the environment and kernels rows. ``probe`` measures one backend and
-    device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py)."""
+    device of each kind), plus the environment, load and kernels rows. ``probe`` measures one backend and
+    device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py); ``busy``
+    reads how busy other processes keep the CPU (0-1, None: unknown), before the checks and again before
+    each CPU probe: a CPU speed row measured on a loaded machine is a WARN that says so (checks.under_load)."""
     from xpubench.plan import PlanRequest, validate
     from xpubench.plan.defaults import choose_devices
 
     validate(PlanRequest(backends=backends, devices=devices))
     environ = dict(os.environ) if environ is None else environ
+    share = busy()
     rows = [checks.environment(environ)]
     kernel_row = kernel_check.diagnose(env, environ, kernel_rate)
-    rows += [kernel_row] if kernel_row else []
+    rows += [_loaded(kernel_row, share)] if kernel_row else []
+    rows.append(checks.load(share, busy_note(share) is not None))
     for row in rows if on_row else ():
         on_row(row)
     for backend, chosen in choose_devices(env, backends, devices).items():
         for device in chosen:
             config = probe_config(env, backend, device)
+            share = busy() if device.startswith("cpu") else None   # the load slows the CPU's own work
             for row in verdicts(env, config, probe(config)):
+                row = _loaded(row, share)
                 rows.append(row)
                 if on_row:
                     on_row(row)
     return rows
+
+
+def _loaded(row: Row, share: float | None) -> Row:
+    return checks.under_load(row, share) if share is not None and busy_note(share) else row
 
 
 def exit_code(rows: list[Row]) -> int:

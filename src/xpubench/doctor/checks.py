@@ -173,3 +173,33 @@ def environment(environ: dict) -> Row:
         said = "; ".join(f"{k}={v} ({envvars.describe(k).changes})" for k, v in recorded.items())
         return Row("environment", WARN, f"set (recorded in every result): {said}", details=recorded)
     return Row("environment", PASS, "no variable that changes results is set", details={})
+
+
+SPEED_CHECKS = ("ceiling", "known-good")   # rows whose figures are a speed other processes can slow (and a
+                                           # kernels row that measured what a variable costs)
+
+
+def load(busy: float | None, loaded: bool) -> Row:
+    """How busy other processes kept the CPU before the checks (``busy``: results/fingerprint.py's
+    cpu_busy_fraction; ``loaded``: the share is one at which ``run`` warns too, its busy_note)."""
+    if busy is None:
+        return Row("load", WARN, "how busy the CPU is could not be read here (no /proc/stat): the speed figures "
+                   "here hold only if nothing else was running", details={"busy": None})
+    if loaded:
+        return Row("load", WARN, f"other processes kept {busy:.0%} of the CPU busy before the checks: they compete "
+                   "with them, so the CPU speed figures here are not a verdict on this machine (run `xpubench "
+                   "doctor` again when it is quiet)", details={"busy": busy})
+    return Row("load", PASS, f"other processes kept {busy:.0%} of the CPU busy before the checks: quiet enough to "
+               "measure", details={"busy": busy})
+
+
+def under_load(row: Row, busy: float) -> Row:
+    """A speed row measured while other processes held ``busy`` of the CPU: never a plain PASS (WARN), its
+    reason saying the figure is no verdict."""
+    if row.check not in SPEED_CHECKS and not (row.check == "kernels" and row.details.get("costs")):
+        return row
+    row.reason += (f" (measured while other processes kept {busy:.0%} of the CPU busy: not a verdict on this "
+                   "machine's speed)")
+    row.status = worst([row.status, WARN])
+    row.details = {**row.details, "busy": busy}
+    return row

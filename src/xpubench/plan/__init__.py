@@ -335,6 +335,10 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
               if f.backend in on_cpu]
+    if not req.devices:   # the CPU cases of a big model on an accelerator node: hours nobody asked for
+        from xpubench.plan.estimate import cpu_share_hint
+
+        notes += [hint for hint in [cpu_share_hint(cases, env)] if hint]
     if req.precisions:
         return notes
     for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):

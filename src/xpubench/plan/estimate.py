@@ -138,3 +138,26 @@ def budget_note(cases, env: dict, budget_s: float | None, processes: int) -> str
             if skipped else "", f"{fewer} case(s) with fewer than {processes} processes" if fewer else ""]
     return (f"the run's {budget_s:g} s budget would leave out, at these estimates: "
             f"{' and '.join(s for s in said if s)}; the run re-plans from what each case measures")
+
+
+CPU_SHARE_HINT = 0.5          # the CPU's cases take at least this share of the estimate ...
+CPU_SECONDS_HINT = 600.0      # ... and at least this long: the plan says how to leave them out
+
+
+def cpu_share_hint(cases, env: dict) -> str | None:
+    """A plan with accelerator cases whose CPU cases take most of its estimated time (an 8B model
+    generating on a GPU node's CPU: hours) says so and names the ``-d`` that plans the accelerator alone;
+    None otherwise. Said only where the user named no device (plan_notes)."""
+    kinds = {c.device.split(":")[0] for c in cases}
+    accelerators = sorted(kinds - {"cpu"})
+    if "cpu" not in kinds or not accelerators:
+        return None
+    on_cpu = [c for c in cases if c.device.startswith("cpu")]
+    cpu_s = sum(case_seconds(c, env)[0] for c in on_cpu)
+    total, _ = plan_seconds(cases, env)
+    if cpu_s < CPU_SECONDS_HINT or cpu_s < CPU_SHARE_HINT * total:
+        return None
+    named = ",".join(accelerators)
+    return (f"{len(on_cpu)} of the {len(cases)} cases run on the CPU and take {cpu_s / total:.0%} of the estimated "
+            f"time ({describe(cpu_s)} of {describe(total)}, one process each): `-d {named}` plans the "
+            f"{'/'.join(a.upper() for a in accelerators)} alone (`-d cpu,{named}` keeps both without this note)")

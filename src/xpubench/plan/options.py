@@ -20,7 +20,7 @@ from xpubench.case import SYNC_MODES
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest
 from xpubench.plan import options_text as read
-from xpubench.workloads import option_rows
+from xpubench.workloads import get_workload, option_rows
 from xpubench.workloads.base import WorkloadOption
 
 
@@ -69,6 +69,8 @@ def _workload_options() -> tuple[Option, ...]:
         workload, row = rows[0]
         choices = tuple(dict.fromkeys(c for _, r in rows for c in r.choices))
         said = "; ".join(r.help for _, r in rows)
+        if all(get_workload(w).kind == "selftest" for w, _ in rows):   # the isolation check: not offered in --help
+            said = argparse.SUPPRESS
         out.append(Option(row.option_name, (flag_,), f"options.{row.key}", said, choices=choices or None,
                           type=read.whole if row.least is not None else read.csv(str, f"{workload} {row.key}")
                           if row.is_list else None, is_list=row.is_list,
@@ -95,10 +97,13 @@ OPTIONS: tuple[Option, ...] = (
     _o("num_processes", "--num-processes", "cli", "several hosts: how many processes (one per host)",
        metavar="P", **CLI_ONLY),
     _o("process_id", "--process-id", "cli", "several hosts: this process's id, 0..P-1", metavar="I", **CLI_ONLY),
-    _o("epochs", "--epochs", "request.epochs", type=read.whole),
+    _o("epochs", "--epochs", "request.epochs", "training epochs per case (default: the workload's, "
+       "`xpubench list`; 3 in the brief run)", type=read.whole),
     _o("steps", "--steps", "request.steps", "cap on steps per epoch", type=read.whole),
-    _o("train_samples", "--train-samples", "request.train_samples", type=read.whole),
-    _o("eval_samples", "--eval-samples", "request.eval_samples", type=read.whole),
+    _o("train_samples", "--train-samples", "request.train_samples", "training samples per epoch (default: the "
+       "workload's, `xpubench list`)", type=read.whole),
+    _o("eval_samples", "--eval-samples", "request.eval_samples", "validation samples per evaluation (default: "
+       "the workload's)", type=read.whole),
     _o("target", "--target", "request.target", "train until a validation metric reaches VALUE (accuracy, mse "
        "or val_loss; real data), or --epochs pass; time to target over 5 seeds", metavar="METRIC=VALUE"),
     _o("eval_every", "--eval-every", "request.eval_every", "with a target: evaluate every N steps (default: "
@@ -110,14 +115,19 @@ OPTIONS: tuple[Option, ...] = (
     _o("save_weights", "--save-weights", "options.weights_dir",
        "inference cases keep the weights they train in DIR (.npz; default: a temp cache)", metavar="DIR",
        type=read.text()),
-    _o("data", "--data", "request.data", choices=("synthetic", "real")),
-    _o("data_dir", "--data-dir", "request.data_dir"),
+    _o("data", "--data", "request.data", "synthetic (default: generated, nothing to fetch) or real (the "
+       "workload's data set, from --data-dir)", choices=("synthetic", "real")),
+    _o("data_dir", "--data-dir", "request.data_dir", "where real data sets are read (and --download writes; "
+       "default: XPUBENCH_DATA_DIR or ~/.cache/xpubench/datasets)", metavar="DIR"),
     _o("download", "--download", "options.download",
        "with --data real: fetch missing dataset files (checksum-verified) into the data dir", action="store_true"),
     _o("sync", "--sync", "options.sync", "training: synchronise every step (per-step times; default on CPUs) "
        "or once per steady epoch (pipelined; default on accelerators)", choices=SYNC_MODES),
-    _o("compile", "--compile", "request.compile", choices=("auto", "on", "off")),
-    _o("seed", "--seed", "request.seed", type=int),
+    _o("compile", "--compile", "request.compile", "torch.compile the training step: auto (on CUDA/ROCm, eager "
+       "elsewhere), on or off; JAX always compiles", choices=("auto", "on", "off")),
+    _o("seed", "--seed", "request.seed", "random seed of weights and data (default 0; each "
+       "process of a --target case adds its index)",
+       type=int),
     _o("quick", "--quick", "request.quick", "a few steps per case (the default with no -w)", action="store_true"),
     _o("model", "--model", "request.model", "your own model: FUNCTION() in FILE.py returns a torch, flax or "
        "Keras model (or module:function)", metavar="FILE.py:FUNCTION"),
@@ -147,7 +157,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("memory_limit", "--memory-limit", "run.memory_limit", "address-space cap (RLIMIT_AS) per worker of a CPU "
        "case, e.g. 8G; accelerator cases run without it (CUDA, ROCm and libtpu reserve more address space "
        "than memory)", type=read.parse_size, toml=read.parse_size, with_resume=True),
-    _o("no_progress", "--no-progress", "cli", action="store_true", **CLI_ONLY),
+    _o("no_progress", "--no-progress", "cli", "no live progress line (it is off anyway when the output is not "
+       "a terminal)", action="store_true", **CLI_ONLY),
     _o("measure_ceilings", "--measure-ceilings", "cli", "measure the missing ceilings (FLOP/s, GB/s) before "
        "the run, ~30 s per precision on a CPU (docs/ceilings.md)", action="store_true", **CLI_ONLY),
     _o("verbose", "--verbose", "cli", "full tables after the run instead of the compact summary",

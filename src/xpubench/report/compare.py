@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from xpubench import analysis
-from xpubench.errors import UserError
+from xpubench.errors import UserError, warn_caller
 from xpubench.report.environment import differences, file_fingerprints
 from xpubench.report.frame import Entry, entries, timing_name
 from xpubench.report.target import compare_fields as target_compare_fields
@@ -234,7 +233,7 @@ def _by_key(items: list[Entry]) -> dict[str, Entry]:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, stacklevel=4)
+    warn_caller(message)   # at the user's line (xpubench.compare -> ... -> here)
 
 
 def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,

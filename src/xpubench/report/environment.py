@@ -54,7 +54,8 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
             if info.get(field):
                 out[f"{backend} {label}"] = str(info[field])
         devices = [_device_text(d) for d in info.get("devices") or [] if isinstance(d, dict)]
-        out[f"{backend} devices"] = "; ".join(devices) or "none"
+        out[f"{backend} devices"] = "; ".join(devices) or (
+            "not detected (no case of the run used it)" if info.get("detected") is False else "none")
     env = fp.get("env") or {}
     for var in ENV_VARS:  # only those set: the rest read as missing(var) = "unset"
         if var in env:

@@ -133,7 +133,8 @@ class FlaxAdapter:
 
         if self.variables is None:
             params_key, dropout_key = jax.random.split(self.key)
-            self.variables = self.wrapper.init({"params": params_key, "dropout": dropout_key}, x, train=False)
+            init = jax.jit(lambda rngs, x: self.wrapper.init(rngs, x, train=False))   # one program, not op by op
+            self.variables = init({"params": params_key, "dropout": dropout_key}, x)
         return self.variables
 
     def forward(self, x: np.ndarray):

@@ -31,6 +31,11 @@ class JaxBackend(Backend):
 
         return detect(host_cpu)
 
+    def versions(self) -> dict:
+        from xpubench.devices.detect import version_of
+
+        return {"version": version_of("jax"), "jaxlib_version": version_of("jaxlib")}
+
     def worker_environment(self, device: str | None, environ, scratch=None) -> None:
         """JAX must not preallocate 75% of every visible GPU (unless the user set it; the fingerprint records
         it), and a CPU case sees no accelerator (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's

@@ -107,8 +107,12 @@ def make_apply(model, precision: str):
 
 
 def init_variables(model, spec, x_sample, seed: int):
+    """The model's parameters and other collections (batch statistics), initialised as one compiled XLA
+    program: run eagerly, flax dispatches (and compiles) every initialiser and every op of the traced
+    forward pass one at a time (44 programs for the MNIST CNN; tests/test_jax_init.py)."""
     params_key, dropout_key = jax.random.split(jax.random.key(seed))
-    variables = model.init({"params": params_key, "dropout": dropout_key}, x_sample, train=False)
+    init = jax.jit(lambda rngs, x: model.init(rngs, x, train=False))
+    variables = init({"params": params_key, "dropout": dropout_key}, x_sample)
     params = variables["params"]
     extra = {k: v for k, v in variables.items() if k != "params"}
     return params, extra
@@ -132,7 +136,8 @@ def in_batches(a: np.ndarray, batch: int) -> np.ndarray:
 
 def init_opt_state(tx, params, precision: str):
     """The optimizer state; fp16 adds the loss scaler's (loss_scale.py)."""
-    return (tx.init(params), loss_scale.init()) if precision == "fp16" else tx.init(params)
+    state = jax.jit(tx.init)(params)   # one program, not a zeros op per parameter
+    return (state, loss_scale.init()) if precision == "fp16" else state
 
 
 def make_train_step(spec, apply, tx, batch: int, take=take_rows, scaled: bool = False):
