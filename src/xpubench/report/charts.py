@@ -17,8 +17,7 @@ from matplotlib.ticker import FuncFormatter
 
 from xpubench.report.chart_labels import fit_x_labels
 from xpubench.report.content import Chart
-from xpubench.report.frame import column, many_sources, ok_rows, series_label, setting
-from xpubench.results.modes import MODES, mode_of
+from xpubench.report.frame import column, many_sources, ok_rows, series_label
 
 matplotlib.use("Agg", force=False)
 

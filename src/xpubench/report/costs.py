@@ -221,8 +221,8 @@ def cost_energy_unknown(frame: pd.DataFrame) -> list[str]:
     table = cost_energy_table(frame)
     if not table.empty or _rows_of(frame, cost=True).empty:
         return []
-    return [f"Cost and energy: no figure known for any result, so no table. "
-            f"{table.note.removeprefix(MONEY_NOTE).strip()}"]
+    return ["Cost and energy: no figure known for any result, so no table. "
+            + table.note.removeprefix(MONEY_NOTE).strip()]
 
 
 PRICE = "no price given: --price-per-hour or --prices"

@@ -74,8 +74,10 @@ def backend_pairs(data: ResultSet) -> list[Table]:
     if rows.empty:
         return []
     order = {b: i for i, b in enumerate(dict.fromkeys(rows["backend"]))}
+    # the case's key without its backend: what MATCH leaves out (a prompt length, a model preset) must agree
+    rows = rows.assign(same_case=["/".join(k.split("/")[:1] + k.split("/")[2:]) for k in rows["key"].astype(str)])
     out = []
-    for _, group in rows.groupby(MATCH, dropna=False):
+    for _, group in rows.groupby([*MATCH, "same_case"], dropna=False):
         firsts = [group[group["backend"] == b].iloc[0] for b in sorted(set(group["backend"]), key=order.get)]
         out += [_pair_row(data, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1:]]
     return [text_table("", pd.DataFrame(out))] if out else []

@@ -288,7 +288,8 @@ class JaxTrainer(PeakMemoryFrom):
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
-        from xpubench.backends.jax_.cost import step_bytes_per_sample, step_bytes_unknown  # the roofline's bytes
+        # the roofline's bytes (XLA's count), or why there are none
+        from xpubench.backends.jax_.cost import step_bytes_per_sample, step_bytes_unknown
         from xpubench.backends.jax_.device import warm_cache_note
 
         out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note(os.environ)}
