@@ -23,6 +23,8 @@ from xpubench.report.build import build_report, default_output, same_in_every_ro
 from xpubench.report.chart_labels import label_boxes, place_point_labels
 from xpubench.report.charts import throughput_figure
 from xpubench.report.charts_roofline import not_placed, roofline_chart
+from xpubench.report.costs import efficiency_table
+from xpubench.report.environment import environment_table
 from xpubench.report.frame import ResultSet
 from xpubench.report.frameworks import backend_pairs, faster_text
 from xpubench.report.generation import generation_table, throughput_latency_figure
@@ -156,7 +158,8 @@ def test_the_generation_chart_needs_a_sweep_and_labels_its_ticks():
     data = data_of(RICH)
     made = throughput_latency_figure(data.frame)
     assert made is not None
-    fig, ax = made
+    fig, ax, single = made
+    assert single == ["gpt jax cpu"]          # one batch size: in the table, not drawn as a line of one point
     FigureCanvasAgg(fig).draw()
     assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
@@ -190,3 +193,22 @@ def test_point_labels_never_overlap_and_a_repeated_label_is_said_once():
     assert [t.get_text() for t in texts].count("N=1024") == 1
     boxes = label_boxes(fig, texts)
     assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+
+
+def test_cases_of_two_prompt_lengths_are_not_paired_as_one_case():
+    """gpt generation on jax at a 64-token prompt and on torch at a 32-token one are different cases."""
+    (table,) = backend_pairs(data_of(RICH))
+    assert not table.frame()["case"].str.startswith("generate").any()
+
+
+def test_the_cpu_peak_basis_of_several_runs_is_said_once_with_the_clocks_range():
+    note = efficiency_table(data_of(RICH).frame).note
+    assert note.count("CPU peak") == 1 and note.count("32 FLOP/cycle") == 1
+    assert re.search(r"2 cores x \d\.\d\d-\d\.\d\d GHz x 32 FLOP/cycle", note)
+
+
+def test_facts_every_file_shares_are_written_once():
+    table = environment_table(data_of(RICH).items).set_index("")
+    assert table.columns[0] == "every file" and len(table.columns) > 2
+    assert table.loc["torch", "every file"] == "2.13.0+cpu" and set(table.loc["torch"].iloc[1:]) == {""}
+    assert table.loc["xpubench", "every file"] == "" and all(table.loc["xpubench"].iloc[1:])   # what differs

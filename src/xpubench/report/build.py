@@ -24,7 +24,8 @@ def same_in_every_row(frame: pd.DataFrame) -> dict[str, str]:
     One column is always kept."""
     if len(frame) < 2:
         return {}
-    same = {str(c): str(frame[c].iloc[0]) for c in frame.columns if frame[c].astype(str).nunique() == 1}
+    same = {str(c): str(frame[c].iloc[0]) for c in frame.columns
+            if frame[c].astype(str).nunique() == 1 and str(frame[c].iloc[0]).strip()}   # a blank column says nothing
     return same if len(same) < len(frame.columns) else dict(list(same.items())[:-1])
 
 

@@ -145,7 +145,15 @@ MONEY_NOTE = ("$ from --price-per-hour / --prices and the steady throughput; ene
 def _cpu_bases(rows: pd.DataFrame) -> str:
     """The CPU peak estimate's basis of the rows' files, said once (" CPU peak ...."), "" without one."""
     bases = {str(v) for v in rows.get("cpu_peak_basis", pd.Series(dtype=object)).dropna() if v}
+    clocks = [float(c) for b in bases for c in _CLOCK.findall(b)]
+    if len(bases) > 1 and len(clocks) == len(bases) and len({_CLOCK.sub("x {} GHz x", b) for b in bases}) == 1:
+        # the same basis but for the clock each file measured: said once, with the clocks' range
+        one = _CLOCK.sub(f"x {min(clocks):.2f}-{max(clocks):.2f} GHz x", min(bases), count=1)
+        return f" CPU peak {one} (the clock as each of the {len(bases)} runs measured it)."
     return " CPU peak " + " / ".join(sorted(bases)) + "." if bases else ""
+
+
+_CLOCK = re.compile(r"x ([\d.]+) GHz x")
 
 
 def efficiency_table(frame: pd.DataFrame) -> Table:

@@ -120,7 +120,20 @@ def environment_table(items) -> pd.DataFrame:
             columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
     table = pd.DataFrame(columns)
     table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
-    return table.reset_index(names="")
+    return shared_once(table).reset_index(names="")
+
+
+EVERY_FILE = "every file"
+
+
+def shared_once(table: pd.DataFrame) -> pd.DataFrame:
+    """With several files, a fact that is the same in all of them is written once, in an "every file"
+    column, and a file's own column holds only what differs (the same versions and devices three times
+    side by side made the page wider than a screen)."""
+    if table.shape[1] < 2:
+        return table
+    same = table.nunique(axis=1, dropna=False) == 1
+    return pd.concat([table.iloc[:, 0].where(same, "").rename(EVERY_FILE), table.where(~same, "")], axis=1)
 
 
 def environment_warnings(items) -> list[str]:

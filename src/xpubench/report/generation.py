@@ -127,14 +127,16 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
     made = throughput_latency_figure(frame)
     if made is None:
         return None
+    fig, _, single = made
     return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
                  "(all sequences together) against the latency of one decode step; a larger batch buys "
-                 "throughput with latency.", png(made[0]))
+                 "throughput with latency." + (f" Measured at one batch size only, so in the table alone: "
+                                               f"{', '.join(single)}." if single else ""), png(fig))
 
 
 def throughput_latency_figure(frame: pd.DataFrame):
-    """(figure, axes) of throughput_latency_chart, or None when no series has two batch sizes (one point
-    per line shows no trade-off: the table holds it)."""
+    """(figure, axes, the series left out) of throughput_latency_chart, or None when no series has two batch
+    sizes (one point per line shows no trade-off: the table holds it)."""
     rows = [r for r in _frame_dicts(frame)
             if num(r, "decode_tokens_per_s") is not None and num(r, "decode_token_p50_s") is not None]
     multi = many_sources(ok_rows(frame, GENERATE))
@@ -142,6 +144,7 @@ def throughput_latency_figure(frame: pd.DataFrame):
         r["series"] = f"{r['workload']} " + series_label(r, with_source=multi)
     swept = {s for s in (r["series"] for r in rows)
              if len({x.get("batch_size") for x in rows if x["series"] == s}) >= 2}
+    single = sorted({r["series"] for r in rows} - swept)
     rows = [r for r in rows if r["series"] in swept]
     if not rows:
         return None
@@ -169,4 +172,4 @@ def throughput_latency_figure(frame: pd.DataFrame):
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.suptitle("Generation: throughput against latency across batch sizes")
-    return fig, ax
+    return fig, ax, single

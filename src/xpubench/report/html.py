@@ -54,7 +54,7 @@ def table_html(frame: pd.DataFrame, text_columns: int | None = None) -> str:
     (default: every column whose cells are not numbers)."""
     cols = list(frame.columns)
     if text_columns is None:
-        text_like = {c for c in cols if not frame[c].astype(str).str.match(r"^[-+~]?[\d.,]").all()}
+        text_like = {c for c in cols if not frame[c].astype(str).str.match(r"^[-+~±≥≤]?\s?[\d.,]").all()}
     else:
         text_like = set(cols[:text_columns])
     head = "".join(_cell(c, "th", c in text_like) for c in cols)

@@ -208,5 +208,7 @@ register(ReportSection(
 register(ReportSection("Cases that did not finish ok", "failed", tables=_made(tables.status_table),
                        table_titles=False))
 register(ReportSection(
-    "Environments", "environments", terminal=False, intro="Where and with what each file was measured.",
+    "Environments", "environments", terminal=False, intro=(
+        "Where and with what each file was measured: with several, what every file shares is written once "
+        "(every file), and a file's own column holds what differs."),
     tables=lambda data: [text_table("", environment_table(data.items))]))
