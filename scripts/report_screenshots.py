@@ -41,11 +41,12 @@ def shoot(page: Path, png: Path, width: int) -> None:
 
 
 def cropped(png: Path, margin: int = 12) -> Image.Image:
-    """The screenshot down to its last non-white row (and a margin), in 256 colours."""
+    """The screenshot from its first to its last non-white row (and a margin), in 256 colours."""
     image = Image.open(png).convert("RGB")
     ink = np.where((np.asarray(image) < 245).any(axis=2).any(axis=1))[0]
+    top = max(0, int(ink[0]) - margin) if ink.size else 0
     bottom = min(image.height, int(ink[-1]) + margin) if ink.size else image.height
-    return image.crop((0, 0, image.width, bottom)).quantize(256, dither=Image.Dither.NONE)
+    return image.crop((0, top, image.width, bottom)).quantize(256, dither=Image.Dither.NONE)
 
 
 def main(argv: list[str] | None = None) -> int:

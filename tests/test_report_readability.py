@@ -24,7 +24,7 @@ from xpubench.report.chart_labels import label_boxes, place_point_labels
 from xpubench.report.charts import throughput_figure
 from xpubench.report.charts_roofline import not_placed, roofline_chart
 from xpubench.report.costs import efficiency_table
-from xpubench.report.environment import environment_table
+from xpubench.report.environment import environment_tables
 from xpubench.report.frame import ResultSet
 from xpubench.report.frameworks import backend_pairs, faster_text
 from xpubench.report.generation import generation_table, throughput_latency_figure
@@ -208,7 +208,10 @@ def test_the_cpu_peak_basis_of_several_runs_is_said_once_with_the_clocks_range()
 
 
 def test_facts_every_file_shares_are_written_once():
-    table = environment_table(data_of(RICH).items).set_index("")
-    assert table.columns[0] == "every file" and len(table.columns) > 2
-    assert table.loc["torch", "every file"] == "2.13.0+cpu" and set(table.loc["torch"].iloc[1:]) == {""}
-    assert table.loc["xpubench", "every file"] == "" and all(table.loc["xpubench"].iloc[1:])   # what differs
+    (_, shared), (_, differs) = environment_tables(data_of(RICH).items)
+    shared, differs = shared.set_index(""), differs.set_index("")
+    assert shared.loc["torch", "value"] == "2.13.0+cpu" and "torch" not in differs.index
+    assert "xpubench" in differs.index and "xpubench" not in shared.index and len(differs.columns) > 1
+    assert all(re.fullmatch(r"0\.1\.0 \(git [0-9a-f]{12}(\+dirty)?\)", v) for v in differs.loc["xpubench"])
+    (_, one), = environment_tables(data_of(DEFAULT).items)      # one file: its table as it is
+    assert list(one.columns) == ["", "default-zen4"]

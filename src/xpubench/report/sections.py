@@ -29,7 +29,7 @@ from xpubench.report import (
     target_chart,
 )
 from xpubench.report.content import Chart
-from xpubench.report.environment import environment_table
+from xpubench.report.environment import environment_tables
 from xpubench.report.frame import ResultSet
 from xpubench.report.table_model import Table, text_table
 
@@ -209,6 +209,5 @@ register(ReportSection("Cases that did not finish ok", "failed", tables=_made(ta
                        table_titles=False))
 register(ReportSection(
     "Environments", "environments", terminal=False, intro=(
-        "Where and with what each file was measured: with several, what every file shares is written once "
-        "(every file), and a file's own column holds what differs."),
-    tables=lambda data: [text_table("", environment_table(data.items))]))
+        "Where and with what each file was measured (with several, what they share once, then what differs)."),
+    tables=lambda data: [text_table(title, frame) for title, frame in environment_tables(data.items)]))
