@@ -215,3 +215,27 @@ def test_facts_every_file_shares_are_written_once():
     assert all(re.fullmatch(r"0\.1\.0 \(git [0-9a-f]{12}(\+dirty)?\)", v) for v in differs.loc["xpubench"])
     (_, one), = environment_tables(data_of(DEFAULT).items)      # one file: its table as it is
     assert list(one.columns) == ["", "default-zen4"]
+
+
+class _Compiled:
+    def __init__(self, costs):
+        self.costs = costs
+
+    def cost_analysis(self):
+        if isinstance(self.costs, Exception):
+            raise self.costs
+        return self.costs
+
+
+@pytest.mark.parametrize("costs, known, why", [
+    ({"bytes accessed": 4096.0, "flops": 64.0}, 1024.0, None),
+    ({"bytes accessed": 4096.0, "flops": 8.0}, None, "loop's (scan's) body once"),   # under half of 4 x 8 FLOPs
+    ({"flops": 64.0}, None, "counts no bytes"),
+    (NotImplementedError("no cost analysis"), None, "no cost analysis on this platform")])
+def test_jax_says_why_a_steps_bytes_are_unknown(costs, known, why):
+    from xpubench.backends.jax_.cost import step_bytes_per_sample, step_bytes_unknown
+
+    compiled = _Compiled(costs)
+    assert step_bytes_per_sample(compiled, 4, 8.0) == known
+    reason = step_bytes_unknown(compiled, 4, 8.0)
+    assert (reason is None) if why is None else (why in reason)
