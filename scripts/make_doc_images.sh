@@ -8,22 +8,31 @@
 #   bash scripts/make_doc_images.sh            # the real runs: many minutes of CPU on 2 cores
 #   bash scripts/make_doc_images.sh --quick    # tiny runs (about a minute) that check the script;
 #                                              # its PNGs go to the work folder, docs/img is untouched
+#   bash scripts/make_doc_images.sh --screenshots FILE.jsonl [...]
+#       the report's sections as headless Chromium draws them, one PNG each, cropped to the section:
+#       docs/img/report-<section>.png (scripts/report_screenshots.py; needs chromium). docs/reports.md
+#       shows them; they were made from tests/data/runs/report-zen4.jsonl (a real run, see its README).
 # Environment: PYTHON (default python3), MNIST_DIR (default ../shared/datasets/mnist, from the repo
 # root; the real MNIST files are required except with --quick, which falls back to synthetic data).
 # The results files, the report and its PNGs stay in a work folder (printed at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PY=${PYTHON:-python3}
 quick=0
 case "${1:-}" in
   "") ;;
   --quick) quick=1 ;;
-  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "make_doc_images.sh: unknown argument '$1' (use --quick or nothing)" >&2; exit 2 ;;
+  --screenshots)
+    shift
+    [ $# -ge 1 ] || { echo "make_doc_images.sh: --screenshots needs results files" >&2; exit 2; }
+    exec "$PY" scripts/report_screenshots.py "$@" --out docs/img ;;
+  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "make_doc_images.sh: unknown argument '$1' (use --quick, --screenshots FILE... or nothing)" >&2
+     exit 2 ;;
 esac
 [ $# -le 1 ] || { echo "make_doc_images.sh: one argument at most" >&2; exit 2; }
 
-PY=${PYTHON:-python3}
 MNIST_DIR=${MNIST_DIR:-../shared/datasets/mnist}
 xpubench() { "$PY" -m xpubench "$@"; }
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from xpubench.analysis import analyse
 from xpubench.report.build import build_section
-from xpubench.report.costs import fold, shareable
+from xpubench.report.costs import CEILING_AT_LEAST, efficiency_table, fold, shareable
 from xpubench.report.frame import ResultSet
 from xpubench.report.sections import section
 from xpubench.results import store
@@ -37,19 +37,32 @@ def section_text(sec) -> str:
 
 def test_the_default_runs_section_has_ceilings_and_says_each_shared_reason_once():
     sec = recorded_section()
-    eff, money = (block.frame for block in sec.tables)
+    (block,) = sec.tables      # cost and energy: not one figure known, so a sentence and no table (issue 32)
+    eff = block.frame
     text = section_text(sec)
     assert "above est. peak" not in text and "above spec peak" not in text
-    assert all(cell.startswith("≥ ") for cell in eff["measured ceiling"])        # a lower bound in every row
-    assert all(cell.startswith("≤") for cell in eff["% of ceiling"])
+    # no ceiling measured in any row: the headers say "at least" / "at most" once, the cells are plain figures
+    assert all(cell.endswith("FLOP/s") and "≥" not in cell for cell in eff[CEILING_AT_LEAST])
+    assert all(cell.endswith("%") and "≤" not in cell for cell in eff["% of ceiling, at most"])
     assert "note" not in eff                        # every row's reason was the same: said once, below
-    eff_note, money_note = (block.note for block in sec.tables)
+    eff_note = block.note
     assert eff_note.count("No measured ceiling for") == 1 and "xpubench ceilings" in eff_note
-    assert "a lower bound of the ceiling" in eff_note
-    assert "no CPU energy counter" in money_note and money_note.count("no CPU energy counter") == 1
-    assert "no price given" in money_note
-    assert not (money.astype(str) == "n/a").all().any()      # no column that is n/a in every row
+    assert "the real % of ceiling is at most the one shown" in eff_note
+    (money,) = sec.bullets
+    assert "no CPU energy counter" in money and money.count("no CPU energy counter") == 1
+    assert "no price given" in money and "samples/s" not in money
     assert "/root" not in text and "~/" not in text and "/home/" not in text
+
+
+def test_a_table_with_a_measured_and_a_bound_ceiling_marks_the_bound():
+    loaded = store.load_file(RECORDED)
+    analyse(loaded.results)
+    frame = ResultSet.load(loaded).frame
+    frame.loc[frame["backend"] == "jax", "ceiling_is_lower_bound"] = None   # as if jax's had been measured
+    eff = efficiency_table(frame).frame()
+    assert "measured ceiling" in eff and CEILING_AT_LEAST not in eff
+    marked = eff["measured ceiling"].str.startswith("≥ ")
+    assert marked.any() and not marked.all() and "≥ and ≤" in efficiency_table(frame).note
 
 
 def test_an_older_file_with_a_local_path_in_its_note_shows_no_path():

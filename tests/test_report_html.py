@@ -40,7 +40,8 @@ def test_html_is_self_contained_and_has_every_section(two_file_report):
     page = two_file_report.read_text()
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", page), "external reference"
     assert "<script" not in page and "@import" not in page and "url(" not in page
-    charts = dict(re.findall(r'<figure id="([\w-]+)"><img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))
+    charts = {name.removeprefix("chart-"): data for name, data in re.findall(
+        r'<figure id="([\w-]+)"><img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)}
     expected = {"throughput", "batch_size", "curves", "matmul", "roofline"}
     if runs.real_data():  # the misclassified-image gallery needs real test images (../shared/datasets/mnist)
         expected.add("gallery_mnist_cnn")

@@ -114,7 +114,7 @@ def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_promine
     assert curves["curves_synthetic"].folded and "means nothing" in curves["curves_synthetic"].title
     page = html.render(report)
     folded = page[page.index("<details>"):page.index("</details>")]
-    assert 'id="curves_synthetic"' in folded and 'id="curves"' not in folded
+    assert 'id="chart-curves_synthetic"' in folded and 'id="chart-curves"' not in folded
     only_synthetic = build_report([synthetic])
     names = [c.name for s in only_synthetic.sections for c in s.charts]
     assert "curves_synthetic" in names and "curves" not in names

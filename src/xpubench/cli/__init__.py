@@ -56,10 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
-    rep.add_argument("-o", "--output", default="xpubench-report.html", help="the report file (default "
-                     "xpubench-report.html)")
-    rep.add_argument("--format", choices=["html", "md"], default=None, help="html or md (default: from -o's "
-                     "suffix, else html)")
+    rep.add_argument("-o", "--output", help="the report's file (default: xpubench-report.html, or "
+                     "xpubench-report.md with --format md)")
+    rep.add_argument("--format", choices=["html", "md"], default=None,
+                     help="html or md (default: from -o's suffix, else html)")
     rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                      "(never a results file)")
 
@@ -176,6 +176,9 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 
 
 def cmd_report(args, console) -> int:
+    from xpubench.report.build import default_output
+
+    args.output = args.output or default_output(args.format)
     _check_inputs(args.files, args.output, args.force, "the report")
     from xpubench.api import report
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from xpubench import analysis
 from xpubench.errors import UserError
 from xpubench.report.content import Report, Section, TableBlock
@@ -16,11 +18,30 @@ from xpubench.results.fingerprint import utc_now
 from xpubench.version import __version__
 
 
+def same_in_every_row(frame: pd.DataFrame) -> dict[str, str]:
+    """{column: its one value} of the columns whose cell is the same in every row of a table of two rows or
+    more (one chip, one dtype, one device): a page says it once above the table rather than on every row.
+    One column is always kept."""
+    if len(frame) < 2:
+        return {}
+    same = {str(c): str(frame[c].iloc[0]) for c in frame.columns
+            if frame[c].astype(str).nunique() == 1 and str(frame[c].iloc[0]).strip()}   # a blank column says nothing
+    return same if len(same) < len(frame.columns) else dict(list(same.items())[:-1])
+
+
+def said_once(same: dict[str, str]) -> str:
+    """"Every row: chip = AMD EPYC, dtype = fp32, compile = n/a." ("" when no column is shared)."""
+    return "Every row: " + ", ".join(f"{c or 'value'} = {v}" for c, v in same.items()) + "." if same else ""
+
+
 def blocks(table: Table, titled: bool = True) -> list[TableBlock]:
     """A Table as report blocks: one per part when the table is split (so it fits a page), its note under
-    the last; untitled when the section's heading says what it is."""
+    the last; untitled when the section's heading says what it is. A column with one value in every row is
+    left out and said once above the first part."""
+    same = same_in_every_row(table.frame())
     parts = table.split()
-    return [TableBlock(t if titled else "", f, table.note if i == len(parts) - 1 else "")
+    return [TableBlock(t if titled else "", f.drop(columns=[c for c in same if c in f.columns]),
+                       table.note if i == len(parts) - 1 else "", said_once(same) if i == 0 else "")
             for i, (t, f) in enumerate(parts)]
 
 
@@ -47,6 +68,11 @@ def build_report(loaded) -> Report:
     subtitle = (f"{len(frame)} cases ({int((frame['status'] == 'ok').sum())} ok) from {sources}; "
                 f"written {utc_now()} by xpubench {__version__}")
     return Report("xpubench report", subtitle, secs, warnings)
+
+
+def default_output(fmt: str | None) -> str:
+    """The report's file when no -o is given: its name follows the format (Markdown never lands in .html)."""
+    return "xpubench-report.md" if fmt == "md" else "xpubench-report.html"
 
 
 def output_format(output: Path, fmt: str | None) -> str:

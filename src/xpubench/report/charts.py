@@ -17,8 +17,7 @@ from matplotlib.ticker import FuncFormatter
 
 from xpubench.report.chart_labels import fit_x_labels
 from xpubench.report.content import Chart
-from xpubench.report.frame import column, many_sources, ok_rows, series_label, setting
-from xpubench.results.modes import MODES, mode_of
+from xpubench.report.frame import column, many_sources, ok_rows, series_label
 
 matplotlib.use("Agg", force=False)
 
@@ -115,10 +114,17 @@ def throughput_figure(frame: pd.DataFrame):
     if rows.empty:
         return None
     rows = _labelled(rows)
-    rows["sps"] = column(rows, "samples_per_s")
+    # each workload in its own unit, as every table says it (results/modes.py's headline): a token model
+    # (gpt) in tokens/s, the others in samples/s; the interval scales with it
+    per_sample = (column(rows, "tokens_per_s") / column(rows, "samples_per_s")).fillna(1.0)
+    rows["sps"] = column(rows, "samples_per_s") * per_sample
+    tokens = set(rows.loc[per_sample != 1.0, "workload"])
     best = rows.loc[rows.groupby(["workload", "series"])["sps"].idxmax()]
     low, high = throughput_interval(best)
-    best = best.assign(low=low, high=high)
+    scale = (best["sps"] / column(best, "samples_per_s")).to_numpy(dtype=float)
+    best = best.assign(low=low * scale, high=high * scale)
+    best = best.assign(name=best["workload"],
+                       workload=[f"{w} (tok/s)" if w in tokens else w for w in best["workload"]])
     groups, series = sorted(best["workload"].unique()), list(dict.fromkeys(best["series"]))
     table = {(r.workload, r.series): r for r in best.itertuples()}
 
@@ -135,14 +141,17 @@ def throughput_figure(frame: pd.DataFrame):
     ax = fig.add_subplot()
     grouped_bars(ax, groups, series, value, err)
     log = log_if_wide(ax, best["sps"])
-    ax.set_ylabel("training throughput (samples/s)" + (", log scale" if log else ""))
+    ax.set_ylabel("training throughput (samples/s" + ("; token models: tokens/s" if tokens else "") + ")"
+                  + (", log scale" if log else ""))
     ax.set_title("Training throughput per workload and device (best batch size of each)")
     ax.legend(fontsize=8, ncols=2 if len(series) > 5 else 1)
     ax.grid(axis="y", alpha=0.3)
     fit_x_labels(fig, ax)
-    batches = ", ".join(f"{r.workload} {r.series}: b{int(r.batch_size)}" for r in best.itertuples()
+    batches = ", ".join(f"{r.name} {r.series}: b{int(r.batch_size)}" for r in best.itertuples()
                         if pd.notna(r.batch_size))
-    return fig, ax, ("Steady-state samples/s (global batch / median step time, epochs 2+); bars at each "
+    return fig, ax, ("Steady-state samples/s (global batch / median step time, epochs 2+; "
+                     + (f"{', '.join(sorted(tokens))}: tokens/s, samples/s x context; " if tokens else "")
+                     + "bars at each "
                      "device's fastest batch size (" + batches + "); whiskers: 95% bootstrap interval of the "
                      "median step.")
 
@@ -205,6 +214,7 @@ def matmul_chart(frame: pd.DataFrame) -> Chart | None:
                       rotation_mode="anchor")
     else:
         ax.set_xticks(x, rows["group"], fontsize=8)
+        fit_x_labels(fig, ax)   # long series names ("torch cpu [run-a]") side by side: slanted until apart
     log = log_if_wide(ax, np.r_[cold, warm])
     ax.set_ylabel(f"{unit}" + (", log scale" if log else ""))
     fig.suptitle("Matrix multiply: cold against warm")
@@ -213,91 +223,6 @@ def matmul_chart(frame: pd.DataFrame) -> Chart | None:
     return Chart("matmul", "Matmul cold and warm", f"{unit} of N x N products (2N^3 FLOPs each). Cold is "
                  "one call; warm is the median of calibrated windows, whiskers its 95% bootstrap interval.",
                  png(fig))
-
-
-def _roofs(rows: pd.DataFrame, column_name: str) -> dict[tuple, list[str]]:
-    """{(label, FLOP/s, bytes/s or None, series of its first row): [dtypes]} of the rows' roofs in
-    ``column_name`` (``series``: the colour of its points)."""
-    roofs: dict[tuple, list[str]] = {}
-    for (backend, device_name, precision), grp in rows.groupby(["backend", "device_name", "precision"], dropna=False):
-        if column_name == "ceiling_flops_per_s":   # a lower bound (the file's fastest matmul) is no measured roof
-            grp = grp[column(grp, "ceiling_is_lower_bound").fillna(0) == 0]
-        top = column(grp, column_name).dropna()
-        if top.empty:
-            continue
-        bw_name = "measured_bandwidth" if column_name == "ceiling_flops_per_s" else "memory_bandwidth"
-        bw = column(grp, bw_name).dropna()
-        who = (f"{backend} " if column_name == "ceiling_flops_per_s" else "") + str(device_name or "device")
-        estimate = bool(column(grp, "peak_is_estimate").fillna(0).astype(bool).any())
-        key = (who + (" (est.)" if estimate and column_name == "peak_flops_per_s" else ""), float(top.max()),
-               float(bw.iloc[0]) if not bw.empty else None, str(grp["series"].iloc[0]))
-        if str(precision) not in roofs.setdefault(key, []):
-            roofs[key].append(str(precision))
-    return roofs
-
-
-def roofline_chart(frame: pd.DataFrame) -> Chart | None:
-    """Every result whose bytes moved are known (matmul: A, B and C; models where a backend counted them)
-    at its arithmetic intensity, under the measured roofs (flat at the achievable FLOP/s of the ceiling
-    search, sloped at the measured bandwidth) and, dashed, the spec peaks where known."""
-    rows = ok_rows(frame)
-    if rows.empty:
-        return None
-    ranked = [m.name for m in MODES.values() if m.ranked]   # results/modes.py: ranked against the ceiling
-    rows = rows[rows["mode"].isin(ranked)]
-    rows = rows.assign(intensity=column(rows, "arithmetic_intensity"),
-                       achieved=pd.to_numeric(pd.Series([mode_of(r["mode"]).flops(r) for _, r in rows.iterrows()],
-                                                        index=rows.index, dtype=object), errors="coerce"))
-    rows = rows[rows["intensity"].notna() & rows["achieved"].notna()]
-    if rows.empty:
-        return None
-    rows = _labelled(rows)
-    measured, spec = _roofs(rows, "ceiling_flops_per_s"), _roofs(rows, "peak_flops_per_s")
-    tops = [k[1] for k in (*measured, *spec)]
-    palette = colors(rows["series"])
-    scale, unit = flops_unit(float(np.nanmax(np.r_[rows["achieved"], tops])))
-    fig = Figure(figsize=(7.5, 5.0))
-    ax = fig.add_subplot()
-    xs = np.geomspace(max(rows["intensity"].min() / 4, 0.01), rows["intensity"].max() * 4, 200)
-    notes = []
-    for (who, top, bw, series), dtypes in measured.items():
-        roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
-        ax.plot(xs, roof / scale, "-", lw=1.4, color=palette[series], alpha=0.8,
-                label=f"measured roof: {who} {'/'.join(dtypes)}")
-        notes.append(f"{who} {'/'.join(dtypes)}: ceiling {top / scale:,.1f} {unit}, "
-                     + (f"bandwidth {bw / 1e9:,.1f} GB/s" if bw else "bandwidth not measured (no slope)"))
-    spec = {(who, top, bw, None): dtypes for (who, top, bw, _), dtypes in spec.items()}
-    for (who, top, bw, _), dtypes in spec.items():
-        roof = np.full_like(xs, top) if bw is None else np.minimum(top, bw * xs)
-        ax.plot(xs, roof / scale, "--", lw=1.0, color="#999")
-        ax.annotate(f"spec: {who} {'/'.join(dtypes)}", (xs[0], top / scale),
-                    ha="left", va="bottom", fontsize=7, color="#777")
-    markers = dict(zip(ranked, "os^vDP*"))
-    for (label, mode), grp in rows.groupby(["series", "mode"], sort=False):
-        ax.scatter(grp["intensity"], grp["achieved"] / scale, s=36, color=palette[label], marker=markers[mode],
-                   label=f"{label} {mode}", zorder=3)
-        for _, r in grp.iterrows():   # a case measured at a size (matmul's N) by it, a model by its workload
-            text = setting(r) if mode_of(mode).size != "batch_size" else str(r["workload"])
-            ax.annotate(text, (r["intensity"], r["achieved"] / scale), textcoords="offset points",
-                        xytext=(4, -10), fontsize=7)
-    plain_log(ax, "x")
-    plain_log(ax, "y")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
-    ax.set_ylabel(f"achieved {unit} (log scale)")
-    ax.set_title("Roofline: measured ceilings and every result with known bytes")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower right")
-    every = ok_rows(frame)
-    every = every[every["mode"].isin(ranked)]
-    placed = set(zip(rows["workload"], rows["backend"], rows["mode"]))
-    unplaced = sorted({f"{w} {m} ({b})" for w, b, m in zip(every["workload"], every["backend"], every["mode"])
-                       if (w, b, m) not in placed and w != "selftest"})
-    caption = ("Solid: the measured roofline (flat at the ceiling search's achievable FLOP/s, sloped at the "
-               "measured STREAM bandwidth); dashed: the spec peak (a CPU's is an estimate). Matmul bytes: read A "
-               "and B, write C once; a model's where its backend counted them. Measured: "
-               + ("; ".join(notes) if notes else "none recorded (run `xpubench ceilings`)") + "."
-               + (f" Not placed (bytes moved unknown): {', '.join(unplaced)}." if unplaced else ""))
-    return Chart("roofline", "Roofline", caption, png(fig))
 
 
 def inference_chart(frame: pd.DataFrame) -> Chart | None:

@@ -29,6 +29,7 @@ class TableBlock:
     title: str
     frame: pd.DataFrame  # string cells
     note: str = ""
+    lead: str = ""       # said once above the table (a value every row shares, its column left out)
 
 
 @dataclass

@@ -134,6 +134,10 @@ EFFICIENCY_NOTE = (
 LOWER_BOUND_NOTE = (" ≥ and ≤: no ceiling was measured for that backend and precision, so the fastest matmul of "
                     "the same backend and precision in this file stands in: a lower bound of the ceiling, and "
                     "the % against it an upper bound.")
+CEILING_AT_LEAST = "ceiling, at least"
+ONLY_BOUNDS_NOTE = (" Ceiling, at least: no ceiling was measured (`xpubench ceilings` measures one), so the "
+                    "fastest matmul of the same backend and precision in these files stands in for it; the real "
+                    "ceiling is at least that, so the real % of ceiling is at most the one shown.")
 MONEY_NOTE = ("$ from --price-per-hour / --prices and the steady throughput; energy read around the same timed "
               "windows as the throughput (RAPL, NVML, AMD SMI); n/a with the reason where nothing is readable.")
 
@@ -141,7 +145,15 @@ MONEY_NOTE = ("$ from --price-per-hour / --prices and the steady throughput; ene
 def _cpu_bases(rows: pd.DataFrame) -> str:
     """The CPU peak estimate's basis of the rows' files, said once (" CPU peak ...."), "" without one."""
     bases = {str(v) for v in rows.get("cpu_peak_basis", pd.Series(dtype=object)).dropna() if v}
+    clocks = [float(c) for b in bases for c in _CLOCK.findall(b)]
+    if len(bases) > 1 and len(clocks) == len(bases) and len({_CLOCK.sub("x {} GHz x", b) for b in bases}) == 1:
+        # the same basis but for the clock each file measured: said once, with the clocks' range
+        one = _CLOCK.sub(f"x {min(clocks):.2f}-{max(clocks):.2f} GHz x", min(bases), count=1)
+        return f" CPU peak {one} (the clock as each of the {len(bases)} runs measured it)."
     return " CPU peak " + " / ".join(sorted(bases)) + "." if bases else ""
+
+
+_CLOCK = re.compile(r"x ([\d.]+) GHz x")
 
 
 def efficiency_table(frame: pd.DataFrame) -> Table:
@@ -149,20 +161,29 @@ def efficiency_table(frame: pd.DataFrame) -> Table:
     rows = _rows_of(frame, ranked=True)
     rows = rows[[_flops(r) is not None for _, r in rows.iterrows()]] if not rows.empty else rows
 
+    bounds = [bool(num(r, "ceiling_is_lower_bound")) for _, r in rows.iterrows() if num(r, "ceiling_flops_per_s")]
+    only_bounds = bool(bounds) and all(bounds)   # no ceiling measured at all: the headers say "at least" once
+
     def ceiling(r) -> str:
         value = num(r, "ceiling_flops_per_s")
-        return ("≥ " if num(r, "ceiling_is_lower_bound") and value else "") + fmt_flops(value)
+        return ("≥ " if num(r, "ceiling_is_lower_bound") and value and not only_bounds else "") + fmt_flops(value)
+
+    def share_of_ceiling(r) -> str:
+        label = str(num(r, "ceiling_label") or "n/a")
+        return label.removeprefix("≤") if only_bounds else label
 
     cols = [*_identity(rows), Column("achieved", lambda r: fmt_flops(_flops(r)), priority=ALWAYS),
             Column("% of peak", _share, priority=1),
-            Column("measured ceiling", ceiling, priority=2),
-            Column("% of ceiling", lambda r: str(num(r, "ceiling_label") or "n/a"), priority=1),
+            Column(CEILING_AT_LEAST if only_bounds else "measured ceiling", ceiling, priority=2),
+            Column("% of ceiling, at most" if only_bounds else "% of ceiling", share_of_ceiling, priority=1),
             Column("FLOP/byte", lambda r: _fmt(num(r, "arithmetic_intensity"), ",.1f"), priority=LOW),
             Column("roofline", lambda r: fmt_flops(num(r, "roofline_flops_per_s")), priority=LOW),
             Column("note", lambda r: str(num(r, "efficiency_note") or ""), priority=LOW, text=True)]
     note = EFFICIENCY_NOTE + _cpu_bases(frame)
     table = Table("Achieved FLOP/s against the spec peak and the measured ceiling", cols, rows, note)
-    if not table.empty and any(str(ceiling(r)).startswith("≥") for _, r in rows.iterrows()):
+    if only_bounds:
+        table.note += ONLY_BOUNDS_NOTE
+    elif not table.empty and any(str(ceiling(r)).startswith("≥") for _, r in rows.iterrows()):
         table.note += LOWER_BOUND_NOTE
     return fold_table(table, "note", WHY_NA)
 
@@ -176,8 +197,7 @@ def cost_energy_table(frame: pd.DataFrame) -> Table:
     """Dollars per result of every ok result of a priced mode, with its energy."""
     rows = _rows_of(frame, cost=True)
     priced = [m for m in MODES.values() if m.cost is not None and (rows["mode"] == m.name).any()]
-    cols = [*_identity(rows), Column("samples/s", lambda r: _fmt(num(r, "samples_per_s"), ",.0f"), priority=2),
-            Column("$/hour", lambda r: _usd(num(r, "usd_per_hour")), priority=LOW),
+    cols = [*_identity(rows), Column("$/hour", lambda r: _usd(num(r, "usd_per_hour")), priority=LOW),
             *(Column(f"$ per {m.cost.after}", lambda r, m=m: _usd(num(r, m.cost.metric)), priority=1)
               for m in priced),
             Column("$ per epoch", lambda r: _usd(num(r, "usd_per_epoch")), priority=LOW),
@@ -194,11 +214,29 @@ def cost_energy_table(frame: pd.DataFrame) -> Table:
                                  next(iter(reasons)).removeprefix("n/a: ")))
         table.columns = [Column(c.name, lambda r: "n/a", priority=c.priority, text=True) if c.name == "energy"
                          else c for c in table.columns]
-    return fold_table(table, None, why)
+    folded = fold_table(table, None, why)
+    if all(c.name in IDENTITY for c in folded.columns):   # not one figure known: a sentence, not a table
+        return Table(folded.title, folded.columns, rows.iloc[:0], folded.note)
+    return folded
+
+
+IDENTITY = ("file", "case", "backend", "device", "dtype")
+
+
+def cost_energy_unknown(frame: pd.DataFrame) -> list[str]:
+    """The sentence that stands for the cost and energy table when no result has one of its figures
+    ([] when the table has one, or when no result is priced)."""
+    table = cost_energy_table(frame)
+    if not table.empty or _rows_of(frame, cost=True).empty:
+        return []
+    return ["Cost and energy: no figure known for any result, so no table. "
+            + table.note.removeprefix(MONEY_NOTE).strip()]
 
 
 PRICE = "no price given: --price-per-hour or --prices"
 WHY_NA = {"$/hour": PRICE, "$ per epoch": PRICE,
           "roofline": "no measured bandwidth: `xpubench ceilings` measures it",
           "measured ceiling": "none measured and no matmul of the same backend and precision in the file",
+          CEILING_AT_LEAST: "no matmul of the same backend and precision in the file",
+          "% of ceiling, at most": "no ceiling",
           "% of ceiling": "no ceiling", "FLOP/byte": "bytes moved not counted"}

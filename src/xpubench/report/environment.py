@@ -41,7 +41,7 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
         "memory": fmt_bytes(host.get("memory_bytes") or cpu.get("memory_bytes")),
         "OS": str(fp.get("platform") or host.get("os") or "n/a"),
         "python": str(fp.get("python") or host.get("python") or "n/a"),
-        "xpubench": f"{fp.get('xpubench') or 'n/a'} (git {fp.get('git') or 'n/a'})",
+        "xpubench": f"{fp.get('xpubench') or 'n/a'} (git {_short_git(fp.get('git'))})",
     }
     for name, version in sorted((fp.get("packages") or {}).items()):
         if version:
@@ -122,6 +122,25 @@ def environment_table(items) -> pd.DataFrame:
     table = pd.DataFrame(columns)
     table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
     return table.reset_index(names="")
+
+
+def environment_tables(items) -> list[tuple[str, pd.DataFrame]]:
+    """The environment table as the report shows it: one file's as it is; with several, the facts every
+    file shares once ("the same in every file": fact, value) and then only what differs, one column per
+    file (the same versions and devices side by side five times made the page wider than a screen)."""
+    table = environment_table(items).set_index("")
+    if table.shape[1] < 2:
+        return [("", table.reset_index(names=""))]
+    same = table.nunique(axis=1, dropna=False) == 1
+    shared = table.loc[same].iloc[:, :1].set_axis(["value"], axis=1).reset_index(names="")
+    return [("The same in every file", shared), ("What differs", table.loc[~same].reset_index(names=""))]
+
+
+def _short_git(commit) -> str:
+    """A commit as git log --oneline shows it (12 hex digits), "+dirty" kept; n/a when unknown."""
+    text = str(commit or "n/a")
+    head, dirty, _ = text.partition("+dirty")
+    return (head[:12] if len(head) == 40 else head) + ("+dirty" if dirty else "")
 
 
 def environment_warnings(items) -> list[str]:

@@ -42,18 +42,29 @@ def _headline(row):
     return (mode.headline_figure(row) or mode.headline[-1]) if mode else None
 
 
+def faster_text(est, a: str, b: str) -> str:
+    """The estimate (``b``'s speed over ``a``'s) as the reader says it, the faster one first and the ratio
+    never below 1: "jax is 2.50x faster than torch [95% CI 2.10-2.90x]"."""
+    if est is None:
+        return "n/a"
+    ratio, low, high, fast, slow = est.ratio, est.low, est.high, b, a
+    if ratio < 1:
+        ratio, low, high, fast, slow = 1 / ratio, 1 / high, 1 / low, a, b
+    return f"{fast} is {ratio:.2f}x faster than {slow} [95% CI {low:.2f}-{high:.2f}x]"
+
+
 def _pair_row(data: ResultSet, a, b) -> dict[str, str]:
     est = ratio_estimate(data.groups(b), data.groups(a))   # time of a / time of b: b's speed over a's
-    speed = "n/a" if est is None else f"{est.ratio:.2f}x [{est.low:.2f}-{est.high:.2f}]"
     if est is None:
         verdict = "n/a"
     elif not est.significant:
         verdict = "not significant" + (f" ({est.note})" if est.note else "")
     else:
-        verdict = f"{b['backend'] if est.ratio > 1 else a['backend']} faster"
+        verdict = "significant"
     return {"workload": a["workload"], "device": a["device"], "case": case_text(a), "A": a["backend"],
             "A time": noisy(a, fmt_seconds(num(a, a["timing"]))), "B": b["backend"],
-            "B time": noisy(b, fmt_seconds(num(b, b["timing"]))), "B speed / A [95% CI]": speed, "verdict": verdict}
+            "B time": noisy(b, fmt_seconds(num(b, b["timing"]))),
+            "speed": faster_text(est, str(a["backend"]), str(b["backend"])), "verdict": verdict}
 
 
 def backend_pairs(data: ResultSet) -> list[Table]:
@@ -63,8 +74,10 @@ def backend_pairs(data: ResultSet) -> list[Table]:
     if rows.empty:
         return []
     order = {b: i for i, b in enumerate(dict.fromkeys(rows["backend"]))}
+    # the case's key without its backend: what MATCH leaves out (a prompt length, a model preset) must agree
+    rows = rows.assign(same_case=["/".join(k.split("/")[:1] + k.split("/")[2:]) for k in rows["key"].astype(str)])
     out = []
-    for _, group in rows.groupby(MATCH, dropna=False):
+    for _, group in rows.groupby([*MATCH, "same_case"], dropna=False):
         firsts = [group[group["backend"] == b].iloc[0] for b in sorted(set(group["backend"]), key=order.get)]
         out += [_pair_row(data, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1:]]
     return [text_table("", pd.DataFrame(out))] if out else []

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from xpubench.report.charts import colors, plain_log, png
+from xpubench.report import llm
+from xpubench.report.charts import colors, log_if_wide, png
 from xpubench.report.content import Chart
 from xpubench.report.frame import many_sources, num, ok_rows, series_label
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
@@ -48,7 +49,7 @@ def generation_row(row) -> dict[str, str]:
         "decode tok/s": fmt(num(row, "decode_tokens_per_s"), ",.0f") + warn,
         "per-token p50 / p90": (f"{fmt_seconds(num(row, 'decode_token_p50_s'))} / "
                                 f"{fmt_seconds(num(row, 'decode_token_p90_s'))}"),
-        "tokens/s": fmt(num(row, "tokens_per_s"), ",.0f"),
+        "end-to-end tok/s": fmt(num(row, "tokens_per_s"), ",.0f"),   # new tokens / the whole generation
         "MFU (decode)": _pct(row, "mfu"),
         "attention": _kernels(row),
     }
@@ -70,7 +71,7 @@ def token_training_row(row) -> dict[str, str]:
 
 
 # the columns a narrow terminal keeps longest (report/table_model.py drops the others right to left)
-KEEP = ("workload", "backend", "dtype", "batch", "tokens/s", "decode tok/s", "TTFT p50 / p90")
+KEEP = ("workload", "backend", "dtype", "batch", "tokens/s", "decode tok/s", "TTFT p50 / p90")   # tokens/s: training
 
 
 def _model(title: str, rows: pd.DataFrame, builder) -> Table:
@@ -84,9 +85,17 @@ def _model(title: str, rows: pd.DataFrame, builder) -> Table:
     return Table(title, cols, rows)
 
 
-def generation_table(frame: pd.DataFrame) -> Table:
-    """Every generation case, one row per batch size (empty when there is none)."""
+def generation_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ok generation rows this section shows: every one but a language model's at a real size (llama),
+    which the "Language models" section shows in llama-bench's terms (report/llm.py), never twice."""
     rows = ok_rows(frame, GENERATE)
+    return rows[~rows.index.isin(llm.llm_rows(frame).index)] if not rows.empty else rows
+
+
+def generation_table(frame: pd.DataFrame) -> Table:
+    """Every generation case but a language model's (report/llm.py), one row per batch size (empty when
+    there is none)."""
+    rows = generation_rows(frame)
     if not rows.empty:
         rows = rows.sort_values(["workload", "backend", "device", "precision", "batch_size"])
     return _model("Generation (greedy, KV cache): every case", rows, generation_row)
@@ -103,7 +112,7 @@ def token_training_table(frame: pd.DataFrame) -> Table:
 
 
 def _frame_dicts(frame: pd.DataFrame) -> list[dict]:
-    rows = ok_rows(frame, GENERATE)
+    rows = generation_rows(frame)
     return sorted((r.to_dict() for _, r in rows.iterrows()), key=_order)
 
 
@@ -115,13 +124,30 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
     """Decode tokens/s against per-token latency (p50), one line per workload / backend / device /
     precision through its batch sizes (each point labelled with its batch): the trade-off a serving
     batch size picks. The p90 latency is the right end of each point's bar."""
+    made = throughput_latency_figure(frame)
+    if made is None:
+        return None
+    fig, _, single = made
+    return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
+                 "(all sequences together) against the latency of one decode step; a larger batch buys "
+                 "throughput with latency." + (f" Measured at one batch size only, so in the table alone: "
+                                               f"{', '.join(single)}." if single else ""), png(fig))
+
+
+def throughput_latency_figure(frame: pd.DataFrame):
+    """(figure, axes, the series left out) of throughput_latency_chart, or None when no series has two batch
+    sizes (one point per line shows no trade-off: the table holds it)."""
     rows = [r for r in _frame_dicts(frame)
             if num(r, "decode_tokens_per_s") is not None and num(r, "decode_token_p50_s") is not None]
-    if not rows:
-        return None
     multi = many_sources(ok_rows(frame, GENERATE))
     for r in rows:
         r["series"] = f"{r['workload']} " + series_label(r, with_source=multi)
+    swept = {s for s in (r["series"] for r in rows)
+             if len({x.get("batch_size") for x in rows if x["series"] == s}) >= 2}
+    single = sorted({r["series"] for r in rows} - swept)
+    rows = [r for r in rows if r["series"] in swept]
+    if not rows:
+        return None
     palette = colors(list(dict.fromkeys(r["series"] for r in rows)))
     fig = Figure(figsize=(8.0, 4.8))
     ax = fig.add_subplot(1, 1, 1)
@@ -136,13 +162,14 @@ def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
         for r, xi, yi in zip(points, x, y):
             ax.annotate(f"b{int(r['batch_size'])}", (xi, yi), textcoords="offset points", xytext=(4, 4),
                         fontsize=8)
-    plain_log(ax, "x")
-    plain_log(ax, "y")
-    ax.set_xlabel("per-token latency, p50 (ms; bar to p90), log scale")
-    ax.set_ylabel("decode throughput (tokens/s), log scale")
+    # a log axis only where the values span a wide range: a narrow one on a log scale has no decade in
+    # view, so no tick label at all
+    xlog = log_if_wide(ax, [r["decode_token_p50_s"] * 1e3 for r in rows], "x")
+    ylog = log_if_wide(ax, [r["decode_tokens_per_s"] for r in rows], "y")
+    ax.set_xlabel("per-token latency, p50 (ms; bar to p90)" + (", log scale" if xlog else ""))
+    ax.set_ylabel("decode throughput (tokens/s)" + (", log scale" if ylog else ""))
+    ax.margins(0.12)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.suptitle("Generation: throughput against latency across batch sizes")
-    return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
-                 "(all sequences together) against the latency of one decode step; a larger batch buys "
-                 "throughput with latency.", png(fig))
+    return fig, ax, single

@@ -30,7 +30,7 @@ tr:nth-child(even) td{background:#fafbfc}
 .warn{background:#fff7e6;border-left:4px solid #f0a020;padding:6px 12px;margin:1em 0}
 figure{margin:1em 0 2em}figure img{max-width:100%;height:auto;border:1px solid #eef1f5}
 figcaption{color:#596275;font-size:13px;max-width:900px}
-nav a{margin-right:1em}.note{color:#596275;font-size:13px}
+nav a{margin-right:1em}.note{color:#596275;font-size:13px}.lead{color:#596275;font-size:13px;margin:.2em 0}
 """
 
 
@@ -54,7 +54,7 @@ def table_html(frame: pd.DataFrame, text_columns: int | None = None) -> str:
     (default: every column whose cells are not numbers)."""
     cols = list(frame.columns)
     if text_columns is None:
-        text_like = {c for c in cols if not frame[c].astype(str).str.match(r"^[-+~]?[\d.,]").all()}
+        text_like = {c for c in cols if not frame[c].astype(str).str.match(r"^[-+~±≥≤]?\s?[\d.,]").all()}
     else:
         text_like = set(cols[:text_columns])
     head = "".join(_cell(c, "th", c in text_like) for c in cols)
@@ -75,45 +75,60 @@ def warnings_html(lines: list[str], title: str = "") -> str:
     return f'<div class="warn">{head}<ul>' + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul></div>"
 
 
-def page(title: str, body: str, subtitle: str = "") -> str:
+def page(title: str, body: str, subtitle: str = "", *, heading: bool = True) -> str:
+    """A whole HTML document around ``body``; ``heading``: the title also as the page's first heading."""
     sub = f'<p class="sub">{esc(subtitle)}</p>' if subtitle else ""
     from xpubench.report.outputs import html_comment
 
     return (f"<!DOCTYPE html>\n{html_comment()}\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head>"
-            f"<body><main><h1>{esc(title)}</h1>{sub}{body}</main></body></html>\n")
+            f"<body><main>{f'<h1>{esc(title)}</h1>' if heading else ''}{sub}{body}</main></body></html>\n")
 
 
 def _table_block(block: TableBlock) -> str:
     note = f'<p class="note">{esc(block.note)}</p>' if block.note else ""
+    lead = f'<p class="lead">{esc(block.lead)}</p>' if block.lead else ""
     title = f"<h3>{esc(block.title)}</h3>" if block.title else ""
-    return title + table_html(block.frame) + note
+    return title + lead + table_html(block.frame) + note
 
 
-def _chart_block(chart: Chart) -> str:
-    figure = (f'<figure id="{esc(chart.name)}">{image_html(chart.png, chart.title)}'
+def unique_id(name: str, taken: set[str]) -> str:
+    """An element id not yet in ``taken`` (then added to it): ``name``, else ``name-2``, ``name-3``..."""
+    unique, n = name, 1
+    while unique in taken:
+        n += 1
+        unique = f"{name}-{n}"
+    taken.add(unique)
+    return unique
+
+
+def _chart_block(chart: Chart, taken: set[str]) -> str:
+    """A chart as a figure; its id ``chart-<name>`` (a section's id is its anchor: the two never clash)."""
+    figure = (f'<figure id="{esc(unique_id("chart-" + chart.name, taken))}">{image_html(chart.png, chart.title)}'
               f"<figcaption><strong>{esc(chart.title)}.</strong> {esc(chart.caption)}</figcaption></figure>")
     if chart.folded:
         return f"<details><summary>{esc(chart.title)} (click to show)</summary>{figure}</details>"
     return figure
 
 
-def section_html(section: Section) -> str:
-    parts = [f'<section id="{esc(section.anchor)}"><h2>{esc(section.title)}</h2>']
+def section_html(section: Section, taken: set[str] | None = None) -> str:
+    taken = set() if taken is None else taken
+    parts = [f'<section id="{esc(unique_id(section.anchor, taken))}"><h2>{esc(section.title)}</h2>']
     if section.intro:
         parts.append(f"<p>{esc(section.intro)}</p>")
     if section.bullets:
         parts.append("<ul>" + "".join(f"<li>{esc(b)}</li>" for b in section.bullets) + "</ul>")
     parts += [_table_block(t) for t in section.tables]
-    parts += [_chart_block(c) for c in section.charts]
+    parts += [_chart_block(c, taken) for c in section.charts]
     return "".join(parts) + "</section>"
 
 
 def render(report: Report) -> str:
     """The whole report as one HTML document (a str)."""
+    taken: set[str] = set()
+    shown = [section_html(s, taken) for s in report.sections]   # ids unique on the page, sections first
     nav = "<nav>" + "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in report.sections) + "</nav>"
     body = (nav + warnings_html(report.warnings, "Read with care")
-            + f'<p class="note">{esc(NOISY_LEGEND)}; n/a = not known or not measured.</p>'
-            + "".join(section_html(s) for s in report.sections))
+            + f'<p class="note">{esc(NOISY_LEGEND)}; n/a = not known or not measured.</p>' + "".join(shown))
     return page(report.title, body, report.subtitle)

@@ -72,6 +72,8 @@ def render(report: Report, output: Path) -> str:
         for block in section.tables:
             if block.title:
                 parts += [f"### {md_escape(block.title)}", ""]
+            if block.lead:
+                parts += [md_escape(block.lead), ""]
             parts += [md_table(block.frame), ""]
             if block.note:
                 parts += [f"_{md_escape(block.note)}_", ""]

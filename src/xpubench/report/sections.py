@@ -17,6 +17,7 @@ import pandas as pd
 from xpubench.report import (
     advice,
     charts,
+    charts_roofline,
     charts_training,
     costs,
     frameworks,
@@ -28,7 +29,7 @@ from xpubench.report import (
     target_chart,
 )
 from xpubench.report.content import Chart
-from xpubench.report.environment import environment_table
+from xpubench.report.environment import environment_tables
 from xpubench.report.frame import ResultSet
 from xpubench.report.table_model import Table, text_table
 
@@ -62,6 +63,12 @@ class ReportSection:
 def _made(*makers: Callable[[pd.DataFrame], object]) -> Callable[[ResultSet], list]:
     """A section part from functions of the results frame, each returning a Table or Chart (or None)."""
     return lambda data: [x for x in (make(data.frame) for make in makers) if x is not None]
+
+
+def _sentences(lines: list[str]) -> list[str]:
+    """The terminal answer's lines (report/llm.py: "for smollm-135m generation, ...") as the report's
+    bullets write them: a capital first, a full stop last."""
+    return [line[:1].upper() + line[1:] + ("" if line.endswith(".") else ".") for line in lines]
 
 
 SECTIONS: list[ReportSection] = []
@@ -104,7 +111,8 @@ def tables_of(loaded) -> dict[str, pd.DataFrame]:
 
 
 register(ReportSection(
-    "Which device for what", "advice", bullets=advice.advice, terminal=False, intro=(
+    "Which device for what", "advice", terminal=False,
+    bullets=lambda data: advice.advice(data) + _sentences(llm.answer_lines(data.frame)), intro=(
         "Written from the measurements below. A difference is called only when the 95% interval of the "
         "ratio (a bootstrap over the worker processes, then the samples within them) excludes 1, the change "
         "is at least 5%, and every process of the slower case was slower than every process of the faster "
@@ -132,7 +140,7 @@ register(ReportSection(
         "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate).")))
 register(ReportSection(
     "Efficiency, energy and cost", "efficiency", tables=_made(costs.efficiency_table, costs.cost_energy_table),
-    charts=_made(charts.roofline_chart), intro=(
+    charts=_made(charts_roofline.roofline_chart), bullets=lambda data: costs.cost_energy_unknown(data.frame), intro=(
         "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
         "measured to reach (ceilings), with its energy and what it costs at the given price.")))
 register(ReportSection(
@@ -143,8 +151,8 @@ register(ReportSection(
 register(ReportSection(
     "Backend against backend", "frameworks", tables=frameworks.backend_pairs, terminal=False, intro=(
         "The same case on two backends on the same device (A: the backend that comes first in the files): "
-        "ratio of median times as a speed ratio (> 1: B faster), 95% bootstrap interval over the worker "
-        "processes and their samples.")))
+        "the faster of the two and by how much (the ratio of median times), with the 95% bootstrap interval "
+        "over the worker processes and their samples; significant when the interval excludes 1.")))
 register(ReportSection(
     "Framework comparison", "keras", tables=_made(frameworks.keras_table), terminal=False, intro=(
         "Keras 3 (model.fit / predict_on_batch on its JAX or PyTorch backend) beside the same case in native "
@@ -159,10 +167,12 @@ register(ReportSection(
 register(ReportSection(
     "Generation", "generation", tables=_made(generation.generation_table),
     charts=_made(generation.throughput_latency_chart), intro=(
-        "Greedy decoding with a KV cache (docs/workloads.md, GPT). TTFT = the prefill of the whole prompt "
-        "batch until the first token exists on the device; decode tok/s = batch x decode steps / their "
-        "total time; per-token latency = one synchronised decode step. MFU (decode) = the decode FLOP rate "
-        "(2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, not FLOPs.")))
+        "Greedy decoding with a KV cache (docs/workloads.md, GPT; a Llama-family model is in the next section). "
+        "TTFT = the prefill of the whole prompt batch until the first token exists on the device; decode "
+        "tok/s = batch x decode steps / their total time; end-to-end tok/s = new tokens / the whole "
+        "generation, prefill included; per-token latency = one synchronised decode step. MFU (decode) = the "
+        "decode FLOP rate (2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, "
+        "not FLOPs.")))
 register(ReportSection(
     "Language models: prompt processing and generation", "llm", tables=lambda data: llm.format_tables(data.frame),
     charts=_made(llm.batch_chart), intro=(
@@ -198,5 +208,6 @@ register(ReportSection(
 register(ReportSection("Cases that did not finish ok", "failed", tables=_made(tables.status_table),
                        table_titles=False))
 register(ReportSection(
-    "Environments", "environments", terminal=False, intro="Where and with what each file was measured.",
-    tables=lambda data: [text_table("", environment_table(data.items))]))
+    "Environments", "environments", terminal=False, intro=(
+        "Where and with what each file was measured (with several, what they share once, then what differs)."),
+    tables=lambda data: [text_table(title, frame) for title, frame in environment_tables(data.items)]))

@@ -15,6 +15,7 @@ import pandas as pd
 from xpubench.report import related
 from xpubench.report.content import NOISY_MARK
 from xpubench.report.costs import peak_cell
+from xpubench.report.figures import shown
 from xpubench.report.frame import many_sources, num, ok_rows, row_mode, series_label, setting
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.results.metrics import unit
@@ -91,9 +92,7 @@ def training_table(frame: pd.DataFrame) -> Table:
             Column("step (p50)", lambda r: noisy(r, fmt_seconds(num(r, "step_s"))), group="time"),
             Column("step IQR", lambda r: fmt_seconds(num(r, "step_iqr_s")), priority=LOW, group="time"),
             Column("µs/sample", lambda r: fmt(num(r, "us_per_sample"), ",.0f"), priority=LOW, group="use"),
-            Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s"))), group="time"),
-            *([Column("tokens/s", lambda r: fmt(num(r, "tokens_per_s"), ",.0f"), group="time")]
-              if "tokens_per_s" in rows and rows["tokens_per_s"].notna().any() else []),   # token models (gpt)
+            throughput_column(rows),
             Column("achieved", lambda r: fmt_flops(num(r, "achieved_flops_per_s")), priority=LOW, group="use"),
             Column("MFU", lambda r: peak_cell(r, "mfu"), priority=2,
                    group="use"),
@@ -103,6 +102,21 @@ def training_table(frame: pd.DataFrame) -> Table:
     return Table("Every training case", cols, rows,
                  parts={"time": "Every training case: time", "use": "Every training case: use of the chip, "
                                                                   "memory and result"})
+
+
+def throughput_column(rows: pd.DataFrame) -> Column:
+    """Training throughput in each workload's own unit, the one every table, chart and answer uses
+    (results/modes.py's headline: tok/s for a token model, samples/s for the others): "samples/s" when
+    every row counts samples, else "throughput" with the unit in each cell."""
+    if not ("tokens_per_s" in rows and rows["tokens_per_s"].notna().any()):
+        return Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s"))), group="time")
+
+    def cell(r) -> str:
+        mode = row_mode(r)
+        figure = mode.headline_figure(r) if mode else None
+        return noisy(r, shown(figure, num(r, figure.metric)) if figure else "n/a")
+
+    return Column("throughput", cell, group="time")
 
 
 def matmul_table(frame: pd.DataFrame) -> Table:

@@ -221,6 +221,8 @@ class Efficiency(Metrics):
                                             optional=True)
     bytes_per_call: float | None = figure("B", "matmul: the least one product moves (read A and B, write C)",
                                           optional=True)
+    bytes_unknown: str | None = figure("text", "why bytes_per_sample is unknown (the roofline cannot place the "
+                                               "case)", optional=True)
     ceiling_rel_noise: float | None = figure("ratio", "half-width of the ceiling's 95% interval / the ceiling",
                                              optional=True)
     achieved_rel_noise: float | None = figure("ratio", "half-width of the result's 95% interval / its median",

@@ -32,17 +32,28 @@ def step_bytes_per_sample(compiled: Any, global_batch: int, flops_per_sample: fl
     """Bytes one sample of a compiled train / predict step moves ("bytes accessed" / batch), for the
     roofline. None when XLA gives no figure, or when its FLOP count is under half the analytic one: XLA
     counts a loop's (scan's) body once, so its bytes would be under-counted too and the intensity
-    overstated."""
+    overstated (``step_bytes_unknown`` says which)."""
+    return _step_bytes(compiled, global_batch, flops_per_sample)[0]
+
+
+def step_bytes_unknown(compiled: Any, global_batch: int, flops_per_sample: float | None) -> str | None:
+    """Why step_bytes_per_sample is None, in a few words (None when it is known): the roofline says it
+    for each case it cannot place."""
+    return _step_bytes(compiled, global_batch, flops_per_sample)[1]
+
+
+def _step_bytes(compiled: Any, global_batch: int, flops_per_sample: float | None) -> tuple[float | None, str | None]:
     try:
         costs = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements cost analysis
-        return None
+        return None, "XLA gives no cost analysis on this platform"
     if isinstance(costs, (list, tuple)):
         costs = costs[0] if costs else None
     costs = costs or {}
     moved, flops = costs.get("bytes accessed"), costs.get("flops")
     if not moved or not global_batch:
-        return None
+        return None, "XLA's cost analysis counts no bytes for this step"
     if flops_per_sample and (not flops or flops / global_batch < 0.5 * flops_per_sample):
-        return None
-    return float(moved) / global_batch
+        return None, ("XLA counts a loop's (scan's) body once, so its bytes would be under-counted "
+                      "(its FLOPs are under half the analytic count)")
+    return float(moved) / global_batch, None

@@ -293,7 +293,8 @@ class JaxTrainer(PeakMemoryFrom):
 
     def describe(self) -> dict:
         """What ran, added to a training case's metrics: XLA's autotuning, fp16's loss scaling."""
-        from xpubench.backends.jax_.cost import step_bytes_per_sample  # the roofline's bytes (XLA's count)
+        # the roofline's bytes (XLA's count), or why there are none
+        from xpubench.backends.jax_.cost import step_bytes_per_sample, step_bytes_unknown
         from xpubench.backends.jax_.device import warm_cache_note
 
         out = {"autotune": autotune_setting(self.device), "warning": warm_cache_note(os.environ)}
@@ -301,6 +302,9 @@ class JaxTrainer(PeakMemoryFrom):
         moved = step_bytes_per_sample(self._train, self.global_batch, getattr(self, "flops_per_sample", None))
         if moved:
             out["bytes_per_sample"] = moved
+        else:
+            out["bytes_unknown"] = step_bytes_unknown(self._train, self.global_batch,
+                                                      getattr(self, "flops_per_sample", None))
         if self.case.precision == "fp16":
             out.update(loss_scaling=loss_scale.DESCRIPTION,
                        final_loss_scale=float(jax.device_get(self.state[1][1]["scale"])))

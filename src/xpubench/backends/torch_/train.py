@@ -263,7 +263,8 @@ class TorchTrainer(PeakMemoryFrom):
         autotuning, fp16's loss scaling."""
         warm = warm_cache_note() if self.compiled else None
         notes = "; ".join(n for n in (self.compile_note, warm) if n)
-        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": notes or None}
+        out = {"compiled": self.compiled, "autotune": self.autotune, "warning": notes or None,
+               "bytes_unknown": "PyTorch has no count of the bytes a training step moves"}   # the roofline's
         if self.scaler is not None:
             out.update(loss_scaling=LOSS_SCALING, final_loss_scale=float(self.scaler.get_scale()))
         if hasattr(self.spec, "attention"):
