@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xpubench.devices import kernels
+from xpubench.results.plaintext import markup
 from xpubench.units import fmt_bytes, fmt_flops
 
 SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
@@ -15,7 +16,8 @@ SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_
 
 
 def _na(value: Any) -> str:
-    return "n/a" if value in (None, "", []) else str(value)
+    """A field of the environment (detected, or read from an --env-file) as markup that prints as text."""
+    return "n/a" if value in (None, "", []) else markup(value)
 
 
 def render_environment(env: dict[str, Any], console: Console) -> None:
@@ -35,35 +37,37 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     estimates = cpu.get("peak_estimate") or {}
     if estimates:
         console.print("[bold]CPU peak (estimate)[/bold] " + ", ".join(
-            f"{dtype} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
+            f"{markup(dtype)} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
         basis = (estimates.get("fp32") or {}).get("basis")
-        console.print(f"  [dim]{basis}[/dim]" if basis else "")
+        console.print(f"  [dim]{markup(basis)}[/dim]" if basis else "")
     chosen = kernels.describe(env.get("kernels"))
     if chosen:
-        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{k}: {v}" for k, v in chosen.items()), highlight=False)
+        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{markup(k)}: {markup(v)}" for k, v in chosen.items()),
+                      highlight=False)
     for finding in kernels.findings(env.get("kernels"), cpu.get("flags"), env.get("variables") or {}):
-        console.print(f"[yellow]warning:[/] {finding.sentence()} (`xpubench doctor` measures what it costs)",
+        console.print(f"[yellow]warning:[/] {markup(finding.sentence())} (`xpubench doctor` measures what it costs)",
                       highlight=False)
     for name, info in env.get("backends", {}).items():
         console.print(_backend_table(name, info))
         for platform, error in (info.get("platform_errors") or {}).items():
-            console.print(f"[yellow]{name}: {platform} backend did not load (so no {platform} device):[/] {error}",
+            console.print(f"[yellow]{markup(name)}: {markup(platform)} backend did not load (so no "
+                          f"{markup(platform)} device):[/] {markup(error)}",
                           highlight=False, soft_wrap=True)
 
 
 def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
     if not info.get("installed"):
-        return f"[bold]{name}[/bold]: not installed (pip install 'xpubench[{name}]')"
-    extras = [f"{k.replace('_version', '')} {v}" for k, v in info.items()
-              if k.endswith("_version") and v] + ([f"BLAS {info['blas']}"] if info.get("blas") else [])
+        return f"[bold]{markup(name)}[/bold]: not installed (pip install 'xpubench\\[{markup(name)}]')"
+    extras = [f"{markup(k.replace('_version', ''))} {markup(v)}" for k, v in info.items()
+              if k.endswith("_version") and v] + ([f"BLAS {markup(info['blas'])}"] if info.get("blas") else [])
     if "keras_backends" in info:   # Keras runs on the devices of the framework under it (devices/detect.py)
-        under = ", ".join(f"keras:{b}" for b in info["keras_backends"]) or "none installed"
-        return f"[bold]{name}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
+        under = ", ".join(f"keras:{markup(b)}" for b in info["keras_backends"]) or "none installed"
+        return f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
     devices = info.get("devices", [])
-    title = f"{name} {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
+    title = f"{markup(name)} {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
     title += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
     if info.get("error"):
-        title += f" - failed to initialise: {info['error']}"
+        title += f" - failed to initialise: {markup(info['error'])}"
     # peak columns: fp32 and bf16 always; tf32 and fp16 where a chip here has a published figure (not
     # for the CPU's estimate alone: a CPU has no TF32, and its fp16 estimate is its fp32 one)
     dtypes = [d for d in ("fp32", "tf32", "bf16", "fp16")
@@ -81,7 +85,7 @@ def _backend_table(name: str, info: dict[str, Any]) -> Table | str:
         peak = dev.get("peak_flops") or {}
         mark = " (est.)" if dev.get("peak_is_estimate") else ""
         memory = fmt_bytes(dev.get("memory_bytes")) + ("*" if dev.get("memory_is_limit") else "")
-        table.add_row(dev["id"], _na(dev.get("name")), memory, *([_tpu_cores(dev)] if tpu else []),
+        table.add_row(markup(dev["id"]), _na(dev.get("name")), memory, *([_tpu_cores(dev)] if tpu else []),
                       _na(dev.get("compute_capability")), _na(dev.get("driver")),
                       *(fmt_flops(peak.get(d)) + (mark if peak.get(d) else "") for d in dtypes),
                       _bandwidth(dev.get("memory_bandwidth")))

@@ -227,7 +227,25 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     unique: dict[str, Case] = {}
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
+    for case in unique.values():
+        readable(case)
     return list(unique.values())
+
+
+def readable(case: Case) -> None:
+    """UserError unless the results file's reader accepts the case as a run would record it: the checks
+    of results/validate.py, the one validation of both directions, so a run never writes a file that its
+    report, compare and --resume refuse (a price or time budget above 1e100, a seed or batch size of
+    2**63 and more)."""
+    import json
+
+    from xpubench.results.validate import Invalid, check_case
+
+    try:
+        check_case(json.loads(json.dumps(case.as_dict())), "case")
+    except (Invalid, ValueError, OverflowError) as exc:
+        reason = str(exc).removeprefix("case.").replace("options.", "")
+        raise UserError(f"{case.key}: a results file could not hold this case ({reason})") from None
 
 
 def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
