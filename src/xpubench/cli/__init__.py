@@ -101,7 +101,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xpubench.results.plaintext import PlainConsole as Console, plain_streams, shown
+    from xpubench.results.plaintext import PlainConsole as Console
+    from xpubench.results.plaintext import plain_streams, shown
 
     plain_streams()   # an ASCII locale (LC_ALL=C): "+-" for "±", never a UnicodeEncodeError
     # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns

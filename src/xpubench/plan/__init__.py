@@ -175,8 +175,9 @@ def _check_model(req: PlanRequest) -> None:
 
 
 def _check_run_extras(req: PlanRequest) -> None:
-    """Prices (device -> USD per hour) and the run's budget."""
+    """Prices (device -> USD per hour) and the run's budget (at most what a plan sidecar holds)."""
     from xpubench.devices.device import Device
+    from xpubench.results.validate import LARGEST
 
     if not isinstance(req.prices, dict):
         raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
@@ -188,8 +189,8 @@ def _check_run_extras(req: PlanRequest) -> None:
         if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
             raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
     b = req.budget_s
-    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
-        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
+    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= LARGEST):
+        raise UserError(f"--budget must be a number of seconds above 0 (at most {LARGEST:g}), got {b!r}")
 
 
 def _unique(values):

@@ -316,7 +316,8 @@ def run_compare_command(files, *, fmt: str = "table", output: str | None = None,
 
     from xpubench.report import compare_render
     from xpubench.report.outputs import check_output
-    from xpubench.results.plaintext import PlainConsole as Console, shown
+    from xpubench.results.plaintext import PlainConsole as Console
+    from xpubench.results.plaintext import shown
     from xpubench.results.store import write_atomically
 
     if output:

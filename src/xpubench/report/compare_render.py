@@ -8,9 +8,9 @@ from rich.table import Table
 from xpubench.report import html as html_out
 from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.outputs import GENERATOR, html_comment
-from xpubench.results.plaintext import markup
 from xpubench.report.tables import fmt_seconds
 from xpubench.results.modes import MODES
+from xpubench.results.plaintext import markup
 
 
 def explain(comparisons) -> str:

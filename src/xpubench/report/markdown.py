@@ -2,7 +2,7 @@
 file names made safe by ``file_stem``).
 
 Text from results files is made inert: characters Markdown or embedded HTML would interpret
-(``| < > [ ] * ` \\``) are escaped, so a device name can neither break a table nor inject markup.
+(``| < > [ ] * ` $ \\``) are escaped, so a device name can neither break a table nor inject markup.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from xpubench.report.outputs import html_comment
 from xpubench.results.plaintext import shown
 from xpubench.results.store import write_atomically
 
-_SPECIAL = re.compile(r"([\\`*\[\]|<>])")
+_SPECIAL = re.compile(r"([\\`*\[\]|<>$])")
 
 
 def md_escape(value) -> str:
