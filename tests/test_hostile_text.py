@@ -89,7 +89,8 @@ def test_a_batch_size_of_23_digits_is_one_line(capsys):
 def test_run_settings_a_plan_sidecar_cannot_hold_are_refused_before_the_output_is_made(flags, says, tmp_path,
                                                                                        capsys):
     out = tmp_path / "r.jsonl"
-    code, _, err = cli_run(capsys, "run", "-w", "matmul", "-b", "numpy", *flags, "-o", out)
+    code, _, err = cli_run(capsys, "run", "-w", "matmul", "-b", "numpy", "--size", "64", "--processes", "1", *flags,
+                           "-o", out)
     one_line(code, err, says)
     assert not out.exists()
 
@@ -351,7 +352,7 @@ def test_a_plan_sidecar_xpubench_did_not_write_is_not_replaced(tmp_path, capsys)
     out = tmp_path / "r.jsonl"
     sidecar = tmp_path / "r.jsonl.plan.json"
     sidecar.write_text("my notes\n")
-    code, _, err = cli_run(capsys, "run", "-w", "matmul", "-b", "numpy", "--size", "64", "-o", out)
+    code, _, err = cli_run(capsys, "run", "-w", "matmul", "-b", "numpy", "--size", "64", "--processes", "1", "-o", out)
     one_line(code, err, "exists and is not an xpubench plan")
     assert sidecar.read_text() == "my notes\n"
 
@@ -420,9 +421,11 @@ def test_a_repeated_list_flag_keeps_both_values(capsys):
 
 @pytest.mark.parametrize("argv,says", [
     (["run", "-w", "matmul", "--seed", "1", "--seed", "2", "--dry-run"], "argument --seed: given twice (1, then 2)"),
-    (["run", "-w", "matmul", "-o", "a.jsonl", "--output", "b.jsonl"], "argument -o/--output: given twice"),
-    (["report", str(SEED), "-o", "a.md", "-o", "b.md"], "argument -o/--output: given twice"),
+    (["run", "-w", "matmul", "-o", "{tmp}/a.jsonl", "--output", "{tmp}/b.jsonl", "--dry-run"],
+     "argument -o/--output: given twice"),
+    (["report", str(SEED), "-o", "{tmp}/a.md", "-o", "{tmp}/b.md"], "argument -o/--output: given twice"),
 ])
-def test_a_repeated_single_value_flag_is_refused(argv, says, capsys):
-    code, _, err = cli_run(capsys, *argv)
+def test_a_repeated_single_value_flag_is_refused(argv, says, tmp_path, capsys):
+    code, _, err = cli_run(capsys, *(a.format(tmp=tmp_path) for a in argv))
     one_line(code, err, says)
+    assert not list(tmp_path.iterdir())   # nothing written
