@@ -134,7 +134,8 @@ def _string_fields(record) -> list[tuple]:
 def hostile_text_records(draw) -> tuple[str, bool]:
     """Real records with hostile text in one to three string fields (any of them: keys, names, messages,
     paths, warnings); sometimes a raw non-UTF-8 byte in the line as well (``True``: bytes to write)."""
-    records = [copy.deepcopy(r) for r in RECORDS]
+    records = [copy.deepcopy(RECORDS[i]) for i in draw(st.lists(st.integers(0, len(RECORDS) - 1), min_size=1,
+                                                                  max_size=3, unique=True))]
     for _ in range(draw(st.integers(1, 3))):
         record = draw(st.sampled_from(records))
         *parents, last = draw(st.sampled_from(_string_fields(record)))
@@ -158,7 +159,7 @@ def drawn_charts(monkeypatch):
     monkeypatch.setattr(Figure, "savefig", savefig)
 
 
-@settings(max_examples=12, deadline=timedelta(seconds=10), database=None,
+@settings(max_examples=12, deadline=timedelta(seconds=30), database=None,   # a hang, on a busy 2-core CI box
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(drawn=hostile_text_records())
 def test_hostile_text_in_any_field_is_printed_as_text_or_refused_in_one_line(drawn, tmp_path, capsys,
