@@ -35,7 +35,6 @@ from xpubench.results import store
 from xpubench.version import __version__
 
 GENERATOR = f"generator: xpubench {__version__}"
-MARK = "generator: xpubench"
 HEAD = 4096   # bytes read to recognise a file
 CHART_SOFTWARE = f"xpubench {__version__}"   # a chart PNG's Software text chunk (report/charts.py)
 _MARK_LINE = re.compile(rb"<!-- generator: xpubench \S+ -->|xpubench compare \(generator: xpubench \S+\)")
