@@ -183,6 +183,20 @@ ENV_CASES = [
     ("matmul across hosts", "run -w matmul -b jax --num-processes 2", "matmul runs on one device"),
     ("bad data inside a case", "run --selftest baddata -b numpy --no-progress -o {tmp}/data.jsonl",
      "selftest: data file is corrupt (deliberate); fix or delete it"),
+    # issue 31: what a run accepts its readers accept (results/validate.py, both directions); repeated flags
+    ("--time-budget above 1e100", "run -w matmul -b numpy --size 64 --time-budget 1e101 --dry-run",
+     "a results file could not hold this case (time_budget_s must be a finite number of at most 1e+100"),
+    ("--seed 2**63", "run -w matmul -b numpy --size 64 --seed 9223372036854775808 --dry-run",
+     "(seed must be a whole number of at least -9223372036854775808 and at most 9223372036854775807"),
+    ("--batch-size of 23 digits", "run -w mnist_cnn -b torch --batch-size 99999999999999999999999 --dry-run",
+     "(batch_size must be a whole number of at least 1 and at most 9223372036854775807"),
+    ("--price-per-hour above 1e100", "run -w matmul -b numpy --size 64 --price-per-hour cpu=1e101 --dry-run",
+     "(price_per_hour must be a finite number of at most 1e+100"),
+    ("--timeout above 1e100", "run -w matmul -b numpy --timeout 1e101", "(at most 1e+100), got 1e+101"),
+    ("--memory-limit of 23 digits", "run -w matmul -b numpy --memory-limit 99999999999999999999999",
+     "--memory-limit must be below 8E"),
+    ("a flag given twice", "run -w matmul -b numpy --seed 1 --seed 2 --dry-run",
+     "argument --seed: given twice (1, then 2): give it once"),
 ]
 
 

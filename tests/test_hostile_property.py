@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,7 @@ def _one_line_or_success(capsys, argv) -> None:
     assert code in (0, 2), (code, errors)
     if code == 2:
         assert len(errors) == 1 and errors[0].startswith("xpubench: error: "), errors
+    return out, err
 
 
 def _load(path: Path) -> None:
@@ -107,6 +109,73 @@ def test_hostile_records_are_read_or_refused_in_one_line(text, tmp_path, capsys,
     _load(path)
     _one_line_or_success(capsys, ["report", path, "-o", tmp_path / "report.md", "--force"])
     _one_line_or_success(capsys, ["compare", SEED, path])
+
+
+# issue 31: text that a terminal, rich, Markdown or matplotlib would interpret, or that no stream can encode
+HOSTILE_PIECES = st.sampled_from([
+    "\x1b]0;pwned\x07", "\x1b[2J", "\x1b[31m", "\r", "\x00", "\x9b", "\u202e", "[/x]", "[/]", "[bold]",
+    "[batch, features]", "\\", "$x^$", "$\\frac{", "$", "<script>", "|", "`", "*", "\ud800", "\udcff",
+    "\udc80\udcfe", "±µ"])
+HOSTILE_TEXT = st.lists(st.one_of(HOSTILE_PIECES, st.text(max_size=3)), min_size=1, max_size=4).map("".join)
+
+
+def _string_fields(record) -> list[tuple]:
+    found = []
+    for path in _paths(record):
+        target = record
+        for p in path:
+            target = target[p]
+        if isinstance(target, str):
+            found.append(path)
+    return sorted(found, key=str)
+
+
+@st.composite
+def hostile_text_records(draw) -> tuple[str, bool]:
+    """Real records with hostile text in one to three string fields (any of them: keys, names, messages,
+    paths, warnings); sometimes a raw non-UTF-8 byte in the line as well (``True``: bytes to write)."""
+    records = [copy.deepcopy(RECORDS[i]) for i in draw(st.lists(st.integers(0, len(RECORDS) - 1), min_size=1,
+                                                                  max_size=3, unique=True))]
+    for _ in range(draw(st.integers(1, 3))):
+        record = draw(st.sampled_from(records))
+        *parents, last = draw(st.sampled_from(_string_fields(record)))
+        target = record
+        for p in parents:
+            target = target[p]
+        target[last] = draw(HOSTILE_TEXT)
+    return "".join(json.dumps(r) + "\n" for r in records), draw(st.booleans()) and draw(st.booleans())
+
+
+@pytest.fixture
+def drawn_charts(monkeypatch):
+    """Charts laid out (every text measured, as a real draw does: math parsed, glyphs looked up) but not
+    encoded as PNG."""
+    from matplotlib.figure import Figure
+
+    def savefig(self, fh, **kw):
+        self.draw_without_rendering()
+        fh.write(b"\x89PNG\r\n\x1a\n")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+
+
+@settings(max_examples=12, deadline=timedelta(seconds=30), database=None,   # a hang, on a busy 2-core CI box
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(drawn=hostile_text_records())
+def test_hostile_text_in_any_field_is_printed_as_text_or_refused_in_one_line(drawn, tmp_path, capsys,
+                                                                             drawn_charts):
+    text, raw_byte = drawn
+    path = tmp_path / "text.jsonl"
+    data = text.encode()   # json.dumps writes a lone surrogate as \udcff, as xpubench itself does
+    path.write_bytes(data.replace(b'"status": "', b'"status": "\xff', 1) if raw_byte else data)
+    _load(path)
+    for argv in (["report", path, "-o", tmp_path / "report.md", "--force"], ["compare", SEED, path]):
+        out, err = _one_line_or_success(capsys, argv)
+        assert "\x1b" not in out + err and "\x07" not in out + err   # no raw escape reaches the terminal
+        (out + err).encode("utf-8")   # nor a lone surrogate
+    if (tmp_path / "report.md").exists():
+        report = (tmp_path / "report.md").read_text(encoding="utf-8")
+        assert "\x1b" not in report and "\x07" not in report
 
 
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -29,6 +29,7 @@ from xpubench.results import store
 from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result, Run, retryable
+from xpubench.results.validate import LARGEST, LARGEST_WHOLE
 
 DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
 MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
@@ -39,11 +40,13 @@ def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise UserError(f"--processes must be a whole number of at least 1, got {processes!r}")
     if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                                  or not 0 < timeout_s < float("inf")):
-        raise UserError(f"--timeout must be a number of seconds above 0, got {timeout_s!r}")
+                                  or not 0 < timeout_s <= LARGEST):   # what a plan can hold (validate.py)
+        raise UserError(f"--timeout must be a number of seconds above 0 (at most {LARGEST:g}), got {timeout_s!r}")
     if memory_limit_bytes is not None and (isinstance(memory_limit_bytes, bool)
                                            or not isinstance(memory_limit_bytes, int)):
         raise UserError(f"--memory-limit must be a size like \"8G\" or a number of bytes, got {memory_limit_bytes!r}")
+    if memory_limit_bytes is not None and memory_limit_bytes >= LARGEST_WHOLE:
+        raise UserError(f"--memory-limit must be below 8E (2**63 bytes), got {memory_limit_bytes!r}")
     if memory_limit_bytes is not None and memory_limit_bytes < MIN_MEMORY_LIMIT:
         raise UserError(f"--memory-limit of {memory_limit_bytes / (1 << 20):g} MiB is too small: a worker needs at "
                         "least 256M of address space (torch about 1G, jax about 2G)")

@@ -98,21 +98,26 @@ def ceilings_for(env: dict[str, Any], backend: str, device: str, precisions: Seq
     """The ceilings of one backend and device: from the cache when it holds them for this machine key,
     else measured in a child process and stored. Returns {"ceilings": {precision: Ceiling},
     "bandwidth": Bandwidth | None, "source": "cache" | "measured", "cache_note": why the cache was not
-    used, or None}."""
+    used, or None, "unkept": why a measurement could not be stored in the cache (an unwritable folder),
+    or None: the figures are returned all the same}."""
     key = cache.machine_key(env)
     entry, note = (None, "refresh asked") if refresh else cache.lookup(key, path)
     found = {p: cache.cached_ceiling(entry, backend, device, p) for p in precisions}
     bw = cache.cached_bandwidth(entry, backend, device)
     if entry and all(found.values()) and (bw or not with_bandwidth):
-        return {"ceilings": found, "bandwidth": bw, "source": "cache", "cache_note": None}
+        return {"ceilings": found, "bandwidth": bw, "source": "cache", "cache_note": None, "unkept": None}
     missing = [p for p, c in found.items() if c is None]   # none: the bandwidth alone is measured
     spec = _spec_bandwidth(env, backend, device)
     measured, bw_new = measure_in_subprocess(backend, device, missing, budget_s=budget_s,
                                              with_bandwidth=with_bandwidth and bw is None, spec_bytes_per_s=spec)
-    cache.store(key, measured, [bw_new] if bw_new else [], path)
+    unkept = None
+    try:
+        cache.store(key, measured, [bw_new] if bw_new else [], path)
+    except OSError as exc:   # measured all the same: the caller shows the figures and says why they are not kept
+        unkept = f"not kept: the cache {path or cache.cache_path()} cannot be written ({exc.strerror or exc})"
     found.update({c.precision: c for c in measured})
     return {"ceilings": found, "bandwidth": bw or bw_new, "source": "measured",
-            "cache_note": note or "this backend, device or precision was not in the cache"}
+            "cache_note": note or "this backend, device or precision was not in the cache", "unkept": unkept}
 
 
 def _spec_bandwidth(env: dict[str, Any], backend: str, device: str) -> float | None:

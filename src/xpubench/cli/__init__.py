@@ -23,6 +23,28 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too by default)
         raise UserError(f"{message} (see `{self.prog} --help`)")
 
+    def add_argument(self, *names, **kwargs):
+        """Every flag that takes a value is read by ``_Once``: a repeated flag is never silently dropped."""
+        if names and names[0].startswith("-") and kwargs.get("action") in (None, "store"):
+            kwargs["action"] = _Once
+        return super().add_argument(*names, **kwargs)
+
+
+class _Once(argparse.Action):
+    """A flag given twice: a list flag (a comma list: ``--size 256 --size 512``) keeps both, as
+    ``--size 256,512`` would; any other flag is refused in one line (which of two values was meant is
+    not for xpubench to guess). A flag given once is stored as argparse's "store" would."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_flags_given", set())
+        if self.dest in given:
+            earlier = getattr(namespace, self.dest)
+            if not (isinstance(earlier, list) and isinstance(values, list)):
+                raise argparse.ArgumentError(self, f"given twice ({earlier!r}, then {values!r}): give it once")
+            values = earlier + values
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
 
 def _percent(text: str) -> float:
     try:
@@ -77,16 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+    from xpubench.results.plaintext import shown
+
+    return shown(" ".join(str(exc).split()))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
+    from xpubench.results.plaintext import PlainConsole as Console
+    from xpubench.results.plaintext import plain_streams, shown
 
+    plain_streams()   # an ASCII locale (LC_ALL=C): "+-" for "±", never a UnicodeEncodeError
     # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns
     wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
     console, err = Console(width=wide), Console(stderr=True)
     try:
+        _check_working_folder()
         args = build_parser().parse_args(argv)
         if args.command is None:
             build_parser().print_help()
@@ -100,13 +127,23 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `xpubench compare a b | head`
         return 0
     except OSError as exc:  # the file system said no (permission, disk full, ...): one line, not a traceback
-        where = f" ({exc.filename})" if exc.filename else ""
+        where = f" ({shown(exc.filename)})" if exc.filename else ""
         err.print(f"xpubench: error: {exc.strerror or _one_line(exc)}{where}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         err.print("xpubench: interrupted; finished cases are in the results file (use --resume)")
         return 130
+
+
+def _check_working_folder() -> None:
+    """A deleted working folder (``cd`` into it, removed from elsewhere) is one line, before a framework
+    (oneMKL, XLA) finds it with a fatal error of its own."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UserError("the current folder no longer exists (deleted while this shell was in it): cd to an "
+                        "existing folder and run again") from None
 
 
 def _exit_on_sigterm() -> None:
@@ -155,7 +192,7 @@ def cmd_doctor(args, console) -> int:
 
     env = _detect(args.backend)   # -b numpy: numpy's devices only (no torch or jax import)
     live = None if args.json or not console.is_terminal else (lambda row: console.print(
-        f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim"))
+        f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim", markup=False))
     rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=1, default=str))
@@ -183,7 +220,7 @@ def cmd_report(args, console) -> int:
     from xpubench.api import report
 
     path = report(args.files, args.output, fmt=args.format, force=args.force)
-    console.print(f"report written to {path}")
+    console.print(f"report written to {path}", markup=False, highlight=False)
     return 0
 
 

@@ -26,6 +26,7 @@ from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for, precisions_of, with_ceilings
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
+from xpubench.results.plaintext import markup
 
 
 def add_parser(sub) -> None:
@@ -54,13 +55,14 @@ def cached_table(env: dict) -> Table | str:
     entry, problem = cache.lookup(cache.machine_key(env))
     rows = cache.summary_rows(entry)
     if not rows:
-        return f"Measured ceilings: none cached for this machine ({problem or 'empty entry'}); run `xpubench ceilings`"
-    t = Table(title=f"Measured ceilings (cache {cache.cache_path()})")
+        return (f"Measured ceilings: none cached for this machine ({markup(problem or 'empty entry')}); run "
+                "`xpubench ceilings`")
+    t = Table(title=f"Measured ceilings (cache {markup(cache.cache_path())})")
     for col in ("backend", "device", "what", "value", "where", "written"):
         t.add_column(col, justify="right" if col == "value" else "left")
     for r in rows:
         value = "n/a" if r["value"] is None else f"{r['value']:,.1f} {r['unit']}"
-        t.add_row(r["backend"], r["device"], r["what"], value, str(r["where"]), str(r["written"]))
+        t.add_row(*(markup(v) for v in (r["backend"], r["device"], r["what"], value, r["where"], r["written"])))
     return t
 
 
@@ -117,19 +119,31 @@ def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
     if args.dry_run:
         return _dry_run(env, planned, args, console)
     for b, device, usable in planned:
-        console.print(f"{b} {device}: {', '.join(usable) or 'bandwidth'} ...", highlight=False)
+        console.print(f"{b} {device}: {', '.join(usable) or 'bandwidth'} ...", markup=False, highlight=False)
         got = ceilings_for(env, b, device, usable, budget_s=args.budget, refresh=args.refresh,
                            with_bandwidth=not args.no_bandwidth)
         console.print(f"  {got['source']}" + (f" ({got['cache_note']})" if got["cache_note"] else ""),
-                      highlight=False)
+                      markup=False, highlight=False)
+        if got["unkept"]:   # the cache table below will not hold them: the figures here, and why
+            for line in [*_measured_lines(got), got["unkept"]]:
+                console.print(f"  {line}", markup=False, highlight=False)
     entry, _ = cache.lookup(cache.machine_key(env))
     if args.json:
         print(json.dumps(cache.summary_rows(entry), indent=1))
         return 0
     console.print(cached_table(env))
     for line in known_good_lines(env, entry):
-        console.print(line, highlight=False)
+        console.print(line, markup=False, highlight=False)
     return 0
+
+
+def _measured_lines(got: dict) -> list[str]:
+    from xpubench.units import fmt_flops
+
+    lines = [f"{p}: {fmt_flops(c.flops_per_s)}" + (f" at {c.shape}" if c.shape else "")
+             for p, c in got["ceilings"].items() if c is not None]
+    bw = got["bandwidth"]
+    return lines + ([f"bandwidth: {bw.gb_per_s:,.1f} GB/s"] if bw is not None and bw.gb_per_s else [])
 
 
 def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Console) -> int:
@@ -137,11 +151,11 @@ def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Consol
     from xpubench.devices import knowngood
 
     where = f"the machine {args.env_file} describes" if args.env_file else "this machine"
-    console.print(f"Dry run for {where}: nothing is measured, nothing is written.", highlight=False)
+    console.print(f"Dry run for {where}: nothing is measured, nothing is written.", markup=False, highlight=False)
     for b, device, usable in planned:
         what = " and ".join(filter(None, (usable and ", ".join(usable) + " matmul ceiling",
                                           not args.no_bandwidth and "copy/triad bandwidth")))
-        console.print(f"{b} {device}: would measure the {what}", highlight=False)
+        console.print(f"{b} {device}: would measure the {what}", markup=False, highlight=False)
         if usable:
-            console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", highlight=False)
+            console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", markup=False, highlight=False)
     return 0

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from xpubench.plan import estimate
 from xpubench.plan.fit import fit_of, memory_lines
+from xpubench.results.plaintext import markup
 from xpubench.workloads import REGISTRY, get_workload
 
 
@@ -45,10 +46,10 @@ def _length(case) -> str:
 def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
     env = planned.environment
     where = f" (from {source})" if source else " (this machine)"
-    console.print(f"[bold]Dry run[/bold] for {machine_summary(env)}{where}: nothing runs, nothing is written.",
+    console.print(f"[bold]Dry run[/bold] for {markup(machine_summary(env))}{markup(where)}: nothing runs, nothing is written.",
                   highlight=False, soft_wrap=True)
     for note in planned.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {markup(note)}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(planned.cases)} case(s)", title_justify="left")
     for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
         table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
@@ -57,12 +58,12 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
         seconds, known = estimate.case_seconds(case, env)
         size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
         fit = fit_of(case, env)
-        table.add_row(str(i), case.key, size, str(case.devices), _length(case),
+        table.add_row(str(i), markup(case.key), size, str(case.devices), _length(case),
                       "skipped: memory" if fit is not None and fit.fits is False else
                       estimate.describe(seconds * processes) + ("" if known else " +?"))
     console.print(table)
     for line in memory_lines(planned.cases, env):   # plan/fit.py: a case that does not fit is skipped
-        console.print(line, highlight=False, soft_wrap=True)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     total, unknown = estimate.plan_seconds(planned.cases, env)
     console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
                   "per case)"
@@ -72,5 +73,5 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
                   soft_wrap=True)
     note = estimate.budget_note(planned.cases, env, budget_s, processes)
     if note:
-        console.print(f"budget: {note}", highlight=False, soft_wrap=True)
+        console.print(f"budget: {note}", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, options
+from xpubench.results.plaintext import markup, shown
 
 
 def request_from(args) -> tuple[PlanRequest, dict]:
@@ -111,7 +112,7 @@ def _execute_run(args, console) -> int:
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
     hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
                          on_budget=progress.budget, on_cut=progress.cut,
-                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
+                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {markup(w)}", highlight=False))
     if args.resume:
         out = Path(args.resume)
         with progress:
@@ -164,7 +165,8 @@ def summarize_failures(results) -> int:
     if user:
         first = user[0]
         more = f" (and {len(user) - 1} more case(s) like it)" if len(user) > 1 else ""
-        print(f"xpubench: error: {first.key}: {first.message}{more}", file=sys.stderr)
+        print(f"xpubench: error: {shown(first.key)}: {shown(' '.join(str(first.message).split()))}{more}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     statuses = [r.status for r in results]
     if "ok" not in statuses:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xpubench.devices import kernels
+from xpubench.results.plaintext import markup
 from xpubench.units import fmt_bytes, fmt_flops
 
 SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
@@ -16,7 +17,8 @@ SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_
 
 
 def _na(value: Any) -> str:
-    return "n/a" if value in (None, "", []) else str(value)
+    """A field of the environment (detected, or read from an --env-file) as markup that prints as text."""
+    return "n/a" if value in (None, "", []) else markup(value)
 
 
 def render_environment(env: dict[str, Any], console: Console) -> None:
@@ -36,20 +38,22 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     estimates = cpu.get("peak_estimate") or {}
     if estimates:
         console.print("[bold]CPU peak (estimate)[/bold] " + ", ".join(
-            f"{dtype} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
+            f"{markup(dtype)} {fmt_flops(est.get('value'))}" for dtype, est in estimates.items()))
         basis = (estimates.get("fp32") or {}).get("basis")
-        console.print(f"  [dim]{basis}[/dim]" if basis else "")
+        console.print(f"  [dim]{markup(basis)}[/dim]" if basis else "")
     chosen = kernels.describe(env.get("kernels"))
     if chosen:
-        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{k}: {v}" for k, v in chosen.items()), highlight=False)
+        console.print("[bold]CPU kernels[/bold] " + "; ".join(f"{markup(k)}: {markup(v)}" for k, v in chosen.items()),
+                      highlight=False)
     for finding in kernels.findings(env.get("kernels"), cpu.get("flags"), env.get("variables") or {}):
-        console.print(f"[yellow]warning:[/] {finding.sentence()} (`xpubench doctor` measures what it costs)",
+        console.print(f"[yellow]warning:[/] {markup(finding.sentence())} (`xpubench doctor` measures what it costs)",
                       highlight=False)
     backends = env.get("backends", {})
     for name, info in backends.items():
         console.print(_framework_line(name, info), highlight=False)
         for platform, error in (info.get("platform_errors") or {}).items():
-            console.print(f"[yellow]{name}: {platform} backend did not load (so no {platform} device):[/] {error}",
+            console.print(f"[yellow]{markup(name)}: {markup(platform)} backend did not load (so no "
+                          f"{markup(platform)} device):[/] {markup(error)}",
                           highlight=False, soft_wrap=True)
     table = _device_table(backends)
     if table is not None:
@@ -59,16 +63,16 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
 def _framework_line(name: str, info: dict[str, Any]) -> str:
     """"jax 0.10.2 (jaxlib 0.10.2), 1 device" (or why it has none)."""
     if not info.get("installed"):
-        return f"[bold]{name}[/bold]: not installed (pip install 'xpubench[{name}]')"
-    extras = [f"{k.replace('_version', '')} {v}" for k, v in info.items()
-              if k.endswith("_version") and v] + ([f"BLAS {info['blas']}"] if info.get("blas") else [])
+        return f"[bold]{markup(name)}[/bold]: not installed (pip install 'xpubench\\[{markup(name)}]')"
+    extras = [f"{markup(k.replace('_version', ''))} {markup(v)}" for k, v in info.items()
+              if k.endswith("_version") and v] + ([f"BLAS {markup(info['blas'])}"] if info.get("blas") else [])
     if "keras_backends" in info:   # Keras runs on the devices of the framework under it (devices/detect.py)
-        under = ", ".join(f"keras:{b}" for b in info["keras_backends"]) or "none installed"
-        return f"[bold]{name}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
+        under = ", ".join(f"keras:{markup(b)}" for b in info["keras_backends"]) or "none installed"
+        return f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
     devices = info.get("devices", [])
-    line = f"[bold]{name}[/bold] {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
+    line = f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
     line += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
-    return line + (f" - failed to initialise: {info['error']}" if info.get("error") else "")
+    return line + (f" - failed to initialise: {markup(info['error'])}" if info.get("error") else "")
 
 
 def _device_table(backends: dict[str, Any]) -> Table | None:
@@ -100,7 +104,7 @@ def _device_table(backends: dict[str, Any]) -> Table | None:
         dev = views[0][1]
         peak = dev.get("peak_flops") or {}
         mark = " (est.)" if dev.get("peak_is_estimate") else ""
-        table.add_row(dev.get("id"), _na(dev.get("name")), ", ".join(name for name, _ in views), _memory(views),
+        table.add_row(markup(dev.get("id")), _na(dev.get("name")), ", ".join(name for name, _ in views), _memory(views),
                       *([_tpu_cores(dev)] if tpu else []), _na(dev.get("compute_capability")), _na(dev.get("driver")),
                       *(fmt_flops(peak.get(d)) + (mark if peak.get(d) else "") for d in dtypes),
                       _bandwidth(dev.get("memory_bandwidth")))

@@ -167,12 +167,15 @@ def exit_code(rows: list[Row]) -> int:
 def render(rows: list[Row], console) -> None:
     from rich.table import Table
 
+    from xpubench.results.plaintext import markup
+
     style = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red"}
     table = Table(title="xpubench doctor", title_justify="left")
     for col in ("backend", "device", "check", "status", "reason"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r.backend, r.device, r.check, f"[{style[r.status]}]{r.status}[/]", r.reason)
+        table.add_row(markup(r.backend), markup(r.device), markup(r.check), f"[{style[r.status]}]{r.status}[/]",
+                      markup(r.reason))   # a reason quotes exceptions: text, not markup
     console.print(table)
     counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "WARN", "FAIL")}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + (

@@ -80,16 +80,38 @@ def held(out: Path, *, create: bool):
 
 
 def write_plan(output: Path, cases: list[Case], settings: dict) -> None:
-    """The sidecar --resume reads: every case of the run, and the run's timeout and memory limit."""
+    """The sidecar --resume reads: every case of the run, and the run's timeout and memory limit. Checked
+    first with the schema ``read_plan`` applies (a setting or case --resume would refuse is refused
+    before anything runs), written atomically (never through a link), and never over a file at that
+    name that is not an xpubench plan."""
+    from xpubench.results.store import write_atomically
+
     path = plan_path(output)
-    tmp = path.with_name(path.name + ".tmp")
     blob = {"plan_version": PLAN_VERSION, "settings": settings, "cases": [c.as_dict() for c in cases]}
     try:
-        tmp.write_text(json.dumps(blob, indent=1))
-        os.replace(tmp, path)
+        SETTINGS(json.loads(json.dumps(settings)), "settings")
+    except Invalid as exc:
+        raise UserError(f"--resume could not read this run's plan back ({str(exc).removeprefix('settings.')}): "
+                        "give a smaller value") from None
+    _check_not_foreign(path)
+    try:
+        write_atomically(path, json.dumps(blob, indent=1).encode())
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write the plan {path}: {exc.strerror or exc}; choose another --output") from None
+
+
+def _check_not_foreign(path: Path) -> None:
+    """UserError when ``path`` exists and is not a plan xpubench wrote (a link, a folder, a user's file)."""
+    if not os.path.lexists(path):
+        return
+    try:
+        blob = None if path.is_symlink() else readfile.loads_json(readfile.read_text(path, "", MAX_PLAN), "")
+    except UserError:
+        blob = None
+    cases = blob.get("cases") if isinstance(blob, dict) and "plan_version" in blob else blob   # first plans: a list
+    if not (isinstance(cases, list) and all(isinstance(c, dict) and "run_id" in c for c in cases)):
+        raise UserError(f"{path} exists and is not an xpubench plan (the run's plan is written there): move it "
+                        "away, or choose another --output")
 
 
 def read_plan(output: Path) -> tuple[list[Case], dict]:

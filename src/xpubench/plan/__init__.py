@@ -175,8 +175,9 @@ def _check_model(req: PlanRequest) -> None:
 
 
 def _check_run_extras(req: PlanRequest) -> None:
-    """Prices (device -> USD per hour) and the run's budget."""
+    """Prices (device -> USD per hour) and the run's budget (at most what a plan sidecar holds)."""
     from xpubench.devices.device import Device
+    from xpubench.results.validate import LARGEST
 
     if not isinstance(req.prices, dict):
         raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
@@ -188,8 +189,8 @@ def _check_run_extras(req: PlanRequest) -> None:
         if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
             raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
     b = req.budget_s
-    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b < float("inf")):
-        raise UserError(f"--budget must be a number of seconds above 0, got {b!r}")
+    if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= LARGEST):
+        raise UserError(f"--budget must be a number of seconds above 0 (at most {LARGEST:g}), got {b!r}")
 
 
 def _unique(values):
@@ -227,7 +228,25 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     unique: dict[str, Case] = {}
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
+    for case in unique.values():
+        readable(case)
     return list(unique.values())
+
+
+def readable(case: Case) -> None:
+    """UserError unless the results file's reader accepts the case as a run would record it: the checks
+    of results/validate.py, the one validation of both directions, so a run never writes a file that its
+    report, compare and --resume refuse (a price or time budget above 1e100, a seed or batch size of
+    2**63 and more)."""
+    import json
+
+    from xpubench.results.validate import Invalid, check_case
+
+    try:
+        check_case(json.loads(json.dumps(case.as_dict())), "case")
+    except (Invalid, ValueError, OverflowError) as exc:
+        reason = str(exc).removeprefix("case.").replace("options.", "")
+        raise UserError(f"{case.key}: a results file could not hold this case ({reason})") from None
 
 
 def _model_cases(req: PlanRequest, env: dict) -> list[Case]:

@@ -61,7 +61,10 @@ def build_report(loaded) -> Report:
     frame = data.frame
     if frame.empty:
         raise UserError("no results in these files: nothing to report")
-    secs = [s for s in (build_section(spec, data) for spec in SECTIONS if spec.report) if s is not None]
+    from xpubench.report.charts import plain_text
+
+    with plain_text():   # a `$` in a device name is a dollar sign, not math
+        secs = [s for s in (build_section(spec, data) for spec in SECTIONS if spec.report) if s is not None]
     warnings = [w for f in (loaded if isinstance(loaded, list) else []) for w in getattr(f, "warnings", [])]
     warnings += environment_warnings(data.items)
     sources = ", ".join(dict.fromkeys(str(e.path.name) for e in data.items))
@@ -87,12 +90,15 @@ def write_report(paths, output: Path, *, fmt: str | None = None, force: bool = F
     """Load the files, build the report, write it; returns the path written. Never over a results file
     or one of ``paths``, nor over a file xpubench did not write unless ``force`` (report/outputs.py)."""
     from xpubench.report import html, markdown
-    from xpubench.report.outputs import check_output
+    from xpubench.report.outputs import check_image_folder, check_output
+    from xpubench.results.store import write_atomically
 
     output = Path(output)
     fmt = output_format(output, fmt)
     check_output(output, [paths] if isinstance(paths, (str, Path)) else paths, force=force, what="the report")
+    if fmt == "md":
+        check_image_folder(markdown.image_folder(output), force=force)
     report = build_report(analysis.load(paths))
     text = markdown.render(report, output) if fmt == "md" else html.render(report)
-    output.write_text(text, encoding="utf-8")
+    write_atomically(output, text.encode("utf-8"))
     return output

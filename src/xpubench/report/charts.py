@@ -27,9 +27,24 @@ BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "int8": 1}
 
 
 def png(fig: Figure) -> bytes:
+    """The figure as PNG, marked as xpubench's (outputs.CHART_SOFTWARE). Every text is plain: a ``$`` in a
+    device name from a results file is a dollar sign, never matplotlib's math (nor LaTeX)."""
+    from matplotlib.text import Text
+
+    from xpubench.report.outputs import CHART_SOFTWARE
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    with plain_text():
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": CHART_SOFTWARE})
     return buf.getvalue()
+
+
+def plain_text():
+    """matplotlib's settings while charts are made: texts are plain (no ``$...$`` math, no LaTeX), so a
+    device name or key from a results file is drawn as written. A context: the user's rcParams stay."""
+    return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False})
 
 
 def plain_log(ax, axis: str = "y") -> None:

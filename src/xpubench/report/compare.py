@@ -250,6 +250,7 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
+    from xpubench.report.charts import plain_text
     from xpubench.report.target_chart import compared_curves as target_curves  # matplotlib: only here
 
     fps = file_fingerprints(items)
@@ -263,8 +264,10 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
             continue
         rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
         env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
+        with plain_text():   # a target's curves (target_chart.py); their texts plain
+            curves = target_curves(matched)
         comparisons.append(Comparison(base, other, rows, env, case_differences(groups[base], groups[other], matched),
-                                      min_change, *target_curves(matched)))   # a target's curves (target_chart.py)
+                                      min_change, *curves))
     if not comparisons:
         first = sorted({e.result.key for e in groups[base]})[:2]
         second = sorted({e.result.key for e in groups[sources[1]]})[:2]
@@ -308,29 +311,33 @@ def run_compare_command(files, *, fmt: str = "table", output: str | None = None,
                         min_change: float = MIN_CHANGE, force: bool = False) -> int:
     """What `xpubench compare` does: compare, then print or write (never over results or a file xpubench
     did not write, unless ``force``: report/outputs.py); returns the exit code."""
-    from rich.console import Console
+    import io
 
     from xpubench.report import compare_render
     from xpubench.report.outputs import check_output
+    from xpubench.results.plaintext import PlainConsole as Console
+    from xpubench.results.plaintext import shown
+    from xpubench.results.store import write_atomically
 
     if output:
         check_output(output, files, force=force, what="the comparison")
 
     def warn(line: str) -> None:  # stderr: a --format json on stdout stays valid JSON
-        print(f"xpubench: warning: {line}", file=sys.stderr, flush=True)
+        print(f"xpubench: warning: {shown(line)}", file=sys.stderr, flush=True)
 
     comparisons = compare_files(*files, min_change=min_change, on_warning=warn)
     if fmt == "table" and output:
-        with open(output, "w", encoding="utf-8") as fh:
-            compare_render.print_tables(comparisons, Console(file=fh, width=200, color_system=None), to_file=True)
+        buf = io.StringIO()
+        compare_render.print_tables(comparisons, Console(file=buf, width=200, color_system=None), to_file=True)
+        write_atomically(output, buf.getvalue().encode("utf-8"))
     elif fmt == "table":
         render(comparisons, "table", console or Console())
     else:
         text = render(comparisons, fmt)
         if output:
-            Path(output).write_text(text, encoding="utf-8")
+            write_atomically(output, text.encode("utf-8"))
         else:
             print(text)
     if output and console is not None:
-        console.print(f"comparison written to {output}")
+        console.print(f"comparison written to {output}", markup=False, highlight=False)
     return 0

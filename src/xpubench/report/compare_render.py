@@ -10,6 +10,7 @@ from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.outputs import GENERATOR, html_comment
 from xpubench.report.tables import fmt_seconds
 from xpubench.results.modes import MODES
+from xpubench.results.plaintext import markup
 
 
 def explain(comparisons) -> str:
@@ -72,16 +73,16 @@ def print_tables(comparisons, console, *, to_file: bool = False) -> None:
             for line in c.cases:
                 console.print(f"  - {line}", markup=False, highlight=False)
         frame = rows_frame(c)
-        table = Table(title=_title(c), title_justify="left")
+        table = Table(title=markup(_title(c)), title_justify="left")
         for i, col in enumerate(frame.columns):
             table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right")
         for row in frame.itertuples(index=False):
             style = "" if "not significant" in row[-1] or row[-1].startswith("n/a") else (
                 "red" if "slower" in row[-1] else "green")
-            table.add_row(*[str(v) for v in row], style=style)
+            table.add_row(*[markup(v) for v in row], style=style)
         console.print(table)
         for line in c.curves:   # cases with a target: the metric against wall time, as text
-            console.print(f"  {line}", highlight=False, overflow="fold")
+            console.print(f"  {line}", markup=False, highlight=False, overflow="fold")
     console.print(explain(comparisons), style="dim", highlight=False)
 
 

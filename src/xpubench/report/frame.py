@@ -24,6 +24,7 @@ import pandas as pd
 
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.modes import Mode, mode_of
+from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
@@ -145,7 +146,7 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
         row[f"metric.{metric}" if metric in row else metric] = _flat(value)
     row.setdefault("eval_samples", c.get("eval_samples"))  # the case's setting where the metrics lack it
     row.setdefault("target", (c.get("options") or {}).get("target"))   # a quality target, as asked (not run)
-    return row
+    return {k: shown(v) if isinstance(v, str) else v for k, v in row.items()}   # text from files: printable
 
 
 def results_frame(loaded) -> pd.DataFrame:

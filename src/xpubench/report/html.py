@@ -13,6 +13,7 @@ import html as _html
 import pandas as pd
 
 from xpubench.report.content import NOISY_LEGEND, NOISY_MARK, Chart, Report, Section, TableBlock
+from xpubench.results.plaintext import shown
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#fff}
@@ -36,7 +37,7 @@ nav a{margin-right:1em}.note{color:#596275;font-size:13px}.lead{color:#596275;fo
 
 def esc(value) -> str:
     """Text for HTML: every character that could start markup is escaped; None is "n/a"."""
-    return _html.escape("n/a" if value is None else str(value), quote=True)
+    return _html.escape(shown("n/a" if value is None else value), quote=True)   # no raw control character
 
 
 def _cell(value, tag: str, text_col: bool) -> str:

@@ -2,7 +2,7 @@
 file names made safe by ``file_stem``).
 
 Text from results files is made inert: characters Markdown or embedded HTML would interpret
-(``| < > [ ] * ` \\``) are escaped, so a device name can neither break a table nor inject markup.
+(``| < > [ ] * ` $ \\``) are escaped, so a device name can neither break a table nor inject markup.
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import pandas as pd
 
 from xpubench.report.content import NOISY_LEGEND, Report
 from xpubench.report.outputs import html_comment
+from xpubench.results.plaintext import shown
+from xpubench.results.store import write_atomically
 
-_SPECIAL = re.compile(r"([\\`*\[\]|<>])")
+_SPECIAL = re.compile(r"([\\`*\[\]|<>$])")
 
 
 def md_escape(value) -> str:
     text = "n/a" if value is None else str(value)
-    text = " ".join(text.split())  # no newline may end a table row early
+    text = shown(" ".join(text.split()))  # no newline may end a table row early; no raw ESC reaches it
     return _SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
 
 
@@ -79,7 +81,7 @@ def render(report: Report, output: Path) -> str:
                 parts += [f"_{md_escape(block.note)}_", ""]
         for chart in section.charts:
             path = folder / f"{file_stem(chart.name, taken)}.png"
-            path.write_bytes(chart.png)
+            write_atomically(path, chart.png)   # never through a link (outputs.check_image_folder)
             parts += [f"![{md_escape(chart.title)}]({folder.name}/{path.name})", "",
                       f"**{md_escape(chart.title)}.** {md_escape(chart.caption)}", ""]
     return "\n".join(parts).rstrip() + "\n"

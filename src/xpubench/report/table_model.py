@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table as RichTable
 
+from xpubench.results.plaintext import markup
+
 ALWAYS = 0     # priority: kept at any width
 LOW = 3        # the first dropped on a narrow terminal
 
@@ -85,12 +87,12 @@ class Table:
 
     def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame) -> RichTable:
         plain = not console.is_terminal
-        table = RichTable(title=self.title, box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD,
+        table = RichTable(title=markup(self.title), box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD,
                           show_edge=not plain, header_style="" if plain else "bold", title_style="")
         for c in kept:
-            table.add_column(c.header, justify="left" if c.text else "right", overflow="fold")
+            table.add_column(markup(c.header), justify="left" if c.text else "right", overflow="fold")
         for _, row in cells.iterrows():
-            table.add_row(*(str(row[c.header]) for c in kept))
+            table.add_row(*(markup(row[c.header]) for c in kept))   # text from files is text
         return table
 
 
@@ -116,4 +118,4 @@ def print_table(table: Table, console: Console) -> None:
     if not table.empty:
         console.print(table.rich(console), highlight=False)
         if table.note:
-            console.print(table.note, highlight=False)
+            console.print(table.note, markup=False, highlight=False)

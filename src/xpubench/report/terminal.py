@@ -22,6 +22,7 @@ from xpubench.report.summary import summary_table
 from xpubench.report.table_model import print_table
 from xpubench.report.target import process_headline
 from xpubench.results.modes import mode_of
+from xpubench.results.plaintext import markup
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -77,14 +78,14 @@ class RunProgress:
         self.progress.advance(self.task)
 
     def start(self, case, process: int) -> None:
-        self.progress.update(self.task, description=f"{case.key} [{process + 1}/{self.processes}]")
+        self.progress.update(self.task, description=f"{markup(case.key)} [{process + 1}/{self.processes}]")
 
     def result(self, run) -> None:
         style = STATUS_STYLE.get(run.status, "")
         detail = headline(run) if run.status == "ok" else run.message
         mark = f" [{run.process + 1}/{run.processes}]" if run.processes > 1 else ""
-        self.console.print(f"[{style}]{run.status:>7}[/] {run.key}{mark}  {detail}", highlight=False,
-                           overflow="fold")
+        self.console.print(f"[{style}]{markup(f'{run.status:>7}')}[/] {markup(run.key)}{mark}  {markup(detail)}",
+                           highlight=False, overflow="fold")
         self.progress.advance(self.task)
 
 
@@ -110,7 +111,7 @@ def print_run_tables(results, console: Console, *, verbose: bool = True) -> None
             for table in section.shown_tables(data, report=False):
                 print_table(table, console)
             for text in section.text(data):   # what its charts show, as text
-                console.print(text, highlight=False, overflow="fold")
+                console.print(text, markup=False, highlight=False, overflow="fold")
     if verbose:
         _print_noisy(data, console)
 
@@ -129,7 +130,7 @@ def _print_noisy(data: ResultSet, console: Console) -> None:
     for _, r in frame[frame["process_disagreement"].notna()].iterrows():
         note = next((w for w in str(r.get("warning") or "").split("; ")
                      if w.startswith(("bimodal", "processes disagree"))), str(r["process_disagreement"]))
-        console.print(f"noisy: {r['key']}: {note}", highlight=False, overflow="fold")
+        console.print(f"noisy: {r['key']}: {note}", markup=False, highlight=False, overflow="fold")
 
 
 def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
@@ -141,4 +142,4 @@ def print_run_output(results, console: Console, output, *, verbose: bool = False
     print_summary(results, console)
     print_run_tables(results, console, verbose=verbose)   # without --verbose: the ``always`` sections
     for text in answer_lines(ResultSet.load(results), output):
-        console.print(text, highlight=False, overflow="fold")
+        console.print(text, markup=False, highlight=False, overflow="fold")

@@ -103,6 +103,29 @@ def check_writable(path: Path, what: str = "results") -> None:
         raise UserError(f"cannot write {what} to {path}: permission denied{hint}")
 
 
+def write_atomically(path: str | Path, data: bytes) -> None:
+    """``data`` into a new temporary file beside ``path`` (flushed and fsynced), renamed over ``path``: a
+    reader sees the old file or the new one, never half of one, and a link at ``path`` is replaced by
+    the file, never written through (reports, comparisons, charts, plan sidecars)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)   # as open() would have made it (mkstemp makes 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def holds_results(path: Path) -> bool:
     """``path`` is a results file (its first line a record with a schema_version) or a plan sidecar:
     measurements that an output written over it would destroy."""

@@ -64,7 +64,7 @@ def number(least: float | None = None, most: float | None = None) -> Check:
 
 
 def whole(least: int = 0, most: int | None = None) -> Check:
-    expected = f"a whole number of at least {least}" + (f" and at most {most}" if most is not None else "")
+    expected = f"a whole number of at least {least} and at most {LARGEST_WHOLE - 1 if most is None else most}"
 
     def check(value: Any, at: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not least <= value < LARGEST_WHOLE \
