@@ -19,6 +19,7 @@ from typing import Any
 from xpubench import analysis
 from xpubench.analysis import analyse
 from xpubench.case import Case
+from xpubench.ceilings.runtime import brief_bandwidth
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.launch import runfile
@@ -161,8 +162,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         fp = fingerprint(env)
         if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
             fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
-            if fp["ceilings"]["note"]:
-                _warn(hooks, fp["ceilings"]["note"])
+            # no bandwidth for a language model's decode bound: a brief one, measured now; the FLOP/s ceilings
+            # missing are said once under the summary (report/summary_table.py ceiling_note), not here
+            brief_bandwidth(fp["ceilings"], env, cases, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)
@@ -184,7 +186,7 @@ def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | Non
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
     from xpubench.plan.estimate import case_seconds
 
-    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model or request.all_cases))
     lockstep = budget_note(from_env())
     if total and lockstep:
         _warn(hooks or RunHooks(), lockstep)

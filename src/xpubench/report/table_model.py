@@ -31,6 +31,7 @@ class Column:
     priority: int = 1                  # 0 = always shown; higher = dropped earlier when narrow
     text: bool = False                 # words (left-aligned) rather than a figure
     group: str = ""                    # "" = identifies the row (repeated in every part of a split)
+    whole: bool = False                # the terminal never wraps its cells (the others wrap first)
 
     @property
     def header(self) -> str:
@@ -44,6 +45,7 @@ class Table:
     rows: pd.DataFrame                 # rows of the results frame (report/frame.py), in display order
     note: str = ""
     parts: dict[str, str] = field(default_factory=dict)  # column group -> title of that part
+    compact: bool = False              # the terminal: no column rules, two spaces between columns (the summary)
 
     @property
     def empty(self) -> bool:
@@ -85,10 +87,13 @@ class Table:
 
     def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame) -> RichTable:
         plain = not console.is_terminal
-        table = RichTable(title=self.title, box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD,
-                          show_edge=not plain, header_style="" if plain else "bold", title_style="")
+        table = RichTable(title=self.title, box=box.SIMPLE_HEAD if plain or self.compact else box.HEAVY_HEAD,
+                          show_edge=not (plain or self.compact), header_style="" if plain else "bold",
+                          title_style="", **({"padding": (0, 0, 0, 1), "pad_edge": False} if self.compact else {}))
         for c in kept:
-            table.add_column(c.header, justify="left" if c.text else "right", overflow="fold")
+            widest = max([len(str(v)) for v in cells[c.header]] + [len(w) for w in c.header.split()]) if c.whole else None
+            table.add_column(c.header, justify="left" if c.text else "right", overflow="fold", min_width=widest,
+                             no_wrap=c.whole)
         for _, row in cells.iterrows():
             table.add_row(*(str(row[c.header]) for c in kept))
         return table
