@@ -21,7 +21,7 @@ from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
 
 MODE_ORDER = {"matmul": 0, "train": 1, "infer": 2, "generate": 3}
-TEST_WORDS = {"train": "train", "infer": "infer", "generate": "gen"}
+TEST_WORDS = {"train": "", "infer": "infer ", "generate": "gen "}   # training: the batch alone
 NOISY, UNSURE, NOT_RUN = "!", "~", "-"
 PP_SAMPLES = "prefill_s"   # the raw samples of a pp figure (harness/generation.py)
 
@@ -81,10 +81,10 @@ def _test(row) -> str:
     mode = str(row["mode"])
     if mode == "matmul":
         return f"N={int(row['size'])}" if pd.notna(row.get("size")) else "matmul"
-    batch = f" b{int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
+    batch = f"b{int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
     if target.is_target_row(row):
-        return f"to {row.get('target')}{batch}"
-    return TEST_WORDS.get(mode, mode) + batch
+        return f"to {row.get('target')} {batch}"
+    return (TEST_WORDS.get(mode, f"{mode} ") + batch).strip() or mode
 
 
 def _spread(row) -> str:
@@ -117,7 +117,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
             test = f"{kind}{int(size) if size else '?'}" + (f" b{batch}" if batch > 1 else "")
             model, precision = _model(row), str(row["precision"])
             line = lines.setdefault(("llm", model, kind, test, precision), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, batch, kind, precision), model, test,
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
                 precision, "tok/s", True, pp=kind == "pp", tg=kind == "tg"))
             line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             PP_SAMPLES if kind == "pp" else None)
@@ -143,12 +143,15 @@ def _lines(frame: pd.DataFrame) -> list[Line]:
         column, mode = _column(row), str(row["mode"])
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
-            (MODE_ORDER.get(mode, 9), order[row["workload"]], label, num(row, "size") or num(row, "batch_size") or 0,
-             test, str(row["precision"])), label, test, str(row["precision"]), _unit(row), better(row)))
-        value = (num(row, "time_to_target_s") if target.is_target_row(row) and row.get("target_reached")
-                 else headline_rate(row)) if ok else None
+            (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
+             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])), label, test, str(row["precision"]), _unit(row),
+            better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
+        if target.is_target_row(row):
+            value = num(row, "time_to_target_s") if ok and row.get("target_reached") else None
+        else:
+            value = headline_rate(row) if ok else None
         line.cells[column] = Cell(row, value, _spread(row) if ok and value is not None else "")
-    return sorted(lines.values(), key=lambda li: tuple(str(x) for x in li.order))
+    return sorted(lines.values(), key=lambda li: li.order)
 
 
 def _scaled(line: Line) -> tuple[str, float]:
