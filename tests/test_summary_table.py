@@ -70,7 +70,7 @@ def test_the_summary_fits_shows_the_dtype_groups_rows_and_defines_its_marks(widt
     rows = [i for i, line in enumerate(body) if "N=2048" in line]
     assert len(rows) == 2 and rows[1] - rows[0] <= 2
     assert any("bf16" in body[i] for i in rows) and any("fp32" in body[i] for i in rows)
-    assert [line for line in body if "train" in line] and [line for line in body if "pp512" in line]
+    assert [line for line in body if "b256" in line] and [line for line in body if "pp512" in line]
     fp32 = next(body[i] for i in rows if "fp32" in body[i])
     assert re.search(r"353 ±\d+%.*torch\s+1\.\d\dx", fp32), fp32     # torch is the fastest fp32 matmul
     legend = "\n".join(body)
