@@ -71,7 +71,7 @@ def test_with_an_accelerator_it_comes_first_and_the_budget_keeps_every_accelerat
     accel = [c for c in cases if is_accelerator(c.device)]
     assert accel and cases[:len(accel)] == accel                      # the plan lists them first
     assert {c.workload for c in cases if not is_accelerator(c.device)} == {"matmul"}   # the CPU: briefly
-    estimate = lambda c: case_seconds(c, env)[0]  # noqa: E731
+    estimate = lambda c: case_seconds(c, env)[0]
     assert {c.key for c in Budget(150, estimate).order(cases)[:len(accel)]} == {c.key for c in accel}   # run first
     ran, skipped = preview(cases, MIN_PROCESSES, DEFAULT_RUN_BUDGET_S, estimate)
     assert not [k for k in skipped if "tpu" in k] and all(ran[c.key] == MIN_PROCESSES for c in accel)

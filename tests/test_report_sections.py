@@ -4,9 +4,8 @@ report without a line of report/build.py or report/terminal.py changing; backend
 
 from __future__ import annotations
 
-import re
-
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar

@@ -59,18 +59,3 @@ def spread(row) -> str:
         return f"±{(high - low) / 2 / median:.0%}"
     iqr = num(row, f"{prefix}_iqr_s")
     return f"±{iqr / 2 / median:.0%} IQR" if median and iqr is not None else "-"
-
-
-def cost_name(row) -> str | None:
-    """The metric of the row's dollars per result (its mode's ``cost``: per 1M training samples or
-    predictions, from --price-per-hour), None for a mode that is not priced."""
-    mode = row_mode(row)
-    return mode.cost.metric if mode and mode.cost else None
-
-
-def cost(row) -> str:
-    """$ per 1M training samples (train) or predictions (infer); "-" unpriced."""
-    value = num(row, cost_name(row))
-    return "-" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
-
-

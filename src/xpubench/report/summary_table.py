@@ -263,8 +263,8 @@ def _group_units(lines: list[Line]) -> dict[str, tuple[str, float]]:
 
 def legend(marks: set[str], unsure: bool, bound: bool) -> str:
     """What the table's marks mean, one line each: only the marks it carries."""
-    lines = ["± half the 95% interval of the median as a share of it (processes, then samples; a figure of one "
-             "process: its samples only)", "fastest: the column with the best figure; ratio: it against the next"]
+    lines = [("± half the 95% interval of the median as a share of it (processes, then samples; a figure of one "
+              "process: its samples only)"), "fastest: the column with the best figure; ratio: it against the next"]
     if NOISY in marks:
         lines.append(f"{NOISY} noisy: the processes disagree or the samples vary by 10% or more "
                      "(`xpubench run --verbose` says which)")
