@@ -83,6 +83,7 @@ class RunHooks:
     on_warning: Callable[[str], None] | None = None
     on_budget: Callable[[Any], None] | None = None                    # the run's harness.budget.Budget
     on_cut: Callable[[Case, int], None] | None = None                  # a process the budget left out
+    on_note: Callable[[str], None] | None = None                       # the plan's notes (else on_warning)
 
 
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
@@ -142,8 +143,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             env, cases = planned.environment, planned.cases
             processes = processes or default_processes(cases, DEFAULT_PROCESSES)   # a target: 5 seeds
             left = len(cases) * processes
-            for note in planned.notes:
-                _warn(hooks, note)
+            for note in planned.notes:   # what the plan left out and why (as `--dry-run` says them)
+                (hooks.on_note or (lambda n: _warn(hooks, n)))(note)
             budget = _budget(request, env, began, hooks)
             if budget:
                 cases = budget.order(cases)

@@ -111,7 +111,8 @@ def _execute_run(args, console) -> int:
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
     hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
                          on_budget=progress.budget, on_cut=progress.cut,
-                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False))
+                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {w}", highlight=False),
+                         on_note=lambda n: console.print(f"[yellow]note:[/] {n}", highlight=False))
     if args.resume:
         out = Path(args.resume)
         with progress:

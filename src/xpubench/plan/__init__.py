@@ -360,7 +360,8 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
               if f.backend in on_cpu]
     if req.precisions:
         return notes
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"
+                                         and not is_brief(req)):   # the brief run's line says what it left out
         slow = slow_cpu_dtypes(env, backend, device)
         if slow:
             notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "

@@ -111,5 +111,5 @@ def left_out_line(full: list[Case], kept: list[Case]) -> str | None:
         kind, item = _what(c, accelerated)
         kinds.setdefault(kind, {}).setdefault(item)
     said = "; ".join(f"{kind} {', '.join(items)}" for kind, items in kinds.items())
-    return (f"brief run: {len(kept)} case(s), {MIN_PROCESSES}+ processes each (an interval for every comparison); "
-            f"left out {len(out)} ({said}): `xpubench run {FLAG}` plans them")
+    return (f"brief run: {len(kept)} cases, {MIN_PROCESSES}+ processes each; left out {len(out)} ({said}): "
+            f"`xpubench run {FLAG}` runs them")
