@@ -119,7 +119,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("compile", "--compile", "request.compile", choices=("auto", "on", "off")),
     _o("seed", "--seed", "request.seed", type=int),
     _o("quick", "--quick", "request.quick", "a few steps per case (the default with no -w)", action="store_true"),
-    _o("all_cases", "--all", "request.all_cases", "with no -w: every default workload, matrix size and dtype "
+    _o("all", "--all", "request.all_cases", "with no -w: every default workload, matrix size and dtype "
        "briefly, no budget unless --budget (the default run keeps a few cases, 2+ processes each)",
        action="store_true"),
     _o("model", "--model", "request.model", "your own model: FUNCTION() in FILE.py returns a torch, flax or "
