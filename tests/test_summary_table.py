@@ -134,3 +134,19 @@ def test_every_recorded_run_still_loads_and_prints():
         text = console.file.getvalue()
         assert "Summary on cpu" in text and "Answer:" in text
         assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_two_processes_a_side_make_the_comparison_not_provisional_and_the_tg_row_has_its_share():
+    """The default run's llama comparison as recorded with two processes a side (tests/data/runs/README.md)."""
+    from xpubench.analysis import load
+    from xpubench.report.answer import answer_lines
+
+    loaded = load([DATA / "runs" / "llama-brief-zen3.jsonl"])
+    data = ResultSet.load(loaded)
+    assert [len(r.ok_runs) for f in loaded for r in f.results] == [2, 2]
+    lines = answer_lines(data)
+    assert [line for line in lines if line.startswith("- llama: fastest here")], lines
+    assert not [line for line in lines if "provisional" in line], lines
+    frame = summary_table(data.frame, data).frame()
+    tg = frame[frame["test"] == "tg16"].iloc[0]
+    assert re.fullmatch(r"\d+%", tg["of bw bound"]) and tg["ratio"].endswith("x")
