@@ -43,8 +43,7 @@ class Line:
     unit: str
     higher: bool
     cells: dict[str, Cell] = field(default_factory=dict)
-    pp: bool = False
-    tg: bool = False
+    tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
 
 
 def _model(row) -> str:
@@ -118,7 +117,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
             model, precision = _model(row), str(row["precision"])
             line = lines.setdefault(("llm", model, kind, test, precision), Line(
                 (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
-                precision, "tok/s", True, pp=kind == "pp", tg=kind == "tg"))
+                precision, "tok/s", True, tg=kind == "tg"))
             line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             PP_SAMPLES if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch), []).append(line)
@@ -220,15 +219,15 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
     one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
     header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
-    records, unsure_any, marks, unfinished = [], False, set(), 0
-    lines, shown = [li for li in lines if any(c.value is not None for c in li.cells.values())], lines
-    unfinished = len(shown) - len(lines)
+    records, unsure_any, marks = [], False, set()
+    finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
+    unfinished, lines = len(lines) - len(finished), finished
     units = _group_units(lines)
     for i, line in enumerate(lines):
         for cell in line.cells.values():
             if cell.samples and cell.value is not None and not cell.spread:
                 cell.spread = _sample_spread(data, cell)
-        unit, scale = units[line.workload]
+        shown_unit, scale = units[line.workload]
         best, ratio, unsure = _winner(line, data)
         unsure_any |= unsure and bool(ratio)
         is_target = line.unit == "s to target"
@@ -236,12 +235,13 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
         marks |= {m for text in cells.values() for m in (NOISY, NOT_RUN) if text.endswith(m)}
         first = i == 0 or lines[i - 1].workload != line.workload
         share = bound_cell(line.cells[best].row) if line.tg and best else ""
-        records.append({"workload": f"{line.workload} {unit}" if first else "", "test": line.test,
+        records.append({"workload": f"{line.workload} {shown_unit}" if first else "", "test": line.test,
                         "dtype": line.dtype, **cells, "fastest": header.get(best, "") if len(columns) > 1 else "",
                         "ratio": ratio + (UNSURE if unsure and ratio else ""), "of bw bound": share})
     table_rows = pd.DataFrame(records)
     kept = [name for name in table_rows.columns if (table_rows[name].astype(str) != "").any()] if records else []
-    cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in ("workload", "test", "fastest", "of bw bound"),
+    wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
+    cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
                    text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
     where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
     title = f"Summary{where}: median ± half its 95% interval, per backend"
