@@ -8,8 +8,9 @@ processes of every chosen case fit the budget by the plan's estimates (plan/esti
 re-plans from what the processes take, launch/budget.py):
 
 1. llama generation (pp and tg, the model's share of its bandwidth bound): what most people run;
-2. matmul at one size (N=2048 on a CPU, the largest brief size on an accelerator), fp32 on a CPU and
-   every default dtype on an accelerator: the chip's compute, each framework's BLAS;
+2. matmul at one size (N=2048 on a CPU, the largest brief size on an accelerator), fp32 on a CPU, fp32
+   and the chip's 16-bit format (bf16, else fp16) on an accelerator: the chip's compute, each framework's
+   BLAS;
 3. mnist_cnn training: the classic small CNN, every framework's training loop;
 4. gpt training: a small transformer, where the budget leaves room (a faster machine).
 
@@ -32,11 +33,13 @@ CPU_WITH_ACCELERATOR = ("matmul",)     # the CPU's brief share when an accelerat
 CPU_MATMUL = (2048, "fp32")            # the CPU's one matmul case per backend
 OVERHEAD_S = 15.0                      # detection, the brief bandwidth and the closing output (2-core VM: ~10 s)
 FLAG = "--all"
+LISTED = 6                             # items named per kind in the left-out line, the rest counted
 
 
-def _matmul_kept(case: Case, sizes_on_device: dict[str, list[int]]) -> bool:
-    if is_accelerator(case.device):
-        return case.size == max(sizes_on_device[case.device])
+def _matmul_kept(case: Case, sizes_on_device: dict[str, list[int]], dtypes: dict[tuple, set]) -> bool:
+    if is_accelerator(case.device):   # fp32 and the chip's 16-bit format (bf16, else fp16) at the largest size
+        half = "bf16" if "bf16" in dtypes[(case.backend, case.device)] else "fp16"
+        return case.size == max(sizes_on_device[case.device]) and case.precision in ("fp32", half)
     size, precision = CPU_MATMUL
     wanted = size if size in sizes_on_device[case.device] else max(sizes_on_device[case.device])
     return case.size == wanted and case.precision == precision
@@ -47,16 +50,18 @@ def candidates(cases: list[Case]) -> list[Case]:
     cases first, then by ``PRIORITY``, then in plan order."""
     accelerated = any(is_accelerator(c.device) for c in cases)
     sizes: dict[str, list[int]] = {}
+    dtypes: dict[tuple, set] = {}
     for c in cases:
         if c.mode == "matmul":
             sizes.setdefault(c.device, []).append(c.size)
+            dtypes.setdefault((c.backend, c.device), set()).add(c.precision)
 
     def kept(c: Case) -> bool:
         if c.workload not in PRIORITY:
             return False
         if accelerated and not is_accelerator(c.device) and c.workload not in CPU_WITH_ACCELERATOR:
             return False
-        return c.mode != "matmul" or _matmul_kept(c, sizes)
+        return c.mode != "matmul" or _matmul_kept(c, sizes, dtypes)
 
     order = {c.run_id: i for i, c in enumerate(cases)}
     return sorted((c for c in cases if kept(c)),
@@ -110,6 +115,7 @@ def left_out_line(full: list[Case], kept: list[Case]) -> str | None:
     for c in out:
         kind, item = _what(c, accelerated)
         kinds.setdefault(kind, {}).setdefault(item)
-    said = "; ".join(f"{kind} {', '.join(items)}" for kind, items in kinds.items())
+    said = "; ".join(f"{kind} {', '.join(list(items)[:LISTED])}" + (f" +{len(items) - LISTED}" if len(items) > LISTED else "")
+                     for kind, items in kinds.items())
     return (f"brief run: {len(kept)} cases, {MIN_PROCESSES}+ processes each; left out {len(out)} ({said}): "
             f"`xpubench run {FLAG}` runs them")
