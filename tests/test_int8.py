@@ -326,7 +326,8 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
          "--time-budget", "0.2", "--no-progress", "-o", str(out)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    table = proc.stdout.split("Summary on cpu")[1].split("\n± half")[0].splitlines()[3:]   # the summary's rows
+    part = proc.stdout.split("Summary on cpu")[1].split("\n± half")[0].splitlines()
+    table = part[next(i for i, line in enumerate(part) if line.startswith("──")) + 1:]   # the summary's rows
     rows = [line.split() for line in table if "infer" in line]
     assert table[0].split()[:2] == ["imdb_lstm", "samples/s"] and len(rows) == 3, proc.stdout
     assert sorted(word for line in rows for word in line if word in ("fp32", "bf16", "int8")) == \
