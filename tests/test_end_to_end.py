@@ -43,7 +43,8 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
         assert len(r.samples["warm_s"]) >= 3 and r.placement == "cpu"
         assert r.fingerprint["xpubench"] == xpubench.__version__ and r.fingerprint["packages"]["torch"]
         assert r.fingerprint["host"]["cpu"]["peak_estimate"]["fp32"]["basis"].startswith("estimate")
-    assert "GFLOP/s" in proc.stdout and "vs best" in proc.stdout and "matmul: fastest here" in proc.stdout
+    assert "GFLOP/s" in proc.stdout and "fastest" in proc.stdout and "matmul: fastest here" in proc.stdout
+    assert "bf16" in proc.stdout.split("Answer:")[0]           # the dtype is in the summary
     assert proc.stdout.count("numpy") >= 2 and proc.stdout.count("jax") >= 6
 
 

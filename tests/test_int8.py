@@ -326,9 +326,12 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
          "--time-budget", "0.2", "--no-progress", "-o", str(out)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    summary = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["imdb_lstm"]]
-    assert {"fp32", "bf16", "int8"} <= {word for line in summary for word in line}, proc.stdout
-    assert all("samples/s" in line for line in summary), proc.stdout
+    part = proc.stdout.split("Summary on cpu")[1].split("\n± half")[0].splitlines()
+    table = part[next(i for i, line in enumerate(part) if line.startswith("──")) + 1:]   # the summary's rows
+    rows = [line.split() for line in table if "infer" in line]
+    assert table[0].split()[:2] == ["imdb_lstm", "samples/s"] and len(rows) == 3, proc.stdout
+    assert sorted(word for line in rows for word in line if word in ("fp32", "bf16", "int8")) == \
+        ["bf16", "fp32", "int8"], proc.stdout
     from xpubench.report.frame import results_frame
     from xpubench.report.tables import inference_table
 

@@ -50,6 +50,7 @@ SAMPLES = {
     "compile": (["--compile", "off"], {"compile": "off"}, "off"),
     "seed": (["--seed", "7"], {"seed": 7}, 7),
     "quick": (["-w", "matmul", "--quick"], {"workload": "matmul", "quick": True}, True),
+    "all": (["--all"], {"all": True}, True),
     "model": (["--model", "{tmp}/m.py:build"], {"model": "{tmp}/m.py:build"}, "{tmp}/m.py:build"),
     "input_shape": (["--model", "{tmp}/m.py:build", "--input-shape", "28,28,1"],
                     {"model": "{tmp}/m.py:build", "input_shape": "28,28,1"}, "28,28,1"),
@@ -195,7 +196,7 @@ def test_resume_message_names_the_flags_and_what_goes_with_it(capsys):
 def test_unknown_config_key_lists_the_known_ones(tmp):
     config = tmp / "run.toml"
     config.write_text("batchsize = 64\n")
-    with pytest.raises(UserError, match="unknown option\\(s\\) batchsize; known: attention, backend, batch_size"):
+    with pytest.raises(UserError, match="unknown option\\(s\\) batchsize; known: all, attention, backend, batch_size"):
         request_from(build_parser().parse_args(["run", "--config", str(config)]))
 
 

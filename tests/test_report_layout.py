@@ -136,35 +136,38 @@ def test_run_output_fits_100_columns_and_cuts_nothing(terminal, verbose):
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert "…" not in text                         # no cell cut short ("cifar10_r…")
-    summary = [line for line in lines if "cifar10_resnet18" in line]
-    assert summary and all("samples/s" in line for line in summary[:4])
-    assert ("┃" in text) == terminal               # a pipe gets plain text, no box drawing
+    summary = text.split("\n± half")[0]
+    for name in LONG_WORKLOADS:                    # every name whole, once: its rows are grouped under it
+        assert summary.count(name) == 1, name
+    group = summary[summary.index("cifar10_resnet18"):summary.index("fashion_mnist_mlp")]
+    assert "samples/s" in group and group.index("b32") < group.index("b256") < group.index("b4096")
+    assert ("┃" in text) == (terminal and verbose)  # a pipe gets plain text, no box drawing (the summary: none)
     assert "Answer:" in text and ("Every training case" in text) == verbose
 
 
-def test_summary_drops_low_priority_columns_when_narrow():
-    from xpubench.report.summary import summary_table
+def test_summary_is_one_row_per_workload_test_and_dtype_with_a_column_per_backend_and_device():
+    from xpubench.report.summary_table import summary_table
 
     frame = results_frame(many_workloads())
-    wide = run_output(many_workloads(), width=200, terminal=False, verbose=False)
+    table = summary_table(frame)
+    assert [c.name for c in table.columns] == ["workload", "test", "dtype", "torch cpu", "torch gpu:0", "jax cpu",
+                                               "jax gpu:0", "fastest", "ratio"]
+    assert len(table.rows) == len(LONG_WORKLOADS)
     narrow = run_output(many_workloads(), width=60, terminal=False, verbose=False)
-    assert "dtype" in wide.splitlines()[1] and "dtype" not in narrow.splitlines()[1]
-    assert [c.name for c in summary_table(frame).columns][:2] == ["workload", "mode"]
-    assert max(len(line) for line in narrow.splitlines()) <= 60
+    assert max(len(line) for line in narrow.splitlines()) <= 60 and "…" not in narrow
 
 
-def test_vs_best_compares_within_a_precision_and_names_it_where_several_ran():
-    """A bf16 case is never the yardstick of an fp32 one (issue 21): each precision has its own best."""
-    from xpubench.report.summary import versus_best
+def test_the_fastest_is_taken_within_a_precision():
+    """A bf16 case is never the yardstick of an fp32 one (issue 21): each precision is its own row."""
+    from xpubench.report.frame import ResultSet
+    from xpubench.report.summary_table import summary_table
 
     results = [record(backend="torch", precision="fp32", step=0.2), record(backend="jax", precision="fp32", step=0.1),
                record(backend="torch", precision="bf16", step=0.05)]
-    frame = results_frame(results)
-    cell = versus_best(frame)
-    cells = {(r["backend"], r["precision"]): cell(r) for _, r in frame.iterrows()}
-    assert cells == {("torch", "fp32"): "0.50x", ("jax", "fp32"): "best fp32", ("torch", "bf16"): "best bf16"}
-    only_fp32 = results_frame(results[:2])
-    assert sorted(versus_best(only_fp32)(r) for _, r in only_fp32.iterrows()) == ["0.50x", "best"]
+    data = ResultSet.load(results)
+    cells = summary_table(data.frame, data).frame().set_index("dtype")
+    assert (cells.loc["fp32", "fastest"], cells.loc["fp32", "ratio"]) == ("jax", "2.00x")
+    assert (cells.loc["bf16", "fastest"], cells.loc["bf16", "ratio"], cells.loc["bf16", "jax"]) == ("torch", "", "-")
 
 
 @pytest.mark.slow
@@ -183,7 +186,7 @@ def test_real_run_prints_within_100_columns(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    assert "vs best" in proc.stdout and "matmul: fastest here numpy cpu" in proc.stdout
+    assert "fastest" in proc.stdout and "matmul: fastest here numpy cpu" in proc.stdout
     assert "xpubench report mm.jsonl -o report.html" in lines[-1]
 
 

@@ -77,7 +77,9 @@ def test_a_mode_registered_once_is_folded_ranked_printed_reported_and_compared(r
     results = [embedded("torch", 0.02), embedded("jax", 0.04, seed=1)]
     assert headline(results[0]) == "3,200 vec/s, 20.00 ms/batch"          # the progress line
     text = terminal_text(results)
-    assert "3,200 vec/s" in text and "1,600 vec/s" in text and "0.50x" in text   # summary: figure, vs best
+    summary = text.split("Answer:")[0]                                   # summary: unit, figures, the fastest
+    assert "mnist_cnn vec/s" in summary and re.search(r"embed b64\s+fp32\s+3,200 ±1%\s+1,600 ±1%\s+torch\s+2\.00x",
+                                                      summary), summary
     assert "mnist_cnn: fastest here torch cpu at batch 64" in text             # the answer
     report = build_report(results)
     block = next(s for s in report.sections if s.anchor == "spread").tables[0]

@@ -13,7 +13,7 @@ from test_time_to_target import seed_run
 from xpubench.report.build import build_report
 from xpubench.report.compare import compare_loaded, render
 from xpubench.report.frame import Entry, ResultSet
-from xpubench.report.summary import summary_table
+from xpubench.report.summary_table import summary_table
 from xpubench.report.target import curve_text, ranking_lines, sweep_lines, target_table
 from xpubench.report.terminal import print_run_output
 from xpubench.results.fold import aggregate
@@ -40,9 +40,11 @@ def test_setups_are_ranked_by_time_to_target_with_the_interval_of_the_ratio():
     table = target_table(data.frame).frame()
     assert list(table["time to target"]) == ["20.5 s", "30.6 s", "not reached"]
     assert list(table["reached"]) == ["5/5", "5/5", "0/5"]
-    summary = summary_table(data.frame).frame()
-    assert list(summary["figure"]) == ["30.6 s to target", "20.5 s to target", "not reached (best 0.961)"]
-    assert list(summary["vs best"]) == ["0.67x", "best", "-"]
+    summary = summary_table(data.frame, data).frame()
+    assert len(summary) == 1 and summary["workload"].iloc[0] == "mnist_cnn s to target"
+    assert summary["jax"].iloc[0].startswith("30.6 ±") and summary["torch"].iloc[0].startswith("20.5 ±")
+    assert summary["keras"].iloc[0] == "not reached"
+    assert (summary["fastest"].iloc[0], summary["ratio"].iloc[0]) == ("torch", "1.49x")
 
 
 def test_a_precision_sweep_says_samples_per_second_epochs_and_time_side_by_side():

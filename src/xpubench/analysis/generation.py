@@ -30,7 +30,8 @@ def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
     if measured:
         key, entry = max(measured.items(), key=lambda item: item[1]["bytes_per_s"])
         written = f", {entry['written']}" if entry.get("written") else ""
-        return float(entry["bytes_per_s"]), f"measured ({key.split('/')[0]}'s copy/triad, xpubench ceilings{written})"
+        how = entry.get("source") or "xpubench ceilings"   # a run's own brief figure says so (ceilings/runtime.py)
+        return float(entry["bytes_per_s"]), f"measured ({key.split('/')[0]}'s copy/triad, {how}{written})"
     spec = device_record(fp, str(case.get("backend")), str(case.get("device"))).get("memory_bandwidth")
     if spec:
         return float(spec), "the device's spec bandwidth (no measured one recorded)"

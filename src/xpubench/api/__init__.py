@@ -18,6 +18,7 @@ from typing import Any
 from xpubench import analysis
 from xpubench.analysis import analyse
 from xpubench.case import Case
+from xpubench.ceilings.runtime import brief_bandwidth
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError, warn_caller
 from xpubench.launch import runfile
@@ -85,6 +86,7 @@ class RunHooks:
     on_warning: Callable[[str], None] | None = None
     on_budget: Callable[[Any], None] | None = None                    # the run's harness.budget.Budget
     on_cut: Callable[[Case, int], None] | None = None                  # a process the budget left out
+    on_note: Callable[[str], None] | None = None                       # the plan's notes (else on_warning)
 
 
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
@@ -144,8 +146,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             env, cases = planned.environment, planned.cases
             processes = processes or default_processes(cases, DEFAULT_PROCESSES)   # a target: 5 seeds
             left = len(cases) * processes
-            for note in planned.notes:
-                _warn(hooks, note)
+            for note in planned.notes:   # what the plan left out and why (as `--dry-run` says them)
+                (hooks.on_note or (lambda n: _warn(hooks, n)))(note)
             budget = _budget(request, env, began, hooks)
             if budget:
                 cases = budget.order(cases)
@@ -164,8 +166,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         fp = fingerprint(env)
         if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
             fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
-            if fp["ceilings"]["note"]:
-                _warn(hooks, fp["ceilings"]["note"])
+            # no bandwidth for a language model's decode bound: a brief one, measured now; the FLOP/s ceilings
+            # missing are said once under the summary (report/summary_table.py ceiling_note), not here
+            brief_bandwidth(fp["ceilings"], env, cases, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
             _warn(hooks, busy)
@@ -187,7 +190,7 @@ def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | Non
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
     from xpubench.plan.estimate import case_seconds
 
-    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model or request.all_cases))
     lockstep = budget_note(from_env())
     if total and lockstep:
         _warn(hooks or RunHooks(), lockstep)

@@ -73,7 +73,8 @@ def bandwidth(backend: str, device: str, *, budget_s: float = BANDWIDTH_BUDGET_S
 
 def measure_in_subprocess(backend: str, device: str, precisions: Sequence[str], *, budget_s: float | None = None,
                           with_bandwidth: bool = True, spec_bytes_per_s: float | None = None,
-                          timeout_s: float | None = None) -> tuple[list[Ceiling], Bandwidth | None]:
+                          timeout_s: float | None = None, bandwidth_budget_s: float | None = None
+                          ) -> tuple[list[Ceiling], Bandwidth | None]:
     """Run ``python -m xpubench.ceilings`` in a child (the parent never imports a framework) and read
     its JSON. Raises RuntimeError with the child's last stderr line when it fails."""
     argv = [sys.executable, "-m", "xpubench.ceilings", "--backend", backend, "--device", device,
@@ -82,6 +83,7 @@ def measure_in_subprocess(backend: str, device: str, precisions: Sequence[str], 
         argv += ["--budget", str(budget_s)]
     if with_bandwidth:
         argv += ["--bandwidth"] + (["--spec-bandwidth", str(spec_bytes_per_s)] if spec_bytes_per_s else [])
+        argv += ["--bandwidth-budget", str(bandwidth_budget_s)] if bandwidth_budget_s else []
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
                           env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
     if proc.returncode != 0:

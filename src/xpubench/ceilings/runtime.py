@@ -18,6 +18,7 @@ against it when a file is loaded.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,11 @@ from xpubench import backends
 from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for
 
+BRIEF_BANDWIDTH_S = 1.5   # copy + triad, both kernels, of the brief bandwidth a run measures itself
+BRIEF_TIMEOUT_S = 60.0    # the child's start (a framework's import) and its arrays' first touch included
 MODES = ("matmul", "train", "infer", "generate")   # generation: the bandwidth its decode bound uses
-HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU) or pass "
-       "measure_ceilings=True / --measure-ceilings")
+HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU), or "
+       "`xpubench run --measure-ceilings` measures them before the cases")
 
 
 def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
@@ -88,3 +91,33 @@ def for_run(env: dict, cases: Iterable, *, measure: bool = False, budget_s: floa
         record["note"] = (f"no measured ceiling for {', '.join(record['missing'])}"
                           + (f" ({problem})" if problem else "") + f": {HOW}")
     return record
+
+
+def brief_bandwidth(record: dict[str, Any], env: dict, cases: Iterable,
+                    on_note: Callable[[str], None] | None = None) -> None:
+    """A generation case's device with no bandwidth in ``record`` gets a brief one, measured now (copy and
+    triad for ``BRIEF_BANDWIDTH_S`` in a child process of the first of its backends that has a ceiling
+    adapter, harness/bandwidth.py; not cached: ``xpubench ceilings`` measures the full figure). Its entry
+    says so (``source``); the share of the bandwidth bound (analysis/generation.py) then has a value. A
+    failure is one note, and the share stays n/a."""
+    from xpubench.ceilings.measure import _spec_bandwidth, measure_in_subprocess, with_ceilings
+
+    known = {key.split("/", 1)[1] for key in record["bandwidth"]}
+    devices: dict[str, str] = {}
+    for c in cases:
+        if c.mode == "generate" and c.device not in known and c.backend in with_ceilings():
+            devices.setdefault(c.device, c.backend)
+    for device, backend in devices.items():
+        try:
+            _, bw = measure_in_subprocess(backend, device, [], with_bandwidth=True, timeout_s=BRIEF_TIMEOUT_S,
+                                          bandwidth_budget_s=BRIEF_BANDWIDTH_S,
+                                          spec_bytes_per_s=_spec_bandwidth(env, backend, device))
+        except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+            if on_note:
+                on_note(f"the brief bandwidth of {backend} {device} was not measured ({exc}): the share of the "
+                        "bandwidth bound is n/a; `xpubench ceilings` measures it")
+            continue
+        if bw is not None and bw.gb_per_s:
+            record["bandwidth"][f"{backend}/{device}"] = {
+                "bytes_per_s": bw.gb_per_s * 1e9, "written": None,
+                "source": f"a brief copy/triad before this run, {bw.elapsed_s:.1f} s"}

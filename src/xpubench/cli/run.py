@@ -86,7 +86,7 @@ def _dry_run(args, console) -> int:
     if opts.get("output"):
         api.check_new_output(Path(opts["output"]))
     env = load_environment(args.env_file) if args.env_file else None
-    budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model))
+    budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model or request.all_cases))
     planned = api.plan(request, environment=env)
     processes = opts.get("processes") or default_processes(planned.cases, api.DEFAULT_PROCESSES)  # a target: 5
     return print_plan(planned, console, args.env_file, budget_s=budget, processes=processes)
@@ -112,7 +112,8 @@ def _execute_run(args, console) -> int:
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
     hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
                          on_budget=progress.budget, on_cut=progress.cut,
-                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {markup(w)}", highlight=False))
+                         on_warning=lambda w: console.print(f"[yellow]warning:[/] {markup(w)}", highlight=False),
+                         on_note=lambda n: console.print(f"[yellow]note:[/] {markup(n)}", highlight=False))
     if args.resume:
         out = Path(args.resume)
         with progress:

@@ -44,10 +44,13 @@ def default_budget(budget_s: float | None, workloads_given: bool) -> float | Non
 
 
 def first_cases_first(cases: Iterable, estimate: Callable[[object], float] | None = None) -> list:
-    """Each workload's first case, then each (workload, backend)'s first case, then the others in plan
-    order. With ``estimate``, the first two tiers run cheapest first (so a tight budget measures as many
-    workloads as it can). Order inside one workload x backend is kept (ascending batch sizes: an OOM at
-    B still skips the larger ones after it)."""
+    """Accelerator cases before the CPU's (a machine with an accelerator is there to measure it), each
+    side as follows: each workload's first case, then each (workload, backend)'s first case, then the
+    others in plan order. With ``estimate``, the first two tiers run cheapest first (so a tight budget
+    measures as many workloads as it can). Order inside one workload x backend is kept (ascending batch
+    sizes: an OOM at B still skips the larger ones after it)."""
+    from xpubench.devices.device import is_accelerator
+
     cases = list(cases)
     seen_workloads: set = set()
     seen_pairs: set = set()
@@ -58,8 +61,8 @@ def first_cases_first(cases: Iterable, estimate: Callable[[object], float] | Non
         seen_workloads.add(case.workload)
         seen_pairs.add(pair)
         cost = estimate(case) if estimate and tier < 2 else 0.0
-        keys.append((tier, cost, i))
-    return [cases[i] for _, _, i in sorted(keys)]
+        keys.append((not is_accelerator(case.device), tier, cost, i))
+    return [cases[i] for *_, i in sorted(keys)]
 
 
 @dataclasses.dataclass

@@ -13,6 +13,7 @@ from typing import Any
 
 from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
+from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
 from xpubench.plan import target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
@@ -32,6 +33,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
 )
 from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
 from xpubench.plan.prices import priced
+from xpubench.plan.readable import readable
 from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
 from xpubench.workloads.base import Workload
 
@@ -67,6 +69,7 @@ class PlanRequest:
     compile: str = "auto"
     seed: int = 0
     quick: bool = False
+    all_cases: bool = False                   # the default run: every workload, size and dtype (plan/brief.py)
     scaling: bool = False                     # sweep N = 1, 2, 4, ... devices
     model: str | None = None                  # a user's model, "FILE.py:FUNCTION" (usermodel/)
     input_shape: str | None = None            # its input, "28,28,1" (one sample, no batch axis)
@@ -228,25 +231,25 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     unique: dict[str, Case] = {}
     for case in cases:  # each case once (a repeated behaviour or size would run twice under one run_id)
         unique.setdefault(case.run_id, case)
-    for case in unique.values():
+    cases = list(unique.values())
+    for case in cases:
         readable(case)
-    return list(unique.values())
+    return brief_cases(req, env, cases) if is_brief(req) else cases
 
 
-def readable(case: Case) -> None:
-    """UserError unless the results file's reader accepts the case as a run would record it: the checks
-    of results/validate.py, the one validation of both directions, so a run never writes a file that its
-    report, compare and --resume refuse (a price or time budget above 1e100, a seed or batch size of
-    2**63 and more)."""
-    import json
+def is_brief(req: PlanRequest) -> bool:
+    """Whether the request is the brief default run (no -w, no --model, no --all): plan/brief.py."""
+    return req.quick and not req.workloads and not req.model and not req.all_cases
 
-    from xpubench.results.validate import Invalid, check_case
 
-    try:
-        check_case(json.loads(json.dumps(case.as_dict())), "case")
-    except (Invalid, ValueError, OverflowError) as exc:
-        reason = str(exc).removeprefix("case.").replace("options.", "")
-        raise UserError(f"{case.key}: a results file could not hold this case ({reason})") from None
+def brief_cases(req: PlanRequest, env: dict, cases: list[Case]) -> list[Case]:
+    """The brief default run's cases out of the full brief sweep (plan/brief.py), fitted to the budget."""
+    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
+    from xpubench.plan import brief
+    from xpubench.plan.estimate import case_seconds
+
+    chosen = brief.select(cases, req.budget_s or DEFAULT_RUN_BUDGET_S, lambda c: case_seconds(c, env)[0])
+    return sorted(chosen or cases[:1], key=lambda c: not is_accelerator(c.device))   # the accelerator first
 
 
 def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
@@ -350,6 +353,11 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
 
     variables = environ if environ is not None else env.get("variables") or {}
     notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
+    if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
+        from xpubench.plan.brief import left_out_line
+
+        full = build_cases(dataclasses.replace(req, all_cases=True), env)
+        notes += [line for line in [left_out_line(full, cases)] if line]
     on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
@@ -360,7 +368,8 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
         notes += [hint for hint in [cpu_share_hint(cases, env)] if hint]
     if req.precisions:
         return notes
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"):
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"
+                                         and not is_brief(req)):   # the brief run's line says what it left out
         slow = slow_cpu_dtypes(env, backend, device)
         if slow:
             notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "

@@ -129,6 +129,9 @@ OPTIONS: tuple[Option, ...] = (
        "process of a --target case adds its index)",
        type=int),
     _o("quick", "--quick", "request.quick", "a few steps per case (the default with no -w)", action="store_true"),
+    _o("all", "--all", "request.all_cases", "with no -w: every default workload, matrix size and dtype "
+       "briefly, no budget unless --budget (the default run keeps a few cases, 2+ processes each)",
+       action="store_true"),
     _o("model", "--model", "request.model", "your own model: FUNCTION() in FILE.py returns a torch, flax or "
        "Keras model (or module:function)", metavar="FILE.py:FUNCTION"),
     _o("input_shape", "--input-shape", "request.input_shape", "--model's input: one sample's shape, no batch "

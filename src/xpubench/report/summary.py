@@ -1,16 +1,11 @@
-"""The compact summary `xpubench run` prints first: one row per case with its headline figure, the
-figure's spread and its ratio to the best case of the same workload in the same file; short headers, and
-the least important columns dropped on a narrow terminal (report/table_model.py)."""
+"""A case's headline figure as the summary and the answer read it (its mode's ``headline``,
+results/modes.py), its spread and its cost; the summary table itself is report/summary_table.py."""
 
 from __future__ import annotations
 
-import pandas as pd
-
-from xpubench.report import related, target
+from xpubench.report import target
 from xpubench.report.figures import shown
-from xpubench.report.frame import num, row_mode, setting
-from xpubench.report.llm import bound_cell
-from xpubench.report.table_model import ALWAYS, Column, Table
+from xpubench.report.frame import num, row_mode
 from xpubench.report.tables import noisy
 from xpubench.units import fmt_rate
 
@@ -64,66 +59,3 @@ def spread(row) -> str:
         return f"±{(high - low) / 2 / median:.0%}"
     iqr = num(row, f"{prefix}_iqr_s")
     return f"±{iqr / 2 / median:.0%} IQR" if median and iqr is not None else "-"
-
-
-def versus_best(frame: pd.DataFrame):
-    """The "vs best" cell: the row's rate over the fastest case of the same workload, mode and precision
-    in its file (an fp32 case is never put against a bf16 one). Where the workload ran in several
-    precisions the best of each says which ("best fp32")."""
-    def cell(row) -> str:
-        if target.is_target_row(row):   # against the fastest to the same target (report/target.py)
-            return target.versus_best(frame, row)
-        rate = headline_rate(row)
-        if rate is None:
-            return "-"
-        rates = [headline_rate(r) for _, r in related.workload_rows(frame, row).iterrows()]
-        pick = max if better(row) else min
-        best = pick((r for r in rates if r), default=None)
-        if not best:
-            return "n/a"
-        if pick(rate, best) == rate:
-            mixed = related.workload_rows(frame, row, same_precision=False)["precision"].nunique() > 1
-            return f"best {row.get('precision')}" if mixed else "best"
-        share = rate / best if better(row) else best / rate
-        return f"{share:.2f}x" if share >= 0.1 else f"{share:.2g}x"
-    return cell
-
-
-def cost_name(row) -> str | None:
-    """The metric of the row's dollars per result (its mode's ``cost``: per 1M training samples or
-    predictions, from --price-per-hour), None for a mode that is not priced."""
-    mode = row_mode(row)
-    return mode.cost.metric if mode and mode.cost else None
-
-
-def cost(row) -> str:
-    """$ per 1M training samples (train) or predictions (infer); "-" unpriced."""
-    value = num(row, cost_name(row))
-    return "-" if value is None else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
-
-
-def what(row) -> str:
-    text = setting(row, short=True)
-    if not text:
-        return "-"
-    devices = int(row.get("devices") or 1)
-    return text + (f"x{devices}" if devices > 1 else "")
-
-
-def summary_table(frame: pd.DataFrame) -> Table:
-    rows = frame[frame["workload"] != "selftest"] if not frame.empty else frame
-    cols = [Column("workload", lambda r: str(r["workload"]), text=True),
-            Column("mode", lambda r: str(r["mode"]), text=True, priority=3),
-            Column("backend", lambda r: str(r["backend"]), text=True),
-            Column("device", lambda r: str(r["device"]), text=True),
-            Column("dtype", lambda r: str(r["precision"]), text=True, priority=2),
-            Column("size", what, priority=1),
-            Column("figure", figure, priority=ALWAYS),
-            Column("±95%", spread, priority=1),
-            Column("vs best", versus_best(frame), priority=ALWAYS)]
-    if any(num(r, cost_name(r)) is not None for _, r in rows.iterrows()):   # priced: --price-per-hour
-        cols.append(Column("$ per 1M", cost, priority=1))
-    if any(num(r, "decode_bytes_per_token") is not None for _, r in rows.iterrows()):   # language models
-        cols.append(Column("of bw bound", lambda r: bound_cell(r) if num(r, "decode_bytes_per_token") else "-",
-                           priority=1))
-    return Table("Summary (vs best: against the fastest of the same workload and precision)", cols, rows)

@@ -33,6 +33,7 @@ class Column:
     priority: int = 1                  # 0 = always shown; higher = dropped earlier when narrow
     text: bool = False                 # words (left-aligned) rather than a figure
     group: str = ""                    # "" = identifies the row (repeated in every part of a split)
+    whole: bool = False                # the terminal never wraps its cells (the others wrap first)
 
     @property
     def header(self) -> str:
@@ -46,6 +47,7 @@ class Table:
     rows: pd.DataFrame                 # rows of the results frame (report/frame.py), in display order
     note: str = ""
     parts: dict[str, str] = field(default_factory=dict)  # column group -> title of that part
+    compact: bool = False              # the terminal: no column rules, two spaces between columns (the summary)
 
     @property
     def empty(self) -> bool:
@@ -83,14 +85,22 @@ class Table:
                 break
             kept.remove(column)
             table = self._rich(console, kept, cells)
+        gaps = 2 * (len(kept) - 1) if self.compact else 3 * len(kept) + 1
+        if sum(_least_widths(kept, cells, True).values()) + gaps > width:
+            table = self._rich(console, kept, cells, whole=False)   # too narrow even so: every cell may wrap
         return table
 
-    def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame) -> RichTable:
+    def _rich(self, console: Console, kept: list[Column], cells: pd.DataFrame, whole: bool = True) -> RichTable:
         plain = not console.is_terminal
-        table = RichTable(title=markup(self.title), box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD,
-                          show_edge=not plain, header_style="" if plain else "bold", title_style="")
+        table = RichTable(title=markup(self.title), box=box.SIMPLE_HEAD if plain or self.compact else box.HEAVY_HEAD,
+                          show_edge=not (plain or self.compact), header_style="" if plain else "bold",
+                          title_style="", **({"padding": (0, 0, 0, 1), "pad_edge": False} if self.compact else {}))
+        least = _least_widths(kept, cells, whole)
+        fixed = _fitted_widths(kept, cells, least, console.width - (2 * (len(kept) - 1) if self.compact else
+                                                                    3 * len(kept) + 1)) if least else {}
         for c in kept:
-            table.add_column(markup(c.header), justify="left" if c.text else "right", overflow="fold")
+            table.add_column(markup(c.header), justify="left" if c.text else "right", overflow="fold",
+                             min_width=least.get(c.header), width=fixed.get(c.header), no_wrap=c.whole and whole)
         for _, row in cells.iterrows():
             table.add_row(*(markup(row[c.header]) for c in kept))   # text from files is text
         return table
@@ -108,6 +118,33 @@ def text_table(title: str, frame: pd.DataFrame, note: str = "") -> Table:
     cols = [Column(str(name), lambda r, name=name: _text_cell(r[name]), priority=ALWAYS,
                    text=not rows[name].astype(str).str.match(figure).all()) for name in rows.columns]
     return Table(title, cols, rows, note)
+
+
+def _least_widths(kept: list[Column], cells: pd.DataFrame, whole: bool) -> dict[str, int]:
+    """{header: the least width} of the columns marked ``whole`` (their longest cell) and, with ``whole``, of
+    the others (their longest word: words are not cut); {} without ``whole``."""
+    out = {}
+    for c in kept if whole and any(c.whole for c in kept) else []:
+        texts = [str(v) for v in cells[c.header]] if not cells.empty else []
+        words = [len(w) for v in texts for w in v.split()] + [len(w) for w in c.header.split()]
+        out[c.header] = max([len(v) for v in texts] + words) if c.whole else max(words)
+    return out
+
+
+def _fitted_widths(kept: list[Column], cells: pd.DataFrame, least: dict[str, int], room: int) -> dict[str, int]:
+    """Widths that fit ``room``: every column at its natural width, then the wrapping ones (not ``whole``)
+    narrowed, the widest first, down to their least widths; {} when the natural widths fit."""
+    natural = {c.header: max([len(line) for v in cells[c.header] for line in str(v).splitlines()] +
+                             [len(c.header)]) for c in kept}
+    excess = sum(natural.values()) - room
+    while excess > 0:
+        narrower = [c.header for c in kept if not c.whole and natural[c.header] > least[c.header]]
+        if not narrower:
+            break
+        widest = max(narrower, key=lambda h: natural[h])
+        natural[widest] -= 1
+        excess -= 1
+    return natural if sum(natural.values()) <= room + excess else {}
 
 
 def _natural_width(console: Console, table: RichTable) -> int:

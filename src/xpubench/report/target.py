@@ -204,20 +204,6 @@ def summary_spread(row) -> str:
     return "-"
 
 
-def versus_best(frame: pd.DataFrame, row) -> str:
-    """The summary's "vs best" for a case with a target: the fastest time to the same target in its file
-    over this one's (1.00x: it is the fastest)."""
-    rows = target_rows(frame)
-    rows = rows[(rows["source"] == row["source"]) & (rows["workload"] == row["workload"])
-                & (rows["target"] == row["target"])]
-    times = pd.to_numeric(rows.get("time_to_target_s"), errors="coerce").dropna()
-    mine = num(row, "time_to_target_s")
-    if mine is None or not row.get("target_reached") or times.empty:
-        return "-"
-    share = float(times.min()) / mine
-    return "best" if share >= 1 else f"{share:.2f}x"
-
-
 def compare_fields(result_a, result_b, min_change: float) -> dict:
     """compare.CompareRow's figures for two cases with the same target: the trimmed means, the seeds, the
     ratio B/A with its bootstrap interval and the verdict (> 1: B takes longer)."""

@@ -18,11 +18,12 @@ from rich.text import Text
 from xpubench.report.figures import line
 from xpubench.report.frame import ResultSet
 from xpubench.report.sections import SECTIONS
-from xpubench.report.summary import summary_table
+from xpubench.report.summary_table import ceiling_note, summary_table
 from xpubench.report.table_model import print_table
 from xpubench.report.target import process_headline
 from xpubench.results.modes import mode_of
 from xpubench.results.plaintext import markup
+from xpubench.units import fmt_rate
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}
@@ -95,8 +96,25 @@ def headline(result) -> str:
     seed and time to target, or why it fell short (report/target.py)."""
     if result.metrics.get("target"):
         return process_headline(result)
+    if result.case.get("mode") == "generate" and result.metrics.get("prefill_tokens_per_s"):
+        return generation_line(result.metrics)
     mode = mode_of(result.case.get("mode"))
     return line(mode, result.metrics) if mode else ""
+
+
+def _ms(seconds) -> str:
+    return f"{seconds * 1e3:,.2f} ms" if seconds else "n/a"
+
+
+def generation_line(m) -> str:
+    """A generation process as llama-bench names its tests, each rate beside the time it comes from and
+    that time's statistic: "pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (mean step
+    31.75 ms; median step 7.27 ms)" (decode's tok/s is the steps' total over their time: a mean)."""
+    batch, tg = m.get("batch") or 1, m.get("decode_tokens_per_s")
+    pp = f"pp{m.get('prompt_len', '?')} {fmt_rate(m.get('prefill_tokens_per_s'))} tok/s (median prefill {_ms(m.get('ttft_s'))})"
+    mean = _ms(batch / tg) if tg else "n/a"
+    return (f"{pp}, tg{m.get('new_tokens', '?')} {fmt_rate(tg)} tok/s (mean step {mean}; "
+            f"median step {_ms(m.get('decode_token_p50_s'))})" + (f", batch {batch}" if batch > 1 else ""))
 
 
 def print_run_tables(results, console: Console, *, verbose: bool = True) -> None:
@@ -117,10 +135,14 @@ def print_run_tables(results, console: Console, *, verbose: bool = True) -> None
 
 
 def print_summary(results, console: Console) -> None:
-    """The compact summary: one row per case, fitting the console's width."""
+    """The compact summary (report/summary_table.py), fitting the console's width, and under it the
+    ceilings the run had no measured figure for, once, with the command that measures them."""
     data = ResultSet.load(results)
     if not data.frame.empty:
-        print_table(summary_table(data.frame), console)
+        print_table(summary_table(data.frame, data), console)
+        note = ceiling_note(data)
+        if note:
+            console.print(note, highlight=False, overflow="fold")
 
 
 def _print_noisy(data: ResultSet, console: Console) -> None:

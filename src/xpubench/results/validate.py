@@ -202,7 +202,7 @@ CPU = record({"model": TEXT, "usable_cores": whole(0), "logical_cores": whole(0)
 CEILING = record({"flops_per_s": number(0), "rel_noise": number(0), "shape": list_of(whole(1)), "written": SCALAR,
                   "source": TEXT, "warning": TEXT})
 CEILINGS = record({"ceilings": map_of(CEILING), "bandwidth": map_of(record({"bytes_per_s": number(0),
-                                                                              "written": SCALAR})),
+                                                                              "written": SCALAR, "source": TEXT})),
                    "missing": list_of(SCALAR), "note": TEXT})
 FINGERPRINT = record({
     "hostname": SCALAR, "platform": SCALAR, "python": SCALAR, "xpubench": SCALAR, "git": SCALAR, "time": SCALAR,

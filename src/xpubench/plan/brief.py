@@ -1,0 +1,121 @@
+"""The brief default run (`xpubench run` with no -w): the few cases its answer compares, each in at least
+``MIN_PROCESSES`` worker processes within the run's budget, and one line saying what it left out.
+
+The answer of a run compares, per workload, the fastest backend/device against the next one, with an
+interval over the worker processes: with one process a side that comparison is "provisional". So the
+150 s are spent on fewer cases, each run twice or more, chosen in this order (``PRIORITY``) while two
+processes of every chosen case fit the budget by the plan's estimates (plan/estimate.py; the run
+re-plans from what the processes take, launch/budget.py):
+
+1. llama generation (pp and tg, the model's share of its bandwidth bound): what most people run;
+2. matmul at one size (N=2048 on a CPU, the largest brief size on an accelerator), fp32 on a CPU, fp32
+   and the chip's 16-bit format (bf16, else fp16) on an accelerator: the chip's compute, each framework's
+   BLAS;
+3. mnist_cnn training: the classic small CNN, every framework's training loop;
+4. gpt training: a small transformer, where the budget leaves room (a faster machine).
+
+Accelerator cases come first, every one of them before the CPU's; with an accelerator present the CPU
+runs its matmul only (its reference point). Everything else the full default sweep holds (the other
+training workloads, the other matrix sizes and CPU dtypes) is left out and named in one line, with the
+flag that plans it: ``--all``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xpubench.case import Case
+from xpubench.devices.device import is_accelerator
+
+MIN_PROCESSES = 2
+PRIORITY = ("llama", "matmul", "mnist_cnn", "gpt")
+CPU_WITH_ACCELERATOR = ("matmul",)     # the CPU's brief share when an accelerator is planned
+CPU_MATMUL = (2048, "fp32")            # the CPU's one matmul case per backend
+OVERHEAD_S = 15.0                      # detection, the brief bandwidth and the closing output (2-core VM: ~10 s)
+FLAG = "--all"
+LISTED = 6                             # items named per kind in the left-out line, the rest counted
+
+
+def _matmul_kept(case: Case, sizes_on_device: dict[str, list[int]], dtypes: dict[tuple, set]) -> bool:
+    if is_accelerator(case.device):   # fp32 and the chip's 16-bit format (bf16, else fp16) at the largest size
+        half = "bf16" if "bf16" in dtypes[(case.backend, case.device)] else "fp16"
+        return case.size == max(sizes_on_device[case.device]) and case.precision in ("fp32", half)
+    size, precision = CPU_MATMUL
+    wanted = size if size in sizes_on_device[case.device] else max(sizes_on_device[case.device])
+    return case.size == wanted and case.precision == precision
+
+
+def candidates(cases: list[Case]) -> list[Case]:
+    """The cases of the full brief sweep a brief run may keep, in the order they are admitted: accelerator
+    cases first, then by ``PRIORITY``, then in plan order."""
+    accelerated = any(is_accelerator(c.device) for c in cases)
+    sizes: dict[str, list[int]] = {}
+    dtypes: dict[tuple, set] = {}
+    for c in cases:
+        if c.mode == "matmul":
+            sizes.setdefault(c.device, []).append(c.size)
+            dtypes.setdefault((c.backend, c.device), set()).add(c.precision)
+
+    def kept(c: Case) -> bool:
+        if c.workload not in PRIORITY:
+            return False
+        if accelerated and not is_accelerator(c.device) and c.workload not in CPU_WITH_ACCELERATOR:
+            return False
+        return c.mode != "matmul" or _matmul_kept(c, sizes, dtypes)
+
+    order = {c.run_id: i for i, c in enumerate(cases)}
+    return sorted((c for c in cases if kept(c)),
+                  key=lambda c: (not is_accelerator(c.device), PRIORITY.index(c.workload), order[c.run_id]))
+
+
+def select(cases: list[Case], budget_s: float, estimate: Callable[[Case], float],
+           processes: int = MIN_PROCESSES) -> list[Case]:
+    """The brief run's cases: ``candidates`` admitted a comparison at a time (a workload and mode on the
+    accelerators, then on the CPU: all its backends and devices, else as many as fit if that is 2 or more,
+    else none: one side alone compares nothing) while ``processes`` of each fit in ``budget_s`` less
+    ``OVERHEAD_S`` and the budget's reserve, by ``estimate`` (seconds of one process). A comparison that
+    does not fit is passed over for cheaper ones after it. Plan order is kept."""
+    from xpubench.launch.budget import RESERVE_S
+
+    room = budget_s - OVERHEAD_S - RESERVE_S
+    groups: dict[tuple, list[Case]] = {}
+    for case in candidates(cases):
+        groups.setdefault((is_accelerator(case.device), case.workload, case.mode), []).append(case)
+    chosen: set[str] = set()
+    for group in groups.values():
+        taken, need = [], 0.0
+        for case in group:
+            cost = processes * estimate(case)
+            if need + cost <= room:
+                taken.append(case)
+                need += cost
+        if len(taken) == len(group) or len(taken) >= 2:
+            chosen.update(c.run_id for c in taken)
+            room -= need
+    return [c for c in cases if c.run_id in chosen]
+
+
+def _what(case: Case, accelerated: bool) -> tuple[str, str]:
+    """(kind, item) of a left-out case: ("matmul", "N=1024"), ("training", "fashion_cnn")."""
+    where = f" on {case.device.split(':')[0]}" if accelerated else ""
+    if case.mode == "matmul":
+        return "matmul", (f"N={case.size}" if case.precision == "fp32" else f"{case.backend} {case.precision}") + where
+    return {"train": "training", "infer": "inference", "generate": "generation"}.get(case.mode, case.mode), \
+        case.workload + where
+
+
+def left_out_line(full: list[Case], kept: list[Case]) -> str | None:
+    """One line: what the brief run left out of the full sweep and the flag that plans it, or None."""
+    kept_ids = {c.run_id for c in kept}
+    out = [c for c in full if c.run_id not in kept_ids]
+    if not out:
+        return None
+    accelerated = any(is_accelerator(c.device) for c in full)
+    kinds: dict[str, dict[str, None]] = {}
+    for c in out:
+        kind, item = _what(c, accelerated)
+        kinds.setdefault(kind, {}).setdefault(item)
+    said = "; ".join(f"{kind} {', '.join(list(items)[:LISTED])}" + (f" +{len(items) - LISTED}" if len(items) > LISTED else "")
+                     for kind, items in kinds.items())
+    return (f"brief run: {len(kept)} cases, {MIN_PROCESSES}+ processes each; left out {len(out)} ({said}): "
+            f"`xpubench run {FLAG}` runs them")
