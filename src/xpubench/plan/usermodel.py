@@ -68,7 +68,7 @@ def model_plan(req, env: dict) -> ModelPlan:
     given = model_input_options(req)
     backends = list(req.backends or _backends_of_imports(env, ref))
     options = {"model": req.model.strip(), **({"model_input": given} if given else {}), "model_sha256": ref.sha256}
-    if ref.text.rpartition(":")[0].endswith(".py"):   # a file: its absolute path, so --resume works from anywhere
+    if ref.module is None:   # a file: its absolute path, so --resume works from anywhere
         options["model_file"] = str(ref.path)
     return ModelPlan(ref.function, {b: _device_source(env, b) for b in backends}, options)
 
