@@ -197,8 +197,9 @@ def _rope(config: dict[str, Any], where: str) -> tuple[float, RopeScaling | None
 
 
 def _quantization(value: Any) -> str:
+    """What a quantized checkpoint's ``quantization_config`` says it is: its quant_method, else itself."""
     method = value.get("quant_method") if isinstance(value, dict) else None
-    return method if isinstance(method, str) and method else "quantization_config"
+    return method[:40] if isinstance(method, str) and method else f"quantization_config {str(value)[:40]!r}"
 
 
 def from_hf_config(config: dict[str, Any], name: str = "checkpoint", where: str = "config.json") -> LlamaConfig:
@@ -209,7 +210,7 @@ def from_hf_config(config: dict[str, Any], name: str = "checkpoint", where: str 
     if not isinstance(config, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(config).__name__}")
     if "quantization_config" in config:
-        raise UserError(f"{where}: quantized checkpoints ({_quantization(config['quantization_config'])[:40]!s})"
+        raise UserError(f"{where}: quantized checkpoints ({_quantization(config['quantization_config'])})"
                         f" are not supported; use a float16/bfloat16/float32 checkpoint")
     try:
         HF_CONFIG(config, "config")
