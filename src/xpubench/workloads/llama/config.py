@@ -178,6 +178,7 @@ def _rope(config: dict[str, Any], where: str) -> tuple[float, RopeScaling | None
     """(theta, scaling) from either layout: transformers 4's ``rope_theta`` + ``rope_scaling``, or
     transformers 5's ``rope_parameters`` (which holds ``rope_theta`` and the scaling keys together)."""
     params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    params = {k: v for k, v in params.items() if v is not None}
     theta = params.get("rope_theta", config.get("rope_theta", 10_000.0))
     kind = params.get("rope_type", params.get("type", "default"))
     if kind not in ROPE_TYPES:
@@ -216,6 +217,7 @@ def from_hf_config(config: dict[str, Any], name: str = "checkpoint", where: str 
         HF_CONFIG(config, "config")
     except Invalid as exc:
         raise UserError(f"{where}: {str(exc).removeprefix('config.')}") from None
+    config = {k: v for k, v in config.items() if v is not None}   # null is transformers' "not set"
     archs = config.get("architectures") or []
     if archs and "LlamaForCausalLM" not in archs:
         raise UserError(f"{where}: architecture {', '.join(archs)[:200]} is not supported (only LlamaForCausalLM)")
