@@ -422,8 +422,8 @@ ROWS = [   # (input, argv with {tmp}, what the line says, setup of {tmp}, runs a
     ("--resume: checkpoint changed since the plan", "run --resume {tmp}/r.jsonl", "changed since the run was planned",
      _changed_since_plan, False),
     ("--model: package __init__ calls sys.exit(0)",
-     "run --model exitpkg.mod:build -b torch --input-shape 4 --task classes:2 --epochs 1 --steps 1 --no-progress "
-     "-o {tmp}/m.jsonl", "model module exitpkg.mod called sys.exit(0) while being imported", _module_exits, True),
+     ("run --model exitpkg.mod:build -b torch --input-shape 4 --task classes:2 --epochs 1 --steps 1 --no-progress "
+     "-o {tmp}/m.jsonl"), "model module exitpkg.mod called sys.exit(0) while being imported", _module_exits, True),
 ]
 
 

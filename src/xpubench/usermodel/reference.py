@@ -14,8 +14,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from importlib.machinery import PathFinder
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 from xpubench.errors import UserError
