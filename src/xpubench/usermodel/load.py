@@ -86,7 +86,7 @@ def import_function(ref: ModelRef):
         raise UserError(f"{what} called sys.exit({exc.code!r}) while being imported") from None
     except MemoryError:
         raise
-    except Exception as exc:
+    except Exception as exc:   # the user's code, any exception: its first line
         said = (str(exc).strip().splitlines() or [""])[0][:300]
         raise UserError(f"{what} raised {type(exc).__name__} while being imported: {said}") from exc
     return getattr(module, ref.function)
