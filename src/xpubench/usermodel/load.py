@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from xpubench.backends.base import Unsupported
@@ -89,6 +90,9 @@ def import_function(ref: ModelRef):
     except Exception as exc:   # the user's code, any exception: its first line
         said = (str(exc).strip().splitlines() or [""])[0][:300]
         raise UserError(f"{what} raised {type(exc).__name__} while being imported: {said}") from exc
+    found = Path(getattr(module, "__file__", None) or "").resolve()
+    if found != ref.path:   # another module of that name came first (one imported already, a sys.path change)
+        raise UserError(f"{what} was imported from {found}, not from {ref.path}, the file the plan checked")
     return getattr(module, ref.function)
 
 
