@@ -9,6 +9,15 @@ dtype (F32, F16, BF16), and nothing else is (``lm_head.weight`` of a tied model 
 is a UserError of one line. Then ``Checkpoint.tensors(framework)`` reads them one at a time (safetensors
 ``safe_open``; "pt" for torch, "flax" for JAX, which keep bfloat16).
 
+Hostile folders: config.json, the shard index and each safetensors header are read through readfile.py
+before anything else touches them (regular files only: a FIFO is never waited on, a link to /dev/zero
+never read; at most CONFIG_LIMIT, INDEX_LIMIT and HEADER_LIMIT bytes; strict JSON), config.json's
+values are checked (config.HF_CONFIG) before the list of tensors is built from them, and the index may
+name only files inside the folder. Links to regular files are followed (the Hugging Face cache links
+each file to a blob). ``Checkpoint.sha256`` (``digest``) fingerprints config.json, the index and the
+headers: the plan pins it (plan/usermodel.py ``pin_checkpoint``) and ``open_checkpoint(path, sha256)``
+refuses a checkpoint that changed since.
+
 Where each tensor goes (``target``): both frameworks hold q, k and v as one fused projection ("qkv",
 rows q | k | v of the (out, in) matrix) and gate and up as one ("gate_up", rows gate | up), so a
 tensor maps to (layer or None, slot, first row). The q and k rows are used as stored: transformers'
