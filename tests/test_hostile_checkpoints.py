@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import xpubench
 from xpubench import cli
 from xpubench.errors import UserError
 from xpubench.workloads.llama import checkpoint as ck
@@ -29,7 +30,7 @@ from xpubench.workloads.llama.config import LlamaConfig, from_hf_config
 
 TINY = LlamaConfig("tiny", n_layers=1, hidden_size=16, n_heads=2, n_kv_heads=1, head_dim=8, intermediate_size=32,
                    vocab_size=64, max_positions=128, tie_embeddings=True)
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(xpubench.__file__).resolve().parents[1]   # child processes run the xpubench under test
 MB = 1 << 20
 
 
@@ -307,6 +308,7 @@ def test_the_digest_follows_config_and_headers(tmp_path):
 
 def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, monkeypatch):
     from xpubench.workloads import get_workload
+    from xpubench.workloads.llama import workload
 
     good(tmp_path / "a" / "ckpt")
     cases = planned(tmp_path / "a", monkeypatch)
@@ -314,6 +316,7 @@ def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, mon
                         intermediate_size=32, vocab_size=64, max_positions=128)
     ck.write_checkpoint(tmp_path / "b" / "ckpt", other, ck.random_hf_tensors(other))
     monkeypatch.chdir(tmp_path / "b")   # the same "ckpt", typed the same, is another model here
+    workload._checkpoint.cache_clear()   # as in a worker process of the resumed run
     spec = get_workload("llama").spec_for(cases[0].options)
     assert spec.config.n_layers == 1 and spec.weights == str((tmp_path / "a" / "ckpt").resolve())
 
