@@ -449,6 +449,9 @@ def markdown_table() -> str:
                 code = cli.main(shlex.split(argv.format(tmp=tmp)))
             line = err.getvalue().strip().splitlines()[-1].replace(str(tmp), "DIR").replace("|", "\\|")
             rows.append(f"| {name} | `xpubench {argv.format(tmp='DIR')}` | {line} | {code} |")
+        from test_hostile_checkpoints import markdown_rows  # checkpoint folders, --model packages (issue 31)
+
+        rows += markdown_rows()
         note = ("Bad dataset files are found inside the case's worker: the message becomes the case's "
                 "`error` result and `xpubench run` ends with `xpubench: error: CASE: message` and exit code 2.")
         rows += ["", note, "", "| input | command | message (stderr) | exit code |", "|---|---|---|---|"]

@@ -124,7 +124,7 @@ def test_not_a_directory(tmp_path):
 def test_missing_and_invalid_config_json(tmp_path):
     _, path = good(tmp_path)
     (path / "config.json").write_text("{not json")
-    assert "config.json is not valid JSON" in refused(path)
+    assert "config.json: not JSON" in refused(path)
     (path / "config.json").unlink()
     assert "no config.json" in refused(path)
 

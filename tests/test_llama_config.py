@@ -72,7 +72,7 @@ def test_defaults_as_transformers_llama_config():
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "RoPE type 'yarn' is not supported"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "lacks low_freq_factor, high_freq_factor"),
     ({"num_key_value_heads": 5}, "n_heads (32) must be a multiple of n_kv_heads (5)"),
-    ({"hidden_size": "4096"}, "hidden_size must be a positive integer"),
+    ({"hidden_size": "4096"}, "hidden_size must be a whole number of at least 1"),
     ({"quantization_config": {"quant_method": "gptq"}}, "quantized checkpoints (gptq) are not supported"),
 ])
 def test_unsupported_config_is_one_clear_line(change, message):

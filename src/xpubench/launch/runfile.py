@@ -143,6 +143,20 @@ def read_plan(output: Path) -> tuple[list[Case], dict]:
     return cases, settings
 
 
+def check_checkpoints(output: Path, cases: list[Case]) -> None:
+    """UserError when a ``--weights`` checkpoint the ``cases`` left to run read is gone, no longer valid, or
+    differs from the digest the plan pinned (plan/usermodel.py pin_checkpoint): a resume never records
+    two checkpoints under one case. No ``--allow-changed-model`` here: the case's options name the digest."""
+    from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+    for pinned in {(c.options.get("weights_path"), c.options.get("weights_sha256")) for c in cases}:
+        if pinned[0] and pinned[1]:
+            try:
+                open_checkpoint(*pinned)
+            except UserError as exc:
+                raise UserError(f"cannot resume {output}: {exc}") from None
+
+
 def check_models(output: Path, cases: list[Case], *, allow_changed: bool = False) -> list[str]:
     """What a resume of ``output`` will import: one "FILE (sha256 ...)" per user model file the ``cases``
     left to run name. UserError when such a file is missing, or differs from the sha256 the plan recorded
@@ -151,6 +165,7 @@ def check_models(output: Path, cases: list[Case], *, allow_changed: bool = False
 
     from xpubench.usermodel.reference import parse_reference
 
+    check_checkpoints(output, cases)
     said: dict[str, str] = {}
     for case in cases:
         text, file = case.options.get("model"), case.options.get("model_file")

@@ -34,6 +34,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
 from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
 from xpubench.plan.prices import priced
 from xpubench.plan.readable import readable
+from xpubench.plan.usermodel import pin_checkpoint
 from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
 from xpubench.workloads.base import Workload
 
@@ -277,6 +278,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
     quick = dict(workload.quick_options) if req.quick and not chosen else {}
     options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
+    options = pin_checkpoint(options)   # --weights: its absolute path and digest (plan/usermodel.py)
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}

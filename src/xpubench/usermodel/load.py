@@ -22,9 +22,11 @@ softmax's probabilities (a warning). A FLOP count that fails leaves the FLOPs n/
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from xpubench.backends.base import Unsupported
@@ -74,8 +76,27 @@ class LoadedModel:
 
 
 def import_function(ref: ModelRef):
-    """The user's function, from its file imported under a private module name (its folder first on
-    sys.path, so that it can import its neighbours)."""
+    """The user's function: a module reference (``pkg.mod:fn``) imported as that module, its packages'
+    ``__init__`` first (here, in the worker, never in the parent: reference.find_module); a file under a
+    private module name, its folder first on sys.path so that it can import its neighbours. An import
+    that raises or calls ``sys.exit`` is a UserError of one line (the case's error, exit code 2)."""
+    what = f"model module {ref.module}" if ref.module else f"model file {ref.path}"
+    try:
+        module = importlib.import_module(ref.module) if ref.module else _import_file(ref)
+    except SystemExit as exc:
+        raise UserError(f"{what} called sys.exit({exc.code!r}) while being imported") from None
+    except MemoryError:
+        raise
+    except Exception as exc:   # the user's code, any exception: its first line
+        said = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise UserError(f"{what} raised {type(exc).__name__} while being imported: {said}") from exc
+    found = Path(getattr(module, "__file__", None) or "").resolve()
+    if found != ref.path:   # another module of that name came first (one imported already, a sys.path change)
+        raise UserError(f"{what} was imported from {found}, not from {ref.path}, the file the plan checked")
+    return getattr(module, ref.function)
+
+
+def _import_file(ref: ModelRef):
     name = f"xpubench_user_{ref.path.stem}_{ref.sha256[:12]}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, ref.path)
@@ -87,7 +108,7 @@ def import_function(ref: ModelRef):
         except BaseException:
             del sys.modules[name]
             raise
-    return getattr(sys.modules[name], ref.function)
+    return sys.modules[name]
 
 
 def detect_framework(obj: Any) -> str | None:

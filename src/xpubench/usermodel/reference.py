@@ -3,9 +3,9 @@ user's file (it is imported only inside a case's worker, so a crash, hang or OOM
 result).
 
 Forms: ``path/to/file.py:FUNCTION`` (a file; relative paths from the current folder) or
-``package.module:FUNCTION`` (found with ``importlib.util.find_spec``, which imports the parent
-packages, never the module itself). Checks, each a ``UserError`` (one line, exit 2): the file exists, is
-Python that parses (``ast``), and defines FUNCTION at module level (``def``, an assignment or an import
+``package.module:FUNCTION`` (found on sys.path by ``find_module``, which runs no code, not even the
+parent packages' ``__init__``: the worker imports them). Checks, each a ``UserError`` (one line, exit 2):
+the file exists, is Python that parses (``ast``), and defines FUNCTION at module level (``def``, an assignment or an import
 under that name); the given input shape, dtype and task parse (``spec.model_input``).
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import re
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 from xpubench.errors import UserError
@@ -36,6 +36,12 @@ class ModelRef:
     @property
     def name(self) -> str:
         return self.function
+
+    @property
+    def module(self) -> str | None:
+        """The module of a ``package.module:FUNCTION`` reference; None for a file."""
+        source = self.text.rpartition(":")[0]
+        return None if _is_file(source) else source
 
 
 def parse_reference(text: str) -> ModelRef:
@@ -64,8 +70,12 @@ def parse_reference(text: str) -> ModelRef:
     return ModelRef(str(text), path, function, hashlib.sha256(data).hexdigest(), frameworks)
 
 
+def _is_file(source: str) -> bool:
+    return source.endswith(".py") or "/" in source or "\\" in source
+
+
 def _source_path(source: str, text: str) -> Path:
-    if source.endswith(".py") or "/" in source or "\\" in source:
+    if _is_file(source):
         path = Path(source).expanduser().resolve()
         if not path.is_file():
             raise UserError(f"model file {source} does not exist (or is not a file)")
@@ -73,12 +83,30 @@ def _source_path(source: str, text: str) -> Path:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", source):
         raise UserError(f"--model must be {FORMS}, got {text!r}")
     try:
-        spec = importlib.util.find_spec(source)
-    except (ImportError, ValueError) as exc:
+        spec = find_module(source)
+    except (ImportError, ValueError, OSError) as exc:
         raise UserError(f"model module {source} cannot be found: {exc}") from exc
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise UserError(f"model module {source} cannot be found as a Python source file on sys.path")
     return Path(spec.origin).resolve()
+
+
+def find_module(name: str):
+    """The spec of module ``name`` (``pkg.sub.mod``) on sys.path, found without running any code:
+    ``PathFinder`` looks each package up in its parent's folders (``importlib.util.find_spec`` would import
+    the parent packages, so an ``__init__`` that calls ``sys.exit`` or raises would end xpubench itself).
+    None when a part is missing or is a module, not a package."""
+    spec, search = None, None
+    parts = name.split(".")
+    for n in range(1, len(parts) + 1):
+        if spec is not None:
+            search = spec.submodule_search_locations
+            if search is None:
+                return None
+        spec = PathFinder.find_spec(".".join(parts[:n]), search)
+        if spec is None:
+            return None
+    return spec
 
 
 def module_level_names(tree: ast.Module) -> dict[str, str]:

@@ -24,8 +24,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from xpubench.errors import UserError
+from xpubench.results.validate import FLAG, TEXT, Check, Invalid, list_of, number, optional, record, whole
 
 ROPE_TYPES = ("default", "llama3")
+# The largest value each size may take: far above the largest published Llama-family model (Llama 3.1
+# 405B: 126 layers, 16,384 wide, MLP 53,248, 128 heads, vocabulary 128,256, 131,072 positions), and small
+# enough that what is built from a config before any fit check (the list of tensors its checkpoint must
+# hold) stays small: a config.json of 10^6 layers is refused, not planned.
+LIMITS = {"n_layers": 2048, "hidden_size": 1 << 18, "n_heads": 1 << 14, "n_kv_heads": 1 << 14, "head_dim": 1 << 14,
+          "intermediate_size": 1 << 20, "vocab_size": 1 << 24, "max_positions": 1 << 26}
 
 
 @dataclass(frozen=True)
@@ -60,17 +67,16 @@ class LlamaConfig:
     max_positions: int = 2048
 
     def __post_init__(self) -> None:
-        for key in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size",
-                    "vocab_size", "max_positions"):
+        for key, most in LIMITS.items():
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"llama {self.name}: {key} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise UserError(f"llama {self.name}: {key} must be a whole number from 1 to {most:,}, got {value!r}")
         if self.n_heads % self.n_kv_heads:
             raise UserError(f"llama {self.name}: n_heads ({self.n_heads}) must be a multiple of "
                             f"n_kv_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise UserError(f"llama {self.name}: head_dim must be even for rotary embeddings, got {self.head_dim}")
-        if not self.rope_theta > 0 or not self.rms_norm_eps > 0:
+        if not 0 < self.rope_theta < math.inf or not 0 < self.rms_norm_eps < math.inf:
             raise UserError(f"llama {self.name}: rope_theta and rms_norm_eps must be positive")
 
     @property
@@ -131,20 +137,52 @@ def rope_inv_freq(cfg: LlamaConfig) -> list[float]:
 # ---- Hugging Face config.json ----------------------------------------------------------------------
 
 REQUIRED = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+# config.json's name of each LlamaConfig size (LIMITS bounds both)
+HF_SIZES = {"num_hidden_layers": "n_layers", "hidden_size": "hidden_size", "num_attention_heads": "n_heads",
+            "num_key_value_heads": "n_kv_heads", "head_dim": "head_dim", "intermediate_size": "intermediate_size",
+            "vocab_size": "vocab_size", "max_position_embeddings": "max_positions"}
+
+
+def _positive(most: float) -> Check:
+    """A number above 0 (and finite, at most ``most``): epsilons, RoPE's theta and factors."""
+    bounded = number(0, most)
+
+    def check(value: Any, at: str) -> None:
+        bounded(value, at)
+        if not value > 0:
+            raise Invalid(f"{at} must be a number above 0, got {value!r}")
+    return check
+
+
+def _anything(value: Any, at: str) -> None:
+    """The keys xpubench does not read (bos_token_id, torch_dtype, ...) may hold anything."""
+
+
+# Every key of config.json that xpubench reads, with the type and range it must have: one place, checked
+# before any value is used, so a string where a number belongs ("false" for tie_word_embeddings), a
+# number where a list belongs, or a size of 10^6 is one line naming the key, never a traceback or a
+# silent misreading. (A file's NaN and Infinity are refused earlier, by readfile.loads_json.)
+ROPE = record({"rope_type": TEXT, "type": TEXT, "rope_theta": _positive(1e12), "factor": _positive(1e6),
+               "low_freq_factor": _positive(1e6), "high_freq_factor": _positive(1e6),
+               "original_max_position_embeddings": whole(1, LIMITS["max_positions"])}, rest=_anything)
+HF_CONFIG = record({
+    "architectures": optional(list_of(TEXT)), "model_type": TEXT, "hidden_act": TEXT,
+    "tie_word_embeddings": FLAG, "attention_bias": FLAG, "mlp_bias": FLAG,
+    "rms_norm_eps": _positive(1.0), "rope_theta": _positive(1e12),
+    "rope_scaling": optional(ROPE), "rope_parameters": optional(ROPE),
+    **{key: whole(1, LIMITS[ours]) for key, ours in HF_SIZES.items()},
+}, rest=_anything)
 
 
 def _rope(config: dict[str, Any], where: str) -> tuple[float, RopeScaling | None]:
     """(theta, scaling) from either layout: transformers 4's ``rope_theta`` + ``rope_scaling``, or
     transformers 5's ``rope_parameters`` (which holds ``rope_theta`` and the scaling keys together)."""
     params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    if not isinstance(params, dict):
-        raise UserError(f"{where}: rope_parameters / rope_scaling must be an object, got {params!r}")
+    params = {k: v for k, v in params.items() if v is not None}
     theta = params.get("rope_theta", config.get("rope_theta", 10_000.0))
     kind = params.get("rope_type", params.get("type", "default"))
     if kind not in ROPE_TYPES:
         raise UserError(f"{where}: RoPE type {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-        raise UserError(f"{where}: rope_theta must be a positive number, got {theta!r}")
     if kind == "default":
         return float(theta), None
     keys = ("factor", "low_freq_factor", "high_freq_factor")
@@ -153,58 +191,60 @@ def _rope(config: dict[str, Any], where: str) -> tuple[float, RopeScaling | None
         raise UserError(f"{where}: llama3 RoPE scaling lacks {', '.join(missing)}")
     original = params.get("original_max_position_embeddings", config.get("max_position_embeddings", 2048))
     values = [params[k] for k in keys]
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in (*values, original)):
-        raise UserError(f"{where}: llama3 RoPE scaling needs positive numbers, got {params!r}")
     if values[1] >= values[2]:
-        raise UserError(f"{where}: llama3 RoPE scaling needs low_freq_factor < high_freq_factor, got {params!r}")
+        raise UserError(f"{where}: llama3 RoPE scaling needs low_freq_factor < high_freq_factor, got "
+                        f"{values[1]!r} and {values[2]!r}")
     return float(theta), RopeScaling(*(float(v) for v in values), int(original))
 
 
+def _quantization(value: Any) -> str:
+    """What a quantized checkpoint's ``quantization_config`` says it is: its quant_method, else itself."""
+    method = value.get("quant_method") if isinstance(value, dict) else None
+    return method[:40] if isinstance(method, str) and method else f"quantization_config {str(value)[:40]!r}"
+
+
 def from_hf_config(config: dict[str, Any], name: str = "checkpoint", where: str = "config.json") -> LlamaConfig:
-    """A ``LlamaConfig`` from a Hugging Face ``config.json`` (parsed) of a ``LlamaForCausalLM``.
-    Anything this implementation would compute differently (another architecture, biases, another
-    activation, another RoPE type, a quantized checkpoint) is a UserError naming the field."""
+    """A ``LlamaConfig`` from a Hugging Face ``config.json`` (parsed) of a ``LlamaForCausalLM``. Every
+    key it reads is checked first (``HF_CONFIG``); anything this implementation would compute
+    differently (another architecture, biases, another activation, another RoPE type, a quantized
+    checkpoint) is a UserError naming the field."""
     if not isinstance(config, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(config).__name__}")
+    if "quantization_config" in config:
+        raise UserError(f"{where}: quantized checkpoints ({_quantization(config['quantization_config'])})"
+                        f" are not supported; use a float16/bfloat16/float32 checkpoint")
+    try:
+        HF_CONFIG(config, "config")
+    except Invalid as exc:
+        raise UserError(f"{where}: {str(exc).removeprefix('config.')}") from None
+    config = {k: v for k, v in config.items() if v is not None}   # null is transformers' "not set"
     archs = config.get("architectures") or []
     if archs and "LlamaForCausalLM" not in archs:
-        raise UserError(f"{where}: architecture {', '.join(map(str, archs))} is not supported "
-                        f"(only LlamaForCausalLM)")
+        raise UserError(f"{where}: architecture {', '.join(archs)[:200]} is not supported (only LlamaForCausalLM)")
     if not archs and config.get("model_type") != "llama":
         raise UserError(f"{where}: model_type {config.get('model_type')!r} is not supported (only 'llama')")
-    if "quantization_config" in config:
-        raise UserError(f"{where}: quantized checkpoints ({config['quantization_config'].get('quant_method', '?')})"
-                        f" are not supported; use a float16/bfloat16/float32 checkpoint")
-    missing = [k for k in REQUIRED if k not in config]
+    missing = [k for k in REQUIRED if config.get(k) is None]
     if missing:
         raise UserError(f"{where}: lacks {', '.join(missing)}")
     if config.get("hidden_act", "silu") != "silu":
-        raise UserError(f"{where}: hidden_act {config['hidden_act']!r} is not supported (only 'silu')")
+        raise UserError(f"{where}: hidden_act {config['hidden_act'][:40]!r} is not supported (only 'silu')")
     for key in ("attention_bias", "mlp_bias"):
         if config.get(key, False):
             raise UserError(f"{where}: {key} true is not supported (Llama has no biases)")
     theta, scaling = _rope(config, where)
-    heads = config["num_attention_heads"]
-    hidden = config["hidden_size"]
-    ints = {k: config[k] for k in REQUIRED}
-    for key, value in ints.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UserError(f"{where}: {key} must be a positive integer, got {value!r}")
+    heads, hidden = config["num_attention_heads"], config["hidden_size"]
     head_dim = config.get("head_dim") or (hidden // heads if hidden % heads == 0 else None)
     if head_dim is None:
         raise UserError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} "
                         f"and there is no head_dim")
-    eps = config.get("rms_norm_eps", 1e-6)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise UserError(f"{where}: rms_norm_eps must be a number, got {eps!r}")
     try:
         return LlamaConfig(
             name=name, n_layers=config["num_hidden_layers"], hidden_size=hidden, n_heads=heads,
             n_kv_heads=config.get("num_key_value_heads") or heads, head_dim=head_dim,
             intermediate_size=config["intermediate_size"], vocab_size=config["vocab_size"], rope_theta=theta,
-            rope_scaling=scaling, rms_norm_eps=float(eps),
-            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-            max_positions=config.get("max_position_embeddings", 2048))
+            rope_scaling=scaling, rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            tie_embeddings=config.get("tie_word_embeddings", False) is True,
+            max_positions=config.get("max_position_embeddings") or 2048)
     except UserError as exc:
         raise UserError(f"{where}: {str(exc).split(': ', 1)[1]}") from None
 

@@ -60,12 +60,13 @@ class LlamaSpec(WorkloadSpec):
 
 
 @functools.lru_cache(maxsize=8)
-def _checkpoint(path: str) -> tuple[LlamaConfig, str]:
+def _checkpoint(path: str, sha256: str | None = None) -> tuple[LlamaConfig, str]:
     """(config, resolved directory) of a checked checkpoint (checkpoint.open_checkpoint: UserError of one
-    line for a bad directory); read once per process."""
+    line for a bad directory, or one whose digest is not the ``sha256`` the plan pinned); read once per
+    process."""
     from xpubench.workloads.llama.checkpoint import open_checkpoint
 
-    ckpt = open_checkpoint(path)
+    ckpt = open_checkpoint(path, sha256)
     return ckpt.config, str(Path(ckpt.path).resolve())
 
 
@@ -85,7 +86,8 @@ def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
         if given:
             raise UserError(f"--weights {weights} takes the architecture from its config.json: drop "
                             f"{', '.join('--preset' if k == 'preset' else k for k in given)}")
-        cfg, root = _checkpoint(weights)
+        # a planned case reads the folder the plan resolved and pinned (plan/usermodel.py pin_checkpoint)
+        cfg, root = _checkpoint(options.get("weights_path", weights), options.get("weights_sha256"))
         return cfg, "checkpoint", root
     name = options.get("preset", DEFAULT_PRESET)
     if name not in PRESETS:
