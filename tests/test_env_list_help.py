@@ -81,7 +81,7 @@ def test_an_unknown_workload_does_not_offer_the_selftest():
 def test_list_shows_llama_as_generation_and_hides_the_selftest():
     import io
 
-    from xpubench.cli.list import print_listing
+    from xpubench.cli.listing import print_listing
 
     console = Console(file=io.StringIO(), width=200, color_system=None)
     print_listing(console)

@@ -377,7 +377,7 @@ def test_dry_run_of_a_model_package_that_exits_plans_it(tmp_path, monkeypatch, c
 
     text = package(tmp_path, "xpb_exiting_pkg", "import sys\nsys.exit(0)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("xpubench.api.detect_environment", cpu_env)
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: cpu_env())
     code = cli.main(["run", "--model", text, "-b", "torch", "--input-shape", "4", "--task", "classes:2", "--dry-run"])
     out = capsys.readouterr().out
     assert code == 0 and "build/torch/cpu/train" in out

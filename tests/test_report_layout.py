@@ -194,7 +194,7 @@ def test_real_run_prints_within_100_columns(tmp_path):
 def test_list_fits_the_terminal_and_never_cuts_a_name(width):
     """`xpubench list` at 80 and 100 columns: no line wider, no "…", every workload name whole (it is what
     a user types after -w)."""
-    from xpubench.cli.list import print_listing
+    from xpubench.cli.listing import print_listing
     from xpubench.workloads import default_run
 
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)

@@ -173,7 +173,7 @@ def cmd_env(args, console) -> int:
 
 
 def cmd_list(args, console) -> int:
-    from xpubench.cli.list import print_listing
+    from xpubench.cli.listing import print_listing
 
     print_listing(console)
     return 0
