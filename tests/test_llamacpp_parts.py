@@ -196,3 +196,41 @@ def test_a_case_without_llama_bench_is_skipped_with_the_reason(tmp_path, monkeyp
                        ({"batch_size": 4}, "batch 1"), ({"device": "gpu:0"}, "CPU build")):
         assert why in get("llamacpp").unsupported(dataclasses.replace(case, **other))
     assert os.environ["PATH"] == str(tmp_path)
+
+
+# ---- the whole path through `xpubench run`, with a stand-in llama-bench ----------------------------
+
+@pytest.mark.slow
+def test_a_run_records_what_llama_bench_printed_as_a_llama_case(tmp_path, monkeypatch):
+    """``xpubench run -b llamacpp`` with tests/data/llamacpp/fake-llama-bench as llama-bench: the GGUF is
+    written, both tests are asked with the case's lengths, threads and depth, and what it printed becomes a
+    generation result of the llama workload."""
+    from xpubench import analysis, cli
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "llama-bench").symlink_to(DATA / "fake-llama-bench")
+    monkeypatch.setenv("XPUBENCH_LLAMACPP_DIR", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = tmp_path / "run.toml"
+    config.write_text('[run]\nworkload = "llama"\nbackend = ["llamacpp"]\nprecision = ["fp32", "int8"]\n'
+                      "processes = 1\n[run.options]\nprompt_len = 40\nnew_tokens = 11\nn_layers = 1\n"
+                      "hidden_size = 64\nn_heads = 4\nn_kv_heads = 2\nintermediate_size = 96\nvocab_size = 256\n")
+    out = tmp_path / "r.jsonl"
+    assert cli.main(["run", "--config", str(config), "-o", str(out)]) == 0
+    results = {r.case["precision"]: r for r in analysis.load([out])[0].results}
+    # int8 needs llama-quantize, which the stand-in folder lacks: skipped, and saying so
+    assert results["int8"].status == "skipped" and "llama-quantize" in results["int8"].message
+    r = results["fp32"]
+    assert r.status == "ok", r.message
+    m = r.metrics
+    assert r.samples["prefill_s"] == pytest.approx([0.040 + i * 1e-6 for i in range(5)])       # 40 x 1 ms, -r 5
+    assert r.samples["decode_token_s"] == pytest.approx([(0.1 + i * 1e-6) / 10 for i in range(5)])  # 10 steps
+    assert m["runtime_tests"].startswith("pp40 @ d0, tg10 @ d40")
+    assert m["decode_tokens_per_s"] == pytest.approx(50 / sum(0.1 + i * 1e-6 for i in range(5)))
+    assert m["weight_format"] == "f32" and m["params"] == 12345 and m["runtime_build"] == "llama.cpp fake000 (1)"
+    assert m["threads"] == bench.usable_threads() and "F32" in m["gguf_types"]
+    gguf_path = next((tmp_path / "cache" / "xpubench" / "gguf").glob("*-f32.gguf"))
+    assert m["model_bytes"] == gguf_path.stat().st_size                                  # what llama-bench loaded
+    assert m["decode_bytes_per_token"] > 0 and m["prefill_flops"] > 0                   # the workload's counts
+    assert r.fingerprint["backends"]["llamacpp"]["build"]["commit"] == "fake000"

@@ -39,7 +39,8 @@ class LlamaCppBackend(Backend):
         from xpubench.devices.detect import cpu_device
 
         found = find()
-        return {"version": found.build.get("version"), **found.record(), "devices": [cpu_device(host_cpu)]}
+        said = {"error": found.missing} if found.missing else {}   # `xpubench env` prints it; cases say it when skipped
+        return {"version": found.build.get("version"), **found.record(), **said, "devices": [cpu_device(host_cpu)]}
 
     def supports(self, workload, backend: str | None = None) -> bool:
         return workload.name == "llama"
