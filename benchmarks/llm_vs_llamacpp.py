@@ -11,7 +11,8 @@ round after round, in this one process (llama-bench in its own):
 - llama.cpp: ``llama-bench -p P -n 0`` and ``-p 0 -n N-1 -d P`` with ``-r 5`` (backends/llamacpp_/bench.py:
   the same pp and the same decode contexts), its own timing.
 
-Formats: fp32, bf16, int8 (llama.cpp: q8_0), int4 (llama.cpp: q4_0) where the torch backend has int4.
+Formats: fp32, bf16, int8 (llama.cpp: q8_0), int4 (llama.cpp: q4_0, and q4_K_M beside it); torch and JAX
+run a format where their backend has it (int4: where this xpubench has int4 weights).
 Prints each figure, the ratios xpubench / llama.cpp per format and the machine's load before and after
 (``os.getloadavg``: on a shared machine the figures move with it), then one JSON line of everything.
 
@@ -31,21 +32,22 @@ import tempfile
 
 from xpubench import backends
 from xpubench.backends.llamacpp_ import gguf_file
+from xpubench.backends.llamacpp_.case import llama_bench_for
+from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES
 from xpubench.case import Case
 from xpubench.harness.generation import measure
 from xpubench.workloads.llama import checkpoint
 from xpubench.workloads.llama.config import preset
 
-RUNTIMES = ("torch", "jax", "llamacpp")
 
-
-def one_round(backend: str, case: Case, budget: float) -> tuple[float, float]:
-    """(pp tokens/s, tg tokens/s) of one measurement of ``case`` by ``backend``."""
+def one_round(backend: str, case: Case, budget: float, gguf_format: str | None = None) -> tuple[float, float]:
+    """(pp tokens/s, tg tokens/s) of one measurement of ``case`` by ``backend`` (llama.cpp: of the GGUF in
+    ``gguf_format`` when given, e.g. q4_K_M)."""
     record = backends.get(backend)
     reason = record.unsupported(case)
     if reason:
         raise SystemExit(f"{backend} {case.precision}: {reason}")
-    gen = record.generator(case)
+    gen = llama_bench_for(case, gguf_format) if gguf_format else record.generator(case)
     m, _ = measure(gen, budget)
     return m["prefill_tokens_per_s"], m["decode_tokens_per_s"]
 
@@ -63,9 +65,8 @@ def main() -> int:
     cfg = preset(args.preset)
     if args.layers:
         cfg = dataclasses.replace(cfg, n_layers=args.layers, name=f"{cfg.name} ({args.layers} layers)")
-    formats = [f for f in args.formats.split(",") if f != "int4" or "int4" in backends.get("torch").precisions]
-    if len(formats) < len(args.formats.split(",")):
-        print("int4: this xpubench's torch backend has no int4 weights: left out", file=sys.stderr)
+    formats = args.formats.split(",")
+    frameworks = {f: [b for b in ("torch", "jax") if f in backends.get(b).precisions] for f in formats}
     load_before = os.getloadavg()
     cache = gguf_file.cache_dir()
     had = set(cache.glob("*.gguf")) if cache.is_dir() else set()
@@ -76,21 +77,25 @@ def main() -> int:
         for fmt in formats:
             case = Case(workload="llama", backend="torch", device="cpu", mode="generate", precision=fmt,
                         batch_size=1, options=options)
-            rounds = {r: [] for r in RUNTIMES}
+            runtimes = [*frameworks[fmt], "llamacpp", *(["llamacpp q4_K_M"] if fmt == "int4" else [])]
+            rounds = {r: [] for r in runtimes}
             for _ in range(args.rounds):
-                for runtime in RUNTIMES:
-                    rounds[runtime].append(one_round(runtime, dataclasses.replace(case, backend=runtime),
-                                                     args.budget))
+                for runtime in runtimes:
+                    backend, _, gguf_format = runtime.partition(" ")
+                    rounds[runtime].append(one_round(backend, dataclasses.replace(case, backend=backend),
+                                                     args.budget, gguf_format or None))
             med = {r: (statistics.median(p for p, _ in v), statistics.median(t for _, t in v))
                    for r, v in rounds.items()}
             llama_pp, llama_tg = med["llamacpp"]
             results[fmt] = {"median_pp_tg": med, "rounds": rounds,
                             "ratio_vs_llamacpp": {r: {"pp": med[r][0] / llama_pp, "tg": med[r][1] / llama_tg}
-                                                  for r in ("torch", "jax")}}
+                                                  for r in runtimes if r != "llamacpp"}}
             said = "; ".join(f"{r} pp {p:,.0f} tg {t:,.1f}" for r, (p, t) in med.items())
             ratios = ", ".join(f"{r} pp x{v['pp']:.2f} tg x{v['tg']:.2f}"
                                for r, v in results[fmt]["ratio_vs_llamacpp"].items())
-            print(f"{fmt}: {said} tok/s | vs llama.cpp: {ratios}", flush=True)
+            missing = "" if frameworks[fmt] else " (no torch or JAX backend here has this format)"
+            print(f"{fmt}: {said} tok/s | vs llama.cpp {GGUF_TYPES[fmt][0].lower()}: {ratios or 'n/a'}{missing}",
+                  flush=True)
     for written in set(cache.glob("*.gguf")) - had:   # the GGUFs of this run's temporary checkpoint
         written.unlink()
     load_after = os.getloadavg()

@@ -8,7 +8,9 @@ from xpubench.backends.llamacpp_.binaries import find
 from xpubench.backends.llamacpp_.gguf_file import FORMAT_NOTES, GGUF_TYPES, gguf_for, tensor_summary
 
 
-def llama_bench_for(case) -> LlamaBench:
+def llama_bench_for(case, gguf_format: str | None = None) -> LlamaBench:
+    """The case's adapter; ``gguf_format`` (a key of GGUF_TYPES, e.g. "q4_K_M") overrides the file's format
+    that the case's precision gives (benchmarks/llm_vs_llamacpp.py)."""
     from xpubench.workloads import get_workload
 
     programs = find()
@@ -18,11 +20,12 @@ def llama_bench_for(case) -> LlamaBench:
     spec = workload.spec_for(case.options)
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     threads = usable_threads()
-    path, cached = gguf_for(spec, case.precision, case.seed, programs.quantize, threads)
+    fmt = gguf_format or case.precision
+    path, cached = gguf_for(spec, fmt, case.seed, programs.quantize, threads)
     summary = tensor_summary(path)
     facts = {
-        "weight_format": GGUF_TYPES[case.precision][0].lower(),
-        "int8_method": FORMAT_NOTES.get(case.precision),
+        "weight_format": GGUF_TYPES[fmt][0].lower(),
+        "int8_method": FORMAT_NOTES.get(fmt),
         "gguf_types": ", ".join(f"{n} {t}" for t, n in sorted(summary["types"].items(), key=lambda kv: -kv[1]))
                       + f" ({path.name}, {'cached' if cached else 'written for this case'})",
     }

@@ -41,6 +41,8 @@ FORMAT_NOTES = {
             "llama-quantize; activations quantised to q8 for the dot products",
     "int4": "llama.cpp q4_0: blocks of 32 4-bit weights with one fp16 scale (4.5 bits per weight), made by "
             "llama-quantize (which keeps some tensors, e.g. the head, in q6_K)",
+    "q4_K_M": "llama.cpp q4_K_M: super-blocks of 256 4-bit weights in 8 blocks with 6-bit scales and mins, "
+              "some tensors in q6_K (about 4.9 bits per weight), made by llama-quantize",
 }
 WRITER_VERSION = 1      # bump when what is written changes: old cached files are then not reused
 HF_TO_GGUF = {
