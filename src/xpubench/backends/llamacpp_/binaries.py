@@ -118,9 +118,11 @@ def version_of(bench: Path) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {}
     text = out.stdout + out.stderr
-    m = re.search(r"version:\s*(\d+)\s*\((\w+)\)", text)
-    built = re.search(r"built with (.+?) for (\S+)", text)
-    found = {"version": f"{m.group(1)} ({m.group(2)})", "commit": m.group(2)} if m else {}
+    said = re.search(r"^version:\s*(.+)$", text, re.MULTILINE)           # "0.5.0-dev (build 1, commit 0c1e570)"
+    commit = re.search(r"commit (\w+)|\((\w+)\)", said.group(1)) if said else None   # or older "4000 (0c1e570)"
+    built = re.search(r"built with (.+?) for (.+)$", text, re.MULTILINE)
+    found = {"version": said.group(1).strip(), "commit": commit.group(1) or commit.group(2) if commit else None} \
+        if said else {}
     if built:
         found.update(compiler=built.group(1), target=built.group(2))
     return found
