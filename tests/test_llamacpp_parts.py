@@ -176,6 +176,7 @@ def test_a_finished_build_is_adopted_into_the_cache_and_found_there(tmp_path, mo
     dest = build.adopt(done, binaries.cpu_flags(AVX2_CPU))
     record = json.loads((dest / "build.json").read_text())
     assert record["commit"] == "0c1e57098" and record["adopted_from"] == str(done)
+    assert record["programs"] == ["llama-bench", "llama-quantize"]                 # no llama-server in that one
     found = binaries.find({"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": ""}, binaries.cpu_flags(AVX2_CPU))
     assert found.bench == dest / "bin" / "llama-bench" and found.source == "cache"
     assert found.quantize == dest / "bin" / "llama-quantize" and found.build["commit"] == "0c1e57098"

@@ -75,10 +75,10 @@ def install(programs_dir: Path, dest: Path, record: dict) -> Path:
     and write ``dest/build.json``."""
     tmp = Path(tempfile.mkdtemp(prefix=".installing-", dir=dest.parent))
     (tmp / "bin").mkdir()
-    for name in PROGRAMS:
-        if (programs_dir / name).is_file():
-            shutil.copy2(programs_dir / name, tmp / "bin" / name)
-    (tmp / "build.json").write_text(json.dumps(record, indent=2))
+    copied = [name for name in PROGRAMS if (programs_dir / name).is_file()]
+    for name in copied:
+        shutil.copy2(programs_dir / name, tmp / "bin" / name)
+    (tmp / "build.json").write_text(json.dumps({**record, "programs": copied}, indent=2))
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     return dest
@@ -96,8 +96,9 @@ def adopt(build_dir: Path, flags: set[str]) -> Path:
     lacking = [o for o, needs in CPU_OPTIONS if options[o] and not all(n in flags for n in needs)]
     if lacking:
         raise RuntimeError(f"{build_dir} was compiled with {', '.join(lacking)}, which this CPU lacks")
-    if not (build_dir / "bin" / BENCH).is_file():
-        raise RuntimeError(f"{build_dir}/bin has no {BENCH}: the build is not finished")
+    for name in (BENCH, QUANTIZE):
+        if not (build_dir / "bin" / name).is_file():
+            raise RuntimeError(f"{build_dir}/bin has no {name}: the build is not finished")
     dest = cache_root() / build_key(options)
     dest.parent.mkdir(parents=True, exist_ok=True)
     text = (build_dir / "CMakeCache.txt").read_text(errors="replace")
