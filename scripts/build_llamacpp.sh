@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-bench, llama-quantize and llama-server (the pinned llama-cpp-python source package's
 # vendored llama.cpp, CPU flags from /proc/cpuinfo) into ~/.cache/xpubench/llamacpp/<version>-<flags>/bin, once:
-# a cached build is reused. ~10 min on 2 cores when not cached (backends/llamacpp_/build.py says how).
+# a cached build is reused. 21 CPU-minutes (~11 min on 2 idle cores) when not cached (backends/llamacpp_/build.py says how).
 #   bash scripts/build_llamacpp.sh                      -> build (or reuse) for this CPU
 #   bash scripts/build_llamacpp.sh --adopt BUILD_DIR    -> copy a finished CMake build of the same source instead
 #   bash scripts/build_llamacpp.sh --source DIR         -> an unpacked llama_cpp_python source, no download

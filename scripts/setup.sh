@@ -11,7 +11,7 @@ PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "as the 'root' user" || true
 if [ "${1:-}" = "test" ]; then
   $PY -m pip install -q --disable-pip-version-check -e ".[all,test]" 2>&1 | grep -v "as the 'root' user" || true
-  # llama.cpp for -b llamacpp and tests/test_llamacpp*.py: compiled once (~10 min on 2 cores), then cached;
+  # llama.cpp for -b llamacpp and tests/test_llamacpp*.py: compiled once (21 CPU-minutes: ~11 min on 2 idle cores), then cached;
   # XPUBENCH_LLAMACPP_ADOPT=DIR copies a finished build of the same source instead. A failed build only skips them.
   bash scripts/build_llamacpp.sh ${XPUBENCH_LLAMACPP_ADOPT:+--adopt "$XPUBENCH_LLAMACPP_ADOPT"} \
     || echo "setup: llama.cpp not built: the llama.cpp tests will be skipped with the reason" >&2

@@ -144,7 +144,7 @@ def find(environ=os.environ, flags: set[str] | None = None) -> Programs:
         folder, source = (Path(on_path).parent, "PATH") if on_path else (None, "")
     if folder is None:
         return Programs(missing=f"no {BENCH} found: build it with scripts/build_llamacpp.sh (llama-cpp-python "
-                                f"{PINNED}'s llama.cpp, ~10 min on 2 cores), or put it on PATH, or set {LLAMACPP_DIR}")
+                                f"{PINNED}'s llama.cpp, 21 CPU-minutes), or put it on PATH, or set {LLAMACPP_DIR}")
     bench = folder / BENCH
     quantize = folder / QUANTIZE if (folder / QUANTIZE).is_file() else None
     build: dict[str, Any] = {}
