@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs xpubench with PyTorch and JAX into the current Python (3.10+).
 #   bash scripts/setup.sh        -> what `xpubench run` needs
-#   bash scripts/setup.sh test   -> plus pytest and Debian's chromium (the report screenshot test)
+#   bash scripts/setup.sh test   -> plus pytest, Debian's chromium (the report screenshot test) and a llama.cpp
+#                                   build (scripts/build_llamacpp.sh: the llama.cpp runtime's tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -10,6 +11,10 @@ PY=${PYTHON:-python3}
 $PY -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "as the 'root' user" || true
 if [ "${1:-}" = "test" ]; then
   $PY -m pip install -q --disable-pip-version-check -e ".[all,test]" 2>&1 | grep -v "as the 'root' user" || true
+  # llama.cpp for -b llamacpp and tests/test_llamacpp*.py: compiled once (21 CPU-minutes: ~11 min on 2 idle cores), then cached;
+  # XPUBENCH_LLAMACPP_ADOPT=DIR copies a finished build of the same source instead. A failed build only skips them.
+  bash scripts/build_llamacpp.sh ${XPUBENCH_LLAMACPP_ADOPT:+--adopt "$XPUBENCH_LLAMACPP_ADOPT"} \
+    || echo "setup: llama.cpp not built: the llama.cpp tests will be skipped with the reason" >&2
   if ! command -v chromium >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -9,3 +9,4 @@ NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # several hosts: how many processes
 PROCESS_ID = "XPUBENCH_PROCESS_ID"          # several hosts: this process's id
 DATA_DIR = "XPUBENCH_DATA_DIR"              # user: where --data real looks without --data-dir
 WEIGHTS_DIR = "XPUBENCH_WEIGHTS_DIR"        # user: the trained-weights cache ("off" disables it)
+LLAMACPP_DIR = "XPUBENCH_LLAMACPP_DIR"      # user: a folder with llama.cpp's llama-bench (backends/llamacpp_)

@@ -18,6 +18,7 @@ REGISTRY = {
     "torch": "xpubench.backends.torch_",
     "jax": "xpubench.backends.jax_",
     "keras": "xpubench.backends.keras_",
+    "llamacpp": "xpubench.backends.llamacpp_",
 }
 
 

@@ -50,6 +50,8 @@ class Generator(Protocol):
     def sync(self, token: Any) -> None: ...          # wait until that token exists on the device
     def host(self, token: Any) -> np.ndarray: ...    # a token handle as numpy int (batch,)
     # optional: info() -> dict of untimed facts to record (e.g. the attention kernels that ran)
+    # optional: measure(budget_s) -> (metrics, samples): a runtime that times itself (llama-bench), instead of
+    # the rounds below; its figures carry the same names
 
 
 def cache_positions(block_size: int, prompt_len: int, new_tokens: int) -> int:
@@ -93,6 +95,9 @@ def measure(gen: Generator, budget_s: float | None = None,
     if gen.new_tokens < 2:
         raise ValueError(f"generation needs at least 2 new tokens (a prefill and a decode step), "
                          f"got {gen.new_tokens}")
+    own = getattr(gen, "measure", None)   # a runtime that times itself (llama.cpp's llama-bench)
+    if own is not None:
+        return own(budget_s)
     budget = budget_s or DEFAULT_BUDGET_S
     compile_s = gen.compile()
     t0 = clock()
@@ -157,7 +162,8 @@ def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_
     workload = get_workload(case.workload)
     spec = workload.spec_for(case.options)
     if workload.generation_counts is not None:   # prefill FLOPs, bytes per generated token (llama)
-        metrics.update(workload.generation_counts(spec, gen.batch, gen.prompt_len, gen.new_tokens, case.precision))
+        counts = workload.generation_counts(spec, gen.batch, gen.prompt_len, gen.new_tokens, case.precision)
+        metrics.update({k: v for k, v in counts.items() if metrics.get(k) is None})   # what the runtime saw wins
     if workload.decode_flops_per_token is not None:
         per_token = workload.decode_flops_per_token(spec, gen.prompt_len + gen.new_tokens / 2)
         metrics["flops_per_sample"] = per_token

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 # re-exported here, where every caller has always found it
 from xpubench.results.metric_base import UNITS, Metric, Metrics, figure  # noqa: F401
 from xpubench.results.metrics_generate import LanguageModelGeneration
+from xpubench.results.metrics_runtime import RuntimeFacts
 from xpubench.results.metrics_target import TimeToTarget
 
 # ---- what each mode measures ---------------------------------------------------------------------------
@@ -166,7 +167,7 @@ class InferMetrics(Common):
 
 
 @dataclass
-class GenerateMetrics(Common, LanguageModelGeneration):
+class GenerateMetrics(Common, LanguageModelGeneration, RuntimeFacts):
     """Generation with a KV cache (harness/generation.py); a language model's weights, cache and bounds
     (results/metrics_generate.py)."""
 

@@ -1,0 +1,81 @@
+"""llama.cpp: a runtime beside torch and JAX for the llama workload's generation (``-b llamacpp``).
+
+Its cases are the llama workload's generation cases, measured by llama.cpp's own ``llama-bench`` on a
+GGUF of the same weights (gguf_file.py), read back from its JSON output (bench.py) and recorded with
+the same figures and the same bandwidth bound as torch's and JAX's, so the pp/tg table shows the three
+runtimes side by side. Formats: fp32, bf16, fp16 (GGUF F32, BF16, F16), int8 (q8_0), int4 (q4_0).
+
+The programs come from xpubench's cached build of the pinned llama.cpp (scripts/build_llamacpp.sh),
+``$XPUBENCH_LLAMACPP_DIR`` or PATH (binaries.py); where none is found, or the ``gguf`` package is
+missing (``pip install "xpubench[llamacpp]"``), the cases are skipped with that reason. The build's
+version, commit and CMake flags are in the environment record, so in every result's fingerprint.
+"""
+
+from __future__ import annotations
+
+from xpubench.backends.base import Backend, Unsupported
+
+
+def _missing_gguf() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        return 'llama.cpp cases write a GGUF with the gguf package: pip install "xpubench[llamacpp]"'
+    return None
+
+
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+    title = "llama.cpp"
+    module = None                    # a program, not an import: detect() says whether it was found
+    packages = ("gguf",)
+    precisions = ("fp32", "bf16", "fp16", "int8", "int4")
+    matmul_dtypes = ()
+    startup_s = 1.0                  # llama-bench loads a GGUF by mmap; writing one is cached (gguf_file.py)
+
+    def detect(self, host_cpu: dict) -> dict:
+        """The programs found (binaries.py), their build, and the host CPU as the one device."""
+        from xpubench.backends.llamacpp_.binaries import find
+        from xpubench.devices.detect import cpu_device
+
+        found = find()
+        said = {"error": found.missing} if found.missing else {}   # `xpubench env` prints it; cases say it when skipped
+        return {"version": found.build.get("version"), **found.record(), **said, "devices": [cpu_device(host_cpu)]}
+
+    def supports(self, workload, backend: str | None = None) -> bool:
+        return workload.name == "llama"
+
+    def unsupported(self, case) -> str | None:
+        from xpubench.backends.llamacpp_.binaries import find
+        from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES
+
+        if case.mode != "generate":
+            return "llama.cpp runs generation only (llama-bench): train with torch or jax"
+        if not case.device.startswith("cpu"):
+            return f"xpubench runs llama.cpp's CPU build only; {case.device} is not a CPU"
+        if case.devices > 1 or (case.batch_size or 1) > 1:
+            return "llama-bench generates one sequence at a time (batch 1, one device)"
+        if case.precision not in GGUF_TYPES:
+            return f"llama.cpp has no {case.precision} weights (GGUF: {', '.join(GGUF_TYPES)})"
+        if case.options.get("decode", "compiled") != "compiled":
+            return "llama.cpp has one decode path (its ggml graph); --decode eager is torch's"
+        if case.precision == "int4" and case.options.get("int4_group_size", 32) != 32:
+            return (f"llama.cpp's q4_0 has groups of 32 weights; int4_group_size "
+                    f"{case.options['int4_group_size']} has no llama.cpp format")
+        programs = find()
+        if programs.bench is None:
+            return programs.missing
+        if case.precision in ("int8", "int4") and programs.quantize is None:
+            return f"{case.precision} needs llama-quantize beside {programs.bench}, and there is none"
+        return _missing_gguf()
+
+    def generator(self, case):
+        from xpubench.backends.llamacpp_.case import llama_bench_for
+
+        try:
+            return llama_bench_for(case)
+        except FileNotFoundError as exc:
+            raise Unsupported(f"llama.cpp: {exc}") from None
+
+
+BACKEND = LlamaCppBackend()

@@ -1,0 +1,220 @@
+"""The llama workload's weights as a GGUF file for llama.cpp, written with gguf-py (the ``gguf`` package).
+
+What goes in: the same tensors the torch and JAX cases load — a ``--weights`` checkpoint's (read with
+safetensors, as checkpoint.py checks them), else random ones drawn from the case's seed
+(``checkpoint.random_hf_tensors``: N(0, 0.02) matrices; the speed does not depend on the values) — under
+llama.cpp's "llama" architecture names, as llama.cpp's own ``convert_hf_to_gguf.py`` writes them:
+
+- the q and k projections permuted from transformers' "rotate_half" RoPE layout to llama.cpp's
+  interleaved one (``LlamaModel.permute``), so a checkpoint computes the same function;
+- Llama 3's RoPE scaling as a ``rope_freqs.weight`` tensor of per-frequency factors;
+- no ``output.weight`` for a tied model (llama.cpp then uses ``token_embd.weight`` as the head);
+- 1-D tensors (the RMSNorm weights) in F32 whatever the format, as the converter keeps them;
+- tokenizer model ``no_vocab`` with ``llama.vocab_size``: llama.cpp then makes that many dummy tokens,
+  which is all llama-bench needs (it feeds random token ids); text cannot be tokenised with such a file.
+
+Formats (``GGUF_TYPES``): fp32, bf16, fp16 are written directly; int8 (q8_0: blocks of 32 weights with
+one fp16 scale), int4 (q4_0: the same blocks of 4-bit weights) and q4_K_M are made from the F32 file by
+the built ``llama-quantize``, as llama.cpp users make them (it keeps its own choices, e.g. a q6_K head in
+q4 files). Files are cached under ``<cache>/gguf/`` by a digest of (shape, seed or checkpoint, format).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xpubench.errors import UserError
+
+# xpubench weight format -> (GGUF file type name as llama-quantize spells it, written by gguf-py directly)
+GGUF_TYPES = {"fp32": ("F32", True), "bf16": ("BF16", True), "fp16": ("F16", True),
+              "int8": ("Q8_0", False), "int4": ("Q4_0", False), "q4_K_M": ("Q4_K_M", False)}
+FORMAT_NOTES = {
+    "int8": "llama.cpp q8_0: blocks of 32 weights with one fp16 scale (8.5 bits per weight), made by "
+            "llama-quantize; activations quantised to q8 for the dot products",
+    "int4": "llama.cpp q4_0: blocks of 32 4-bit weights with one fp16 scale (4.5 bits per weight), made by "
+            "llama-quantize (which keeps some tensors, e.g. the head, in q6_K)",
+    "q4_K_M": "llama.cpp q4_K_M: super-blocks of 256 4-bit weights in 8 blocks with 6-bit scales and mins, "
+              "some tensors in q6_K (about 4.9 bits per weight), made by llama-quantize",
+}
+WRITER_VERSION = 1      # bump when what is written changes: old cached files are then not reused
+HF_TO_GGUF = {
+    "input_layernorm.weight": "attn_norm", "self_attn.q_proj.weight": "attn_q", "self_attn.k_proj.weight": "attn_k",
+    "self_attn.v_proj.weight": "attn_v", "self_attn.o_proj.weight": "attn_output",
+    "post_attention_layernorm.weight": "ffn_norm", "mlp.gate_proj.weight": "ffn_gate",
+    "mlp.up_proj.weight": "ffn_up", "mlp.down_proj.weight": "ffn_down",
+}
+TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+       "lm_head.weight": "output.weight"}
+
+
+def gguf_name(hf_name: str) -> str:
+    """llama.cpp's tensor name of a transformers Llama tensor name."""
+    if hf_name in TOP:
+        return TOP[hf_name]
+    _, _, rest = hf_name.partition("model.layers.")
+    layer, _, tail = rest.partition(".")
+    return f"blk.{int(layer)}.{HF_TO_GGUF[tail]}.weight"
+
+
+def permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """convert_hf_to_gguf.py's LlamaModel.permute: rotate_half rows -> interleaved pairs, per head."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def rope_factors(cfg) -> np.ndarray | None:
+    """Llama 3's per-frequency RoPE factors (convert_hf_to_gguf.py's generate_extra_tensors), or None."""
+    s = cfg.rope_scaling
+    if s is None:
+        return None
+    dim = cfg.head_dim
+    freqs = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    low, high = s.original_max_position_embeddings / s.low_freq_factor, s.original_max_position_embeddings / s.high_freq_factor
+    out = []
+    for f in freqs:
+        wavelen = 2 * math.pi / f
+        if wavelen < high:
+            out.append(1.0)
+        elif wavelen > low:
+            out.append(s.factor)
+        else:
+            smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+            out.append(1 / ((1 - smooth) / s.factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
+def hf_tensors(cfg, seed: int, checkpoint) -> Any:
+    """(name, float32 numpy) of every tensor: the checkpoint's, else random from ``seed``."""
+    if checkpoint is None:
+        from xpubench.workloads.llama.checkpoint import random_hf_tensors
+
+        yield from random_hf_tensors(cfg, seed).items()
+        return
+    for name, tensor in checkpoint.tensors("pt"):
+        yield name, tensor.float().numpy()
+
+
+def write_gguf(path: Path, cfg, fmt: str, tensors) -> Path:
+    """Write a llama-architecture GGUF of ``tensors`` ((HF name, float32 array) pairs) in ``fmt`` (fp32,
+    bf16, fp16) at ``path`` (module docstring for what goes in)."""
+    import gguf
+
+    qtype = {"fp32": gguf.GGMLQuantizationType.F32, "bf16": gguf.GGMLQuantizationType.BF16,
+             "fp16": gguf.GGMLQuantizationType.F16}[fmt]
+    ftype = {"fp32": gguf.LlamaFileType.ALL_F32, "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+             "fp16": gguf.LlamaFileType.MOSTLY_F16}[fmt]
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"xpubench {cfg.name}")
+    w.add_context_length(cfg.max_positions)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.n_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.n_heads)
+    w.add_head_count_kv(cfg.n_kv_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_rope_freq_base(float(cfg.rope_theta))
+    w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_file_type(ftype)
+    w.add_tokenizer_model("no_vocab")
+    factors = rope_factors(cfg)
+    if factors is not None:
+        w.add_tensor("rope_freqs.weight", factors)
+    for name, t in tensors:
+        if name == "lm_head.weight" and cfg.tie_embeddings:
+            continue
+        t = np.ascontiguousarray(t, dtype=np.float32)
+        if name.endswith("q_proj.weight"):
+            t = permute(t, cfg.n_heads)
+        elif name.endswith("k_proj.weight"):
+            t = permute(t, cfg.n_kv_heads)
+        if t.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(gguf_name(name), t)
+        else:
+            w.add_tensor(gguf_name(name), gguf.quants.quantize(t, qtype), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def source_identity(spec, seed: int) -> dict:
+    """What the weights are: the architecture and the seed, or the checkpoint's files (name, size, mtime)."""
+    import dataclasses
+
+    shape = {k: v for k, v in dataclasses.asdict(spec.config).items() if k != "name"}
+    if not spec.weights:
+        return {"config": shape, "seed": seed}
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(spec.weights).iterdir() if p.is_file())
+    return {"config": shape, "checkpoint": str(spec.weights), "files": files}
+
+
+def cache_dir(environ=os.environ) -> Path:
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "xpubench" / "gguf"
+
+
+def quantize(quantizer: Path | None, src: Path, dst: Path, gguf_type: str, threads: int) -> None:
+    """``llama-quantize src dst TYPE threads``; a RuntimeError of its last lines when it fails."""
+    if quantizer is None:
+        raise UserError(f"{gguf_type} needs llama.cpp's llama-quantize beside llama-bench, and none was found")
+    proc = subprocess.run([str(quantizer), str(src), str(dst), gguf_type, str(threads)], capture_output=True,
+                          text=True, timeout=3600, check=False)
+    if proc.returncode != 0 or not dst.is_file():
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise RuntimeError(f"llama-quantize {gguf_type} failed (exit {proc.returncode}): {tail}")
+
+
+def gguf_for(spec, fmt: str, seed: int, quantizer: Path | None = None, threads: int = 1,
+             environ=os.environ) -> tuple[Path, bool]:
+    """(the GGUF of the case's weights in ``fmt``, whether it was cached), writing it (and the F32 file a
+    quantised one is made from) when the cache has none."""
+    if fmt not in GGUF_TYPES:
+        raise UserError(f"llama.cpp: no GGUF type for {fmt}; choose from: {', '.join(GGUF_TYPES)}")
+    gguf_type, direct = GGUF_TYPES[fmt]
+    identity = json.dumps({"writer": WRITER_VERSION, **source_identity(spec, seed)}, sort_keys=True)
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    folder = cache_dir(environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"llama-{digest}-{gguf_type.lower()}.gguf"
+    if out.is_file():
+        return out, True
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        if direct:
+            from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+            ckpt = open_checkpoint(spec.weights) if spec.weights else None
+            write_gguf(tmp, spec.config, fmt, hf_tensors(spec.config, seed, ckpt))
+        else:
+            src, _ = gguf_for(spec, "fp32", seed, quantizer, threads, environ)
+            quantize(quantizer, src, tmp, gguf_type, threads)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out, False
+
+
+def tensor_summary(path: Path) -> dict[str, Any]:
+    """{"weight_bytes", "params", "types": {GGML type: tensors}} read back from a GGUF (gguf-py's reader)."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    types: dict[str, int] = {}
+    nbytes = params = 0
+    for t in reader.tensors:
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+        nbytes += int(t.n_bytes)
+        if t.name != "rope_freqs.weight":
+            params += int(t.n_elements)
+    return {"weight_bytes": nbytes, "params": params, "types": types}
