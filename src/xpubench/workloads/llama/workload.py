@@ -273,7 +273,8 @@ def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: i
     """A ready ``LlamaTorch`` in the precision's weight format on ``device`` (backends/torch_/generate.py)."""
     from xpubench.workloads.llama.torch_model import build
 
-    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec))
+    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec),
+                 group=spec.int4_group_size)
 
 
 def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> tuple[Any, Any]:
@@ -283,7 +284,10 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
 
     from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
 
-    module = LlamaFlax(spec.config, weight_format(precision))
+    fmt = weight_format(precision)
+    # XLA:CPU has no bf16 dot (flax_model's docstring): quantised weights are dequantised straight to fp32 there
+    dequant = "fp32" if fmt in costs.QUANTISED and device.platform == "cpu" else None
+    module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
     ckpt = _checkpoint_of(spec)
     if ckpt is not None:
         return module, load_checkpoint(module, ckpt)
