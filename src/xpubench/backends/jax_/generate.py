@@ -14,6 +14,7 @@ bf16 / fp16 cast the parameters, activations and cache to that dtype.
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 from typing import Any
@@ -135,6 +136,9 @@ class OwnCacheJaxGenerator(JaxGenerator):
     def __init__(self, module: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any, precision: str,
                  depth: int = 0):
         self.module = module
+        # XLA:CPU's thread pool has one thread per core this process may use
+        self.threads = len(os.sched_getaffinity(0)) if device.platform == "cpu" and hasattr(os, "sched_getaffinity") \
+            else None
         super().__init__(module, None, params, prompt, new_tokens, device, precision, depth)
 
     def context(self, spec) -> int:
@@ -147,7 +151,7 @@ class OwnCacheJaxGenerator(JaxGenerator):
         """The attention implementation (``JaxGenerator.info``), the KV cache's and the weights' bytes as
         allocated, and the module's facts."""
         return {**super().info(), "kv_cache_bytes": tree_bytes(self.cache[0]), "weight_bytes": tree_bytes(self.params),
-                "decode_step": "compiled (jax.jit, XLA)", **self.module.generation_facts()}
+                "decode_step": "compiled (jax.jit, XLA)", "threads": self.threads, **self.module.generation_facts()}
 
 
 def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: int,

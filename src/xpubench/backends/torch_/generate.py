@@ -180,8 +180,9 @@ class OwnCacheGenerator(TorchGenerator):
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
         step = "eager" if self._step is None else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache)"
+        threads = torch.get_num_threads() if self.device.type == "cpu" else None
         return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)), "decode_step": step,
-                **self.model.generation_facts()}
+                "threads": threads, **self.model.generation_facts()}
 
 
 INT8_METHOD = "torch.ao.quantization.quantize_dynamic: nn.Linear int8 weights, dynamic int8 activations"
