@@ -107,7 +107,11 @@ def _window(windows):
 
 
 def idle_watts(meter, seconds: float = IDLE_S) -> float | None:
-    """The device's power doing nothing for ``seconds`` (None where the meter cannot be read)."""
+    """The device's power doing nothing for ``seconds`` (None where the meter cannot be read: asked
+    once without waiting first)."""
+    meter.start()
+    if meter.stop().joules is None:
+        return None
     meter.start()
     time.sleep(seconds)
     reading = meter.stop()
@@ -147,7 +151,7 @@ def measure(gen: Generator, budget_s: float | None = None,
     for _ in range(WARMUP_ROUNDS):
         _round(gen, clock)
     meter = meter or Unavailable("no energy meter was given")
-    idle = None if isinstance(meter, Unavailable) else idle_watts(meter)
+    idle = idle_watts(meter)
     windows = (EnergyWindows(meter), EnergyWindows(meter))
     begin = clock()
     prefills: list[float] = []
