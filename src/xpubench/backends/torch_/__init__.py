@@ -68,6 +68,8 @@ class TorchBackend(Backend):
         return usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
     def compile_seconds(self, case) -> float:
+        if case.mode == "generate":   # a compiled decode step (llama's --decode compiled)
+            return self.compile_s if case.options.get("decode") == "compiled" else 0.0
         auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
         return self.compile_s if case.compile == "on" or auto_gpu else 0.0
 
