@@ -198,9 +198,6 @@ def generator_for(case) -> JaxGenerator:
     if own is None and case.precision in ("int8", "int4"):
         raise Unsupported(f"{case.precision} generation is not applicable to jax: JAX/XLA has no built-in "
                           f"{case.precision} quantization of this model")
-    if case.options.get("decode") == "eager":
-        raise Unsupported("--decode eager is PyTorch's eager step: JAX's decode step is always compiled by XLA "
-                          "(jax.jit; the case with --decode compiled measures it)")
     spec = workload.spec_for(case.options)
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     (device,) = jax_devices(case.device)

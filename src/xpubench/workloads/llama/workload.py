@@ -9,7 +9,8 @@
   one case per depth) fills the KV cache with D tokens before the timed rounds, so pp and tg are
   measured after D tokens of context. ``--decode compiled|eager`` (a list sweeps) chooses PyTorch's
   decode step: ``compiled`` (the default: a static KV cache and ``torch.compile``, CUDA graphs on
-  NVIDIA) or ``eager``; JAX's step is always compiled by XLA (``eager`` is not applicable there).
+  NVIDIA) or ``eager``; JAX's step is always compiled by XLA (its result's ``decode_step`` says so
+  whatever the option; the brief default run asks for torch's eager step: a compile takes minutes on 2 cores).
   The depth (when not 0), the decode step and the int4 group size are in the case's key. The models are
   ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under ``--weights DIR``
   (checkpoint.py), else random ones (the speed does not depend on the values).
@@ -43,7 +44,7 @@ GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp51
 # the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
 # part, whole: 42M parameters), a short prompt and a few tokens; on the 2-core VM a worker process of it
 # takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
-QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16}
+QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16, "decode": "eager"}
 TRAIN_CONTEXT = 256
 KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens", "depth", "decode",
                "int4_group_size")
