@@ -89,8 +89,8 @@ def joules_cell(row) -> str:
     value = num(row, f"{kind}_joules_per_token") if value is None else value
     if value is not None:
         return f"{value:.3g}"
-    reason = str(num(row, "energy_na") or "").removeprefix("n/a: ")
-    return f"n/a ({reason[:40]})" if reason else "n/a"
+    reason = str(num(row, "energy_na") or "").removeprefix("n/a: ").split(":")[0].strip()   # its first clause
+    return f"n/a ({reason[:48]})" if reason else "n/a"
 
 
 def rate_cell(row) -> str:
