@@ -76,10 +76,13 @@ def test_a_share_above_100_percent_is_a_defect_never_stored():
                       "(above 100%: the bytes per token or the bandwidth are wrong)")]
 
 
-def result(precision: str = "bf16", batch: int = 1, tg: float = 40.0, backend: str = "torch") -> Result:
+def result(precision: str = "bf16", batch: int = 1, tg: float = 40.0, backend: str = "torch",
+           metrics_extra: dict | None = None) -> Result:
+    extra = metrics_extra or {}
     case = {**CASE, "precision": precision, "batch_size": batch, "backend": backend,
-            "key": f"llama/{backend}/cpu/generate/{precision}/b{batch}", "run_id": f"{backend}{precision}{batch}"}
-    return Result(case=case, status="ok", metrics=metrics(tg, weight_format=precision),
+            "key": f"llama/{backend}/cpu/generate/{precision}/b{batch}/{extra.get('depth', '')}",
+            "run_id": f"{backend}{precision}{batch}{extra.get('depth', '')}"}
+    return Result(case=case, status="ok", metrics=metrics(tg, weight_format=precision, **extra),
                   samples={"decode_token_s": [1 / tg] * 6, "prefill_s": [0.5, 0.5]},
                   fingerprint=fingerprint(measured=18e9))
 
@@ -93,11 +96,28 @@ def test_one_table_per_weight_format_and_the_answer_line():
     tables = section("llm").shown_tables(data, report=True)
     assert [t.title.split(" ")[0] for t in tables] == ["fp32", "bf16"]
     cells = tables[1].frame()
-    assert list(cells["tg (tok/s)"]) == ["30.0 (tg128)", "40.0 (tg128)"]       # jax, torch
-    assert cells["of bw bound"].iloc[1] == f"{40 / (18e9 / BYTES):.0%}"
+    assert list(cells["test"]) == ["pp512", "tg128", "pp512", "tg128"]          # llama-bench's rows: jax, torch
+    assert list(cells["t/s"])[1::2] == ["30.0", "40.0"]
+    assert list(cells["of bw bound"]) == ["", f"{30 / (18e9 / BYTES):.0%}", "", f"{40 / (18e9 / BYTES):.0%}"]
     lines = answer_lines(data)
     assert f"- for smollm-135m generation, torch cpu bf16: 40.0 tok/s, {40 / (18e9 / BYTES):.0%} of the bandwidth " \
            "bound" in lines
+
+
+def test_the_table_reads_like_llama_bench():
+    """model, size, params, backend with its decode step, threads, test (with the depth), t/s ± sd; the
+    energy's n/a carries its reason."""
+    extra = {"params": 134_515_008, "model_bytes": 269_030_016, "threads": 2, "decode_tokens_per_s_sd": 0.5,
+             "prefill_tokens_per_s_sd": 12.0, "energy_na": "n/a: no CPU energy counter: no RAPL package zone"}
+    data = loaded(result("bf16", tg=40.0, metrics_extra={**extra, "decode_step": "compiled (torch.compile)"}),
+                  result("bf16", tg=35.0, metrics_extra={**extra, "decode_step": "eager", "depth": 4096}))
+    cells = section("llm").shown_tables(data, report=True)[0].frame()
+    assert list(cells["test"]) == ["pp512", "tg128", "pp512 @ d4096", "tg128 @ d4096"]
+    assert list(cells["backend"]) == ["torch compiled"] * 2 + ["torch eager"] * 2
+    assert cells["t/s"].iloc[1] == "40.0 ± 0.500" and cells["t/s"].iloc[0] == "1,024 ± 12.0"
+    assert cells["params"].iloc[0] == "134.52 M" and cells["size"].iloc[0] == "256.6 MiB"
+    assert cells["threads"].iloc[0] == "2"
+    assert cells["J/token"].iloc[0] == "n/a (no CPU energy counter)"
 
 
 def test_files_without_a_language_model_have_no_such_line_nor_table():

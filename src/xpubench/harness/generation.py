@@ -20,20 +20,31 @@ Timed regions (see docs/workloads.md, "GPT"):
 Derived: ``prefill_tokens_per_s`` = batch x prompt_len / median prefill; ``decode_tokens_per_s`` =
 batch x decode steps / their total time (a throughput: a ratio of totals); ``decode_token_p50_s`` /
 ``p90`` per-token latency; ``tokens_per_s`` = batch x new_tokens / median round (prefill + decode).
+
+Energy (energy/windows.py), where the device has a readable counter (RAPL, NVML, AMD SMI): read around
+every timed prefill and, apart, around every timed round's decode steps (the synchronised steps, the
+same region as ``decode_token_s``), then ``prefill_joules_per_token`` / ``decode_joules_per_token``
+over the tokens those regions made. Before the rounds the idle device is read for ``IDLE_S`` seconds
+(``idle_watts``); ``*_net_joules_per_token`` subtract idle_watts x the region's seconds (the energy the
+work added). Without a counter the figures are n/a with the meter's reason (``energy_na``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, Protocol
 
 import numpy as np
 
+from xpubench.energy.meter import Unavailable
+from xpubench.energy.windows import EnergyWindows, meter_for_case
 from xpubench.results.outcome import Outcome
 from xpubench.results.stats import named_warnings, summarize
 
 DEFAULT_BUDGET_S = 10.0   # measurement time after the warm-up, when the case gives no budget
+IDLE_S = 1.0              # the idle device's power, read before the rounds where a counter exists
 WARMUP_ROUNDS = 1
 ROUNDS = (2, 20)          # at least, at most (5 wanted for a spread of the prefill times)
 
@@ -74,24 +85,63 @@ def generate(gen: Generator) -> np.ndarray:
     return np.stack(tokens, axis=1)
 
 
-def _round(gen: Generator, clock: Callable[[], float]) -> tuple[float, list[float]]:
-    """One synchronised round: (prefill seconds, [seconds of each decode step])."""
-    t0 = clock()
-    cache, token = gen.prefill(gen.prompt)
-    gen.sync(token)
-    prefill = clock() - t0
-    steps = []
-    for _ in range(gen.new_tokens - 1):
+def _round(gen: Generator, clock: Callable[[], float], energy: tuple | None = None) -> tuple[float, list[float]]:
+    """One synchronised round: (prefill seconds, [seconds of each decode step]); ``energy``: the
+    (prefill, decode) EnergyWindows read around the prefill and around the decode steps."""
+    windows = energy or (None, None)
+    with _window(windows[0]):
         t0 = clock()
-        cache, token = gen.decode(cache, token)
+        cache, token = gen.prefill(gen.prompt)
         gen.sync(token)
-        steps.append(clock() - t0)
+        prefill = clock() - t0
+    steps = []
+    with _window(windows[1]):
+        for _ in range(gen.new_tokens - 1):
+            t0 = clock()
+            cache, token = gen.decode(cache, token)
+            gen.sync(token)
+            steps.append(clock() - t0)
     return prefill, steps
 
 
+def _window(windows):
+    return nullcontext() if windows is None else windows.window()
+
+
+def idle_watts(meter, seconds: float = IDLE_S) -> float | None:
+    """The device's power doing nothing for ``seconds`` (None where the meter cannot be read: asked
+    once without waiting first)."""
+    meter.start()
+    if meter.stop().joules is None:
+        return None
+    meter.start()
+    time.sleep(seconds)
+    reading = meter.stop()
+    return reading.watts if reading.joules is not None else None
+
+
+def energy_per_token(windows: tuple, tokens: tuple[int, int], idle: float | None) -> dict:
+    """J/token of the prefills and of the decode steps, raw and with the idle power taken out; n/a with
+    the meter's reason where it could not be read."""
+    out: dict = {}
+    for name, win, count in (("prefill", windows[0], tokens[0]), ("decode", windows[1], tokens[1])):
+        reading = win.total()
+        if reading.joules is None:
+            out["energy_na"] = f"n/a: {reading.reason}"
+            continue
+        out[f"{name}_joules_per_token"] = reading.joules / count
+        if idle is not None and reading.seconds:
+            out[f"{name}_net_joules_per_token"] = (reading.joules - idle * reading.seconds) / count
+        out["energy_source"] = reading.source
+    if idle is not None:
+        out["idle_watts"] = idle
+    return out
+
+
 def measure(gen: Generator, budget_s: float | None = None,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[dict, dict]:
-    """Run the timed regions (module docstring); returns (metrics, raw samples)."""
+            clock: Callable[[], float] = time.perf_counter, meter=None) -> tuple[dict, dict]:
+    """Run the timed regions (module docstring); returns (metrics, raw samples). ``meter``: the case's
+    energy meter (None: energy not read)."""
     if gen.new_tokens < 2:
         raise ValueError(f"generation needs at least 2 new tokens (a prefill and a decode step), "
                          f"got {gen.new_tokens}")
@@ -105,6 +155,9 @@ def measure(gen: Generator, budget_s: float | None = None,
     first_round_s = clock() - t0
     for _ in range(WARMUP_ROUNDS):
         _round(gen, clock)
+    meter = meter or Unavailable("no energy meter was given")
+    idle = idle_watts(meter)
+    windows = (EnergyWindows(meter), EnergyWindows(meter))
     begin = clock()
     prefills: list[float] = []
     rounds: list[list[float]] = []
@@ -112,7 +165,7 @@ def measure(gen: Generator, budget_s: float | None = None,
         elapsed = clock() - begin
         if len(prefills) >= ROUNDS[0] and (elapsed > budget or len(prefills) >= 5 and elapsed > 0.5 * budget):
             break
-        prefill, steps = _round(gen, clock)
+        prefill, steps = _round(gen, clock, windows)
         prefills.append(prefill)
         rounds.append(steps)
     decode = [t for steps in rounds for t in steps]
@@ -135,12 +188,20 @@ def measure(gen: Generator, budget_s: float | None = None,
         "decode_token_ci95_high_s": dec.ci95_high,
         "decode_tokens_per_s": gen.batch * len(decode) / sum(decode),
         "tokens_per_s": gen.batch * gen.new_tokens / round_s.median,
+        "prefill_tokens_per_s_sd": _sd([gen.batch * gen.prompt_len / p for p in prefills]),
+        "decode_tokens_per_s_sd": _sd([gen.batch * len(steps) / sum(steps) for steps in rounds]),
         "warning": named_warnings({"prefill": pre, "decode": dec}),
+        **energy_per_token(windows, (gen.batch * gen.prompt_len * len(prefills), gen.batch * len(decode)), idle),
     }
     info = getattr(gen, "info", None)
     if info is not None:
         metrics.update(info())
     return metrics, {"prefill_s": prefills, "decode_token_s": decode}
+
+
+def _sd(values: list[float]) -> float | None:
+    """The sample standard deviation (llama-bench's ± over its repetitions); None for fewer than two."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else None
 
 
 def prompt_tokens(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndarray:
@@ -149,7 +210,8 @@ def prompt_tokens(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndar
     return np.random.default_rng(seed).integers(0, vocab, (batch, prompt_len), dtype=np.int32)
 
 
-def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_counter) -> Outcome:
+def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_counter,
+                   gpu_identity=None) -> Outcome:
     """The case's generation measured (``measure``), with the decode FLOP rate: the workload's
     ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
     prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
@@ -158,7 +220,7 @@ def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_
     analysis/generation.py derives pp MFU and the share of the bandwidth bound from them on load."""
     from xpubench.workloads import get_workload
 
-    metrics, samples = measure(gen, case.time_budget_s, clock)
+    metrics, samples = measure(gen, case.time_budget_s, clock, meter_for_case(case, gpu_identity))
     workload = get_workload(case.workload)
     spec = workload.spec_for(case.options)
     if workload.generation_counts is not None:   # prefill FLOPs, bytes per generated token (llama)

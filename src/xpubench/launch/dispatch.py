@@ -106,7 +106,7 @@ def _generate(backend, case) -> Outcome:
     if case.devices > 1:
         return Outcome(status="skipped", message="data-parallel generation is not implemented: generate with "
                                                  "--devices 1 (data parallel applies to training)")
-    return run_generation(case, backend.generator(case))
+    return run_generation(case, backend.generator(case), gpu_identity=backend.gpu_identity)
 
 
 def add_described(metrics: dict, adapter) -> None:

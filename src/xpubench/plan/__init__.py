@@ -38,7 +38,9 @@ from xpubench.plan.usermodel import pin_checkpoint
 from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
 from xpubench.workloads.base import Workload
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
+WEIGHT_ONLY = ("int8", "int4")   # inference precisions; int4 only where the workload's generation models own
+#                                  their weight formats (llama: workloads/llama/costs.py FORMATS)
 MODES = ("train", "infer", target.TIME_TO_TARGET)   # time-to-target: training to a target
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
@@ -289,7 +291,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
             sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
             common["time_budget_s"] = req.time_budget_s or QUICK["matmul_budget_s"]
         precisions = req.precisions or matmul_dtypes(env, backend, device)
-        precisions = [p for p in precisions if p != "int8"]
+        precisions = [p for p in precisions if p not in WEIGHT_ONLY]
         return [Case(mode="matmul", precision=p, size=n, **common) for p in precisions for n in sizes]
     if workload.kind != "user" and not supports(backend, workload):
         return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
@@ -298,7 +300,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick,
                                                        req.modes or list(workload.default_modes))
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
-    modes = req.modes or (["infer"] if "int8" in precisions else list(workload.default_modes))
+    precisions = [p for p in precisions if p != "int4" or workload.generation_models]
+    modes = req.modes or (["infer"] if set(WEIGHT_ONLY) & set(precisions) else list(workload.default_modes))
     counts = device_counts(req, env, backend, device)
     epochs, steps = req.epochs, req.steps
     train_samples, eval_samples = req.train_samples, req.eval_samples
@@ -307,7 +310,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
         steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan_defaults.py)
     cases = []
     for precision in precisions:
-        for asked in (["infer"] if precision == "int8" else modes):
+        for asked in (["infer"] if precision in WEIGHT_ONLY else modes):
             if target.loop_mode(asked) not in workload.modes:
                 continue   # a mode the workload does not declare
             mode = workload.case_mode(target.loop_mode(asked))   # time-to-target: the training loop
@@ -316,13 +319,15 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
             # the epochs, and a target's options (target, eval_every), of this mode (plan/target.py)
             fields = length | target.case_fields(req, asked, workload, spec, epochs, options)
             sizes = target.batch_sizes(req, asked, req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes))
-            for n in counts:
-                for bs in sizes:
-                    cases.append(Case(
-                        mode=mode, precision=precision, batch_size=bs, devices=n,
-                        steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
-                        eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
-                        data=req.data, data_dir=req.data_dir, **fields))
+            # a generation case per value of the workload's swept options (llama's --depth, --decode)
+            swept = workload.case_options(fields["options"]) if mode == "generate" and workload.case_options else \
+                [fields["options"]]
+            for n, bs, opts in ((n, bs, o) for n in counts for bs in sizes for o in swept):
+                cases.append(Case(
+                    mode=mode, precision=precision, batch_size=bs, devices=n,
+                    steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
+                    eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
+                    data=req.data, data_dir=req.data_dir, **(fields | {"options": opts})))
     return cases
 
 

@@ -19,9 +19,31 @@ class LanguageModelGeneration(Metrics):
     kv_cache_bytes: int | None = figure("B", "the KV cache as allocated: keys and values for batch x (prompt + "
                                              "new - 1) positions", optional=True)
     weight_bytes: int | None = figure("B", "the model's weights as allocated (int8: values and scales)", optional=True)
-    weight_format: str | None = figure("text", "fp32, bf16, fp16, or int8 weight-only (per-channel scales)",
-                                       optional=True)
-    int8_method: str | None = figure("text", "how int8 weights enter the timed steps", optional=True)
+    weight_format: str | None = figure("text", "fp32, bf16, fp16, int8 weight-only (per-channel scales) or int4 "
+                                               "weight-only (two per byte, a scale and a zero per group)", optional=True)
+    int8_method: str | None = figure("text", "how int8 / int4 weights enter the timed steps", optional=True)
+    int4_group_size: int | None = figure("count", "int4: weights per scale and zero point", optional=True)
+    params: int | None = figure("count", "the model's parameters, the tied embedding once (llama-bench's params)",
+                                optional=True)
+    model_bytes: int | None = figure("B", "the weights' bytes in their format, from the shape (llama-bench's size; "
+                                          "weight_bytes is what the framework allocated)", optional=True)
+    depth: int | None = figure("count", "tokens the KV cache held before each timed prefill and decode (llama-bench's "
+                                        "-d)", optional=True)
+    threads: int | None = figure("count", "CPU threads the framework computed with (torch.get_num_threads; XLA:CPU: "
+                                          "the cores this process may use); none on accelerators", optional=True)
+    prefill_tokens_per_s_sd: float | None = figure("1/s", "standard deviation of the rounds' prompt tokens/s",
+                                                   optional=True)
+    decode_tokens_per_s_sd: float | None = figure("1/s", "standard deviation of the rounds' decode tokens/s",
+                                                  optional=True)
+    decode_step: str | None = figure("text", "the decode step that ran: eager, or compiled (how)", optional=True)
+    prefill_joules_per_token: float | None = figure("J", "energy of the timed prefills / their prompt tokens",
+                                                    optional=True)
+    decode_joules_per_token: float | None = figure("J", "energy of the timed decode steps / their tokens", optional=True)
+    prefill_net_joules_per_token: float | None = figure("J", "prefill_joules_per_token less idle_watts x its "
+                                                             "time", optional=True)
+    decode_net_joules_per_token: float | None = figure("J", "decode_joules_per_token less idle_watts x its time",
+                                                       optional=True)
+    idle_watts: float | None = figure("W", "the idle device's power, read before the rounds", optional=True)
     compute_precision: str | None = figure("text", "the precision the matmuls compute in (int8 weight-only: the "
                                                    "dequantised dtype); the peak MFU is taken against", optional=True)
     prefill_flops: float | None = figure("FLOP", "analytic FLOPs of one prefill of the batch (causal attention, "

@@ -20,7 +20,7 @@ class JaxBackend(Backend):
     module = "jax"
     packages = ("jax", "jaxlib", "flax", "optax")
     in_default_run = True
-    precisions = ("fp32", "tf32", "bf16", "fp16", "int8")
+    precisions = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.jax_.ceiling"
     startup_s = 3.0          # measured on the project's 2-core CI VM: Python + jax's import

@@ -1,8 +1,9 @@
 """JAX greedy generation with a fixed-size KV cache (the measurement is ``harness/generation.py``).
 
 The cache is a pytree ``(kv, pos)``: ``kv`` a tuple over layers of (k, v), each (B, T_max, H, Q) in the
-compute dtype, for ``prompt_len + new_tokens - 1`` positions (the last token generated is never fed
-back), and ``pos`` an int32 scalar. It is allocated once, on the device, and donated to every call, so
+compute dtype, for ``depth + prompt_len + new_tokens - 1`` positions (the last token generated is never
+fed back; ``depth`` positions written once before the rounds, which start after them: llama-bench's
+-d), and ``pos`` an int32 scalar. It is allocated once, on the device, and donated to every call, so
 XLA updates it in place. Prefill and decode are jitted and compiled ahead of time (``compile()``, timed
 apart as compile_s); every decode step has the same shapes (the position is data, keys past it are
 masked out by ``key_value_seq_lengths``), so one compiled program serves the whole round.
@@ -13,6 +14,7 @@ bf16 / fp16 cast the parameters, activations and cache to that dtype.
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 from typing import Any
@@ -42,10 +44,10 @@ class JaxGenerator:
     """prefill / decode / sync over a flax GPT; see ``harness.generation.Generator``."""
 
     def __init__(self, model: Any, spec: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", depth: int = 0):
         self.batch, self.prompt_len = prompt.shape
-        self.new_tokens = new_tokens
-        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
+        self.new_tokens, self.depth = new_tokens, depth
+        positions = cache_positions(self.context(spec), depth + self.prompt_len, new_tokens)
         dtype = DTYPES.get(precision, jnp.float32)
         self.params = jax.device_put(cast_floats(params, dtype), device)
         self.prompt = jax.device_put(np.ascontiguousarray(prompt, dtype=np.int32), device)
@@ -53,11 +55,18 @@ class JaxGenerator:
             self.cache = jax.device_put((self.new_kv(spec, positions, dtype), jnp.int32(0)), device)
         prompt_len = self.prompt_len
 
-        def prefill(params, cache, prompt):
-            kv, _ = cache
-            with _precision_scope(precision):
-                logits, kv = model.apply({"params": params}, prompt, kv, 0, method="extend")
-            return (kv, jnp.int32(prompt_len)), greedy(logits)
+        def extend_at(start: int):
+            def prefill(params, cache, prompt):
+                kv, _ = cache
+                with _precision_scope(precision):
+                    logits, kv = model.apply({"params": params}, prompt, kv, start, method="extend")
+                return (kv, jnp.int32(start + prompt.shape[1])), greedy(logits)
+            return prefill
+
+        prefill = extend_at(depth)
+        if depth:   # untimed, once: the first ``depth`` positions written (llama-bench's -d); rounds start after them
+            fill = np.resize(np.asarray(prompt, np.int32), (self.batch, depth))
+            self.cache, _ = jax.jit(extend_at(0), donate_argnums=1)(self.params, self.cache, jnp.asarray(fill))
 
         def decode(params, cache, token):
             kv, pos = cache
@@ -124,9 +133,13 @@ class OwnCacheJaxGenerator(JaxGenerator):
     ``module.generation_facts()`` -> untimed facts to record (its weights' format); its params come
     ready (their formats are the module's). ``extend(idx, kv, pos)`` as gpt's."""
 
-    def __init__(self, module: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any, precision: str):
+    def __init__(self, module: Any, params: Any, prompt: np.ndarray, new_tokens: int, device: Any, precision: str,
+                 depth: int = 0):
         self.module = module
-        super().__init__(module, None, params, prompt, new_tokens, device, precision)
+        # XLA:CPU's thread pool has one thread per core this process may use
+        self.threads = len(os.sched_getaffinity(0)) if device.platform == "cpu" and hasattr(os, "sched_getaffinity") \
+            else None
+        super().__init__(module, None, params, prompt, new_tokens, device, precision, depth)
 
     def context(self, spec) -> int:
         return self.module.context
@@ -138,7 +151,7 @@ class OwnCacheJaxGenerator(JaxGenerator):
         """The attention implementation (``JaxGenerator.info``), the KV cache's and the weights' bytes as
         allocated, and the module's facts."""
         return {**super().info(), "kv_cache_bytes": tree_bytes(self.cache[0]), "weight_bytes": tree_bytes(self.params),
-                **self.module.generation_facts()}
+                "decode_step": "compiled (jax.jit, XLA)", "threads": self.threads, **self.module.generation_facts()}
 
 
 def generate_uncached(model: Any, params: Any, prompt: np.ndarray, new_tokens: int,
@@ -182,9 +195,9 @@ def generator_for(case) -> JaxGenerator:
 
     workload = get_workload(case.workload)
     own = workload.generation_models.get("jax")
-    if own is None and case.precision == "int8":
-        raise Unsupported("int8 generation is not applicable to jax: JAX/XLA has no built-in int8 "
-                          "quantization of this model (torch int8 runs on the CPU)")
+    if own is None and case.precision in ("int8", "int4"):
+        raise Unsupported(f"{case.precision} generation is not applicable to jax: JAX/XLA has no built-in "
+                          f"{case.precision} quantization of this model")
     spec = workload.spec_for(case.options)
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     (device,) = jax_devices(case.device)
@@ -192,7 +205,7 @@ def generator_for(case) -> JaxGenerator:
     if own is not None:
         module, params = own(spec, case.precision, device, case.seed)
         precision = case.precision if case.precision in DTYPES else module.compute_precision
-        return OwnCacheJaxGenerator(module, params, prompt, new_tokens, device, precision)
+        return OwnCacheJaxGenerator(module, params, prompt, new_tokens, device, precision, getattr(spec, "depth", 0))
     model = backends.get("jax").build(workload, spec)
     with jax.default_device(device):
         params = jax.jit(model.init)(jax.random.key(case.seed), prompt[:1, :1])["params"]

@@ -18,7 +18,7 @@ class TorchBackend(Backend):
     module = "torch"
     packages = ("torch", "torchao")
     in_default_run = True
-    precisions = ("fp32", "tf32", "bf16", "fp16", "int8")
+    precisions = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.torch_.ceiling"
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
@@ -68,6 +68,8 @@ class TorchBackend(Backend):
         return usable or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
     def compile_seconds(self, case) -> float:
+        if case.mode == "generate":   # a compiled decode step (llama's --decode compiled)
+            return self.compile_s if case.options.get("decode") == "compiled" else 0.0
         auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
         return self.compile_s if case.compile == "on" or auto_gpu else 0.0
 

@@ -3,13 +3,17 @@
 The cache is two tensors (L, B, H, T_max, Q), keys and values, allocated once in the model's dtype for
 ``prompt_len + new_tokens - 1`` positions (the last token generated is never fed back) and reused by
 every round: a prefill overwrites positions 0..P-1, each decode step writes one more and attends to the
-positions written so far (a view, ``[:pos+1]``), so stale entries beyond are never read. Eager, under
-``torch.inference_mode``; the model is the GPT of ``xpubench.workloads.gpt`` (``forward(idx, kv, pos,
-last_only)``, built from ``spec``), already on the device in the precision to measure.
+positions written so far (a view, ``[:pos+1]``), so stale entries beyond are never read. With a depth
+D (llama-bench's -d) the cache holds D more positions, written once before the rounds (``fill``), and
+every round starts at position D. Eager, under ``torch.inference_mode``; the model is the GPT of
+``xpubench.workloads.gpt`` (``forward(idx, kv, pos, last_only)``, built from ``spec``), already on the
+device in the precision to measure. A workload's own model (``OwnCacheGenerator``, llama) may also
+run its decode step compiled (``--decode compiled``).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,14 +40,24 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 class TorchGenerator:
     """prefill / decode / sync over a GPT module; see ``harness.generation.Generator``."""
 
-    def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device):
+    def __init__(self, model: torch.nn.Module, spec, prompt: np.ndarray, new_tokens: int, device: torch.device,
+                 depth: int = 0):
         self.model, self.device, self.attention = model.eval(), device, getattr(spec, "attention", "auto")
         self.batch, self.prompt_len = prompt.shape
-        self.new_tokens = new_tokens
-        positions = cache_positions(self.context(spec), self.prompt_len, new_tokens)
+        self.new_tokens, self.depth = new_tokens, depth
+        positions = cache_positions(self.context(spec), depth + self.prompt_len, new_tokens)
         self.prompt = torch.from_numpy(np.ascontiguousarray(prompt)).to(device)
         self.cache = KVCache(*self.new_cache(spec, positions))
+        if depth:
+            self.fill(depth)
         sync(device)
+
+    @torch.inference_mode()
+    def fill(self, depth: int) -> None:
+        """Untimed, once: the cache's first ``depth`` positions written by a prefill of the prompt's tokens
+        repeated (each round then writes and reads only the positions after them: llama-bench's -d)."""
+        tokens = self.prompt.repeat(1, -(-depth // self.prompt_len))[:, :depth]
+        self.model(tokens, (self.cache.k, self.cache.v), 0, last_only=True)
 
     @staticmethod
     def context(spec) -> int:
@@ -63,8 +77,8 @@ class TorchGenerator:
     @torch.inference_mode()
     def prefill(self, prompt: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
         cache = self.cache
-        logits = self.model(prompt, (cache.k, cache.v), 0, last_only=True)
-        cache.pos = prompt.shape[1]
+        logits = self.model(prompt, (cache.k, cache.v), self.depth, last_only=True)
+        cache.pos = self.depth + prompt.shape[1]
         return cache, greedy(logits)
 
     @torch.inference_mode()
@@ -117,10 +131,19 @@ class OwnCacheGenerator(TorchGenerator):
     ``generation_models["torch"]``, e.g. workloads/llama): ``model.context`` (the positions it can attend
     to), ``model.new_cache(batch, positions)`` -> zeroed (keys, values) on its device, and
     ``model.generation_facts()`` -> untimed facts to record (its weights' bytes and format). The model
-    is called as gpt's: ``model(idx, (keys, values), pos, last_only=True)``."""
+    is called as gpt's: ``model(idx, (keys, values), pos, last_only=True)``.
 
-    def __init__(self, model: torch.nn.Module, prompt: np.ndarray, new_tokens: int, device: torch.device):
-        super().__init__(model, None, prompt, new_tokens, device)
+    ``decode="compiled"`` (what gpt-fast and transformers' static cache do): every decode step calls
+    ``model.decode_static(token, keys, values, pos)`` (fixed shapes, the position a tensor) compiled by
+    ``torch.compile`` (``compile_mode``: "reduce-overhead", i.e. CUDA graphs, on NVIDIA/AMD GPUs, else
+    Inductor's default); its compilation is timed apart (``compile``: the first two calls, at a position
+    every round writes again before reading it). ``"eager"``: the model's eager step. The prefill is
+    eager in both (a few large matmuls: compute-bound, no launch overhead to save)."""
+
+    def __init__(self, model: torch.nn.Module, prompt: np.ndarray, new_tokens: int, device: torch.device,
+                 depth: int = 0, decode: str = "eager"):
+        super().__init__(model, None, prompt, new_tokens, device, depth)
+        self.decode_variant, self._step = decode, None
 
     def context(self, spec) -> int:
         return self.model.context
@@ -128,10 +151,38 @@ class OwnCacheGenerator(TorchGenerator):
     def new_cache(self, spec, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.model.new_cache(self.batch, positions)
 
+    def compile_mode(self) -> str:
+        return "reduce-overhead" if self.device.type == "cuda" else "default"
+
+    def compile(self) -> float | None:
+        """The compiled decode step built and run twice (its compilation, and CUDA graphs' recording);
+        seconds, or None for the eager step."""
+        if self.decode_variant != "compiled":
+            return None
+        start = time.perf_counter()
+        self._step = torch.compile(self.model.decode_static, mode=self.compile_mode(), fullgraph=True, dynamic=False)
+        token = torch.zeros(self.batch, dtype=torch.long, device=self.device)
+        for _ in range(2):
+            self.decode(KVCache(self.cache.k, self.cache.v, self.depth + self.prompt_len), token)
+        sync(self.device)
+        return time.perf_counter() - start
+
+    @torch.inference_mode()
+    def decode(self, cache: KVCache, token: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
+        if self._step is None:
+            return super().decode(cache, token)
+        pos = torch.tensor(cache.pos, device=self.device)
+        token = self._step(token, cache.k, cache.v, pos).clone()   # clone: CUDA graphs reuse their output
+        cache.pos += 1
+        return cache, token
+
     def info(self) -> dict:
-        """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated and the model's facts."""
-        return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)),
-                **self.model.generation_facts()}
+        """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
+        and the model's facts."""
+        step = "eager" if self._step is None else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache)"
+        threads = torch.get_num_threads() if self.device.type == "cpu" else None
+        return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)), "decode_step": step,
+                "threads": threads, **self.model.generation_facts()}
 
 
 INT8_METHOD = "torch.ao.quantization.quantize_dynamic: nn.Linear int8 weights, dynamic int8 activations"
@@ -168,7 +219,8 @@ def generator_for(case) -> TorchGenerator:
     own = workload.generation_models.get("torch")
     if own is not None:
         prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
-        return OwnCacheGenerator(own(spec, case.precision, device, case.seed), prompt, new_tokens, device)
+        return OwnCacheGenerator(own(spec, case.precision, device, case.seed), prompt, new_tokens, device,
+                                 getattr(spec, "depth", 0), case.options.get("decode", "eager"))
     model = backends.get("torch").build(workload, spec)
     if case.precision == "int8":
         model = int8_model(model, device)

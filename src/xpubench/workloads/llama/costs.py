@@ -3,9 +3,14 @@ processing and of a decode step, bytes a decode step must read (the bandwidth bo
 generation case needs before it starts.
 
 Weight formats (``FORMATS``): fp32, bf16, fp16 store every parameter in that dtype and compute in it;
-int8 is weight-only: every matmul weight (the 7 projections of each layer and the head, or the tied
-embedding table) is int8 with one scale per output channel (per row) in the compute dtype, bf16 unless
-asked otherwise; the RMSNorm weights, the activations and the KV cache stay in the compute dtype.
+int8 and int4 are weight-only: every matmul weight (the 7 projections of each layer and the head, or
+the tied embedding table) is quantised, and the RMSNorm weights, the activations and the KV cache stay
+in the compute dtype (bf16 unless asked otherwise). int8: one byte per weight, one scale per output
+channel (per row) in the compute dtype. int4 (as gpt-fast's and torchao's int4 weight-only, and like
+llama.cpp's q4_0 blocks): two weights per byte, asymmetric in groups of ``group_size`` consecutive
+weights of a row (``INT4_GROUP_SIZES``, 32 by default as q4_0), each group with a scale and a zero
+point in the compute dtype: ``K/2 + 2·2·K/G`` bytes per row of K (4.5 + 0.5 bits per weight at G = 32
+and bf16 scales; 4.25 at 128).
 
 FLOPs (a multiply-add = 2 FLOPs), after PaLM (Chowdhery et al. 2022, appendix B) and Kaplan et al.
 (2020, table 1): a token's forward pass costs 2 FLOPs per matmul weight, ``2·N_mm``, plus the attention
@@ -20,15 +25,16 @@ GQA shares keys and values between query heads: it shrinks the KV cache, not the
 Bytes per decode step (the bandwidth bound; reads only, a lower bound of the traffic): every weight
 the step multiplies with, read once for the whole batch (projections and head at the format's bytes,
 int8 scales, the norms), the ``B`` embedding rows looked up when the table is not the head, and each
-sequence's cached keys and values at its context ``c``: ``B·2·L·KV·D·c`` elements of the cache dtype.
+sequence's cached keys and values at its context ``c``: ``B·2·L·KV·D·c`` elements of the cache dtype
+(``c`` counts the ``depth`` tokens the cache held before the round, llama-bench's ``-d``).
 Bytes per generated token = bytes per step / B. A measured rate above ``bandwidth / bytes per token``
 means the bytes or the bandwidth are wrong.
 
-Memory (``memory_needed``): weights (+ int8 scales) + KV cache (``B × (prompt + new - 1)`` positions,
+Memory (``memory_needed``): weights (+ scales) + KV cache (``B × (depth + prompt + new - 1)`` positions,
 ``2·L·KV·D`` elements each, as harness.generation.cache_positions) + the prefill's activations (the
 live tensors of one layer at the widest point, ``B·T·(3C + 2(H + KV)·D + 3I)`` elements: inference
 frees each layer's intermediates before the next) + the logits (``B × V`` in fp32 for the last
-position, ``B·T·V`` when every position's logits are asked for) + for int8 the largest weight
+position, ``B·T·V`` when every position's logits are asked for) + for int8 and int4 the largest weight
 dequantised at once by the prefill. Framework overhead (allocator slack, the runtime itself, XLA's
 workspace) is not in it: the caller keeps a margin. GB here is 10^9 bytes, as model sizes are quoted.
 """
@@ -40,16 +46,30 @@ from dataclasses import dataclass
 from xpubench.units import fmt_decimal_bytes as gb  # re-exported: costs.gb
 from xpubench.workloads.llama.config import LlamaConfig
 
-FORMATS = ("fp32", "bf16", "fp16", "int8")
+FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
+QUANTISED = ("int8", "int4")      # weight-only formats: they compute in ``int8_compute``
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DEFAULT_INT8_COMPUTE = "bf16"
+INT4_GROUP_SIZES = (32, 64, 128, 256)   # the group sizes torch's int4 kernels take
+DEFAULT_INT4_GROUP = 32                 # llama.cpp's q4_0 block
 
 
 def compute_dtype(fmt: str, int8_compute: str = DEFAULT_INT8_COMPUTE) -> str:
     """The dtype activations, norms, scales and the KV cache use under a weight format."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown weight format {fmt!r}; choose from: {', '.join(FORMATS)}")
-    return int8_compute if fmt == "int8" else fmt
+    return int8_compute if fmt in QUANTISED else fmt
+
+
+def matrix_bytes(rows: int, cols: int, fmt: str, act: int, group: int = DEFAULT_INT4_GROUP) -> int:
+    """Bytes of one (rows, cols) matmul weight stored in ``fmt`` (``act``: bytes of the compute dtype):
+    float formats ``rows·cols·act``; int8 values + a scale per row; int4 two values per byte + a scale
+    and a zero point per group of ``group`` along a row."""
+    if fmt == "int8":
+        return rows * cols + rows * act
+    if fmt == "int4":
+        return rows * cols // 2 + 2 * rows * (cols // group) * act
+    return rows * cols * act
 
 
 # ---- parameters -----------------------------------------------------------------------------------
@@ -96,19 +116,21 @@ def prefill_flops(cfg: LlamaConfig, prompt_len: int, batch: int = 1, all_logits:
 
 # ---- bytes ----------------------------------------------------------------------------------------
 
-def weight_bytes(cfg: LlamaConfig, fmt: str, int8_compute: str = DEFAULT_INT8_COMPUTE) -> int:
-    """Bytes of every parameter stored in ``fmt`` (int8: values + one compute-dtype scale per output
-    channel of every matmul weight, including the embedding table)."""
+def matrices(cfg: LlamaConfig) -> list[tuple[int, int]]:
+    """(rows = output features, cols = input features) of every matmul weight, as stored: per layer
+    qkv, o, gate_up, down; the embedding table (and the head when untied)."""
+    c, i = cfg.hidden_size, cfg.intermediate_size
+    layer = [(cfg.q_size + 2 * cfg.kv_size, c), (c, cfg.q_size), (2 * i, c), (c, i)]
+    return layer * cfg.n_layers + [(cfg.vocab_size, c)] * (1 if cfg.tie_embeddings else 2)
+
+
+def weight_bytes(cfg: LlamaConfig, fmt: str, int8_compute: str = DEFAULT_INT8_COMPUTE,
+                 group: int = DEFAULT_INT4_GROUP) -> int:
+    """Bytes of every parameter stored in ``fmt`` (``matrix_bytes`` for every matmul weight, the
+    embedding table included; the norms in the compute dtype)."""
     act = DTYPE_BYTES[compute_dtype(fmt, int8_compute)]
-    c, v = cfg.hidden_size, cfg.vocab_size
-    norms = (2 * cfg.n_layers + 1) * c
-    tables = 1 if cfg.tie_embeddings else 2
-    if fmt != "int8":
-        return param_count(cfg) * act
-    # output channels: q, k, v, o, gate, up, down per layer (2C + 2I + q + 2kv); V rows per table
-    channels = cfg.n_layers * (cfg.q_size + 2 * cfg.kv_size + 2 * c + 2 * cfg.intermediate_size) + tables * v
-    int8_values = cfg.n_layers * layer_matmul_params(cfg) + tables * v * c
-    return int8_values + channels * act + norms * act
+    norms = (2 * cfg.n_layers + 1) * cfg.hidden_size
+    return sum(matrix_bytes(r, k, fmt, act, group) for r, k in matrices(cfg)) + norms * act
 
 
 def kv_bytes_per_position(cfg: LlamaConfig, fmt: str, int8_compute: str = DEFAULT_INT8_COMPUTE) -> int:
@@ -117,23 +139,21 @@ def kv_bytes_per_position(cfg: LlamaConfig, fmt: str, int8_compute: str = DEFAUL
 
 
 def decode_bytes_per_step(cfg: LlamaConfig, fmt: str, batch: int, context: float,
-                          int8_compute: str = DEFAULT_INT8_COMPUTE) -> float:
+                          int8_compute: str = DEFAULT_INT8_COMPUTE, group: int = DEFAULT_INT4_GROUP) -> float:
     """Bytes one decode step reads (module docstring): weights once, the looked-up embedding rows of
     an untied table, and every sequence's KV cache at ``context`` positions."""
     act = DTYPE_BYTES[compute_dtype(fmt, int8_compute)]
-    total = weight_bytes(cfg, fmt, int8_compute)
+    total = weight_bytes(cfg, fmt, int8_compute, group)
     if not cfg.tie_embeddings:     # the input table is looked up, not read whole
-        table = cfg.vocab_size * cfg.hidden_size * (1 if fmt == "int8" else act)
-        scales = cfg.vocab_size * act if fmt == "int8" else 0
-        total -= table + scales
-        total += batch * cfg.hidden_size * (1 if fmt == "int8" else act) + (batch * act if fmt == "int8" else 0)
+        c = cfg.hidden_size
+        total -= matrix_bytes(cfg.vocab_size, c, fmt, act, group) - matrix_bytes(batch, c, fmt, act, group)
     return total + batch * context * kv_bytes_per_position(cfg, fmt, int8_compute)
 
 
 def decode_bytes_per_token(cfg: LlamaConfig, fmt: str, batch: int, context: float,
-                           int8_compute: str = DEFAULT_INT8_COMPUTE) -> float:
+                           int8_compute: str = DEFAULT_INT8_COMPUTE, group: int = DEFAULT_INT4_GROUP) -> float:
     """Bytes read per generated token: a step's bytes shared by the ``batch`` tokens it makes."""
-    return decode_bytes_per_step(cfg, fmt, batch, context, int8_compute) / batch
+    return decode_bytes_per_step(cfg, fmt, batch, context, int8_compute, group) / batch
 
 
 # ---- memory ---------------------------------------------------------------------------------------
@@ -162,22 +182,22 @@ class MemoryNeed:
         parts = [f"weights {gb(self.weights)}", f"KV cache {gb(self.kv_cache)}",
                  f"activations {gb(self.activations)}", f"logits {gb(self.logits)}"]
         if self.dequant_scratch:
-            parts.append(f"int8 dequantisation {gb(self.dequant_scratch)}")
+            parts.append(f"{self.fmt} dequantisation {gb(self.dequant_scratch)}")
         return (f"{self.model} {self.fmt} needs {gb(self.total)}: {' + '.join(parts)} (batch {self.batch}, "
                 f"prompt {self.prompt_len}, {self.new_tokens} new tokens)")
 
 
 def memory_needed(cfg: LlamaConfig, fmt: str, batch: int, prompt_len: int, new_tokens: int, *,
-                  all_logits: bool = False, int8_compute: str = DEFAULT_INT8_COMPUTE) -> MemoryNeed:
-    """The memory of a generation case (module docstring): batch x (prompt + new - 1) cache positions."""
+                  all_logits: bool = False, int8_compute: str = DEFAULT_INT8_COMPUTE, depth: int = 0) -> MemoryNeed:
+    """The memory of a generation case (module docstring): batch x (depth + prompt + new - 1) cache positions."""
     act = DTYPE_BYTES[compute_dtype(fmt, int8_compute)]
     c, i = cfg.hidden_size, cfg.intermediate_size
     tokens = batch * prompt_len
     activations = tokens * (3 * c + 2 * (cfg.n_heads + cfg.n_kv_heads) * cfg.head_dim + 3 * i) * act
     logits = batch * (prompt_len if all_logits else 1) * cfg.vocab_size * 4
     scratch = 0
-    if fmt == "int8":   # the widest weight, dequantised whole for a prefill matmul
+    if fmt in QUANTISED:   # the widest weight, dequantised whole for a prefill matmul
         scratch = max(2 * i * c, cfg.vocab_size * c, (cfg.q_size + 2 * cfg.kv_size) * c) * act
     return MemoryNeed(cfg.name, fmt, batch, prompt_len, new_tokens, weight_bytes(cfg, fmt, int8_compute),
-                      batch * (prompt_len + new_tokens - 1) * kv_bytes_per_position(cfg, fmt, int8_compute),
+                      batch * (depth + prompt_len + new_tokens - 1) * kv_bytes_per_position(cfg, fmt, int8_compute),
                       activations, logits, scratch)

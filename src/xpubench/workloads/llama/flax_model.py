@@ -4,10 +4,21 @@
 Parameters (flax layout, kernels (in, out)): ``embed/embedding`` (V, C); ``layers_<i>/{attn_norm/scale,
 qkv/kernel (C, (H + 2·KV)·D), o/kernel, mlp_norm/scale, gate_up/kernel (C, 2I), down/kernel}``;
 ``norm/scale``; ``head/kernel`` (C, V) when untied. int8: every kernel and the embedding are int8 with a
-``scale`` beside them (one per output channel / per embedding row, in the compute dtype), dequantised
-inside the compiled function: ``(x @ w.astype(dtype)) * scale``. XLA on the CPU converts the int8
-weight to the compute dtype in memory before its matmul (no fused int8 kernel): the weights are
-stored and read from memory at 1 byte, then written and read again at 2.
+``scale`` beside them (one per output channel / per embedding row, in the compute dtype); int4: two
+values per byte along the input axis (a kernel's first, the embedding's second) with a ``scale`` and a
+``zero`` per group of ``group`` (torch_model's scheme). Both are dequantised inside the compiled
+function, to ``dequant`` (float32 on XLA:CPU), and every dot accumulates in float32
+(``preferred_element_type``).
+
+Why (the optimized HLO of a decode step, ``jax.jit(f).lower(...).compile().as_text()``, jax 0.10 on an
+AVX2 CPU): XLA:CPU has no bf16 dot. Every bf16 ``dot`` gets its operands converted to f32 first, the
+weight included: a ``wrapped_convert`` fusion writes the whole weight as f32 (e.g. ``f32[49152,576]
+convert(bf16 table)`` for the tied head), then an f32 dot reads it, whatever the model asks
+(``preferred_element_type``, the XLA flags for oneDNN/XNNPACK and strict dot math change nothing
+there). int8 weights cast to bf16 were converted twice, int8 -> bf16 (a rounding conversion, slow
+without native bf16 instructions) then bf16 -> f32: dequantising straight to f32 removes the first.
+So on such a CPU a bf16 decode step moves 2 + 4 + 4 bytes per weight where fp32 moves 4: bf16 cannot
+reach fp32's tokens/s there; on CPUs and accelerators with bf16 dots the operands stay bf16.
 
 Generation (``extend(idx, kv, pos)`` -> (logits of the last position (B, V), kv)), the contract of
 ``backends/jax_/generate.py``: kv a tuple over layers of (k, v), each (B, T_max, KV, D), of fixed size;
@@ -31,25 +42,59 @@ from flax import traverse_util
 
 from xpubench.workloads.llama.checkpoint import Checkpoint, target
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
-from xpubench.workloads.llama.costs import DEFAULT_INT8_COMPUTE, compute_dtype
+from xpubench.workloads.llama.costs import (
+    DEFAULT_INT4_GROUP,
+    DEFAULT_INT8_COMPUTE,
+    QUANTISED,
+    compute_dtype,
+    param_count,
+)
 
 DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
 INIT_STD = 0.02
 NORMAL = nn.initializers.normal(INIT_STD)
 
 
+def matmul(x, w, dtype):
+    """x @ w (w (K, N) or its dequantised form) accumulated in float32, the result in ``dtype``
+    (``preferred_element_type``: XLA's dots then take bf16/fp16 operands as they are on every backend)."""
+    y = jax.lax.dot_general(x.astype(w.dtype), w, (((x.ndim - 1,), (0,)), ((), ())),
+                            preferred_element_type=jnp.float32)
+    return y.astype(dtype)
+
+
+def unpack_int4(packed, axis: int):
+    """Values 0..15 from two per byte along ``axis`` (the low nibble first): the inverse of ``_quantize``'s packing."""
+    both = jnp.stack((packed & 15, packed >> 4), axis=axis + 1)
+    return both.reshape(*packed.shape[:axis], -1, *packed.shape[axis + 1:])
+
+
+def dequant_int4(packed, scale, zero, axis: int, group: int, dtype):
+    """(q - 8)·scale + zero, the scales and zeros repeated over their groups along ``axis``."""
+    q = unpack_int4(packed, axis).astype(dtype)
+    return (q - 8) * jnp.repeat(scale.astype(dtype), group, axis=axis) + jnp.repeat(zero.astype(dtype), group, axis=axis)
+
+
 class Proj(nn.Module):
     features: int
     dtype: Any
-    int8: bool = False
+    fmt: str = "fp32"
+    dequant: Any = None        # the dtype quantised weights become before the dot (None: ``dtype``)
+    group: int = 32
 
     @nn.compact
     def __call__(self, x):
-        shape = (x.shape[-1], self.features)
-        if self.int8:
-            w = self.param("kernel", nn.initializers.zeros, shape, jnp.int8)
-            return (x @ w.astype(x.dtype)) * self.param("scale", nn.initializers.ones, (self.features,), self.dtype)
-        return x @ self.param("kernel", NORMAL, shape, self.dtype)
+        k, n = x.shape[-1], self.features
+        to = self.dequant or self.dtype
+        if self.fmt == "int8":
+            w = self.param("kernel", nn.initializers.zeros, (k, n), jnp.int8)
+            return matmul(x, w.astype(to), self.dtype) * self.param("scale", nn.initializers.ones, (n,), self.dtype)
+        if self.fmt == "int4":
+            w = self.param("kernel", nn.initializers.zeros, (k // 2, n), jnp.uint8)
+            scale = self.param("scale", nn.initializers.ones, (k // self.group, n), self.dtype)
+            zero = self.param("zero", nn.initializers.zeros, (k // self.group, n), self.dtype)
+            return matmul(x, dequant_int4(w, scale, zero, 0, self.group, to), self.dtype)
+        return matmul(x, self.param("kernel", NORMAL, (k, n), self.dtype), self.dtype)
 
 
 class Embed(nn.Module):
@@ -58,24 +103,38 @@ class Embed(nn.Module):
     rows: int
     features: int
     dtype: Any
-    int8: bool = False
+    fmt: str = "fp32"
+    dequant: Any = None
+    group: int = 32
 
     def setup(self) -> None:
         shape = (self.rows, self.features)
-        if self.int8:
+        if self.fmt == "int8":
             self.embedding = self.param("embedding", nn.initializers.zeros, shape, jnp.int8)
             self.scale = self.param("scale", nn.initializers.ones, (self.rows,), self.dtype)
+        elif self.fmt == "int4":
+            groups = (self.rows, self.features // self.group)
+            self.embedding = self.param("embedding", nn.initializers.zeros, (self.rows, self.features // 2), jnp.uint8)
+            self.scale = self.param("scale", nn.initializers.ones, groups, self.dtype)
+            self.zero = self.param("zero", nn.initializers.zeros, groups, self.dtype)
         else:
             self.embedding = self.param("embedding", NORMAL, shape, self.dtype)
 
     def __call__(self, idx):
-        x = jnp.take(self.embedding, idx, axis=0).astype(self.dtype)
-        return x * jnp.take(self.scale, idx, axis=0)[..., None] if self.int8 else x
+        rows = jnp.take(self.embedding, idx, axis=0)
+        if self.fmt == "int4":
+            return dequant_int4(rows, jnp.take(self.scale, idx, axis=0), jnp.take(self.zero, idx, axis=0),
+                                rows.ndim - 1, self.group, self.dtype)
+        x = rows.astype(self.dtype)
+        return x * jnp.take(self.scale, idx, axis=0)[..., None] if self.fmt == "int8" else x
 
     def attend(self, x):
-        if self.int8:
-            return (x @ self.embedding.astype(x.dtype).T) * self.scale
-        return x @ self.embedding.T
+        to = self.dequant or self.dtype
+        if self.fmt == "int8":
+            return matmul(x, self.embedding.astype(to).T, self.dtype) * self.scale
+        if self.fmt == "int4":
+            return matmul(x, dequant_int4(self.embedding, self.scale, self.zero, 1, self.group, to).T, self.dtype)
+        return matmul(x, self.embedding.T, self.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -99,16 +158,16 @@ def rope(x, cos, sin):
 class Block(nn.Module):
     cfg: LlamaConfig
     dtype: Any
-    int8: bool
+    quant: dict
 
     def setup(self) -> None:
-        cfg = self.cfg
+        cfg, q = self.cfg, self.quant
         self.attn_norm = RMSNorm(cfg.rms_norm_eps, self.dtype)
-        self.qkv = Proj(cfg.q_size + 2 * cfg.kv_size, self.dtype, self.int8)
-        self.o = Proj(cfg.hidden_size, self.dtype, self.int8)
+        self.qkv = Proj(cfg.q_size + 2 * cfg.kv_size, self.dtype, **q)
+        self.o = Proj(cfg.hidden_size, self.dtype, **q)
         self.mlp_norm = RMSNorm(cfg.rms_norm_eps, self.dtype)
-        self.gate_up = Proj(2 * cfg.intermediate_size, self.dtype, self.int8)
-        self.down = Proj(cfg.hidden_size, self.dtype, self.int8)
+        self.gate_up = Proj(2 * cfg.intermediate_size, self.dtype, **q)
+        self.down = Proj(cfg.hidden_size, self.dtype, **q)
 
     def __call__(self, x, cos, sin, kv=None, pos=0):
         b, t, _ = x.shape
@@ -116,7 +175,7 @@ class Block(nn.Module):
         qkv = self.qkv(self.attn_norm(x)).reshape(b, t, h + 2 * g, d)
         qk = rope(qkv[:, :, :h + g], cos, sin)
         q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + g:]
-        lengths = None
+        lengths, mask = None, None
         if kv is not None:
             k_cache = jax.lax.dynamic_update_slice_in_dim(kv[0], k.astype(kv[0].dtype), pos, axis=1)
             v_cache = jax.lax.dynamic_update_slice_in_dim(kv[1], v.astype(kv[1].dtype), pos, axis=1)
@@ -124,14 +183,20 @@ class Block(nn.Module):
             if t == 1:
                 k, v = k_cache, v_cache
                 lengths = jnp.full((b,), pos + 1, dtype=jnp.int32)
-        y = jax.nn.dot_product_attention(q, k, v, is_causal=t > 1, key_value_seq_lengths=lengths)
+            elif pos:   # a prefill after ``pos`` cached positions (--depth): token i attends to 0 .. pos + i
+                k, v = k_cache[:, :pos + t], v_cache[:, :pos + t]
+                mask = (jnp.arange(pos + t)[None, :] <= pos + jnp.arange(t)[:, None])[None, None]
+        y = jax.nn.dot_product_attention(q, k, v, is_causal=t > 1 and mask is None, mask=mask,
+                                         key_value_seq_lengths=lengths)
         x = x + self.o(y.reshape(b, t, h * d))
         gate, up = jnp.split(self.gate_up(self.mlp_norm(x)), 2, axis=-1)
         return x + self.down(jax.nn.silu(gate) * up), kv
 
 
 INT8_METHOD = ("int8 weights, per-output-channel scales; dequantised in the compiled step: "
-               "(x @ w.astype({dtype})) * scale")
+               "(x @ w.astype({to})) * scale, accumulated in float32")
+INT4_METHOD = ("int4 weights two per byte, a scale and a zero per {group}; unpacked and dequantised to {to} in the "
+               "compiled step, then x @ w accumulated in float32")
 
 
 class LlamaFlax(nn.Module):
@@ -140,6 +205,9 @@ class LlamaFlax(nn.Module):
     cfg: LlamaConfig
     fmt: str = "fp32"
     int8_compute: str = DEFAULT_INT8_COMPUTE
+    dequant: str | None = None     # int8 / int4: the dtype weights become before their dot (None: the compute
+    #                                dtype); "fp32" on XLA:CPU, which has no bf16 dot (module docstring)
+    group: int = DEFAULT_INT4_GROUP
 
     @property
     def dtype(self):
@@ -163,17 +231,19 @@ class LlamaFlax(nn.Module):
 
     @nn.nowrap
     def generation_facts(self) -> dict:
-        """What a generation result records of the model: its weights' format and how int8 is computed."""
-        method = INT8_METHOD.format(dtype=self.compute_precision) if self.fmt == "int8" else None
-        return {"weight_format": self.fmt, "int8_method": method}
+        """What a generation result records of the model: its weights' format, how int8 / int4 is computed,
+        its parameter count."""
+        to = self.dequant or self.compute_precision
+        method = {"int8": INT8_METHOD, "int4": INT4_METHOD}.get(self.fmt, "").format(to=to, group=self.group)
+        return {"weight_format": self.fmt, "int8_method": method or None, "params": param_count(self.cfg)}
 
     def setup(self) -> None:
-        int8 = self.fmt == "int8"
-        self.embed = Embed(self.cfg.vocab_size, self.cfg.hidden_size, self.dtype, int8)
-        self.layers = [Block(self.cfg, self.dtype, int8) for _ in range(self.cfg.n_layers)]
+        quant = {"fmt": self.fmt, "dequant": DTYPES[self.dequant] if self.dequant else None, "group": self.group}
+        self.embed = Embed(self.cfg.vocab_size, self.cfg.hidden_size, self.dtype, **quant)
+        self.layers = [Block(self.cfg, self.dtype, quant) for _ in range(self.cfg.n_layers)]
         self.norm = RMSNorm(self.cfg.rms_norm_eps, self.dtype)
         if not self.cfg.tie_embeddings:
-            self.head = Proj(self.cfg.vocab_size, self.dtype, int8)
+            self.head = Proj(self.cfg.vocab_size, self.dtype, **quant)
         self.inv_freq = np.asarray(rope_inv_freq(self.cfg), dtype=np.float32)
 
     def _trunk(self, idx, kv, pos):
@@ -198,16 +268,18 @@ class LlamaFlax(nn.Module):
         return self._logits(x)
 
     def extend(self, idx, kv, pos):
-        if idx.shape[1] > 1 and not (isinstance(pos, int) and pos == 0):
-            raise ValueError("a cached call of several tokens must start at position 0 (prefill)")
+        if idx.shape[1] > 1 and not isinstance(pos, int):
+            raise ValueError("a cached call of several tokens (a prefill) needs its position as a Python int")
         x, kv = self._trunk(idx, kv, pos)
         return self._logits(x[:, -1]), kv
 
 
 def n_params(params) -> int:
-    """Parameters as the architecture counts them (int8 values count, their scales do not)."""
+    """Parameters as the architecture counts them (int8 values count, int4 values two per byte, their
+    scales and zeros do not)."""
     flat = traverse_util.flatten_dict(params)
-    return sum(int(np.prod(v.shape)) for k, v in flat.items() if k[-1] != "scale" or k[-2].endswith("norm"))
+    return sum(int(np.prod(v.shape)) * (2 if v.dtype == jnp.uint8 else 1) for k, v in flat.items()
+               if k[-1] not in ("scale", "zero") or k[-2].endswith("norm"))
 
 
 def _quantize(w, axis: int, dtype):
@@ -215,17 +287,33 @@ def _quantize(w, axis: int, dtype):
     w = w.astype(jnp.float32)
     scale = jnp.maximum(jnp.max(jnp.abs(w), axis=axis) / 127.0, 1e-12)
     q = jnp.clip(jnp.round(w / jnp.expand_dims(scale, axis)), -127, 127).astype(jnp.int8)
-    return q, scale.astype(dtype)
+    return {"": q, "scale": scale.astype(dtype)}
 
 
-def quantize_params(params, dtype) -> dict:
-    """Float params -> int8 ones (kernels per output channel, the embedding per row), leaf by leaf."""
+def _quantize_int4(w, axis: int, dtype, group: int):
+    """Asymmetric int4 in groups of ``group`` along ``axis`` (the input axis: torch_model.quantize_groups'
+    scheme, w ~= (q - 8)·scale + zero), two values per byte along it, the low nibble first."""
+    w = jnp.moveaxis(w.astype(jnp.float32), axis, -1)
+    g = w.reshape(*w.shape[:-1], -1, group)
+    low, high = g.min(-1), g.max(-1)
+    scale = jnp.maximum((high - low) / 15, 1e-6)
+    q = jnp.clip(jnp.round((g - low[..., None]) / scale[..., None]), 0, 15).astype(jnp.uint8).reshape(w.shape)
+    packed = q[..., 0::2] | (q[..., 1::2] << 4)
+    back = functools.partial(jnp.moveaxis, source=-1, destination=axis)
+    return {"": back(packed), "scale": back(scale).astype(dtype), "zero": back(low + 8 * scale).astype(dtype)}
+
+
+def quantize_params(params, dtype, fmt: str = "int8", group: int = DEFAULT_INT4_GROUP) -> dict:
+    """Float params -> int8 ones (kernels per output channel, the embedding per row) or int4 ones (groups
+    along the input axis: a kernel's first, the embedding's second), leaf by leaf."""
     flat = traverse_util.flatten_dict(params)
     out = {}
     for key in list(flat):
         value = flat.pop(key)
         if key[-1] in ("kernel", "embedding"):
-            out[key], out[(*key[:-1], "scale")] = _quantize(value, 0 if key[-1] == "kernel" else 1, dtype)
+            axis = 0 if key[-1] == "kernel" else 1
+            parts = _quantize(value, axis, dtype) if fmt == "int8" else _quantize_int4(value, axis, dtype, group)
+            out.update({(*key[:-1], name or key[-1]): part for name, part in parts.items()})
         else:
             out[key] = value
     return traverse_util.unflatten_dict(out)
@@ -246,8 +334,8 @@ def init_random(model: LlamaFlax, seed: int = 0):
     keys = jax.random.split(jax.random.key(seed), len(leaves))
     params = jax.tree.unflatten(tree, [_normal(k, s.shape, s.dtype) if len(s.shape) == 2 else jnp.ones(s.shape, s.dtype)
                                        for k, s in zip(keys, leaves)])
-    if model.fmt == "int8":
-        params = quantize_params(params, model.dtype)
+    if model.fmt in QUANTISED:
+        params = quantize_params(params, model.dtype, model.fmt, model.group)
     return params
 
 
@@ -274,4 +362,4 @@ def load_checkpoint(model: LlamaFlax, ckpt: Checkpoint):
             else:
                 out[(*prefix, slot, "kernel")][:, row:row + value.shape[0]] = value.T
     params = traverse_util.unflatten_dict(out)
-    return quantize_params(params, dtype) if model.fmt == "int8" else params
+    return quantize_params(params, dtype, model.fmt, model.group) if model.fmt in QUANTISED else params

@@ -14,12 +14,18 @@ Weight formats (``costs.FORMATS``): fp32 / bf16 / fp16 hold every parameter in t
 every matmul weight (projections, embedding table, head) as int8 with one scale per output row in the
 compute dtype (bf16 by default); ``Proj`` dequantises inside the forward: for a few rows (decode) with
 ``torch._weight_int8pack_mm`` (int8 weights read, dequantised in the kernel) where the device has it,
-else ``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul).
+else ``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul). int4 holds them
+two values per byte with a scale and a zero per group (``quantize_groups``); on the CPU every matmul
+runs ``torch._weight_int4pack_mm_for_cpu`` (the weights in its layout, dequantised in the kernel; the
+embedding keeps its row-packed copy for lookups), elsewhere the weight is dequantised, then F.linear.
 
 KV cache (``new_cache``): keys and values (L, B, KV, T_max, D) in the compute dtype, written in place.
-``forward(idx, cache, pos)`` with t = idx.shape[1] tokens: a prefill (pos 0: causal attention over the
-prompt, keys/values written at 0..t-1) or a decode step (t = 1: written at ``pos``, attends to
-0..pos). Without a cache: causal attention over idx (the reference; training).
+``forward(idx, cache, pos)`` with t = idx.shape[1] tokens: a prefill at ``pos`` (0, or after ``pos``
+cached positions: --depth; keys/values written at pos..pos+t-1, token i attending to 0..pos+i) or a
+decode step (t = 1: written at ``pos``, attends to 0..pos, a view of the cache). ``decode_static``
+is the decode step of fixed shapes that ``torch.compile`` compiles once: the position a tensor, the
+whole cache attended to under a mask. Without a cache: causal attention over idx (the reference;
+training).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from torch import nn
 
 from xpubench.workloads.llama.checkpoint import Checkpoint, target
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
-from xpubench.workloads.llama.costs import DEFAULT_INT8_COMPUTE, compute_dtype
+from xpubench.workloads.llama.costs import DEFAULT_INT4_GROUP, DEFAULT_INT8_COMPUTE, compute_dtype
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
@@ -47,6 +53,22 @@ def quantize_rows(w: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, to
     return q, scale.to(dtype)
 
 
+def quantize_groups(w: torch.Tensor, group: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Asymmetric int4 in groups of ``group`` along each row (gpt-fast's and torchao's scheme):
+    (values 0..15 two per byte (N, K/2) uint8, the low nibble first; scales (N, K/G); zeros (N, K/G)),
+    so that w ~= (q - 8)·scale + zero."""
+    g = w.float().reshape(w.shape[0], -1, group)
+    low, high = g.amin(-1), g.amax(-1)
+    scale = ((high - low) / 15).clamp(min=1e-6)
+    q = torch.round((g - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.uint8).reshape(w.shape)
+    return q[:, 0::2] | (q[:, 1::2] << 4), scale.to(dtype), (low + 8 * scale).to(dtype)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """(N, K/2) uint8 -> (N, K) values 0..15 (uint8), the inverse of quantize_groups' packing."""
+    return torch.stack((packed & 15, packed >> 4), dim=-1).reshape(packed.shape[0], -1)
+
+
 def int8pack_available(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether ``torch._weight_int8pack_mm`` runs on this device for this activation dtype."""
     try:
@@ -58,36 +80,89 @@ def int8pack_available(device: torch.device, dtype: torch.dtype) -> bool:
         return False
 
 
-class Proj(nn.Module):
-    """y = x W^T, W (out, in): a float parameter, or int8 values + per-row scales (buffers)."""
+def int4_kernel_weights(packed: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor):
+    """(weights in the layout of ``torch._weight_int4pack_mm_for_cpu``, its (K/G, N, 2) scales and zeros),
+    or None where that kernel does not take them (not a CPU tensor, N not a multiple of 16, an older torch)."""
+    convert = getattr(torch.ops.aten, "_convert_weight_to_int4pack_for_cpu", None)
+    if packed.device.type != "cpu" or convert is None:
+        return None
+    try:
+        return convert(unpack_int4(packed).to(torch.int32), 1), torch.stack((scale.t(), zero.t()), -1).contiguous()
+    except (RuntimeError, NotImplementedError):
+        return None
 
-    def __init__(self, out_features: int, in_features: int, dtype: torch.dtype, int8: bool, device=None):
+
+class Proj(nn.Module):
+    """y = x W^T, W (out, in): a float parameter; or int8 values + per-row scales; or int4 values two per
+    byte + a scale and a zero per group of ``group`` (buffers; module docstring)."""
+
+    def __init__(self, out_features: int, in_features: int, dtype: torch.dtype, int8: bool = False, device=None,
+                 int4: bool = False, group: int = 32):
         super().__init__()
-        self.int8, self.packed = int8, False
+        self.int8, self.int4, self.group, self.packed = int8, int4, group, False
+        self.shape = (out_features, in_features)
+        self.kernel: tuple[torch.Tensor, torch.Tensor] | None = None   # int4: the CPU kernel's layout
         if int8:
             self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
             self.register_buffer("scale", torch.ones(out_features, dtype=dtype, device=device))
+        elif int4:
+            self.register_buffer("weight", torch.zeros(out_features, in_features // 2, dtype=torch.uint8, device=device))
+            self.register_buffer("scale", torch.ones(out_features, in_features // group, dtype=dtype, device=device))
+            self.register_buffer("zero", torch.zeros(out_features, in_features // group, dtype=dtype, device=device))
         else:
             self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device))
 
+    @property
+    def quantised(self) -> bool:
+        return self.int8 or self.int4
+
     def set_rows(self, start: int, w: torch.Tensor) -> None:
-        """Rows ``start ..`` of W from a float tensor (int8: quantised per row)."""
+        """Rows ``start ..`` of W from a float tensor (int8 / int4: quantised)."""
         rows = slice(start, start + w.shape[0])
         with torch.no_grad():
             if self.int8:
                 q, s = quantize_rows(w.to(self.weight.device), self.scale.dtype)
                 self.weight[rows], self.scale[rows] = q, s
+            elif self.int4:
+                self.weight[rows], self.scale[rows], self.zero[rows] = quantize_groups(
+                    w.to(self.weight.device), self.group, self.scale.dtype)
             else:
                 self.weight[rows] = w.to(self.weight.device, self.weight.dtype)
 
+    def use_int4_kernel(self, keep_rows: bool) -> None:
+        """int4: multiply through ``torch._weight_int4pack_mm_for_cpu`` where it runs (the weights in its
+        layout; the row-packed ones are kept only where rows are looked up: ``keep_rows``)."""
+        self.kernel = int4_kernel_weights(self.weight, self.scale, self.zero)
+        if self.kernel is not None and not keep_rows:
+            empty = self.weight.new_empty(0)
+            self.weight, self.scale, self.zero = empty, self.scale.new_empty(0), self.scale.new_empty(0)
+
+    def rows(self, idx: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """Rows ``idx`` of W as floats (an embedding lookup; int8 / int4 dequantised)."""
+        if self.int8:
+            return self.weight[idx].to(dtype) * self.scale[idx, None]
+        if self.int4:
+            q = unpack_int4(self.weight[idx.reshape(-1)]).to(dtype).reshape(*idx.shape, -1, self.group)
+            y = (q - 8) * self.scale[idx, :, None] + self.zero[idx, :, None]
+            return y.reshape(*idx.shape, -1)
+        return F.embedding(idx, self.weight)
+
     def dense(self, dtype: torch.dtype) -> torch.Tensor:
-        """W as a float matrix (int8: dequantised)."""
+        """W as a float matrix (int8 / int4: dequantised)."""
+        if self.int4:
+            return self.rows(torch.arange(self.weight.shape[0], device=self.weight.device), dtype)
         return self.weight.to(dtype) * self.scale[:, None] if self.int8 else self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.int8:
+        if not self.quantised:
             return F.linear(x, self.weight)
         rows = x.numel() // x.shape[-1]
+        if self.kernel is not None:
+            y = torch._weight_int4pack_mm_for_cpu(x.reshape(rows, x.shape[-1]).contiguous(), self.kernel[0],
+                                                 self.group, self.kernel[1])
+            return y.view(*x.shape[:-1], -1)
+        if self.int4:
+            return F.linear(x, self.dense(x.dtype))
         if self.packed and rows <= PACKED_MAX_ROWS:
             y = torch._weight_int8pack_mm(x.reshape(rows, x.shape[-1]).contiguous(), self.weight, self.scale)
             return y.view(*x.shape[:-1], -1)
@@ -107,37 +182,54 @@ class RMSNorm(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype, int8: bool, device=None):
+    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype, quant: dict, device=None):
         super().__init__()
         c, i = cfg.hidden_size, cfg.intermediate_size
         self.heads, self.kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.attn_norm = RMSNorm(c, cfg.rms_norm_eps, dtype, device)
-        self.qkv = Proj(cfg.q_size + 2 * cfg.kv_size, c, dtype, int8, device)
-        self.o = Proj(c, cfg.q_size, dtype, int8, device)
+        self.qkv = Proj(cfg.q_size + 2 * cfg.kv_size, c, dtype, device=device, **quant)
+        self.o = Proj(c, cfg.q_size, dtype, device=device, **quant)
         self.mlp_norm = RMSNorm(c, cfg.rms_norm_eps, dtype, device)
-        self.gate_up = Proj(2 * i, c, dtype, int8, device)
-        self.down = Proj(c, i, dtype, int8, device)
+        self.gate_up = Proj(2 * i, c, dtype, device=device, **quant)
+        self.down = Proj(c, i, dtype, device=device, **quant)
 
-    def forward(self, x, cos, sin, kv=None, pos: int = 0):
+    def attend(self, q, k, v, kv, pos):
+        """Attention of the t new positions (q, k, v: (B, t, heads, D)), the cache written first."""
+        b, t, h, d = q.shape
+        g = self.kv_heads
+        if kv is None:
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                  is_causal=t > 1, enable_gqa=g != h).transpose(1, 2)
+        k_cache, v_cache = kv                                            # (B, KV, T_max, D)
+        if isinstance(pos, torch.Tensor):
+            # the static decode step (``decode_static``): the same shapes at every position (compiled
+            # once), the whole cache attended to with the positions after ``pos`` masked out
+            k_cache.index_copy_(2, pos.view(1), k.transpose(1, 2))
+            v_cache.index_copy_(2, pos.view(1), v.transpose(1, 2))
+            mask = (torch.arange(k_cache.shape[2], device=q.device) <= pos)[None, :]
+            return F.scaled_dot_product_attention(q.reshape(b, g, h // g, d), k_cache, v_cache, attn_mask=mask)
+        k_cache[:, :, pos:pos + t] = k.transpose(1, 2)
+        v_cache[:, :, pos:pos + t] = v.transpose(1, 2)
+        if t == 1:
+            # decode: the H query heads as KV groups of H/KV queries each, against the cached positions
+            # (transformers' pack_gqa): no mask, no repeated keys
+            return F.scaled_dot_product_attention(q.reshape(b, g, h // g, d), k_cache[:, :, :pos + 1],
+                                                  v_cache[:, :, :pos + 1])
+        if pos == 0:
+            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                  is_causal=True, enable_gqa=g != h).transpose(1, 2)
+        # a prefill after ``pos`` cached positions (--depth): token i attends to 0 .. pos + i
+        keys = torch.arange(pos + t, device=q.device)
+        mask = keys[None, :] <= pos + torch.arange(t, device=q.device)[:, None]
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k_cache[:, :, :pos + t], v_cache[:, :, :pos + t],
+                                              attn_mask=mask, enable_gqa=g != h).transpose(1, 2)
+
+    def forward(self, x, cos, sin, kv=None, pos=0):
         b, t, _ = x.shape
         h, g, d = self.heads, self.kv_heads, self.head_dim
         qkv = self.qkv(self.attn_norm(x)).view(b, t, h + 2 * g, d)
         qk = rope(qkv[:, :, :h + g], cos, sin)                            # (B, t, H + KV, D)
-        q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + g:]
-        if kv is not None:
-            k_cache, v_cache = kv                                        # (B, KV, T_max, D)
-            k_cache[:, :, pos:pos + t] = k.transpose(1, 2)
-            v_cache[:, :, pos:pos + t] = v.transpose(1, 2)
-        if t == 1 and kv is not None:
-            # decode: the H query heads as KV groups of H/KV queries each, against the cached positions
-            # (transformers' pack_gqa): no mask, no repeated keys
-            y = F.scaled_dot_product_attention(q.reshape(b, g, h // g, d), k_cache[:, :, :pos + 1],
-                                               v_cache[:, :, :pos + 1])
-        else:
-            if kv is not None and pos != 0:
-                raise ValueError("a cached call of several tokens must start at position 0 (prefill)")
-            y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                               is_causal=t > 1, enable_gqa=g != h).transpose(1, 2)
+        y = self.attend(qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + g:], kv, pos)
         x = x + self.o(y.reshape(b, t, h * d))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
@@ -154,15 +246,17 @@ class LlamaTorch(nn.Module):
     activation dtype of int8). Parameters are uninitialised: ``init_random`` or ``load_checkpoint``."""
 
     def __init__(self, cfg: LlamaConfig, fmt: str = "fp32", device: torch.device | str = "cpu",
-                 int8_compute: str = DEFAULT_INT8_COMPUTE):
+                 int8_compute: str = DEFAULT_INT8_COMPUTE, group: int = DEFAULT_INT4_GROUP):
         super().__init__()
         self.cfg, self.fmt = cfg, fmt
         self.dtype = DTYPES[compute_dtype(fmt, int8_compute)]
         int8, dtype = fmt == "int8", self.dtype
-        self.embed = Proj(cfg.vocab_size, cfg.hidden_size, dtype, int8, device)
-        self.layers = nn.ModuleList(Block(cfg, dtype, int8, device) for _ in range(cfg.n_layers))
+        quant = {"int8": int8, "int4": fmt == "int4", "group": group}
+        self.embed = Proj(cfg.vocab_size, cfg.hidden_size, dtype, device=device, **quant)
+        self.layers = nn.ModuleList(Block(cfg, dtype, quant, device) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.head = self.embed if cfg.tie_embeddings else Proj(cfg.vocab_size, cfg.hidden_size, dtype, int8, device)
+        self.head = self.embed if cfg.tie_embeddings else Proj(cfg.vocab_size, cfg.hidden_size, dtype, device=device,
+                                                               **quant)
         self.register_buffer("inv_freq", torch.tensor(rope_inv_freq(cfg), dtype=torch.float32, device=device),
                              persistent=False)
         if int8:
@@ -175,8 +269,8 @@ class LlamaTorch(nn.Module):
         return [(n, m) for n, m in self.named_modules() if isinstance(m, Proj)]
 
     def n_params(self) -> int:
-        """Parameters as the architecture counts them (int8 values count, their scales do not)."""
-        return sum(m.weight.numel() for _, m in self.projections()) + \
+        """Parameters as the architecture counts them (int8 / int4 values count, their scales do not)."""
+        return sum(m.shape[0] * m.shape[1] for _, m in self.projections()) + \
             sum(m.weight.numel() for m in self.modules() if isinstance(m, RMSNorm))
 
     @torch.no_grad()
@@ -185,14 +279,22 @@ class LlamaTorch(nn.Module):
         float32 row blocks (int8 quantises them)."""
         gen = torch.Generator(device=self.inv_freq.device).manual_seed(seed)
         for _, m in self.projections():
-            rows = m.weight.shape[0]
-            step = max(1, (1 << 24) // m.weight.shape[1])
+            rows, cols = m.shape
+            step = max(1, (1 << 24) // cols)
             for start in range(0, rows, step):
-                block = torch.empty(min(step, rows - start), m.weight.shape[1], device=self.inv_freq.device)
+                block = torch.empty(min(step, rows - start), cols, device=self.inv_freq.device)
                 m.set_rows(start, block.normal_(0.0, std, generator=gen))
         for m in self.modules():
             if isinstance(m, RMSNorm):
                 m.weight.fill_(1.0)
+        return self.finish()
+
+    def finish(self) -> LlamaTorch:
+        """After the weights are set: int4 projections multiply through the CPU int4 kernel where it runs
+        (the embedding keeps its rows for lookups)."""
+        for name, m in self.projections():
+            if m.int4:
+                m.use_int4_kernel(keep_rows=name == "embed")
         return self
 
     @torch.no_grad()
@@ -208,7 +310,7 @@ class LlamaTorch(nn.Module):
                 module.weight.copy_(tensor.to(module.weight.dtype))
             else:
                 module.set_rows(row, tensor)
-        return self
+        return self.finish()
 
     @property
     def context(self) -> int:
@@ -216,15 +318,26 @@ class LlamaTorch(nn.Module):
         return self.cfg.max_positions
 
     def weight_tensors(self) -> list[torch.Tensor]:
-        """Every weight the model stores (projections, int8 scales, norms), the tied table once."""
-        weights = [m.weight for _, m in self.projections()] + [m.scale for _, m in self.projections() if m.int8]
+        """Every weight the model stores (projections, their scales and zeros, the int4 kernel's layout,
+        norms), the tied table once."""
+        weights = []
+        for _, m in self.projections():
+            weights += [m.weight, *(getattr(m, n) for n in ("scale", "zero") if hasattr(m, n)), *(m.kernel or ())]
         return list(dict.fromkeys(weights + [p for n, p in self.named_parameters() if "norm" in n]))
 
     def int8_method(self) -> str | None:
-        """How the int8 weights are used in the timed steps (None for float formats)."""
+        """How the int8 / int4 weights are used in the timed steps (None for float formats)."""
+        dtype = str(self.dtype).removeprefix("torch.")
+        if self.fmt == "int4":
+            group = self.embed.group
+            if self.embed.kernel is None:
+                return (f"int4 weights two per byte, a scale and a zero per {group}; dequantised to {dtype} in every "
+                        "step, then F.linear")
+            return (f"int4 weights two per byte, a scale and a zero per {group}; torch._weight_int4pack_mm_for_cpu "
+                    "(dequantised in the kernel) for every matmul; the embedding's rows unpacked for lookups")
         if self.fmt != "int8":
             return None
-        dense = f"F.linear(x, w.to({str(self.dtype).removeprefix('torch.')})) * per-row scale"
+        dense = f"F.linear(x, w.to({dtype})) * per-row scale"
         if not next((m.packed for _, m in self.projections()), False):
             return f"int8 weights, per-row scales; dequantised in every step: {dense}"
         return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode), "
@@ -234,7 +347,7 @@ class LlamaTorch(nn.Module):
         """What a generation result records of the model: its weights' bytes as allocated, their format and
         how int8 is computed."""
         return {"weight_bytes": sum(t.numel() * t.element_size() for t in self.weight_tensors()),
-                "weight_format": self.fmt, "int8_method": self.int8_method()}
+                "weight_format": self.fmt, "int8_method": self.int8_method(), "params": self.n_params()}
 
     def new_cache(self, batch: int, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Zeroed keys and values (L, B, KV, positions, D) in the compute dtype, on the model's device."""
@@ -242,26 +355,30 @@ class LlamaTorch(nn.Module):
         dev = self.inv_freq.device
         return torch.zeros(shape, dtype=self.dtype, device=dev), torch.zeros(shape, dtype=self.dtype, device=dev)
 
-    def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
-        e = self.embed
-        return e.weight[idx].to(self.dtype) * e.scale[idx, None] if e.int8 else F.embedding(idx, e.weight)
-
-    def forward(self, idx: torch.Tensor, cache=None, pos: int = 0, last_only: bool = False) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache=None, pos: int | torch.Tensor = 0, last_only: bool = False) -> torch.Tensor:
         """(B, t) ids -> logits (B, t, V), or (B, 1, V) with ``last_only``; module docstring for the cache."""
         t = idx.shape[1]
-        positions = torch.arange(pos, pos + t, device=idx.device, dtype=torch.float32)
+        positions = (pos + torch.arange(t, device=idx.device)).to(torch.float32)
         freqs = (positions[:, None] * self.inv_freq[None, :])[:, None, :]        # (t, 1, D/2)
         cos, sin = freqs.cos().to(self.dtype), freqs.sin().to(self.dtype)
-        x = self.embed_tokens(idx)
+        x = self.embed.rows(idx, self.dtype)
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, None if cache is None else (cache[0][i], cache[1][i]), pos)
         x = self.norm(x[:, -1:] if last_only else x)
         return self.head(x)
 
+    def decode_static(self, token: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """One decode step of fixed shapes, what ``torch.compile`` compiles once (gpt-fast's
+        ``decode_one_token``): token (B,) ids at position ``pos`` (a 0-d int64 tensor), the cache (k, v)
+        as ``new_cache`` made it, written in place; attends to the whole cache, positions after ``pos``
+        masked out. Returns the next tokens (B,) (greedy)."""
+        return self(token[:, None], (k, v), pos, last_only=True)[:, -1].argmax(-1)
+
 
 def build(cfg: LlamaConfig, fmt: str = "fp32", device: torch.device | str = "cpu", seed: int = 0,
-          checkpoint: Checkpoint | None = None, int8_compute: str = DEFAULT_INT8_COMPUTE) -> LlamaTorch:
+          checkpoint: Checkpoint | None = None, int8_compute: str = DEFAULT_INT8_COMPUTE,
+          group: int = DEFAULT_INT4_GROUP) -> LlamaTorch:
     """A ready model in eval mode: the checkpoint's weights, else random ones from ``seed``."""
-    model = LlamaTorch(cfg, fmt, device, int8_compute)
+    model = LlamaTorch(cfg, fmt, device, int8_compute, group)
     model = model.load_checkpoint(checkpoint) if checkpoint is not None else model.init_random(seed)
     return model.eval()

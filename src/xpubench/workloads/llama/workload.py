@@ -4,7 +4,14 @@
   llama-bench protocol, a prompt of ``prompt_len`` tokens (default 512, llama-bench's pp512) then
   ``new_tokens`` generated greedily (default 128, tg128) with a KV cache, at batch 1 unless
   ``--batch-size`` sweeps it. Its precisions are the weight formats (``costs.FORMATS``: fp32, bf16,
-  fp16, int8 weight-only; tf32 is fp32 weights with TF32 matmuls). The models are
+  fp16, int8 and int4 weight-only, int4 in groups of ``int4_group_size`` (a [run.options] key, default
+  32); tf32 is fp32 weights with TF32 matmuls). ``--depth D`` (llama-bench's ``-d``; a list sweeps,
+  one case per depth) fills the KV cache with D tokens before the timed rounds, so pp and tg are
+  measured after D tokens of context. ``--decode compiled|eager`` (a list sweeps) chooses PyTorch's
+  decode step: ``compiled`` (the default: a static KV cache and ``torch.compile``, CUDA graphs on
+  NVIDIA) or ``eager``; JAX's step is always compiled by XLA (its result's ``decode_step`` says so
+  whatever the option; the brief default run asks for torch's eager step: a compile takes minutes on 2 cores).
+  The depth (when not 0), the decode step and the int4 group size are in the case's key. The models are
   ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under ``--weights DIR``
   (checkpoint.py), else random ones (the speed does not depend on the values).
 - **Training** (``--mode train``): the same architecture through the training loop, next-token
@@ -37,9 +44,12 @@ GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp51
 # the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
 # part, whole: 42M parameters), a short prompt and a few tokens; on the 2-core VM a worker process of it
 # takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
-QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16}
+QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16, "decode": "eager"}
 TRAIN_CONTEXT = 256
-KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens")
+KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens", "depth", "decode",
+               "int4_group_size")
+DECODE_STEPS = ("compiled", "eager")   # --decode: PyTorch's decode step (backends/torch_/generate.py)
+SWEPT = ("depth", "decode")            # list options: one generation case per value (``case_options``)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,9 @@ class LlamaSpec(WorkloadSpec):
     preset: str = DEFAULT_PRESET
     weights: str | None = None        # a checked local checkpoint directory (resolved), or None: random
     attention: str = "auto"           # the SDPA kernel is recorded, not chosen (training reads it)
+    depth: int = 0                    # tokens in the KV cache before the timed rounds (the largest of a sweep)
+    decode: str = "compiled"          # the decode step PyTorch runs (DECODE_STEPS)
+    int4_group_size: int = costs.DEFAULT_INT4_GROUP
     weight_decay: float = 0.1         # AdamW, as gpt's (gpt_models.torch_optimizer / jax_optimizer)
     betas: tuple[float, float] = (0.9, 0.95)
 
@@ -105,9 +118,28 @@ def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
     return dataclasses.replace(base, name=f"{name} ({said})", **sizes), name, None
 
 
+def _listed(options: dict[str, Any], key: str) -> list:
+    value = options.get(key)
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def configure(options: dict[str, Any]) -> LlamaSpec:
-    """The spec a case asks for (module docstring); bad values raise UserError (plan time)."""
+    """The spec a case asks for (module docstring); bad values raise UserError (plan time). A swept
+    option (a list, before ``case_options`` splits it) is checked value by value; the spec holds the
+    largest depth and the first decode step."""
     cfg, preset, weights = _config(options)
+    depths = [_positive("depth", d, 0) for d in _listed(options, "depth")] or [0]
+    decodes = _listed(options, "decode") or ["compiled"]
+    for step in decodes:
+        if step not in DECODE_STEPS:
+            raise UserError(f"--decode must be one of {', '.join(DECODE_STEPS)}, got {step!r}")
+    group = options.get("int4_group_size", costs.DEFAULT_INT4_GROUP)
+    if group not in costs.INT4_GROUP_SIZES or isinstance(group, bool):
+        raise UserError(f"llama: int4_group_size must be one of {', '.join(map(str, costs.INT4_GROUP_SIZES))}, "
+                        f"got {group!r}")
+    if cfg.hidden_size % group or cfg.intermediate_size % group or cfg.q_size % group:
+        raise UserError(f"llama: int4_group_size {group} must divide the hidden size {cfg.hidden_size}, the MLP's "
+                        f"{cfg.intermediate_size} and the heads' {cfg.q_size}")
     context = _positive("context", options.get("context", min(TRAIN_CONTEXT, cfg.max_positions)), 2)
     if context > cfg.max_positions:
         raise UserError(f"llama: context {context} exceeds the model's {cfg.max_positions} positions")
@@ -116,20 +148,33 @@ def configure(options: dict[str, Any]) -> LlamaSpec:
         dataset="tinyshakespeare", input_shape=(context,), input_kind="tokens", target_kind="token_seq",
         num_outputs=cfg.vocab_size, loss="softmax_ce", metric="accuracy", optimizer="adamw", learning_rate=3e-4,
         batch_sizes=(4,), quick_batch_size=1, epochs=1, train_samples=32, eval_samples=8,
-        vocab_size=cfg.vocab_size, target_shape=(context,), config=cfg, preset=preset, weights=weights)
+        vocab_size=cfg.vocab_size, target_shape=(context,), config=cfg, preset=preset, weights=weights,
+        depth=max(depths), decode=decodes[0], int4_group_size=group)
     generation_lengths(spec, options)
     return spec
 
 
+def case_options(options: dict[str, Any]) -> list[dict]:
+    """One options dict per generation case: the product of the swept lists (``SWEPT``: ``--depth``,
+    ``--decode``), each a single value; depth 0 is left out (a case without a depth: the same key as
+    before depths existed) and the decode step is always set (it is in the key: "compiled" or "eager")."""
+    out = [{k: v for k, v in options.items() if k not in SWEPT}]
+    for key, default in (("depth", 0), ("decode", "compiled")):
+        values = list(dict.fromkeys(_listed(options, key) or [default]))
+        out = [dict(o, **({} if key == "depth" and v == 0 else {key: v})) for o in out for v in values]
+    return out
+
+
 def generation_lengths(spec: LlamaSpec, options: dict[str, Any]) -> tuple[int, int]:
     """(prompt_len, new_tokens): the options, else 512 and 128 (a model of fewer than 1,024 positions: half
-    and a quarter of them); new_tokens >= 2 (a prefill and a decode step) and prompt_len + new_tokens - 1
-    within the model's positions; else UserError."""
+    and a quarter of them); new_tokens >= 2 (a prefill and a decode step) and depth + prompt_len +
+    new_tokens - 1 within the model's positions; else UserError."""
     positions = spec.config.max_positions
     prompt_len = _positive("prompt_len", options.get("prompt_len", min(GENERATION[0], positions // 2)))
     new_tokens = _positive("new_tokens", options.get("new_tokens", max(2, min(GENERATION[1], positions // 4))), 2)
-    if prompt_len + new_tokens - 1 > spec.config.max_positions:
-        raise UserError(f"llama: prompt_len {prompt_len} + new_tokens {new_tokens} - 1 exceed the model's "
+    if spec.depth + prompt_len + new_tokens - 1 > spec.config.max_positions:
+        said = f"depth {spec.depth} + " if spec.depth else ""
+        raise UserError(f"llama: {said}prompt_len {prompt_len} + new_tokens {new_tokens} - 1 exceed the model's "
                         f"{spec.config.max_positions} positions")
     return prompt_len, new_tokens
 
@@ -156,13 +201,18 @@ def decode_flops_per_token(spec: LlamaSpec, context: float) -> float:
 
 def generation_counts(spec: LlamaSpec, batch: int, prompt_len: int, new_tokens: int, precision: str) -> dict:
     """The analytic counts a generation result carries (analysis/generation.py derives pp MFU and the
-    share of the bandwidth bound from them): FLOPs of one prefill of the batch, and bytes read per
-    generated token at the decode steps' mean context."""
-    fmt = weight_format(precision)
-    return {"architecture": spec.config.name, "compute_precision": costs.compute_dtype(fmt) if fmt == "int8" else precision,
-            "prefill_flops": costs.prefill_flops(spec.config, prompt_len, batch),
-            "decode_bytes_per_token": costs.decode_bytes_per_token(spec.config, fmt, batch,
-                                                                   prompt_len + new_tokens / 2)}
+    share of the bandwidth bound from them): FLOPs of one prefill of the batch (its tokens attend to the
+    ``depth`` cached ones too), bytes read per generated token at the decode steps' mean context (depth
+    included), and the model's size as llama-bench gives it (``params``, the weights' bytes)."""
+    fmt, cfg, d = weight_format(precision), spec.config, spec.depth
+    attend_depth = costs.attention_flops(cfg, d) * prompt_len * batch   # each prompt token x the depth
+    return {"architecture": cfg.name, "depth": d, "params": costs.param_count(cfg),
+            "model_bytes": costs.weight_bytes(cfg, fmt, group=spec.int4_group_size),
+            "compute_precision": costs.compute_dtype(fmt) if fmt in costs.QUANTISED else precision,
+            "int4_group_size": spec.int4_group_size if fmt == "int4" else None,
+            "prefill_flops": costs.prefill_flops(cfg, prompt_len, batch) + attend_depth,
+            "decode_bytes_per_token": costs.decode_bytes_per_token(cfg, fmt, batch, d + prompt_len + new_tokens / 2,
+                                                                   group=spec.int4_group_size)}
 
 
 @dataclass(frozen=True)
@@ -194,7 +244,8 @@ def memory_needed(spec: LlamaSpec, case: Any) -> Any:
         return TrainingNeed(cfg.name, batch, spec.block_size, 16 * costs.param_count(cfg),
                             2 * 4 * batch * spec.block_size * cfg.vocab_size)
     prompt_len, new_tokens = generation_lengths(spec, case.options)
-    return costs.memory_needed(spec.config, weight_format(case.precision), batch, prompt_len, new_tokens)
+    return costs.memory_needed(spec.config, weight_format(case.precision), batch, prompt_len, new_tokens,
+                               depth=spec.depth)
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -225,7 +276,8 @@ def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: i
     """A ready ``LlamaTorch`` in the precision's weight format on ``device`` (backends/torch_/generate.py)."""
     from xpubench.workloads.llama.torch_model import build
 
-    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec))
+    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec),
+                 group=spec.int4_group_size)
 
 
 def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> tuple[Any, Any]:
@@ -235,7 +287,10 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
 
     from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
 
-    module = LlamaFlax(spec.config, weight_format(precision))
+    fmt = weight_format(precision)
+    # XLA:CPU has no bf16 dot (flax_model's docstring): quantised weights are dequantised straight to fp32 there
+    dequant = "fp32" if fmt in costs.QUANTISED and device.platform == "cpu" else None
+    module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
     ckpt = _checkpoint_of(spec)
     if ckpt is not None:
         return module, load_checkpoint(module, ckpt)
@@ -255,6 +310,11 @@ OPTIONS = (
                    least=1),
     WorkloadOption("new_tokens", "llama generation: tokens generated per sequence (default 128)", flag="--new-tokens",
                    least=2),
+    WorkloadOption("depth", "llama generation: tokens already in the KV cache when pp and tg are timed (llama-bench's "
+                            "-d; a comma list sweeps: 0,512,4096)", flag="--depth", least=0, is_list=True),
+    WorkloadOption("decode", "llama generation: PyTorch's decode step, compiled (static KV cache + torch.compile; "
+                             "the default) or eager (a comma list sweeps)", flag="--decode", is_list=True),
+    WorkloadOption("int4_group_size", "llama int4: weights per scale and zero point (32, 64, 128, 256; default 32)"),
 )
 _HERE = Path(__file__).parent
 WORKLOAD = Workload(
@@ -264,8 +324,8 @@ WORKLOAD = Workload(
     spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
-    default_precisions=costs.FORMATS, quick_options=QUICK,
+    default_precisions=costs.FORMATS[:4], quick_options=QUICK,   # int4 when asked for (-p int4)
     generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
-    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS)
+    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options)
