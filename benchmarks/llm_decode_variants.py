@@ -57,9 +57,9 @@ def jax_variants(cfg, fmt: str, prompt, args) -> dict:
 
 
 def main() -> None:
+    from xpubench.backends.torch_.ceiling import stream_ops
     from xpubench.harness.bandwidth import measure_bandwidth
     from xpubench.harness.generation import measure
-    from xpubench.backends.torch_.ceiling import stream_ops
     from xpubench.workloads.llama import costs
     from xpubench.workloads.llama.config import preset
 

@@ -136,7 +136,7 @@ def test_params_and_size_are_the_shapes_and_int4_allocates_what_costs_computes()
     assert counts["params"] == costs.param_count(cfg)
     assert counts["model_bytes"] == costs.weight_bytes(cfg, "int4")
     assert costs.weight_bytes(cfg, "int4") < costs.weight_bytes(cfg, "int8") / 1.5
-    module, params = WORKLOAD.generation_models["jax"](spec, "int4", jax.devices("cpu")[0], 0)
+    _module, params = WORKLOAD.generation_models["jax"](spec, "int4", jax.devices("cpu")[0], 0)
     assert tree_bytes(params) == costs.weight_bytes(cfg, "int4")
     assert fm.n_params(params) == costs.param_count(cfg)
 
