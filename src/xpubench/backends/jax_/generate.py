@@ -53,7 +53,6 @@ class JaxGenerator:
         self.prompt = jax.device_put(np.ascontiguousarray(prompt, dtype=np.int32), device)
         with jax.default_device(device):
             self.cache = jax.device_put((self.new_kv(spec, positions, dtype), jnp.int32(0)), device)
-        prompt_len = self.prompt_len
 
         def extend_at(start: int):
             def prefill(params, cache, prompt):
