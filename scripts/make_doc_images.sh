@@ -11,7 +11,7 @@
 #   bash scripts/make_doc_images.sh --screenshots FILE.jsonl [...]
 #       the report's sections as headless Chromium draws them, one PNG each, cropped to the section:
 #       docs/img/report-<section>.png (scripts/report_screenshots.py; needs chromium). docs/reports.md
-#       shows them; they were made from tests/data/runs/report-zen4.jsonl (a real run, see its README).
+#       shows them; they were made from tests/data/runs/report-zen3.jsonl (a real run, see its README).
 # Environment: PYTHON (default python3), MNIST_DIR (default ../shared/datasets/mnist, from the repo
 # root; the real MNIST files are required except with --quick, which falls back to synthetic data).
 # The results files, the report and its PNGs stay in a work folder (printed at the end).

@@ -34,7 +34,7 @@ from xpubench.report.tables import training_table
 
 RUNS = Path(__file__).parent / "data" / "runs"
 DEFAULT = RUNS / "default-zen4.jsonl"     # the default run: CNN training and matmul, torch only trained
-RICH = RUNS / "report-zen4.jsonl"         # gpt and llama generation, gpt training, matmul with ceilings
+RICH = RUNS / "report-zen3.jsonl"         # gpt and llama generation, gpt training, matmul with ceilings
 
 
 @functools.cache
