@@ -137,9 +137,8 @@ def configure(options: dict[str, Any]) -> LlamaSpec:
     if group not in costs.INT4_GROUP_SIZES or isinstance(group, bool):
         raise UserError(f"llama: int4_group_size must be one of {', '.join(map(str, costs.INT4_GROUP_SIZES))}, "
                         f"got {group!r}")
-    if cfg.hidden_size % group or cfg.intermediate_size % group or cfg.q_size % group:
-        raise UserError(f"llama: int4_group_size {group} must divide the hidden size {cfg.hidden_size}, the MLP's "
-                        f"{cfg.intermediate_size} and the heads' {cfg.q_size}")
+    if "int4_group_size" in options:   # asked for: checked now; the default is checked by an int4 model only
+        check_int4_group(cfg, group)
     context = _positive("context", options.get("context", min(TRAIN_CONTEXT, cfg.max_positions)), 2)
     if context > cfg.max_positions:
         raise UserError(f"llama: context {context} exceeds the model's {cfg.max_positions} positions")
@@ -266,6 +265,13 @@ def build_jax(spec: LlamaSpec) -> Any:
     return LlamaFlax(spec.config, "fp32")
 
 
+def check_int4_group(cfg: Any, group: int) -> None:
+    """UserError unless int4's groups tile every matrix row (a small checkpoint may be narrower than 32)."""
+    if cfg.hidden_size % group or cfg.intermediate_size % group or cfg.q_size % group:
+        raise UserError(f"llama: int4_group_size {group} must divide the hidden size {cfg.hidden_size}, the MLP's "
+                        f"{cfg.intermediate_size} and the heads' {cfg.q_size}")
+
+
 def _checkpoint_of(spec: LlamaSpec) -> Any:
     from xpubench.workloads.llama.checkpoint import open_checkpoint
 
@@ -276,6 +282,8 @@ def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: i
     """A ready ``LlamaTorch`` in the precision's weight format on ``device`` (backends/torch_/generate.py)."""
     from xpubench.workloads.llama.torch_model import build
 
+    if weight_format(precision) == "int4":
+        check_int4_group(spec.config, spec.int4_group_size)
     return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec),
                  group=spec.int4_group_size)
 
@@ -288,6 +296,8 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
     from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
 
     fmt = weight_format(precision)
+    if fmt == "int4":
+        check_int4_group(spec.config, spec.int4_group_size)
     # XLA:CPU has no bf16 dot (flax_model's docstring): quantised weights are dequantised straight to fp32 there
     dequant = "fp32" if fmt in costs.QUANTISED and device.platform == "cpu" else None
     module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
