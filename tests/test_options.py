@@ -65,6 +65,8 @@ SAMPLES = {
     "attention": (["--attention", "flash"], {"attention": "flash"}, "flash"),
     "prompt_len": (["--prompt-len", "16"], {"prompt_len": 16}, 16),
     "new_tokens": (["--new-tokens", "8"], {"new_tokens": 8}, 8),
+    "depth": (["--depth", "0,512"], {"depth": [0, 512]}, [0, 512]),
+    "decode": (["--decode", "eager,compiled"], {"decode": ["eager", "compiled"]}, ["eager", "compiled"]),
     "prices": (["--prices", "{tmp}/prices.json"], {"prices": {"cpu": 0.1}}, {"cpu": 0.1}),
     "price_per_hour": (["--price-per-hour", "cpu=0.1", "--price-per-hour", "gpu=2.5"], None,
                        {"cpu": 0.1, "gpu": 2.5}),

@@ -82,7 +82,7 @@ def import_function(ref: ModelRef):
     that raises or calls ``sys.exit`` is a UserError of one line (the case's error, exit code 2)."""
     what = f"model module {ref.module}" if ref.module else f"model file {ref.path}"
     try:
-        module = importlib.import_module(ref.module) if ref.module else _import_file(ref)
+        imported = importlib.import_module(ref.module) if ref.module else _import_file(ref)
     except SystemExit as exc:
         raise UserError(f"{what} called sys.exit({exc.code!r}) while being imported") from None
     except MemoryError:
@@ -90,10 +90,10 @@ def import_function(ref: ModelRef):
     except Exception as exc:   # the user's code, any exception: its first line
         said = (str(exc).strip().splitlines() or [""])[0][:300]
         raise UserError(f"{what} raised {type(exc).__name__} while being imported: {said}") from exc
-    found = Path(getattr(module, "__file__", None) or "").resolve()
+    found = Path(getattr(imported, "__file__", None) or "").resolve()
     if found != ref.path:   # another module of that name came first (one imported already, a sys.path change)
         raise UserError(f"{what} was imported from {found}, not from {ref.path}, the file the plan checked")
-    return getattr(module, ref.function)
+    return getattr(imported, ref.function)
 
 
 def _import_file(ref: ModelRef):

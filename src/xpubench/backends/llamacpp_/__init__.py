@@ -42,6 +42,13 @@ class LlamaCppBackend(Backend):
         said = {"error": found.missing} if found.missing else {}   # `xpubench env` prints it; cases say it when skipped
         return {"version": found.build.get("version"), **found.record(), **said, "devices": [cpu_device(host_cpu)]}
 
+    def versions(self) -> dict:
+        """The build's version without running anything (a file lookup): a plan without llama.cpp keeps the
+        machine's identity (the ceilings cache key) the same as a full detection's."""
+        from xpubench.backends.llamacpp_.binaries import find
+
+        return {"version": find().build.get("version")}
+
     def supports(self, workload, backend: str | None = None) -> bool:
         return workload.name == "llama"
 
