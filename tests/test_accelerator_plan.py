@@ -32,7 +32,7 @@ def dry_run(argv: str, capsys) -> tuple[int, str, str]:
 def test_gpu_without_a_backend_drops_numpy_and_plans_torch_and_jax_cuda_in_fp32_tf32_bf16():
     """Defect 1 (numpy refused -d gpu before anyone else was asked) and 14 (fp32-only accelerator
     sweeps at launch-latency batch sizes)."""
-    cases = build_cases(PlanRequest(devices=["gpu"], quick=True), machine("h100-sxm"))
+    cases = build_cases(PlanRequest(devices=["gpu"], quick=True, all_cases=True), machine("h100-sxm"))
     assert {c.backend for c in cases} == {"torch", "jax"} and {c.device for c in cases} == {"gpu:0"}
     for backend in ("torch", "jax"):
         models = [c for c in cases if c.backend == backend and c.mode == "train"]
@@ -46,14 +46,14 @@ def test_gpu_without_a_backend_drops_numpy_and_plans_torch_and_jax_cuda_in_fp32_
 
 
 def test_the_same_for_the_tpu_the_mi300x_and_the_m2():
-    tpu = build_cases(PlanRequest(devices=["tpu"], quick=True), machine("tpu-v5e-8"))
+    tpu = build_cases(PlanRequest(devices=["tpu"], quick=True, all_cases=True), machine("tpu-v5e-8"))
     assert {c.backend for c in tpu} == {"jax"} and {c.device for c in tpu} == {"tpu:0"}
     assert {c.precision for c in tpu if c.mode == "train"} == {"fp32", "bf16"}      # no tf32 on a TPU
-    amd = build_cases(PlanRequest(devices=["gpu"], quick=True), machine("mi300x"))
+    amd = build_cases(PlanRequest(devices=["gpu"], quick=True, all_cases=True), machine("mi300x"))
     assert {c.backend for c in amd} == {"torch", "jax"}                              # defect 4: no crash
     assert "tf32" not in {c.precision for c in amd}                                  # NVIDIA-only format
     assert {c.precision for c in amd if c.mode == "train"} == {"fp32", "bf16"}
-    mps = build_cases(PlanRequest(devices=["mps"], quick=True), machine("apple-m2"))
+    mps = build_cases(PlanRequest(devices=["mps"], quick=True, all_cases=True), machine("apple-m2"))
     assert {c.backend for c in mps} == {"torch"} and {c.device for c in mps} == {"mps"}
     assert {c.precision for c in mps if c.mode == "matmul"} == {"fp32", "bf16", "fp16"}   # defect 15
     # no 16-bit training: bf16 is emulated on an M2 and this torch (2.4.1) has no GradScaler on MPS
@@ -91,7 +91,7 @@ def test_an_unknown_device_name_plans_and_has_no_peak():
         for dev in info["devices"]:
             if dev["kind"] == "gpu":
                 dev.update(name="NVIDIA Graphics Device", chip=None, peak_flops=dict.fromkeys(dev["peak_flops"]))
-    cases = build_cases(PlanRequest(devices=["gpu"], quick=True), env)
+    cases = build_cases(PlanRequest(devices=["gpu"], quick=True, all_cases=True), env)
     assert {c.precision for c in cases if c.mode == "train"} == {"fp32", "tf32", "bf16"}   # from the capability
 
 
@@ -123,7 +123,7 @@ def test_silent_environment_variables_are_warned_about_for_the_devices_they_touc
 def test_dry_run_with_an_env_file_lists_the_cases_and_an_estimate(name, device, backends, capsys, tmp_path,
                                                                  monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = dry_run(f"run --dry-run -d {device} --env-file {MACHINES / name}.json", capsys)
+    code, out, err = dry_run(f"run --dry-run --all -d {device} --env-file {MACHINES / name}.json", capsys)
     assert code == 0 and err == ""
     assert "nothing runs, nothing is written" in out and "estimated time: about" in out
     listed = {line.split("/")[1] for line in out.splitlines() if "/train/" in line or "/matmul/" in line}
