@@ -58,11 +58,15 @@ def xpubench(tmp_path, *args):
 
 
 @pytest.mark.slow
-def test_a_model_file_that_raises_on_import_fails_every_case_exit_3(tmp_path):
+def test_a_model_file_that_raises_on_import_is_bad_input_exit_2(tmp_path):
+    """The user's file is the input (issue 31 item 8): its import error is the case's error of one line, and
+    the run ends as bad input does, with the case recorded."""
     (tmp_path / "broken.py").write_text('raise RuntimeError("broken on import")\n\n\ndef build():\n    return None\n')
     proc = xpubench(tmp_path, "--model", "broken.py:build", "-b", "torch", "-p", "fp32", "-o", "r.jsonl")
-    assert proc.returncode == EXIT_NONE_OK, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr and "no case finished ok (1 failed, 0 skipped)" in proc.stderr
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert "raised RuntimeError while being imported: broken on import" in proc.stderr
+    assert '"status": "error"' in (tmp_path / "r.jsonl").read_text()
 
 
 @pytest.mark.slow

@@ -173,7 +173,8 @@ def test_entries_of_a_new_mode_fold_by_its_samples(restored):
     assert ResultSet.load([entry]).frame.iloc[0]["timing"] == "embed_s"
 
 
-RECORDED = sorted((Path(__file__).parent / "data").rglob("*.jsonl"))
+RECORDED = sorted(p for p in (Path(__file__).parent / "data").rglob("*.jsonl")
+                  if "llamacpp" not in p.parts)   # tests/data/llamacpp: llama-bench's own output, not a results file
 
 
 @pytest.mark.slow   # charts and bootstraps of every recorded file: ~20 s on the 2-core VM

@@ -128,15 +128,35 @@ def _finite_float(text: str) -> float:
     return value
 
 
+MAX_JSON_DEPTH = 200   # xpubench's own records nest < 10 deep; the interpreter's recursion limit is no bound (a
+                       # library may raise it: torch's compiler does), so the depth is checked after parsing too
+
+
 def loads_json(text: str | bytes, where: str) -> Any:
-    """Strict JSON (see the module docstring); UserError ``where: not valid JSON (why)``."""
+    """Strict JSON (see the module docstring), at most ``MAX_JSON_DEPTH`` deep; UserError ``where: not
+    valid JSON (why)``."""
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
         raise UserError(f"{where}: JSON nested too deeply to read") from None
     except ValueError as exc:   # JSONDecodeError, our constants, ints over Python's digit limit
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise UserError(f"{where}: not JSON ({' '.join(reason.split())[:200]})") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise UserError(f"{where}: JSON nested too deeply to read (more than {MAX_JSON_DEPTH} levels)")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists/objects nest more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def loads_toml(text: str, where: str) -> dict:
