@@ -43,13 +43,9 @@ def md_bullets(lines: list[str], prefix: str = "- ") -> str:
 def file_stem(name: str, taken: set[str]) -> str:
     """A chart's file name inside the ``_files`` folder: letters, digits, ``_ - .`` only (a workload name
     from a results file, ``/../..`` included, can never leave the folder), unique within ``taken``."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-")[:80] or "chart"
-    unique, n = stem, 1
-    while unique in taken:
-        n += 1
-        unique = f"{stem}-{n}"
-    taken.add(unique)
-    return unique
+    from xpubench.report.html import unique_id
+
+    return unique_id(re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-")[:80] or "chart", taken)
 
 
 def image_folder(output: Path) -> Path:
