@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("xpubench.ceilings",),                                # measured ceilings, their cache
     ("xpubench.plan",),                                    # request -> cases: options, defaults, estimates
     ("xpubench.launch",),                                  # K worker processes per case, results appended
+    ("xpubench.serve",),                                   # xpubench serve: a server started, loaded, recorded
     ("xpubench.usermodel",),                               # a user's model made a workload
     ("xpubench.backends",),                                # one record per framework: its adapters
     ("xpubench.harness",),                                 # the measuring loops and their protocols

@@ -11,6 +11,7 @@ import os
 import sys
 
 from xpubench.cli import ceilings as ceilings_cli
+from xpubench.cli import serve as serve_cli
 from xpubench.errors import UserError
 from xpubench.plan.options import add_run_arguments
 from xpubench.plan.options_text import csv
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
+    serve_cli.add_parser(sub)      # xpubench serve (cli/serve.py, src/xpubench/serve/)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
@@ -233,7 +235,7 @@ def cmd_compare(args, console) -> int:
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
-            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings}
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings, "serve": serve_cli.cmd_serve}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,6 +25,7 @@ from xpubench.results.metrics import (
     TrainMetrics,
     declare,
 )
+from xpubench.results.metrics_serve import ServeMetrics
 
 
 @dataclass(frozen=True)
@@ -148,3 +149,7 @@ register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_
               headline=(Figure("decode_tokens_per_s", before="decode", after="tok/s"),),
               details=(Figure("ttft_s", before="TTFT"), Figure("decode_token_p50_s", after="/token")),
               rate_is_median=False, flop_rate="achieved_flops_per_s", peak_share="mfu"))
+register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size_text=("{} users", "c{}"),
+              headline=(Figure("output_tokens_per_s", before="output", after="tok/s"),),
+              details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90")),
+              rate_is_median=False))   # xpubench serve (src/xpubench/serve/, docs/serving.md)

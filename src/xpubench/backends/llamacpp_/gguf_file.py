@@ -101,9 +101,10 @@ def hf_tensors(cfg, seed: int, checkpoint) -> Any:
         yield name, tensor.float().numpy()
 
 
-def write_gguf(path: Path, cfg, fmt: str, tensors) -> Path:
+def write_gguf(path: Path, cfg, fmt: str, tensors, vocabulary=None) -> Path:
     """Write a llama-architecture GGUF of ``tensors`` ((HF name, float32 array) pairs) in ``fmt`` (fp32,
-    bf16, fp16) at ``path`` (module docstring for what goes in)."""
+    bf16, fp16) at ``path`` (module docstring for what goes in). ``vocabulary(writer)``, where given, writes
+    a tokenizer instead of ``no_vocab`` (a served model must tokenise text: serve/model.py)."""
     import gguf
 
     qtype = {"fp32": gguf.GGMLQuantizationType.F32, "bf16": gguf.GGMLQuantizationType.BF16,
@@ -125,7 +126,10 @@ def write_gguf(path: Path, cfg, fmt: str, tensors) -> Path:
     w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
     w.add_vocab_size(cfg.vocab_size)
     w.add_file_type(ftype)
-    w.add_tokenizer_model("no_vocab")
+    if vocabulary is None:
+        w.add_tokenizer_model("no_vocab")
+    else:
+        vocabulary(w)
     factors = rope_factors(cfg)
     if factors is not None:
         w.add_tensor("rope_freqs.weight", factors)

@@ -1,0 +1,163 @@
+"""One streamed request to an OpenAI-compatible server, timed on the client's clock (httpx, async).
+
+What is timed (docs/serving.md): ``start`` just before the request is handed to httpx; each streamed
+``data:`` event that carries text is stamped when it is parsed (``time.perf_counter``); TTFT is the first
+such stamp less ``start``, E2E the end of the stream (``[DONE]`` or the connection's end) less ``start``,
+and the gaps between consecutive stamps are the request's inter-token latencies. Output tokens are the
+usage field's ``completion_tokens`` (asked for with ``stream_options.include_usage``), else the chunks
+with text (one token each on llama.cpp, vLLM and SGLang; said in ``tokens_counted``).
+
+Every failure ends the request with a reason, never an exception: the server unreachable, an HTTP error
+status (its body's first line), a stream that closes before ``[DONE]``, a ``data:`` line that is not JSON,
+an error event in the stream, no text at all, or the request's time limit (``asyncio.wait_for``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
+
+
+@dataclass
+class Sample:
+    """One request as measured. Times are seconds; ``start`` is on the point's clock (perf_counter)."""
+
+    start: float
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    stamps: list[float] = field(default_factory=list)   # seconds after start of each chunk with text
+    input_tokens: int | None = None                      # usage.prompt_tokens
+    output_tokens: int | None = None                     # usage.completion_tokens, else chunks counted
+    counted: str = "usage"                               # or "chunks"
+    error: str | None = None
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def gaps(self) -> list[float]:
+        return [b - a for a, b in zip(self.stamps, self.stamps[1:])]
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2E - TTFT) / (output tokens - 1): vLLM's TPOT, AIPerf's per-request inter-token latency."""
+        if not self.ok or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def record(self) -> dict[str, Any]:
+        """The raw per-request record a result keeps (``artifacts["requests"]``)."""
+        return {"start_s": round(self.start, 6), "ttft_s": self.ttft_s, "e2e_s": self.e2e_s,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "counted": self.counted,
+                "chunks": len(self.stamps), "error": self.error, "timed_out": self.timed_out}
+
+
+def payload(endpoint: str, model: str | None, prompt: str, max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
+    """The request body: greedy, streamed, usage asked for; ``ignore_eos`` (vLLM, SGLang, llama.cpp) so each
+    answer runs to max_tokens."""
+    body: dict[str, Any] = {"max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+                            "stream_options": {"include_usage": True}}
+    if model:
+        body["model"] = model
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if endpoint == CHAT:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def _text(event: dict[str, Any]) -> str:
+    choices = event.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return ""
+    first = choices[0]
+    delta = first.get("delta") if isinstance(first.get("delta"), dict) else {}
+    text = first.get("text") if "text" in first else delta.get("content")
+    return text if isinstance(text, str) else ""
+
+
+def _error_of(event: dict[str, Any]) -> str | None:
+    err = event.get("error")
+    if err is None:
+        return None
+    message = err.get("message") if isinstance(err, dict) else err
+    return f"error event in the stream: {str(message)[:160]}"
+
+
+async def _stream(client: httpx.AsyncClient, url: str, body: dict, sample: Sample) -> None:
+    done = False
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            text = (await response.aread()).decode("utf-8", "replace").strip().splitlines()
+            sample.error = f"HTTP {response.status_code}: {(text[0] if text else '')[:160]}"
+            return
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            now = time.perf_counter()
+            try:
+                event = json.loads(data)
+            except ValueError:
+                sample.error = f"not JSON in the stream: {data[:80]!r}"
+                return
+            if not isinstance(event, dict):
+                sample.error = f"not a JSON object in the stream: {data[:80]!r}"
+                return
+            if _error_of(event):
+                sample.error = _error_of(event)
+                return
+            usage = event.get("usage")
+            if isinstance(usage, dict):
+                sample.input_tokens = _count(usage.get("prompt_tokens"))
+                sample.output_tokens = _count(usage.get("completion_tokens"))
+            if _text(event):
+                sample.stamps.append(now - sample.start)
+    sample.e2e_s = time.perf_counter() - sample.start
+    if not done:
+        sample.error = f"stream closed before [DONE] after {len(sample.stamps)} chunks"
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float, clock0: float) -> Sample:
+    """Send one request and stream its answer; the Sample says what happened (never raises, but for
+    cancellation)."""
+    sample = Sample(start=time.perf_counter())
+    try:
+        await asyncio.wait_for(_stream(client, url, body, sample), timeout_s)
+    except asyncio.TimeoutError:
+        sample.error, sample.timed_out = f"timed out after {timeout_s:g} s ({len(sample.stamps)} chunks seen)", True
+    except httpx.ConnectError as exc:
+        sample.error = f"cannot connect: {_reason(exc)}"
+    except httpx.HTTPError as exc:   # the connection reset or closed mid-stream, a protocol error
+        sample.error = f"{type(exc).__name__}: {_reason(exc)} after {len(sample.stamps)} chunks"
+    if sample.ok:
+        if not sample.stamps:
+            sample.error = "the answer held no text"
+        else:
+            sample.ttft_s = sample.stamps[0]
+            if sample.output_tokens is None:
+                sample.output_tokens, sample.counted = len(sample.stamps), "chunks"
+    sample.start -= clock0
+    return sample
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__

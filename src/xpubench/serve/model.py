@@ -1,0 +1,172 @@
+"""The GGUF that ``xpubench serve --server llamacpp`` serves: a file given (``--weights FILE.gguf``), or one
+written here from a named shape with random weights (``--model smollm-135m --format q8_0``) or from a
+checkpoint folder's weights (``--weights DIR``).
+
+A served model must turn text into tokens and back, so the files written here carry a vocabulary, which
+the llama.cpp benchmark GGUFs do not (``no_vocab``: llama-bench feeds token ids, and llama-server aborts on
+text with such a file). It is a synthetic SentencePiece vocabulary of the shape's size (``vocabulary``):
+``<unk>``, ``<s>``, ``</s>``, the 256 byte tokens, then letters, letter pairs, triples ... with and without
+the word-start mark. The serving speed depends on the token counts, not on which tokens they are; the
+prompts' lengths are counted by the server's own tokenizer (prompts.py), so they are exact. A checkpoint
+folder's own tokenizer is not converted (its weights are served with this vocabulary; said in ``model``).
+
+Files are cached under ``<cache>/gguf/`` by a digest of (writer, shape, seed or checkpoint, format), like
+the benchmark GGUFs (backends/llamacpp_/gguf_file.py, whose writer and quantiser this uses).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from xpubench.errors import UserError
+
+VOCAB_VERSION = 1
+WORD_START = "\u2581"    # SentencePiece's word-start mark (a space before the piece)
+# --format: llama.cpp's own names and xpubench's precision names -> the key of gguf_file.GGUF_TYPES
+FORMATS = {"f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16", "q8_0": "int8",
+           "int8": "int8", "q4_0": "int4", "int4": "int4", "q4_k_m": "q4_K_M"}
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the server will load: the file, how it was made, and the label results carry."""
+
+    path: Path
+    label: str          # the model's name in results (the shape and format, or the file's name)
+    weight_format: str  # llama.cpp's type name (q8_0) or "as in the file"
+    origin: str         # "random weights of smollm-135m's shape (seed 0), synthetic vocabulary", ...
+
+
+def pieces(size: int) -> list[str]:
+    """The synthetic vocabulary's normal pieces, most preferred first (module docstring)."""
+    letters = string.ascii_lowercase
+    out = [WORD_START, *(c for c in string.printable[:94])]
+    out += [WORD_START + c for c in string.ascii_letters + string.digits]
+    n = 2
+    while len(out) < size:
+        for combo in itertools.product(letters, repeat=n):
+            word = "".join(combo)
+            out += [word, WORD_START + word]
+            if len(out) >= size:
+                break
+        n += 1
+    return out[:size]
+
+
+def vocabulary(size: int):
+    """A writer callback (gguf_file.write_gguf's ``vocabulary``) adding the synthetic SentencePiece
+    vocabulary of ``size`` tokens (at least 512)."""
+    if size < 512:
+        raise UserError(f"a served model needs a vocabulary of at least 512 tokens, this shape has {size}")
+
+    def write(w) -> None:
+        import gguf
+
+        special = ["<unk>", "<s>", "</s>"]
+        byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+        normal = pieces(size - len(special) - len(byte_tokens))
+        tokens = special + byte_tokens + normal
+        types = ([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+                 + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * len(normal))
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * (len(special) + 256) + [-float(i) for i in range(len(normal))])
+        w.add_token_types(types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
+        w.add_add_space_prefix(True)
+    return write
+
+
+def _cache(environ=os.environ) -> Path:
+    from xpubench.backends.llamacpp_.gguf_file import cache_dir
+
+    folder = cache_dir(environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads: int = 1,
+            environ=os.environ) -> Served:
+    """The GGUF of ``cfg`` (a LlamaConfig) in ``fmt`` (a FORMATS key) with a vocabulary, written (and
+    quantised by llama-quantize) unless cached: random weights from ``seed``, or ``weights``' tensors."""
+    from xpubench.backends.llamacpp_.binaries import find
+    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES, hf_tensors, quantize, write_gguf
+
+    if fmt.lower() not in FORMATS:
+        raise UserError(f"--format {fmt}: choose from {', '.join(FORMATS)}")
+    key = FORMATS[fmt.lower()]
+    gguf_type, direct = GGUF_TYPES[key]
+    shape = {k: v for k, v in cfg.__dict__.items() if k != "name"}
+    source = ({"checkpoint": str(weights), "files": sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                                                          for p in Path(weights).iterdir() if p.is_file())}
+              if weights else {"seed": seed})
+    identity = json.dumps({"vocab": VOCAB_VERSION, "config": shape, **source}, sort_keys=True, default=str)
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    origin = (f"the weights of {weights}" if weights else f"random weights of {cfg.name}'s shape (seed {seed})") \
+        + f", {gguf_type}, xpubench's synthetic vocabulary of {cfg.vocab_size:,} tokens"
+    label = f"{cfg.name}-{gguf_type.lower()}"
+    out = _cache(environ) / f"served-{digest}-{gguf_type.lower()}.gguf"
+    if out.is_file():
+        return Served(out, label, gguf_type.lower(), origin)
+    f32 = _cache(environ) / f"served-{digest}-f32.gguf"
+    if not f32.is_file():
+        from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+        tmp = f32.with_name(f".{f32.name}.{os.getpid()}.tmp")
+        try:
+            write_gguf(tmp, cfg, "fp32", hf_tensors(cfg, seed, open_checkpoint(weights) if weights else None),
+                       vocabulary=vocabulary(cfg.vocab_size))
+            os.replace(tmp, f32)
+        finally:
+            tmp.unlink(missing_ok=True)
+    if key != "fp32":
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            if direct:
+                raise UserError(f"--format {fmt}: serve writes F32 and quantises; use q8_0, q4_0, q4_k_m or f32")
+            quantize(find().quantize, f32, tmp, gguf_type, threads)
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return Served(out if key != "fp32" else f32, label, gguf_type.lower(), origin)
+
+
+def given_file(path: Path) -> Served:
+    """A GGUF the user gave: refused (one line) when it is not a GGUF or has no vocabulary to serve text."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--weights {path}: not a readable GGUF file ({' '.join(str(exc).split())[:120]})") from None
+    field = reader.fields.get("tokenizer.ggml.model")
+    model = bytes(field.parts[-1]).decode("utf-8", "replace") if field is not None else None
+    if model in (None, "no_vocab", "none"):
+        raise UserError(f"--weights {path}: the GGUF has no vocabulary (tokenizer {model}): a server cannot "
+                        "tokenise text with it")
+    return Served(path, path.stem, "as in the file", f"the GGUF {path}")
+
+
+def resolve(weights: str | None, model: str | None, fmt: str, seed: int, threads: int) -> Served:
+    """``--weights`` (a GGUF file or a checkpoint folder) or ``--model`` (a named shape, random weights)."""
+    from xpubench.workloads.llama.config import preset
+
+    if weights:
+        path = Path(weights).expanduser()
+        if path.is_file():
+            return given_file(path)
+        if not path.is_dir():
+            raise UserError(f"--weights {weights}: no such file or folder")
+        from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+        return written(open_checkpoint(path).config, fmt, weights=str(path.resolve()), threads=threads)
+    return written(preset(model or "smollm-135m"), fmt, seed=seed, threads=threads)

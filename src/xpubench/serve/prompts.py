@@ -1,0 +1,119 @@
+"""Prompts of a fixed token length, made before a point's clock starts.
+
+The text is random words drawn from a seed (``--prompts random``, the default: every prompt different,
+so no server's prefix cache turns a prefill into a lookup) or windows of a local text file at seeded
+offsets (``--prompts FILE``). Its length in tokens is the server's own count: the text is tokenised
+with the server's ``POST /tokenize`` (llama.cpp, vLLM and SGLang have it) and cut to the first
+``input_len`` tokens with ``POST /detokenize``. A server without them gets ``input_len`` words and the
+results say so (``length_note``); the input tokens recorded are always the usage field's ``prompt_tokens``
+where the server sends it (a chat template's tokens and a BOS token included).
+
+Lengths come in pairs like InferenceX's ``1k/1k``, ``1k/8k``, ``8k/1k`` (``--lengths``), scaled down for a
+small machine by ``--scale`` (``1k/1k --scale 1/16`` is 64 in, 64 out).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from xpubench import readfile
+from xpubench.errors import UserError
+
+MAX_TEXT = 64 * readfile.MiB
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def length(text: str) -> int:
+    """``512``, ``1k`` (1024), ``8k``; one line on anything else."""
+    t = text.strip().lower()
+    try:
+        value = int(t[:-1]) * 1024 if t.endswith("k") else int(t)
+    except ValueError:
+        raise UserError(f"not a token length: {text!r} (a whole number, or 1k, 8k)") from None
+    if value < 1:
+        raise UserError(f"a token length must be at least 1, got {text!r}")
+    return value
+
+
+def lengths(pair: str, scale: float = 1.0) -> tuple[int, int]:
+    """``"1k/8k"`` scaled -> (input tokens, output tokens), each at least 1."""
+    first, sep, second = pair.partition("/")
+    if not sep:
+        raise UserError(f"--lengths {pair}: write input/output, e.g. 1k/1k")
+    return max(1, round(length(first) * scale)), max(1, round(length(second) * scale))
+
+
+def fraction(text: str) -> float:
+    """``--scale``: ``0.25`` or ``1/16``, above 0."""
+    try:
+        num, _, den = text.partition("/")
+        value = float(num) / float(den) if den else float(num)
+    except (ValueError, ZeroDivisionError):
+        raise UserError(f"--scale {text}: not a fraction (0.25 or 1/16)") from None
+    if not 0 < value <= 64:
+        raise UserError(f"--scale {text}: must be above 0 and at most 64")
+    return value
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join("".join(rng.choice(LETTERS) for _ in range(rng.randint(2, 8))) for _ in range(n))
+
+
+@dataclass
+class Prompts:
+    """Makes prompt i of a sweep (the same seed and i give the same text)."""
+
+    url: str
+    input_len: int
+    seed: int = 0
+    source: str = "random"        # or a text file's path
+    model: str | None = None
+    length_note: str = ""
+    _text: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.source != "random":
+            path = Path(self.source).expanduser()
+            text = readfile.read_text(path, "--prompts text file", MAX_TEXT)
+            self._text = text.split()
+            if not self._text:
+                raise UserError(f"--prompts {self.source}: the file holds no words")
+
+    def _raw(self, i: int, words: int) -> str:
+        rng = random.Random(f"{self.seed}:{i}")
+        if self._text is None:
+            return _words(rng, words)
+        start = rng.randrange(len(self._text))
+        return " ".join(self._text[(start + k) % len(self._text)] for k in range(words))
+
+    def make(self, first: int, count: int, timeout_s: float = 30.0) -> list[str]:
+        """Prompts ``first`` .. ``first + count - 1``, each cut to ``input_len`` tokens by the server."""
+        out = []
+        with httpx.Client(timeout=timeout_s) as client:
+            for i in range(first, first + count):
+                out.append(self._cut(client, self._raw(i, self.input_len * 2 + 8)))
+        return out
+
+    def _cut(self, client: httpx.Client, text: str) -> str:
+        if self.length_note:                       # the server could not tokenise: words stand for tokens
+            return " ".join(text.split()[: self.input_len])
+        try:
+            r = client.post(f"{self.url}/tokenize", json={"content": text, "prompt": text, "model": self.model,
+                                                          "add_special": False})
+            tokens = r.json().get("tokens") if r.status_code == 200 else None
+            if isinstance(tokens, list) and len(tokens) >= self.input_len:
+                d = client.post(f"{self.url}/detokenize", json={"tokens": tokens[: self.input_len],
+                                                                "model": self.model})
+                said = d.json() if d.status_code == 200 else {}
+                cut = said.get("content", said.get("prompt")) if isinstance(said, dict) else None
+                if isinstance(cut, str) and cut.strip():
+                    return cut
+        except (httpx.HTTPError, ValueError):
+            pass
+        self.length_note = (f"the server has no /tokenize and /detokenize: prompts of {self.input_len} words, "
+                            "input tokens from its usage field")
+        return " ".join(text.split()[: self.input_len])

@@ -1,0 +1,175 @@
+"""The server under load: llama.cpp's ``llama-server`` started by xpubench (``--server llamacpp``), or any
+OpenAI-compatible server at a URL; either way what the server says about itself is recorded.
+
+``LlamaServer`` starts the cached build's ``llama-server`` (backends/llamacpp_/binaries.py finds it beside
+llama-bench) on 127.0.0.1 at a free port with ``-np`` parallel slots (one per user of the largest
+concurrency, continuous batching on, llama.cpp's default), a context of ``slots x per-slot`` tokens and
+this process's usable cores as threads; it waits for ``/health`` to say ok (the model loaded), and on
+exit terminates it (SIGTERM, then SIGKILL after 10 s). Its log goes to a temporary file whose last lines
+are the error when it dies. ``provenance(url)`` reads ``/v1/models``, ``/props`` (llama.cpp),
+``/version`` (vLLM) and the ``Server`` header.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from xpubench.errors import UserError
+
+HEALTH_TIMEOUT_S = 300.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_program() -> tuple[Path, dict[str, Any]]:
+    """(llama-server, the build's record) of the llama.cpp build xpubench uses; one line when there is none."""
+    from xpubench.backends.llamacpp_.binaries import SERVER, find
+
+    programs = find()
+    if programs.bench is None:
+        raise UserError(f"--server llamacpp: {programs.missing}")
+    program = programs.bench.parent / SERVER
+    if not program.is_file():
+        raise UserError(f"--server llamacpp: no {SERVER} beside {programs.bench} (scripts/build_llamacpp.sh builds it)")
+    return program, programs.build
+
+
+class LlamaServer:
+    """``with LlamaServer(gguf, slots=4, context=...) as server:`` -> ``server.url`` serves it."""
+
+    def __init__(self, model: Path, *, slots: int, slot_context: int, threads: int | None = None,
+                 extra: list[str] | None = None, program: Path | None = None) -> None:
+        self.program, self.build = (program, {}) if program else server_program()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        threads = threads or len(os.sched_getaffinity(0))
+        self.command = [str(self.program), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+                        "-np", str(slots), "-c", str(slots * slot_context), "-t", str(threads), "--no-webui",
+                        *(extra or [])]
+        self.proc: subprocess.Popen | None = None
+        self.log = None
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+    def version(self) -> str:
+        """``llama-server --version``'s version line, e.g. "0.5.0-dev (build 1, commit 0c1e570)"."""
+        try:
+            out = subprocess.run([str(self.program), "--version"], capture_output=True, text=True, timeout=30,
+                                 check=False)
+        except (OSError, subprocess.SubprocessError):
+            return "unknown"
+        line = next((ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("version:")), "")
+        return line.partition(":")[2].strip() or "unknown"
+
+    def log_tail(self, lines: int = 3) -> str:
+        if self.log is None:
+            return ""
+        self.log.flush()
+        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        keep = [ln for ln in text if not ln.startswith("#")]   # a crash's gdb backtrace is not the reason
+        return " | ".join(keep[-lines:])
+
+    def __enter__(self) -> LlamaServer:
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-llama-server-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise UserError(f"llama-server exited with status {self.proc.returncode} before it was ready: "
+                                f"{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise UserError(f"llama-server was not ready after {HEALTH_TIMEOUT_S:g} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log is not None:
+            self.log.close()
+            Path(self.log.name).unlink(missing_ok=True)
+            self.log = None
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _get(client: httpx.Client, url: str) -> tuple[Any, dict[str, str]]:
+    try:
+        r = client.get(url)
+    except httpx.HTTPError:
+        return None, {}
+    try:
+        return (r.json() if r.status_code == 200 else None), dict(r.headers)
+    except ValueError:
+        return None, dict(r.headers)
+
+
+def provenance(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """What the server at ``url`` says about itself: its models, properties, version and Server header.
+    One line (UserError) when nothing answers there."""
+    info: dict[str, Any] = {"url": url}
+    with httpx.Client(timeout=timeout_s) as client:
+        try:
+            client.get(f"{url}/v1/models")
+        except httpx.HTTPError as exc:
+            raise UserError(f"--url {url}: cannot reach the server ({' '.join(str(exc).split())[:120] or type(exc).__name__})") from None
+        models, headers = _get(client, f"{url}/v1/models")
+        props, _ = _get(client, f"{url}/props")
+        version, _ = _get(client, f"{url}/version")
+    data = models.get("data") if isinstance(models, dict) else None
+    info["models"] = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    meta = next((m.get("meta") for m in data if isinstance(m, dict) and isinstance(m.get("meta"), dict)), None) \
+        if isinstance(data, list) else None
+    if meta:
+        info["model_meta"] = meta
+    if isinstance(props, dict):
+        info["props"] = {k: props.get(k) for k in ("total_slots", "model_path", "build_info", "n_ctx")
+                         if props.get(k) is not None}
+        info["props"]["n_ctx"] = (props.get("default_generation_settings") or {}).get("n_ctx")
+    if isinstance(version, dict):
+        info["version"] = version.get("version")
+    info["server_header"] = headers.get("server")
+    return info
+
+
+def server_name(info: dict[str, Any]) -> str:
+    """"llama.cpp b1-0c1e570", "vLLM 0.9.1", or the Server header, or "unknown"."""
+    props = info.get("props") or {}
+    if props.get("build_info"):
+        return f"llama.cpp {props['build_info']}"
+    if info.get("version"):
+        return f"{info.get('server_header') or 'server'} {info['version']}"
+    return info.get("server_header") or "unknown"

@@ -1,0 +1,135 @@
+"""One sweep point under load: closed loop (N users, each sending its next request when its answer ended)
+or open loop (Poisson arrivals at a rate, whatever is in flight, up to a cap), after warm-up requests
+whose samples are discarded.
+
+A point sends ``requests`` measured requests, or fewer where ``duration_s`` runs out first (no new
+request starts after it; those in flight finish). Its time limit ``point_timeout_s`` cancels whatever is
+still in flight then: those requests count as timeouts with that reason. ``samples`` is filled as each
+request ends, so a Ctrl-C (the caller catches it) keeps every request finished by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from xpubench.serve.client import Sample, send
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one point asks of the server."""
+
+    concurrency: int                 # closed loop: users; open loop: the cap on requests in flight
+    rate: float | None = None        # open loop: requests/s (Poisson); None: closed loop
+    requests: int = 32
+    warmup: int = 1
+    duration_s: float | None = None
+    request_timeout_s: float = 120.0
+    point_timeout_s: float = 600.0
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return "closed loop" if self.rate is None else "poisson"
+
+
+@dataclass
+class PointRun:
+    """What a point measured: the measured requests' samples and the window they span."""
+
+    load: Load
+    samples: list[Sample] = field(default_factory=list)
+    warmup_samples: list[Sample] = field(default_factory=list)
+    window_s: float | None = None
+    interrupted: bool = False
+    in_flight: int = 0
+
+    async def send(self, client, url: str, body: dict, clock0: float) -> None:
+        """One measured request; while it runs it is counted in flight (a cut point makes it a timeout)."""
+        self.in_flight += 1
+        sample = await send(client, url, body, self.load.request_timeout_s, clock0)
+        self.in_flight -= 1
+        self.samples.append(sample)
+
+    def close_window(self) -> None:
+        ends = [s.start + (s.e2e_s or 0.0) for s in self.samples if s.e2e_s is not None]
+        if self.samples and ends:
+            self.window_s = max(ends) - min(s.start for s in self.samples)
+
+
+async def _closed(client, url: str, bodies: list[dict], load: Load, run: PointRun, clock0: float) -> None:
+    queue = iter(range(len(bodies)))
+    deadline = None if load.duration_s is None else time.perf_counter() + load.duration_s
+
+    async def user() -> None:
+        for i in queue:
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            await run.send(client, url, bodies[i], clock0)
+
+    await asyncio.gather(*(user() for _ in range(load.concurrency)))
+
+
+async def _open(client, url: str, bodies: list[dict], load: Load, run: PointRun, clock0: float) -> None:
+    rng = random.Random(load.seed)
+    cap = asyncio.Semaphore(load.concurrency)
+    start = time.perf_counter()
+    tasks = []
+
+    async def one(i: int) -> None:
+        async with cap:
+            await run.send(client, url, bodies[i], clock0)
+
+    at = 0.0
+    for i in range(len(bodies)):
+        if load.duration_s is not None and at >= load.duration_s:
+            break
+        delay = start + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i)))
+        at += rng.expovariate(load.rate)
+    await asyncio.gather(*tasks)
+
+
+async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun) -> None:
+    limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits) as client:
+        clock0 = time.perf_counter()
+        for i in range(0, len(warm), load.concurrency):   # warm-up: discarded, concurrency at a time
+            batch = warm[i:i + load.concurrency]
+            run.warmup_samples += await asyncio.gather(*(send(client, url, b, load.request_timeout_s, clock0)
+                                                         for b in batch))
+        clock0 = time.perf_counter()
+        loop = _closed if load.rate is None else _open
+        task = asyncio.ensure_future(loop(client, url, bodies, load, run, clock0))
+        done, _ = await asyncio.wait({task}, timeout=load.point_timeout_s)
+        if not done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            _cut(run, f"cut by the point's time limit ({load.point_timeout_s:g} s)")
+        else:
+            task.result()
+
+
+def _cut(run: PointRun, reason: str) -> None:
+    """Requests in flight when the point ended early: failures with that reason (none is dropped)."""
+    for _ in range(run.in_flight):
+        run.samples.append(Sample(start=run.load.point_timeout_s, error=reason, timed_out=True))
+    run.in_flight = 0
+
+
+def measure(url: str, warm: list[dict], bodies: list[dict], load: Load) -> PointRun:
+    """Run one point; a Ctrl-C returns what was measured with ``interrupted`` set."""
+    run = PointRun(load)
+    try:
+        asyncio.run(_point(url, warm, bodies, load, run))
+    except KeyboardInterrupt:
+        run.interrupted = True          # the requests in flight then (``in_flight``) were not measured
+    run.close_window()
+    return run
