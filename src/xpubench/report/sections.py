@@ -23,6 +23,7 @@ from xpubench.report import (
     frameworks,
     generation,
     llm,
+    serving,
     spread,
     tables,
     target,
@@ -112,11 +113,19 @@ def tables_of(loaded) -> dict[str, pd.DataFrame]:
 
 register(ReportSection(
     "Which device for what", "advice", terminal=False,
-    bullets=lambda data: advice.advice(data) + _sentences(llm.answer_lines(data.frame)), intro=(
+    bullets=lambda data: advice.advice(data) + _sentences(llm.answer_lines(data.frame) + serving.answer_lines(
+        data.frame)), intro=(
         "Written from the measurements below. A difference is called only when the 95% interval of the "
         "ratio (a bootstrap over the worker processes, then the samples within them) excludes 1, the change "
         "is at least 5%, and every process of the slower case was slower than every process of the faster "
         "one."), empty="No case finished ok: nothing to advise."))
+register(ReportSection(
+    "Serving", "serving", tables=_made(serving.serving_table), bullets=lambda data: _sentences(
+        serving.answer_lines(data.frame)), charts=_made(serving.latency_chart, serving.pareto_chart), intro=(
+        "xpubench serve (docs/serving.md): streamed requests to an OpenAI-compatible server, timed on the client. "
+        "TTFT = sent to the first chunk with text; TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL = "
+        "every gap between consecutive chunks; E2E = sent to the stream's end; as vLLM's bench serve defines them "
+        "(AIPerf calls TPOT inter-token latency). Output tok/s over the point's window; failures counted.")))
 register(ReportSection(
     "Training", "training", tables=_made(tables.training_table),
     report_tables=lambda data: [text_table("Epoch time and step/sample time by batch size x device",

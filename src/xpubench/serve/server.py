@@ -84,7 +84,7 @@ class LlamaServer:
         keep = [ln for ln in text if not ln.startswith("#")]   # a crash's gdb backtrace is not the reason
         return " | ".join(keep[-lines:])
 
-    def __enter__(self) -> LlamaServer:
+    def __enter__(self):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-llama-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)

@@ -1,0 +1,157 @@
+"""The fault cases of ``xpubench serve`` against an in-process fake OpenAI server (one behaviour per path):
+every fault ends its requests with a reason, the point records it, and the sweep goes on."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from xpubench.results import store
+from xpubench.serve.client import COMPLETIONS, payload
+from xpubench.serve.record import Target
+from xpubench.serve.run import Settings, sweep
+from xpubench.serve.server import free_port
+from xpubench.serve.sweep import Load, measure
+
+
+def _event(text: str, usage: dict | None = None) -> bytes:
+    body = {"choices": [{"text": text, "index": 0}]}
+    if usage:
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+class Fake(BaseHTTPRequestHandler):
+    """POST /<behaviour>/v1/completions streams as that behaviour says."""
+
+    protocol_version = "HTTP/1.0"     # the body ends when the connection closes
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._reply(200, json.dumps({"data": [{"id": "fake-model"}]}).encode(), "application/json")
+
+    def _reply(self, status: int, body: bytes, kind: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _stream(self, chunks: list[bytes], gap_s: float = 0.0) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for c in chunks:
+            self.wfile.write(c)
+            self.wfile.flush()
+            time.sleep(gap_s)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        how = self.path.split("/")[1]
+        tokens = [_event(f" t{i}") for i in range(4)]
+        done = [_event("", {"prompt_tokens": 7, "completion_tokens": 4}), b"data: [DONE]\n\n"]
+        if how == "ok":
+            self._stream(tokens + done)
+        elif how == "status500":
+            self._reply(500, b"internal error: the model fell over\n")
+        elif how == "nonjson":
+            self._stream(tokens[:1] + [b"data: {not json\n\n"])
+        elif how == "closed":
+            self._stream(tokens[:2])                 # the connection closes, no [DONE]
+        elif how == "nousage":
+            self._stream(tokens + [b"data: [DONE]\n\n"])
+        elif how == "forever":
+            self._stream([_event(" x")] * 400, gap_s=0.01)
+        elif how == "errorevent":
+            self._stream(tokens[:1] + [b'data: {"error": {"message": "context full"}}\n\n'])
+
+
+@pytest.fixture(scope="module")
+def fake_url():
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Fake)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _point(url: str, *, requests: int = 3, concurrency: int = 2, **kw):
+    body = payload(COMPLETIONS, "fake-model", "hello", 4, True)
+    load = Load(concurrency, requests=requests, warmup=0, **kw)
+    return measure(url + COMPLETIONS, [], [body] * requests, load)
+
+
+def test_a_healthy_stream_is_measured_with_the_usage_counts(fake_url):
+    run = _point(f"{fake_url}/ok")
+    assert [s.ok for s in run.samples] == [True] * 3
+    s = run.samples[0]
+    assert (s.input_tokens, s.output_tokens, s.counted, len(s.stamps)) == (7, 4, "usage", 4)
+    assert 0 < s.ttft_s <= s.e2e_s and run.window_s > 0
+
+
+def test_a_500_is_a_failure_with_its_status_and_body(fake_url):
+    run = _point(f"{fake_url}/status500")
+    assert {s.error for s in run.samples} == {"HTTP 500: internal error: the model fell over"}
+
+
+def test_non_json_in_the_stream_is_a_failure(fake_url):
+    run = _point(f"{fake_url}/nonjson")
+    assert all(s.error.startswith("not JSON in the stream") for s in run.samples)
+
+
+def test_a_stream_closed_before_done_is_a_failure(fake_url):
+    run = _point(f"{fake_url}/closed")
+    assert {s.error for s in run.samples} == {"stream closed before [DONE] after 2 chunks"}
+
+
+def test_an_error_event_in_the_stream_is_a_failure(fake_url):
+    run = _point(f"{fake_url}/errorevent")
+    assert {s.error for s in run.samples} == {"error event in the stream: context full"}
+
+
+def test_without_a_usage_field_the_chunks_are_counted(fake_url):
+    run = _point(f"{fake_url}/nousage")
+    assert all(s.ok and s.output_tokens == 4 and s.counted == "chunks" and s.input_tokens is None
+               for s in run.samples)
+
+
+def test_an_endless_stream_hits_the_request_timeout(fake_url):
+    run = _point(f"{fake_url}/forever", requests=2, request_timeout_s=0.5)
+    assert all(s.timed_out and s.error.startswith("timed out after 0.5 s") for s in run.samples)
+
+
+def test_the_point_time_limit_cuts_what_is_in_flight(fake_url):
+    run = _point(f"{fake_url}/forever", requests=4, concurrency=2, request_timeout_s=30, point_timeout_s=0.6)
+    assert len(run.samples) == 2     # the two users' first requests were in flight; nothing else was sent
+    assert all(s.timed_out and "point's time limit (0.6 s)" in s.error for s in run.samples)
+
+
+def test_an_unreachable_server_is_a_failure_not_an_exception():
+    run = _point(f"http://127.0.0.1:{free_port()}")
+    assert all(s.error.startswith("cannot connect") for s in run.samples)
+
+
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
+    out = tmp_path / "serve.jsonl"
+    # the first point's server answers 500s, the second streams: each point is a line, the 500s an error result
+    target = Target(url=f"{fake_url}/status500", label="fake", device="remote", precision="n/a", server="fake",
+                    model="fake-model", provenance={"url": fake_url})
+    s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=2, warmup=0)
+    first = sweep(s, target)
+    target_ok = Target(**{**target.__dict__, "url": f"{fake_url}/ok"})
+    second = sweep(s, target_ok)
+    loaded = store.load_file(out)
+    assert [r.status for r in loaded.runs] == ["error", "error", "ok", "ok"]
+    assert "2 x HTTP 500" in loaded.runs[0].message
+    assert [p["failed"] for p in first.points] == [2, 2] and [p["failed"] for p in second.points] == [0, 0]
+    ok = loaded.runs[2]
+    assert ok.metrics["tokens_counted"] == "usage field" and len(ok.artifacts["requests"]) == 2
+    assert ok.samples["e2e_s"] and ok.samples["itl_s"]
