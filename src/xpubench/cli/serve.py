@@ -47,6 +47,7 @@ def add_parser(sub) -> None:
     who.add_argument("--model", help="--server: random weights of a named shape (default smollm-135m)")
     who.add_argument("--format", default="q8_0", help="--server: the weights' format (default q8_0)")
     who.add_argument("--slots", type=_whole, help="--server: parallel slots (default: the largest concurrency)")
+    who.add_argument("--threads", type=_whole, help="--server: llama-server's -t (default: this process's cores)")
     who.add_argument("--served-model", help="the requests' model field (default: the server's first model)")
     load = p.add_argument_group("the load")
     load.add_argument("--endpoint", choices=list(ENDPOINTS), default="completions",
@@ -85,8 +86,8 @@ def settings_of(args):
 
     if bool(args.url) == bool(args.server):
         raise UserError("give one of --url URL (a running server) or --server llamacpp (start one here)")
-    if args.url and (args.weights or args.model or args.slots):
-        raise UserError("--weights, --model and --slots are for --server llamacpp, not --url")
+    if args.url and (args.weights or args.model or args.slots or args.threads):
+        raise UserError("--weights, --model, --slots and --threads are for --server llamacpp, not --url")
     if args.weights and args.model:
         raise UserError("give --weights or --model, not both")
     if args.url and not args.url.startswith(("http://", "https://")):
@@ -131,8 +132,13 @@ def _ms(v) -> str:
     return "n/a" if v is None else f"{v * 1e3:,.1f}"
 
 
+def _at(p: dict) -> str:
+    users = p.get("concurrency")
+    return f"rate {p['request_rate']:g}/s" if p.get("request_rate") else f"{users} user{'s' if users != 1 else ''}"
+
+
 def point_line(p: dict) -> str:
-    at = f"rate {p['request_rate']:g}/s" if p.get("request_rate") else f"{p.get('concurrency')} users"
+    at = _at(p)
     if p["status"] != "ok":
         return f"  {at}: {p['status']}: {p.get('message')}"
     return (f"  {at}: {p.get('output_tokens_per_s', 0):,.1f} output tok/s, TTFT p90 {_ms(p.get('ttft_p90_s'))} ms, "
@@ -146,7 +152,7 @@ def points_table(points: list[dict]):
     for col in ("load", "TTFT", "TPOT", "ITL", "E2E", "out tok/s", "per user tok/s", "req/s", "failed", "SLO met"):
         t.add_column(col, justify="left" if col == "load" else "right")
     for p in points:
-        at = f"rate {p['request_rate']:g}/s" if p.get("request_rate") else f"{p.get('concurrency')} users"
+        at = _at(p)
         lat = ["/".join(_ms(p.get(f"{n}_{q}_s")) for q in ("p50", "p90", "p99")) for n in ("ttft", "tpot", "itl", "e2e")]
         rate = [f"{p[k]:,.1f}" if p.get(k) is not None else "n/a"
                 for k in ("output_tokens_per_s", "user_tokens_per_s", "requests_per_s")]

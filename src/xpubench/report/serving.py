@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from xpubench.report.charts import colors, png
 from xpubench.report.content import Chart
-from xpubench.report.frame import many_sources, num, ok_rows
+from xpubench.report.frame import many_sources, num
 from xpubench.report.table_model import ALWAYS, LOW, Column, Table
 from xpubench.serve.figures import capacity, capacity_line, parse_slo
 
@@ -48,7 +48,8 @@ def _rate(name: str, digits: int = 1):
 
 def _load(r) -> str:
     rate = num(r, "request_rate")
-    return f"Poisson {rate:g} req/s" if rate else f"{int(r['batch_size'])} users"
+    users = int(r["batch_size"])
+    return f"Poisson {rate:g} req/s" if rate else f"{users} user{'s' if users != 1 else ''}"
 
 
 def _failed(r) -> str:
@@ -171,6 +172,6 @@ def answer_lines(frame: pd.DataFrame) -> list[str]:
         server = str(num(g.iloc[0], "server") or "the server")
         for subset in ([p for p in points if not p["request_rate"]], [p for p in points if p["request_rate"]]):
             if subset:
-                lines.append(capacity_line(capacity(subset, slo.percent), slo, len(subset),
-                                           subject=f"{name} ({server})"))
+                lines.append("Serving: " + capacity_line(capacity(subset, slo.percent), slo, len(subset),
+                                                         subject=f"{name} ({server})"))
     return lines

@@ -1,0 +1,91 @@
+"""``xpubench serve --server llamacpp`` against a real llama-server on 127.0.0.1, serving a tiny GGUF of
+random weights the test writes (with xpubench's synthetic vocabulary), started and stopped by the command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from xpubench.cli import main
+from xpubench.errors import UserError
+from xpubench.workloads.llama.config import LlamaConfig
+
+TINY = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=128,
+                   vocab_size=1024, tie_embeddings=True, max_positions=2048)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory) -> Path:
+    from xpubench.serve.server import server_program
+
+    pytest.importorskip("gguf")
+    try:
+        server_program()
+    except UserError as exc:
+        pytest.skip(f"no llama.cpp build here: {exc}")
+    from xpubench.serve.model import written
+
+    cache = tmp_path_factory.mktemp("cache")
+    return written(TINY, "q8_0", seed=3, environ={"XDG_CACHE_HOME": str(cache)}).path
+
+
+def _servers_of(path: Path) -> list[int]:
+    """Processes whose command line names ``path`` (the llama-server the command started)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_gguf, tmp_path, capsys):
+    from xpubench import analysis
+    from xpubench.api import report
+
+    out = tmp_path / "serve.jsonl"
+    argv = ["serve", "--server", "llamacpp", "--weights", str(tiny_gguf), "-c", "1,2", "--input-len", "16",
+            "--output-len", "8", "--requests", "4", "--warmup", "1", "--slo", "ttft=20s,itl=10s,p=50",
+            "--price", "2.5", "-o", str(out)]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "serves 2 concurrent users within TTFT 20000 ms" in " ".join(said.split())
+    assert _servers_of(tiny_gguf) == []            # stopped when the sweep ended
+
+    [loaded] = analysis.load([out])
+    assert [r.status for r in loaded.results] == ["ok", "ok"]
+    assert [r.case["batch_size"] for r in loaded.results] == [1, 2]
+    for r in loaded.results:
+        m = r.metrics
+        assert (m["requests"], m["completed"], m["failed"]) == (4, 4, 0)
+        assert m["tokens_counted"] == "usage field" and m["mean_output_tokens"] == 8   # ignore_eos: to max_tokens
+        assert m["mean_input_tokens"] >= 16                                            # the server's count (+BOS)
+        assert m["server"].startswith("llama.cpp llama-server") and "-np 2" in m["server_command"]
+        assert m["usd_per_1m_output_tokens"] > 0 and m["slo_attained"] == 1.0
+        assert len(r.samples["e2e_s"]) == 4 and len(r.samples["itl_s"]) == 4 * 7
+        assert all(req["output_tokens"] == 8 for req in r.artifacts["requests"])
+        assert r.artifacts["server"]["props"]["total_slots"] == 2
+    html = report([out], tmp_path / "report.html")
+    text = Path(html).read_text()
+    assert 'id="serving"' in text and "TTFT p90" in text and "chart-serving-pareto" in text
+    assert "Serving: served-" in text and "serves 2 concurrent users" in text
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out)]) == 0     # two serving files: the same points matched
+    said = capsys.readouterr().out
+    assert said.count("e2e_s") >= 2 and "/b1/" in said and "/b2/" in said
+
+
+def test_the_chat_endpoint_streams_too(tiny_gguf, tmp_path, capsys):
+    from xpubench.results import store
+
+    out = tmp_path / "chat.jsonl"
+    assert main(["serve", "--server", "llamacpp", "--weights", str(tiny_gguf), "--endpoint", "chat", "-c", "1",
+                 "--input-len", "8", "--output-len", "4", "--requests", "2", "--warmup", "0", "-o", str(out)]) == 0
+    [run] = store.load_file(out).runs
+    assert run.status == "ok" and run.metrics["endpoint"] == "/v1/chat/completions"
+    assert run.metrics["mean_input_tokens"] > 8          # the chat template's tokens are the server's to count
+    assert run.metrics["mean_output_tokens"] == 4
