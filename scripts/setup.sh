@@ -26,4 +26,4 @@ if [ "${1:-}" = "test" ]; then
 else
   $PY -m pip install -q --disable-pip-version-check -e ".[all]" 2>&1 | grep -v "as the 'root' user" || true
 fi
-$PY -c "import xpubench, torch, jax, flax, optax" || { echo "setup: install failed" >&2; exit 1; }
+$PY -c "import xpubench, torch, jax, flax, optax, httpx" || { echo "setup: install failed" >&2; exit 1; }

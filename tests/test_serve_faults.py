@@ -4,6 +4,8 @@ every fault ends its requests with a reason, the point records it, and the sweep
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +31,7 @@ class Fake(BaseHTTPRequestHandler):
     """POST /<behaviour>/v1/completions streams as that behaviour says."""
 
     protocol_version = "HTTP/1.0"     # the body ends when the connection closes
+    seen = 0
 
     def log_message(self, *args) -> None:
         pass
@@ -68,6 +71,11 @@ class Fake(BaseHTTPRequestHandler):
             self._stream(tokens + [b"data: [DONE]\n\n"])
         elif how == "forever":
             self._stream([_event(" x")] * 400, gap_s=0.01)
+        elif how == "interrupt" and self.path.endswith("/v1/completions"):   # Ctrl-C with the 3rd request
+            Fake.seen += 1
+            if Fake.seen == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            self._stream(tokens + done, gap_s=0.05)
         elif how == "errorevent":
             self._stream(tokens[:1] + [b'data: {"error": {"message": "context full"}}\n\n'])
 
@@ -155,3 +163,17 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
     ok = loaded.runs[2]
     assert ok.metrics["tokens_counted"] == "usage field" and len(ok.artifacts["requests"]) == 2
     assert ok.samples["e2e_s"] and ok.samples["itl_s"]
+
+
+def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path):
+    out = tmp_path / "serve.jsonl"
+    Fake.seen = 0
+    target = Target(url=f"{fake_url}/interrupt", label="fake", device="remote", precision="n/a", server="fake",
+                    model="fake-model", provenance={"url": fake_url})
+    s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=20, warmup=0)
+    outcome = sweep(s, target)
+    assert outcome.interrupted and len(outcome.points) == 1      # the second point never started
+    [run] = store.load_file(out).runs
+    assert run.status == "ok" and run.metrics["interrupted"] is True
+    assert run.metrics["completed"] == 2 and run.metrics["failed"] == 0      # the third was in flight
+    assert "interrupted (Ctrl-C)" in run.metrics["warning"]

@@ -76,23 +76,27 @@ def sweep(s: Settings, target: Target, say: Callable[[str], None] = print,
     url = target.url + s.endpoint
     points: list[dict] = []
     made = 0
-    for round_ in range(s.repeat):
-        points = []
-        for load in loads(s):
-            texts = prompts.make(made, load.warmup + load.requests)
-            made += len(texts)
-            bodies = [payload(s.endpoint, s.model_name or target.model, t, s.output_len, s.ignore_eos) for t in texts]
-            snap = start_snapshot()
-            run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load)
-            record = to_run(target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint,
-                            seed=s.seed, slo=s.slo, usd_per_hour=s.price, env=env, started=snap[2], snap=snap,
-                            process=round_, processes=s.repeat, length_note=prompts.length_note)
-            store.append(s.output, record)
-            points.append(record.metrics | {"status": record.status, "message": record.message})
-            if on_point:
-                on_point(points[-1])
-            if run.interrupted:
-                return Outcome(points, _line(s, points), interrupted=True)
+    try:
+        for round_ in range(s.repeat):
+            points = []
+            for load in loads(s):
+                texts = prompts.make(made, load.warmup + load.requests)
+                made += len(texts)
+                bodies = [payload(s.endpoint, s.model_name or target.model, t, s.output_len, s.ignore_eos)
+                          for t in texts]
+                snap = start_snapshot()
+                run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load)
+                record = to_run(target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint,
+                                seed=s.seed, slo=s.slo, usd_per_hour=s.price, env=env, started=snap[2], snap=snap,
+                                process=round_, processes=s.repeat, length_note=prompts.length_note)
+                store.append(s.output, record)
+                points.append(record.metrics | {"status": record.status, "message": record.message})
+                if on_point:
+                    on_point(points[-1])
+                if run.interrupted:
+                    return Outcome(points, _line(s, points), interrupted=True)
+    except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
+        return Outcome(points, _line(s, points), interrupted=True)
     return Outcome(points, _line(s, points))
 
 
