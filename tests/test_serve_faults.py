@@ -71,6 +71,8 @@ class Fake(BaseHTTPRequestHandler):
             self._stream(tokens + [b"data: [DONE]\n\n"])
         elif how == "forever":
             self._stream([_event(" x")] * 400, gap_s=0.01)
+        elif how == "slow":
+            self._stream(tokens + done, gap_s=0.05)
         elif how == "interrupt" and self.path.endswith("/v1/completions"):   # Ctrl-C with the 3rd request
             Fake.seen += 1
             if Fake.seen == 3:
@@ -80,9 +82,14 @@ class Fake(BaseHTTPRequestHandler):
             self._stream(tokens[:1] + [b'data: {"error": {"message": "context full"}}\n\n'])
 
 
+class QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:   # a client that hung up (a timeout): expected
+        pass
+
+
 @pytest.fixture(scope="module")
 def fake_url():
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Fake)
+    server = QuietServer(("127.0.0.1", free_port()), Fake)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -150,7 +157,7 @@ def test_an_unreachable_server_is_a_failure_not_an_exception():
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
     # the first point's server answers 500s, the second streams: each point is a line, the 500s an error result
-    target = Target(url=f"{fake_url}/status500", label="fake", device="remote", precision="n/a", server="fake",
+    target = Target(url=f"{fake_url}/status500", label="fake", device="remote", precision="as-served", server="fake",
                     model="fake-model", provenance={"url": fake_url})
     s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=2, warmup=0)
     first = sweep(s, target)
@@ -168,7 +175,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
 def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
     Fake.seen = 0
-    target = Target(url=f"{fake_url}/interrupt", label="fake", device="remote", precision="n/a", server="fake",
+    target = Target(url=f"{fake_url}/interrupt", label="fake", device="remote", precision="as-served", server="fake",
                     model="fake-model", provenance={"url": fake_url})
     s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=20, warmup=0)
     outcome = sweep(s, target)
@@ -177,3 +184,39 @@ def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path):
     assert run.status == "ok" and run.metrics["interrupted"] is True
     assert run.metrics["completed"] == 2 and run.metrics["failed"] == 0      # the third was in flight
     assert "interrupted (Ctrl-C)" in run.metrics["warning"]
+
+
+def test_a_duration_stops_new_requests(fake_url):
+    run = _point(f"{fake_url}/slow", requests=50, concurrency=1, duration_s=0.5)   # ~0.2 s per request
+    assert 1 <= len(run.samples) < 10 and all(s.ok for s in run.samples)
+
+
+def test_open_loop_points_and_repeated_sweeps_are_recorded_as_processes(fake_url, tmp_path):
+    out = tmp_path / "serve.jsonl"
+    target = Target(url=f"{fake_url}/ok", label="fake", device="remote", precision="as-served", server="fake",
+                    model="fake-model", provenance={"url": fake_url})
+    s = Settings(output=out, concurrency=[2], rates=[40.0], input_len=4, output_len=4, requests=6, warmup=0, repeat=2)
+    outcome = sweep(s, target)
+    assert [p.get("request_rate") for p in outcome.points] == [None, 40.0]
+    loaded = store.load_file(out)
+    assert [(r.process, r.processes) for r in loaded.runs] == [(0, 2), (0, 2), (1, 2), (1, 2)]
+    keys = [r.key for r in loaded.results]
+    assert keys == ["fake/http/remote/serve/as-served/b2/closed/4/4/completions",
+                    "fake/http/remote/serve/as-served/b2/poisson 40 rps/4/4/completions"]
+    folded = loaded.results[1]
+    assert folded.status == "ok" and folded.metrics["processes"] == 2 and len(folded.samples["e2e_s"]) == 12
+    starts = [r["start_s"] for r in folded.runs[0].artifacts["requests"]]
+    assert len(starts) == 6 and max(starts) > 0      # arrivals spread over time, not all at once
+
+
+def test_a_url_sweep_from_the_command_line_records_the_server(fake_url, tmp_path, capsys):
+    from xpubench.cli import main
+
+    out = tmp_path / "url.jsonl"
+    assert main(["serve", "--url", f"{fake_url}/ok", "-c", "1", "--requests", "2", "--warmup", "0",
+                 "--input-len", "4", "--output-len", "4", "--slo", "ttft=5s", "-o", str(out)]) == 0
+    [run] = store.load_file(out).runs
+    assert run.status == "ok" and run.case["device"] == "remote" and run.metrics["model"] == "fake-model"
+    assert run.artifacts["server"]["models"] == ["fake-model"] and "server_header" in run.artifacts["server"]
+    assert "no /tokenize" in run.metrics["warning"]        # the fake cannot tokenise: words stand for tokens
+    assert "serves 1 concurrent user within TTFT 5000 ms" in " ".join(capsys.readouterr().out.split())

@@ -35,7 +35,7 @@ class Target:
     url: str
     label: str                   # the case's workload: the model's name, or --label
     device: str                  # "cpu" (the llama.cpp build xpubench started) or "remote"
-    precision: str               # the weights' format, "n/a" where the server does not say
+    precision: str               # the weights' format; "as-served" for a URL (the server does not say)
     server: str                  # "llama.cpp b1-0c1e570 (0.5.0-dev ...)"
     model: str                   # the id /v1/models gave
     provenance: dict[str, Any]   # server.provenance(url)
@@ -43,7 +43,7 @@ class Target:
 
 
 def case_of(target: Target, load, input_len: int, output_len: int, endpoint: str, seed: int) -> Case:
-    kind = "closed" if load.rate is None else f"poisson {load.rate:g}/s"
+    kind = "closed" if load.rate is None else f"poisson {load.rate:g} rps"
     return Case(workload=target.label, backend=BACKEND, device=target.device, mode="serve",
                 precision=target.precision, batch_size=load.concurrency, seed=seed,
                 options={"load": kind, "input_len": input_len, "output_len": output_len, "endpoint": "chat" if "chat" in endpoint else "completions",

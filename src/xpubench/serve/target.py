@@ -24,7 +24,7 @@ def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     if s.url:
         info = provenance(s.url)
         model = s.model_name or _first_model(info)
-        yield Target(url=s.url, label=s.label or model.rsplit("/", 1)[-1], device="remote", precision="n/a",
+        yield Target(url=s.url, label=s.label or model.rsplit("/", 1)[-1], device="remote", precision="as-served",
                      server=server_name(info), model=model, provenance=info)
         return
     from xpubench.backends.llamacpp_.bench import usable_threads
