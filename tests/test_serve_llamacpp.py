@@ -82,10 +82,29 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
 def test_the_chat_endpoint_streams_too(tiny_gguf, tmp_path, capsys):
     from xpubench.results import store
 
-    out = tmp_path / "chat.jsonl"
+    out, text = tmp_path / "chat.jsonl", tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog " * 50)
     assert main(["serve", "--server", "llamacpp", "--weights", str(tiny_gguf), "--endpoint", "chat", "-c", "1",
-                 "--input-len", "8", "--output-len", "4", "--requests", "2", "--warmup", "0", "-o", str(out)]) == 0
+                 "--input-len", "8", "--output-len", "4", "--requests", "2", "--warmup", "0", "--prompts", str(text),
+                 "-o", str(out)]) == 0
     [run] = store.load_file(out).runs
     assert run.status == "ok" and run.metrics["endpoint"] == "/v1/chat/completions"
     assert run.metrics["mean_input_tokens"] > 8          # the chat template's tokens are the server's to count
     assert run.metrics["mean_output_tokens"] == 4
+    assert not run.metrics.get("warning")                # the prompts were cut by the server's tokenizer
+
+
+def test_a_checkpoint_folder_is_written_as_a_gguf_with_a_vocabulary(tmp_path, monkeypatch):
+    gguf = pytest.importorskip("gguf")
+    from xpubench.serve.model import resolve
+    from xpubench.workloads.llama.checkpoint import random_hf_tensors, write_checkpoint
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = write_checkpoint(tmp_path / "ckpt", TINY, random_hf_tensors(TINY, 1))
+    served = resolve(str(folder), None, "f32", 0, 1)
+    assert served.path.is_file() and "the weights of" in served.origin and served.weight_format == "f32"
+    reader = gguf.GGUFReader(str(served.path))
+    model = reader.fields["tokenizer.ggml.model"]
+    assert bytes(model.parts[-1]).decode() == "llama"
+    assert len(reader.fields["tokenizer.ggml.tokens"].data) == TINY.vocab_size
+    assert resolve(str(folder), None, "f32", 0, 1).path == served.path     # cached by the folder's files
