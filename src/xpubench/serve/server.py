@@ -143,9 +143,10 @@ def provenance(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     info: dict[str, Any] = {"url": url}
     with httpx.Client(timeout=timeout_s) as client:
         try:
-            client.get(f"{url}/v1/models")
+            client.head(url)
         except httpx.HTTPError as exc:
-            raise UserError(f"--url {url}: cannot reach the server ({' '.join(str(exc).split())[:120] or type(exc).__name__})") from None
+            why = " ".join(str(exc).split())[:120] or type(exc).__name__
+            raise UserError(f"--url {url}: cannot reach the server ({why})") from None
         models, headers = _get(client, f"{url}/v1/models")
         props, _ = _get(client, f"{url}/props")
         version, _ = _get(client, f"{url}/version")

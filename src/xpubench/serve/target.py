@@ -31,7 +31,7 @@ def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     from xpubench.serve.model import resolve
 
     served = resolve(args.weights, args.model, args.format, s.seed, usable_threads())
-    slots = args.slots or max([*s.concurrency, 1] if not s.rates else [*s.concurrency, max(s.concurrency or [8])])
+    slots = args.slots or max(s.concurrency or [8])   # one per user; rate points alone: 8 (more wait in its queue)
     context = s.input_len + s.output_len + CHAT_OVERHEAD
     server = LlamaServer(served.path, slots=slots, slot_context=context, threads=args.threads)
     say(f"starting {server.command_line}")
