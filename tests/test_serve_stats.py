@@ -3,6 +3,8 @@ AIPerf define them, throughput over the point's window, the SLO, goodput, the ca
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from xpubench.errors import UserError
@@ -117,3 +119,33 @@ def test_length_pairs_scale_down():
             lengths(bad)
     with pytest.raises(UserError):
         fraction("0")
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "cpu" / "serve_smollm-135m_q8_0.jsonl"
+
+
+def test_a_recorded_sweep_holds_figures_its_raw_requests_reproduce():
+    """docs/serving.md's run on the development VM: every figure follows from the requests it kept."""
+    import numpy as np
+
+    from xpubench.results import store
+    from xpubench.serve.figures import capacity
+
+    runs = store.load_file(RECORDED).runs
+    assert [r.case["batch_size"] for r in runs] == [1, 2, 4, 8]
+    for run in runs:
+        m, reqs = run.metrics, run.artifacts["requests"]
+        done = [q for q in reqs if q["error"] is None]
+        tpot = [(q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) for q in done]
+        assert run.samples["tpot_s"] == pytest.approx(tpot)
+        assert m["ttft_p90_s"] == pytest.approx(np.percentile([q["ttft_s"] for q in done], 90))
+        assert m["e2e_p99_s"] == pytest.approx(np.percentile([q["e2e_s"] for q in done], 99))
+        assert m["itl_p50_s"] == pytest.approx(np.median(run.samples["itl_s"]))
+        assert len(run.samples["itl_s"]) == sum(q["chunks"] - 1 for q in done)
+        window = max(q["start_s"] + q["e2e_s"] for q in done) - min(q["start_s"] for q in reqs)
+        assert m["point_s"] == pytest.approx(window)
+        assert m["output_tokens_per_s"] == pytest.approx(sum(q["output_tokens"] for q in done) / window)
+        slo = parse_slo(m["slo"])
+        met = [q for q in done if q["ttft_s"] <= 3.0 and (q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) <= 0.5]
+        assert m["slo_attained"] == pytest.approx(len(met) / len(reqs)) and slo.percent == 90
+    assert capacity([r.metrics for r in runs], 90)["concurrency"] == 4
