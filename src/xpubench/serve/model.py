@@ -113,31 +113,22 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     origin = (f"the weights of {weights}" if weights else f"random weights of {cfg.name}'s shape (seed {seed})") \
         + f", {gguf_type}, xpubench's synthetic vocabulary of {cfg.vocab_size:,} tokens"
-    label = f"{cfg.name}-{gguf_type.lower()}"
     out = _cache(environ) / f"served-{digest}-{gguf_type.lower()}.gguf"
-    if out.is_file():
-        return Served(out, label, gguf_type.lower(), origin)
-    f32 = _cache(environ) / f"served-{digest}-f32.gguf"
-    if not f32.is_file():
-        from xpubench.workloads.llama.checkpoint import open_checkpoint
-
-        tmp = f32.with_name(f".{f32.name}.{os.getpid()}.tmp")
-        try:
-            write_gguf(tmp, cfg, "fp32", hf_tensors(cfg, seed, open_checkpoint(weights) if weights else None),
-                       vocabulary=vocabulary(cfg.vocab_size))
-            os.replace(tmp, f32)
-        finally:
-            tmp.unlink(missing_ok=True)
-    if key != "fp32":
+    if not out.is_file():
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
-            if direct:
-                raise UserError(f"--format {fmt}: serve writes F32 and quantises; use q8_0, q4_0, q4_k_m or f32")
-            quantize(find().quantize, f32, tmp, gguf_type, threads)
+            if direct:                     # F32, BF16, F16: written as they are
+                from xpubench.workloads.llama.checkpoint import open_checkpoint
+
+                tensors = hf_tensors(cfg, seed, open_checkpoint(weights) if weights else None)
+                write_gguf(tmp, cfg, key, tensors, vocabulary=vocabulary(cfg.vocab_size))
+            else:                          # q8_0, q4_0, q4_K_M: llama-quantize makes them from the F32 file
+                f32 = written(cfg, "f32", seed=seed, weights=weights, threads=threads, environ=environ).path
+                quantize(find().quantize, f32, tmp, gguf_type, threads)
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
-    return Served(out if key != "fp32" else f32, label, gguf_type.lower(), origin)
+    return Served(out, f"{cfg.name}-{gguf_type.lower()}", gguf_type.lower(), origin)
 
 
 def given_file(path: Path) -> Served:
