@@ -9,6 +9,7 @@ Prompts: a point's warm-up and measured prompts are made before its clock starts
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,18 +68,20 @@ def loads(s: Settings) -> list[Load]:
     return out
 
 
-def sweep(s: Settings, target: Target, say: Callable[[str], None] = print,
-          on_point: Callable[[dict], None] | None = None) -> Outcome:
+def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None = None) -> Outcome:
     """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C ends the sweep after
     recording the point it cut."""
     env = environment(target)
     prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, s.model_name or target.model)
     url = target.url + s.endpoint
     points: list[dict] = []
+    rounds = [points]
     made = 0
     try:
         for round_ in range(s.repeat):
-            points = []
+            if round_:
+                points = []
+                rounds.append(points)
             for load in loads(s):
                 texts = prompts.make(made, load.warmup + load.requests)
                 made += len(texts)
@@ -94,15 +97,25 @@ def sweep(s: Settings, target: Target, say: Callable[[str], None] = print,
                 if on_point:
                     on_point(points[-1])
                 if run.interrupted:
-                    return Outcome(points, _line(s, points), interrupted=True)
+                    return Outcome(points, _line(s, rounds), interrupted=True)
     except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
-        return Outcome(points, _line(s, points), interrupted=True)
-    return Outcome(points, _line(s, points))
+        return Outcome(points, _line(s, rounds), interrupted=True)
+    return Outcome(points, _line(s, rounds))
 
 
-def _line(s: Settings, points: list[dict]) -> str | None:
+FOLDED = ("slo_attained", "output_tokens_per_s", "usd_per_1m_output_tokens")
+
+
+def _line(s: Settings, rounds: list[list[dict]]) -> str | None:
+    """The capacity line; with repeated rounds, of each point's median over the rounds (as the results file
+    folds a case's processes)."""
     if s.slo is None:
         return None
+    points = [dict(p) for p in rounds[0]]
+    for i, p in enumerate(points):
+        for name in FOLDED:
+            values = [r[i].get(name) for r in rounds if i < len(r) and r[i].get(name) is not None]
+            p[name] = statistics.median(values) if values else None
     measured = [p for p in points if p.get("concurrency")]
     closed = [p for p in measured if not p.get("request_rate")]
     rated = [p for p in measured if p.get("request_rate")]
