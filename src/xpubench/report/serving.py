@@ -61,6 +61,10 @@ def _failed(r) -> str:
     return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
 
 
+def _lengths(r) -> str:
+    return "/".join("n/a" if num(r, n) is None else str(int(num(r, n))) for n in ("input_len", "output_len"))
+
+
 def _share(r) -> str:
     v = num(r, "slo_attained")
     return "-" if v is None else f"{v:.0%}"
@@ -71,7 +75,7 @@ def serving_table(frame: pd.DataFrame) -> Table:
     multi = many_sources(rows) if not rows.empty else False
     cols = [Column("setup", lambda r: _group(r, multi), priority=ALWAYS, text=True),
             Column("load", _load, priority=ALWAYS, text=True),
-            Column("in/out", lambda r: f"{num(r, 'input_len')}/{num(r, 'output_len')}", "tokens", priority=2)]
+            Column("in/out", _lengths, "tokens", priority=2)]
     for name, what, prio in (("ttft", "TTFT", ALWAYS), ("tpot", "TPOT", ALWAYS), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
         for q in ("p50", "p90", "p99"):
             cols.append(Column(f"{what} {q}", _ms(f"{name}_{q}_s"), "ms", priority=prio if q != "p99" else LOW,
