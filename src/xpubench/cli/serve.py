@@ -116,10 +116,14 @@ def cmd_serve(args, console) -> int:
     s = settings_of(args)
     console.print(f"xpubench serve: {len(s.concurrency)} concurrency and {len(s.rates)} rate points, "
                   f"{s.input_len} tokens in, {s.output_len} out -> {markup(s.output)}", highlight=False)
-    with target.opened(s, args, say=lambda line: console.print(markup(line), highlight=False)) as tgt:
-        from xpubench.serve.run import sweep
+    try:
+        with target.opened(s, args, say=lambda line: console.print(markup(line), highlight=False)) as tgt:
+            from xpubench.serve.run import sweep
 
-        outcome = sweep(s, tgt, on_point=lambda p: console.print(markup(point_line(p)), highlight=False))
+            outcome = sweep(s, tgt, on_point=lambda p: console.print(markup(point_line(p)), highlight=False))
+    except KeyboardInterrupt:      # while the server started (a sweep's own Ctrl-C keeps its points: run.py)
+        console.print("xpubench serve: interrupted before the sweep began; nothing was measured", highlight=False)
+        return 130
     console.print(points_table(outcome.points))
     if outcome.line:
         console.print(markup(outcome.line[:1].upper() + outcome.line[1:] + "."), highlight=False)
