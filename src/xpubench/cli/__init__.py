@@ -88,9 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
     cmp_.add_argument("files", nargs="+", help="results files: the first is the baseline, each other is "
                       "compared with it")
-    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table",
-                      help="a terminal table (default), Markdown, HTML or JSON")
-    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json", "csv"], default="table",
+                      help="a terminal table (default), Markdown, HTML, JSON or CSV")
+    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal (-: stdout, the "
+                      "comparison alone; warnings and the gate's lines go to stderr)")
+    cmp_.add_argument("--fail-on", metavar="PCT[,METRIC=PCT]", help="exit 1 when a case got slower by at least "
+                      "PCT and its processes separate, e.g. 5%% or 5%%,decode_token_s=3%% (docs/sharing.md)")
     cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
                       help="smallest change (in %%) called significant (default 5)")
     cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
@@ -225,11 +228,11 @@ def cmd_report(args, console) -> int:
 
 
 def cmd_compare(args, console) -> int:
-    _check_inputs(args.files, args.output, args.force, "the comparison")
-    from xpubench.report.compare import run_compare_command
+    _check_inputs(args.files, None if args.output == "-" else args.output, args.force, "the comparison")
+    from xpubench.report.compare_command import run_compare_command
 
     return run_compare_command(args.files, fmt=args.format, output=args.output, console=console,
-                               min_change=args.min_change / 100, force=args.force)
+                               min_change=args.min_change / 100, force=args.force, fail_on=args.fail_on)
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
