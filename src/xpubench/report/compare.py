@@ -18,7 +18,6 @@ samples on either side: "not significant" (spread unknown).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -64,7 +64,7 @@ def _title(c) -> str:
 
 
 def _group_title(name: str, rows) -> str:
-    return f"{name[0].upper()}{name[1:]} ({len(rows)})"
+    return f"{name if name == 'n/a' else name.capitalize()} ({len(rows)})"
 
 
 def csv_text(comparisons) -> str:
