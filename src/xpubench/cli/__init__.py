@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
     add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
+    run.add_argument("--format", choices=["md", "csv", "json", "jsonl"], help="with -o -: the cases on stdout "
+                     "in this format, nothing else there (progress on stderr; results to the default file)")
 
     doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; WARNs when the machine is busy)")
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
@@ -80,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
     rep.add_argument("-o", "--output", help="the report's file (default: xpubench-report.html, or "
                      "xpubench-report.md with --format md)")
-    rep.add_argument("--format", choices=["html", "md"], default=None,
-                     help="html or md (default: from -o's suffix, else html)")
+    rep.add_argument("--format", choices=["html", "md", "csv", "json", "jsonl"], default=None,
+                     help="html or md (default: from -o's suffix, else html); with -o -: md, csv, json or jsonl "
+                     "on stdout")
     rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                      "(never a results file)")
 
@@ -185,6 +188,14 @@ def cmd_list(args, console) -> int:
 def cmd_run(args, console) -> int:
     from xpubench.cli.run import execute_run
 
+    if args.output == "-":   # the cases on stdout as --format says; everything else to stderr
+        from xpubench.publish.formats import check_format
+        from xpubench.results.plaintext import PlainConsole
+
+        args.print_format, args.output = check_format(args.format, "run"), None
+        console = PlainConsole(stderr=True, width=console.width)
+    elif args.format:
+        raise UserError("--format goes with -o - (the cases on stdout); -o names the results file")
     return execute_run(args, console)
 
 
@@ -218,12 +229,27 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 def cmd_report(args, console) -> int:
     from xpubench.report.build import default_output
 
+    if args.output == "-" or args.format in ("csv", "json", "jsonl"):
+        return _report_to_stdout(args)
+
     args.output = args.output or default_output(args.format)
     _check_inputs(args.files, args.output, args.force, "the report")
     from xpubench.api import report
 
     path = report(args.files, args.output, fmt=args.format, force=args.force)
     console.print(f"report written to {path}", markup=False, highlight=False)
+    return 0
+
+
+def _report_to_stdout(args) -> int:
+    """`report FILES -o - --format md|csv|json|jsonl`: stdout holds the report or the cases alone."""
+    from xpubench.publish.formats import check_format, report_text
+
+    if args.output not in (None, "-"):
+        raise UserError(f"--format {args.format} prints to stdout: use -o - (and > FILE to keep it)")
+    fmt = check_format(args.format, "report")
+    _check_inputs(args.files, None, args.force, "the report")
+    sys.stdout.write(report_text(args.files, fmt))
     return 0
 
 
