@@ -11,6 +11,7 @@ import os
 import sys
 
 from xpubench.cli import ceilings as ceilings_cli
+from xpubench.cli import site as site_cli
 from xpubench.errors import UserError
 from xpubench.plan.options import add_run_arguments
 from xpubench.plan.options_text import csv
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="smallest change (in %%) called significant (default 5)")
     cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                       "(never a results file)")
+    site_cli.add_parser(sub)   # xpubench site (publish/site.py)
     return p
 
 
@@ -262,7 +264,7 @@ def cmd_compare(args, console) -> int:
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
-            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings}
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings, "site": site_cli.cmd_site}
 
 if __name__ == "__main__":
     sys.exit(main())
