@@ -27,7 +27,7 @@ svg.chart{max-width:760px;width:100%;height:auto;border:1px solid #eef1f5;margin
 svg .axis{stroke:#8a93a3}svg .grid{stroke:#eef1f5}svg .tick,svg .legend{font-size:11px;fill:#596275}
 svg circle.slower{stroke:#c0392b;stroke-width:3}svg circle.faster{stroke:#2a9d4a;stroke-width:3}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420px}
-td.slower{color:#c0392b;font-weight:bold}td.faster{color:#2a9d4a;font-weight:bold}
+td.failed{color:#c0392b;font-weight:bold}
 """
 
 SCRIPT = r"""(function () {

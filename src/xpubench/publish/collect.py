@@ -17,7 +17,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -48,7 +48,10 @@ def find_files(folder: Path) -> list[Path]:
 
 def _machine(fingerprint: dict, chips: list[str]) -> tuple[str, str, str]:
     host = str(fingerprint.get("hostname") or (fingerprint.get("host") or {}).get("hostname") or "unknown host")
-    label = f"{host}: {', '.join(chips) or 'unknown chip'}"
+    cpu = (fingerprint.get("host") or {}).get("cpu") or {}
+    family = (f" (CPU family {cpu.get('cpu_family')} model {cpu.get('cpu_model')})"
+              if isinstance(cpu, dict) and cpu.get("cpu_family") is not None else "")
+    label = f"{host}: {', '.join(chips) or 'unknown chip'}{family}"
     return hashlib.sha256(label.encode("utf-8", "replace")).hexdigest()[:10], label, host
 
 
@@ -63,10 +66,10 @@ def read_run(path: Path, name: str, digest: str) -> dict:
     try:
         loaded = store.load_file(path)
         results = analysis.analyse(loaded.results)
-    except UserError as exc:
-        return {"error": shown(" ".join(str(exc).split()))}
+    except UserError as exc:   # said with the name under the folder (a public site shows no local path)
+        return {"error": shown(" ".join(str(exc).replace(str(path), name).split()))}
     except (OSError, ValueError, TypeError, RecursionError) as exc:
-        return {"error": shown(f"{type(exc).__name__}: {' '.join(str(exc).split())}")}
+        return {"error": shown(f"{type(exc).__name__}: {' '.join(str(exc).replace(str(path), name).split())}")}
     if not results:
         return {"error": "no results in it"}
     cases = []
@@ -99,44 +102,55 @@ def _read_one(args: tuple[str, str, str]) -> dict:
     return read_run(Path(path), name, digest)
 
 
-def collect(folder: Path, cache_dir: Path | None = None, jobs: int | None = None,
+def _load_cache(cache: Path | None) -> dict:
+    """{"records": {digest: record}, "stats": {path: [size, mtime_ns, digest]}} of an earlier build."""
+    try:
+        blob = json.loads(cache.read_text(encoding="utf-8")) if cache is not None and cache.is_file() else {}
+    except (OSError, ValueError):
+        blob = {}
+    if not isinstance(blob, dict) or blob.get("cache_version") != CACHE_VERSION:
+        return {"records": {}, "stats": {}}
+    return {"records": blob.get("records") or {}, "stats": blob.get("stats") or {}}
+
+
+def collect(folder: Path, cache: Path | None = None, jobs: int | None = None,
             on_progress=None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
-    """(the runs, oldest first; [(file, why it was left out)]) of every results file under ``folder``."""
+    """(the runs, oldest first; [(file, why it was left out)]) of every results file under ``folder``.
+    ``cache``: a JSON file of what earlier builds read (by content digest; a file whose size and
+    modification time are unchanged is not even hashed again)."""
     files = find_files(folder)
     if not files:
         raise UserError(f"{folder}: no results files (*.jsonl) in it")
-    todo, done = [], {}
+    old = _load_cache(cache)
+    stats, records, todo, names = {}, {}, [], []
     for path in files:
-        name, digest = path.relative_to(folder).as_posix(), _digest(path)
-        cached = cache_dir / f"{digest}.json" if cache_dir else None
-        if cached is not None and cached.is_file():
-            try:
-                blob = json.loads(cached.read_text(encoding="utf-8"))
-                if blob.get("cache_version") == CACHE_VERSION:
-                    record = blob["record"]
-                    done[name] = record if "error" in record else record | {"file": name}
-                    continue
-            except (OSError, ValueError, KeyError, AttributeError):
-                pass
-        todo.append((str(path), name, digest))
+        name, st = path.relative_to(folder).as_posix(), path.stat()
+        known = old["stats"].get(str(path))
+        digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else _digest(path)
+        stats[str(path)] = [st.st_size, st.st_mtime_ns, digest]
+        names.append((name, digest))
+        if digest in old["records"]:
+            records[digest] = old["records"][digest]
+        elif digest not in records:
+            records[digest] = None
+            todo.append((str(path), name, digest))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    if todo:
-        if jobs == 1 or len(todo) < 8:
-            blobs = map(_read_one, todo)
-        else:
-            pool = ProcessPoolExecutor(jobs)
-            blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
-        for (path, name, digest), blob in zip(todo, blobs):
-            done[name] = blob
-            if cache_dir is not None:
-                cache_dir.mkdir(parents=True, exist_ok=True)
-                (cache_dir / f"{digest}.json").write_text(json.dumps({"cache_version": CACHE_VERSION,
-                                                                      "record": blob}), encoding="utf-8")
-            if on_progress:
-                on_progress(name)
-        if jobs > 1 and len(todo) >= 8:
-            pool.shutdown()
-    runs = [RunRecord(**b) for b in done.values() if "error" not in b]
-    skipped = [(name, b["error"]) for name, b in done.items() if "error" in b]
+    if jobs == 1 or len(todo) < 8:
+        blobs = map(_read_one, todo)
+    else:
+        pool = ProcessPoolExecutor(jobs)
+        blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
+    for (_, name, digest), blob in zip(todo, blobs):
+        records[digest] = blob
+        if on_progress:
+            on_progress(name)
+    if jobs > 1 and len(todo) >= 8:
+        pool.shutdown()
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"cache_version": CACHE_VERSION, "records": records, "stats": stats}),
+                         encoding="utf-8")
+    runs = [RunRecord(**(records[d] | {"file": n})) for n, d in names if "error" not in records[d]]
+    skipped = [(n, records[d]["error"]) for n, d in names if "error" in records[d]]
     runs.sort(key=lambda r: (r.date, r.file))
     return runs, skipped

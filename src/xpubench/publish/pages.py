@@ -50,7 +50,7 @@ def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list
                 attrs["device"], attrs["framework"], attrs["precision"], case.get("mode") or "n/a", setting(case),
                 figure_cell(case, href), Cell(case.get("figure") or "n/a"), time_cell(case),
                 Cell(str(case.get("processes") or 0), sort=case.get("processes") or 0),
-                Cell(case.get("status") or "n/a", cls="" if case.get("status") == "ok" else "slower"),
+                Cell(case.get("status") or "n/a", cls="" if case.get("status") == "ok" else "failed"),
                 Cell(run.file, href=f"../r/{run.id}.html"),
             ]))
     return rows
@@ -165,7 +165,7 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
              ("<h2>Command</h2><p class=\"note\">A results file does not record its command line. The report of the "
              f"file: <code>xpubench report {esc(run.file)}</code>. Each case again (its workload options below):</p>"),
              "<pre>" + esc("\n".join(dict.fromkeys(_rerun_command(c) for c in run.cases))) + "</pre>",
-             "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv") + html_table("run-cases", head, rows),
+             "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv", every_row=False) + html_table("run-cases", head, rows),
              "<h2>Raw samples</h2>"]
     for i, c in enumerate(run.cases):
         groups = c.get("process_samples") or []

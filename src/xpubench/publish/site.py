@@ -3,9 +3,9 @@ opens from the file system or any static host (GitHub Pages): no server, no netw
 
     site/index.html              machines, runs, workloads (+ machines.csv, runs.csv, workloads.csv)
     site/w/<workload>.html       every case of a workload on every machine: filters, sorting, charts (+ .csv)
-    site/r/<run>.html            one results file: command, fingerprint, cases, raw samples (+ .csv, .jsonl)
+    site/r/<run>.html            one results file: command, fingerprint, cases, raw samples (+ the .jsonl)
     site/r/<run>-report.html     its full report, with --reports
-    site/.xpubench-cache/        what was read of each file, by its sha256: a rebuild reads only new files
+    site/.xpubench-cache.json    what was read of each file, by its sha256: a rebuild reads only new files
 
 The output folder is refused when it holds files xpubench did not write (a page without the generator
 mark), so a typo never overwrites a folder of one's own; pages of runs no longer in DIR are removed.
@@ -13,6 +13,7 @@ mark), so a typo never overwrites a folder of one's own; pages of runs no longer
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from xpubench.publish.tables import csv_text
 from xpubench.report.markdown import file_stem
 from xpubench.report.outputs import written_by_xpubench
 
-CACHE = ".xpubench-cache"
+CACHE = ".xpubench-cache.json"
 OURS = {"index.html", "machines.csv", "runs.csv", "workloads.csv", "w", "r", CACHE}
 
 
@@ -105,9 +106,8 @@ def build_site(source: str | Path, out: str | Path, *, jobs: int | None = None, 
         if report is not None:
             _write(out / "r" / f"{run.id}-report.html", report)
         _write(out / "r" / f"{run.id}.html", pages.run_page(run, f"{run.id}-report.html" if report else None))
-        _write(out / "r" / f"{run.id}.jsonl", (source / run.file).read_bytes())
-        _write(out / "r" / f"{run.id}.csv", csv_text(*_run_csv(run)))
-        written |= {out / "r" / f"{run.id}{s}" for s in (".html", "-report.html", ".jsonl", ".csv")}
+        _copy(source / run.file, out / "r" / f"{run.id}.jsonl")
+        written |= {out / "r" / f"{run.id}{s}" for s in (".html", "-report.html", ".jsonl")}
     tables = pages.index_tables(runs, workloads)
     for name, (head, rows) in tables.items():
         _write(out / f"{name}.csv", csv_text(head, rows))
@@ -120,8 +120,13 @@ def build_site(source: str | Path, out: str | Path, *, jobs: int | None = None, 
                        1 + len(workloads) + len(runs), skipped, time.perf_counter() - started)
 
 
-def _run_csv(run: RunRecord) -> tuple[list[str], list]:
-    from xpubench.publish.rows import COLUMNS
-
-    head = [c for c in COLUMNS]
-    return head, [({}, [c.get(k) if c.get(k) is not None else "" for k in COLUMNS]) for c in run.cases]
+def _copy(source: Path, target: Path) -> None:
+    """The results file beside its page (a static host serves it); unchanged copies are left alone."""
+    try:
+        st, have = source.stat(), target.stat()
+        if have.st_size == st.st_size and have.st_mtime_ns >= st.st_mtime_ns:
+            return
+    except FileNotFoundError:
+        pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)

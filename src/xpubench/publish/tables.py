@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
+import csv
 import io
 from dataclasses import dataclass
-
-import pandas as pd
 
 from xpubench.report.html import esc
 
@@ -51,15 +50,18 @@ def csv_safe(value):
 
 
 def csv_text(head: list[str], rows: list[tuple[dict, list]]) -> str:
-    records = [[csv_safe(c.raw if c.raw is not None else c.text) for c in map(cell, cells)] for _, cells in rows]
     buf = io.StringIO()
-    pd.DataFrame(records, columns=head).to_csv(buf, index=False, lineterminator="\n")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(head)
+    writer.writerows([csv_safe(c.raw if c.raw is not None else c.text) for c in map(cell, cells)] for _, cells in rows)
     return buf.getvalue()
 
 
-def csv_links(table_id: str, csv_name: str) -> str:
+def csv_links(table_id: str, csv_name: str, *, every_row: bool = True) -> str:
+    """The script's "CSV of the shown rows" button, and a link to the table's CSV file (``every_row``)."""
+    link = f'<a class="csvfile" href="{esc(csv_name)}">CSV of every row</a>' if every_row else ""
     return (f'<button type="button" class="csv" data-table="{esc(table_id)}" data-name="{esc(csv_name)}">'
-            f'CSV of the shown rows</button><a class="csvfile" href="{esc(csv_name)}">CSV of every row</a>')
+            f"CSV of the shown rows</button>{link}")
 
 
 def filter_form(table_id: str, choices: dict[str, list[str]]) -> str:
