@@ -26,6 +26,7 @@ th[aria-sort=descending]::after{content:" \\25BC"}tr[hidden]{display:none}
 svg.chart{max-width:760px;width:100%;height:auto;border:1px solid #eef1f5;margin:.3em 0 1.2em}
 svg .axis{stroke:#8a93a3}svg .grid{stroke:#eef1f5}svg .tick,svg .legend{font-size:11px;fill:#596275}
 svg circle.slower{stroke:#c0392b;stroke-width:3}svg circle.faster{stroke:#2a9d4a;stroke-width:3}
+table.sortable td.text{white-space:nowrap}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420px}
 td.failed{color:#c0392b;font-weight:bold}
 """

@@ -49,7 +49,7 @@ def find_files(folder: Path) -> list[Path]:
 def _machine(fingerprint: dict, chips: list[str]) -> tuple[str, str, str]:
     host = str(fingerprint.get("hostname") or (fingerprint.get("host") or {}).get("hostname") or "unknown host")
     cpu = (fingerprint.get("host") or {}).get("cpu") or {}
-    family = (f" (CPU family {cpu.get('cpu_family')} model {cpu.get('cpu_model')})"
+    family = (f" (family {cpu.get('cpu_family')} model {cpu.get('cpu_model')})"
               if isinstance(cpu, dict) and cpu.get("cpu_family") is not None else "")
     label = f"{host}: {', '.join(chips) or 'unknown chip'}{family}"
     return hashlib.sha256(label.encode("utf-8", "replace")).hexdigest()[:10], label, host

@@ -48,7 +48,7 @@ def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list
             rows.append((attrs, [
                 Cell(run.date[:16].replace("T", " ") or "n/a", sort=run.date or ""), run.machine_label,
                 attrs["device"], attrs["framework"], attrs["precision"], case.get("mode") or "n/a", setting(case),
-                figure_cell(case, href), Cell(case.get("figure") or "n/a"), time_cell(case),
+                figure_cell(case, href), time_cell(case),
                 Cell(str(case.get("processes") or 0), sort=case.get("processes") or 0),
                 Cell(case.get("status") or "n/a", cls="" if case.get("status") == "ok" else "failed"),
                 Cell(run.file, href=f"../r/{run.id}.html"),
@@ -56,8 +56,8 @@ def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list
     return rows
 
 
-WORKLOAD_HEAD = ["date (UTC)", "machine", "device", "framework", "precision", "mode", "setting", "figure", "metric",
-                 "time", "processes", "status", "results file"]
+WORKLOAD_HEAD = ["date (UTC)", "machine", "device", "framework", "precision", "mode", "setting", "figure", "time",
+                 "processes", "status", "results file"]
 
 
 def series(runs: list[RunRecord], workload: str) -> dict[str, dict[str, list[Point]]]:

@@ -76,9 +76,13 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
         out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:.3g}</text>'
                    f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{W - RIGHT}" y2="{y(tick):.1f}" class="grid"/>')
     out.append(f'<text x="{LEFT}" y="{TOP - 2}" class="tick">{esc(unit)}</text>')
-    for date in sorted({p.date[:10] for p in points})[:: max(1, len({p.date[:10] for p in points}) // 6)]:
-        out.append(f'<text x="{x(date):.1f}" y="{H - BOTTOM + 16}" class="tick" text-anchor="middle">'
-                   f"{esc(date)}</text>")
+    dates = sorted({p.date for p in points}, key=_seconds)
+    short = (x1 - x0) < 3 * 86400   # within three days: the hour too
+    for date in dates[:: max(1, len(dates) // 5)]:
+        text = date[5:16].replace("T", " ") if short else date[:10]
+        at = x(date)
+        anchor = "end" if at > W - RIGHT - 40 else "start" if at < LEFT + 40 else "middle"
+        out.append(f'<text x="{at:.1f}" y="{H - BOTTOM + 16}" class="tick" text-anchor="{anchor}">{esc(text)}</text>')
     for i, (machine, ps) in enumerate(series.items()):
         colour = PALETTE[i % len(PALETTE)]
         ps = sorted(ps, key=lambda p: _seconds(p.date))
