@@ -102,6 +102,8 @@ def test_hostile_names_stay_text(tmp_path, capsys):
         assert not [k for _, a in p.tags for k in a if k.startswith("on")]   # no event handler attribute
         assert "\x1b" not in path.read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in (out / "index.html").read_text()
+    runs = " ".join(p.read_text() for p in (out / "r").glob("*.html"))
+    assert "xpubench run -w &#x27;x&lt;script&gt;" in runs   # the rerun command shell-quotes the name
     assert all("/" not in p.name.removesuffix(".html") for p in (out / "w").iterdir())   # a safe file name
     machines = list(csv.reader(io.StringIO((out / "machines.csv").read_text())))
     assert any(row[0].startswith("'=HYPERLINK") for row in machines)   # no formula for a spreadsheet

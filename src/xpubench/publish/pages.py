@@ -6,6 +6,7 @@ through the report's ``esc``; file names of pages come from digests and ``file_s
 from __future__ import annotations
 
 import json
+import shlex
 from collections import defaultdict
 
 from xpubench.publish.assets import page
@@ -140,10 +141,11 @@ def index_page(tables: dict, skipped: list[tuple[str, str]]) -> str:
 
 
 def _rerun_command(case: dict) -> str:
-    size = f" --size {case['size']}" if case.get("size") is not None else (
-        f" --batch-size {case['batch_size']}" if case.get("batch_size") is not None else "")
-    return (f"xpubench run -w {case.get('workload')} -b {case.get('backend')} -d {case.get('device')} "
-            f"-p {case.get('precision')}{size} --processes {max(2, int(case.get('processes') or 0))}")
+    """The flags of the case (shell-quoted: a name from a file never becomes a command when pasted)."""
+    flags = [("-w", "workload"), ("-b", "backend"), ("-d", "device"), ("-p", "precision"), ("--size", "size"),
+             ("--batch-size", "batch_size")]
+    words = ["xpubench", "run", *(w for flag, k in flags if case.get(k) is not None for w in (flag, str(case[k])))]
+    return shlex.join([*words, "--processes", str(max(3, int(case.get("processes") or 0)))])
 
 
 def run_page(run: RunRecord, report_href: str | None) -> str:

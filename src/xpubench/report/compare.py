@@ -160,7 +160,8 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     def fig(groups):
         return float(np.median([np.median(g) for g in groups])) if groups else None
 
-    base = {"key": ra.key, "figure": figure, "mode": ra.case.get("mode"), "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
+    base = {"key": ra.key, "figure": figure, "mode": ra.case.get("mode"),
+            "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
             "processes_a": len(ga), "processes_b": len(gb), "median_a_s": fig(ga), "median_b_s": fig(gb)}
     bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]
     if bad:
