@@ -145,6 +145,8 @@ def _rerun_command(case: dict) -> str:
     flags = [("-w", "workload"), ("-b", "backend"), ("-d", "device"), ("-p", "precision"), ("--size", "size"),
              ("--batch-size", "batch_size")]
     words = ["xpubench", "run", *(w for flag, k in flags if case.get(k) is not None for w in (flag, str(case[k])))]
+    mode = {"train": "train", "infer": "infer", "generate": "infer"}.get(str(case.get("mode")))   # `run --mode`
+    words += ["--mode", mode] if mode else []
     return shlex.join([*words, "--processes", str(max(3, int(case.get("processes") or 0)))])
 
 
