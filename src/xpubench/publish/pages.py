@@ -77,6 +77,7 @@ def series(runs: list[RunRecord], workload: str) -> dict[str, dict[str, list[Poi
 
 def charts_html(runs: list[RunRecord], workload: str) -> str:
     found = series(runs, workload)
+    units = {c["key"]: c.get("unit") or "" for r in runs for c in r.cases if c.get("key") in found}
     ranked = sorted(((sum(len(p) for p in m.values()), key) for key, m in found.items()
                      if sum(len(p) for p in m.values()) >= 2), key=lambda t: (-t[0], t[1]))
     if not ranked:
@@ -86,8 +87,7 @@ def charts_html(runs: list[RunRecord], workload: str) -> str:
              "faster, drawn only where both runs had 2+ processes, every process of one beyond every process "
              "of the other, and the change was 5% or more (the gate's rule, docs/sharing.md).</p>")]
     for _, key in ranked[:MAX_CHARTS]:
-        unit = next(p for ps in found[key].values() for p in ps).label.rsplit(" ", 1)[-1]
-        parts.append(f"<h3>{esc(key)}</h3>" + chart(key, unit, found[key]))
+        parts.append(f"<h3>{esc(key)}</h3>" + chart(key, units[key], found[key]))
     if len(ranked) > MAX_CHARTS:
         parts.append(f'<p class="note">{len(ranked) - MAX_CHARTS} more cases measured over time are in the '
                      "table (the charts show the most measured ones).</p>")

@@ -19,7 +19,8 @@ from xpubench.report.html import esc
 from xpubench.results.stats import separated
 
 MIN_CHANGE = 0.05
-PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4a", "#8e44ad", "#c0392b", "#16a0a0", "#7f6a00", "#d6589f", "#555555")
+PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4a", "#8e44ad", "#c0392b", "#16a0a0", "#7f6a00", "#d6589f", "#555555",
+           "#9cc3e6", "#f3b27a", "#95d5a4")
 W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 240, 64, 16, 14, 38
 
 
@@ -39,6 +40,19 @@ def _seconds(date: str) -> float:
     except ValueError:
         return 0.0
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _prefix(top: float, unit: str) -> tuple[float, str]:
+    """(the divisor, the axis unit): FLOP/s figures in G/T FLOP/s, others as they are."""
+    if unit.endswith("FLOP/s"):
+        for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
+            if top >= scale:
+                return scale, prefix + unit
+    return 1.0, unit
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
 def change(before: Point, after: Point) -> str:
@@ -62,6 +76,7 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
     xs = [_seconds(p.date) for p in points]
     x0, x1 = min(xs), max(xs)
     y1 = max(p.value for p in points) * 1.1 or 1.0
+    scale, unit = _prefix(y1, unit)
 
     def x(date: str) -> float:
         return LEFT + (W - LEFT - RIGHT) * ((_seconds(date) - x0) / (x1 - x0) if x1 > x0 else 0.5)
@@ -69,11 +84,11 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
     def y(value: float) -> float:
         return TOP + (H - TOP - BOTTOM) * (1 - value / y1)
 
-    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + 18 * ((len(series) + 2) // 3)}" role="img" '
+    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + 18 * ((len(series) + 1) // 2)}" role="img" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>'),
            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" class="axis"/>']
     for tick in np.linspace(0, y1, 5):
-        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:.3g}</text>'
+        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick / scale:.3g}</text>'
                    f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{W - RIGHT}" y2="{y(tick):.1f}" class="grid"/>')
     out.append(f'<text x="{LEFT}" y="{TOP - 2}" class="tick">{esc(unit)}</text>')
     dates = sorted({p.date for p in points}, key=_seconds)
@@ -96,8 +111,8 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
             out.append(f'<a href="{esc(p.href)}"><circle cx="{x(p.date):.1f}" cy="{y(p.value):.1f}" '
                        f'r="{5 if moved else 3}" fill="{colour}"{mark}><title>{esc(p.label + note)}</title>'
                        "</circle></a>")
-        lx, ly = LEFT + (i % 3) * 220, H + 14 + 18 * (i // 3)
+        lx, ly = LEFT + (i % 2) * 330, H + 14 + 18 * (i // 2)
         out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{lx + 14}" y="{ly}" class="legend">{esc(machine[:40])}</text>')
+                   f'<text x="{lx + 14}" y="{ly}" class="legend">{esc(_short(machine, 50))}</text>')
     out.append("</svg>")
     return "".join(out)
