@@ -147,3 +147,24 @@ def test_a_site_of_1000_results_files(tmp_path):
     assert summary.runs == 1000 and summary.skipped == [] and summary.pages == 1000 + 1 + summary.workloads
     matmul = (tmp_path / "site" / "w" / "matmul.html").read_text()
     assert re.search(r'<circle[^>]*class="slower"', matmul)   # machine 0's 1.3x slowdown marked on its chart
+
+
+def test_reports_are_built_once_per_file(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes((DATA / "gate" / "base.jsonl").read_bytes())
+    build_site(folder, tmp_path / "site", reports=True)
+    [report] = (tmp_path / "site" / "r").glob("*-report.html")
+    text = report.read_text()
+    assert "<h1>xpubench report</h1>" in text and "matmul/numpy/cpu/matmul/fp32/n384" in text
+    run = report.with_name(report.name.replace("-report", ""))
+    assert f'href="{report.name}"' in run.read_text()
+    stamp = report.stat().st_mtime_ns
+    build_site(folder, tmp_path / "site", reports=True)
+    assert report.stat().st_mtime_ns == stamp   # the same content: not built again
+    build_site(folder, tmp_path / "site")   # without --reports: a report built before stays, linked
+    assert report.stat().st_mtime_ns == stamp and f'href="{report.name}"' in run.read_text()
+    (folder / "a.jsonl").unlink()
+    (folder / "b.jsonl").write_bytes((DATA / "gate" / "rerun.jsonl").read_bytes())
+    build_site(folder, tmp_path / "site")
+    assert not report.exists()   # its file is gone: so is its report

@@ -129,7 +129,7 @@ def index_tables(runs: list[RunRecord], workloads: dict[str, str]) -> dict[str, 
 
 
 def index_page(tables: dict, skipped: list[tuple[str, str]]) -> str:
-    parts = [('<p class="lead">Results of `xpubench run` from many machines and dates. Every figure links to '
+    parts = [('<p class="lead">Results of <code>xpubench run</code> from many machines and dates. Every figure links to '
              "its run: the command, the environment, the raw samples.</p>")]
     for name in ("workloads", "machines", "runs"):
         head, rows = tables[name]

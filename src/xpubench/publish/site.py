@@ -4,7 +4,7 @@ opens from the file system or any static host (GitHub Pages): no server, no netw
     site/index.html              machines, runs, workloads (+ machines.csv, runs.csv, workloads.csv)
     site/w/<workload>.html       every case of a workload on every machine: filters, sorting, charts (+ .csv)
     site/r/<run>.html            one results file: command, fingerprint, cases, raw samples (+ the .jsonl)
-    site/r/<run>-report.html     its full report, with --reports
+    site/r/<run>-report.html     its full report, with --reports (built once per file content)
     site/.xpubench-cache.json    what was read of each file, by its sha256: a rebuild reads only new files
 
 The output folder is refused when it holds files xpubench did not write (a page without the generator
@@ -102,10 +102,12 @@ def build_site(source: str | Path, out: str | Path, *, jobs: int | None = None, 
         _write(path.with_suffix(".csv"), csv_text(pages.WORKLOAD_HEAD, rows))
         written |= {path, path.with_suffix(".csv")}
     for run in runs:
-        report = _report(source, run) if reports else None
-        if report is not None:
-            _write(out / "r" / f"{run.id}-report.html", report)
-        _write(out / "r" / f"{run.id}.html", pages.run_page(run, f"{run.id}-report.html" if report else None))
+        report_page = out / "r" / f"{run.id}-report.html"   # the name is the file's digest: kept when built before
+        if reports and not report_page.is_file():
+            report = _report(source, run)
+            if report is not None:
+                _write(report_page, report)
+        _write(out / "r" / f"{run.id}.html", pages.run_page(run, report_page.name if report_page.is_file() else None))
         _copy(source / run.file, out / "r" / f"{run.id}.jsonl")
         written |= {out / "r" / f"{run.id}{s}" for s in (".html", "-report.html", ".jsonl")}
     tables = pages.index_tables(runs, workloads)
