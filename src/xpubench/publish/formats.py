@@ -14,6 +14,7 @@ import io
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -30,7 +31,8 @@ def check_format(fmt: str | None, command: str) -> str:
     return fmt
 
 
-def _si(value, unit: str) -> str:
+def si(value, unit: str) -> str:
+    """A figure with its unit; FLOP/s scaled to k/M/G/T, others with 4 significant digits; n/a for None."""
     if value is None:
         return "n/a"
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -39,7 +41,8 @@ def _si(value, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
-def _seconds(value) -> str:
+def seconds_text(value) -> str:
+    """Seconds as the report prints them (ms, µs...); n/a for None."""
     from xpubench.report.tables import fmt_seconds
 
     return "n/a" if value is None else fmt_seconds(value)
@@ -50,10 +53,10 @@ def markdown_table(table: list[dict]) -> str:
     from xpubench.report.markdown import md_table
 
     shown = [{"case": r["key"], "device": r["device_name"] or r["device"], "status": r["status"],
-              "figure": f"{r['figure']} {_si(r['value'], r['unit'] or '')}" if r["figure"] else "n/a",
-              "time": _seconds(r["time_s"]),
+              "figure": f"{r['figure']} {si(r['value'], r['unit'] or '')}" if r["figure"] else "n/a",
+              "time": seconds_text(r["time_s"]),
               "95% CI": "n/a" if r["time_ci95_low_s"] is None else
-              f"{_seconds(r['time_ci95_low_s'])} - {_seconds(r['time_ci95_high_s'])}",
+              f"{seconds_text(r['time_ci95_low_s'])} - {seconds_text(r['time_ci95_high_s'])}",
               "processes": r["processes"], "noisy": "yes" if r["noisy"] else ""} for r in table]
     return md_table(pd.DataFrame(shown)) + "\n" if shown else "(no cases)\n"
 
@@ -76,7 +79,7 @@ def print_results(results, fmt: str, source: str = "results") -> None:
     """`run -o -`: the run's cases (a list of Result) on stdout in ``fmt``."""
     from xpubench.report.frame import Entry
 
-    items = [Entry(source, __import__("pathlib").Path(source), r) for r in results]
+    items = [Entry(source, Path(source), r) for r in results]
     sys.stdout.write(rows_text(rows(items), fmt))
     sys.stdout.flush()
 
@@ -92,7 +95,6 @@ def report_text(paths, fmt: str) -> str:
             raise UserError("no results in these files: nothing to report")
         return rows_text(table, fmt)
     import tempfile
-    from pathlib import Path
 
     from xpubench.report import markdown
     from xpubench.report.build import build_report

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from xpubench.publish.assets import page
 from xpubench.publish.collect import RunRecord
-from xpubench.publish.formats import _seconds, _si
+from xpubench.publish.formats import seconds_text, si
 from xpubench.publish.svg import Point, chart
 from xpubench.publish.tables import Cell, csv_links, filter_form, html_table
 from xpubench.report.html import esc
@@ -28,12 +28,12 @@ def setting(case: dict) -> str:
 def figure_cell(case: dict, href: str) -> Cell:
     if case.get("value") is None:
         return Cell(case.get("status") or "n/a", sort=-1, href=href, raw="")
-    return Cell(_si(case["value"], case.get("unit") or ""), sort=case["value"], href=href, raw=case["value"])
+    return Cell(si(case["value"], case.get("unit") or ""), sort=case["value"], href=href, raw=case["value"])
 
 
 def time_cell(case: dict) -> Cell:
     t = case.get("time_s")
-    return Cell(_seconds(t), sort=t if t is not None else -1, raw="" if t is None else t)
+    return Cell(seconds_text(t), sort=t if t is not None else -1, raw="" if t is None else t)
 
 
 def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list]]:
@@ -68,7 +68,7 @@ def series(runs: list[RunRecord], workload: str) -> dict[str, dict[str, list[Poi
         for i, case in enumerate(run.cases):
             if case.get("workload") != workload or case.get("value") is None or not run.date:
                 continue
-            label = f"{run.machine_label}, {run.date[:16].replace('T', ' ')}: {_si(case['value'], case['unit'] or '')}"
+            label = f"{run.machine_label}, {run.date[:16].replace('T', ' ')}: {si(case['value'], case['unit'] or '')}"
             out[case["key"]][run.machine_label].append(Point(run.date, float(case["value"]), case.get("time_s"),
                                                              case.get("process_samples") or [],
                                                              f"../r/{run.id}.html#case-{i}", label))
@@ -155,7 +155,7 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
     rows = []
     for i, c in enumerate(run.cases):
         ci = ("n/a" if c.get("time_ci95_low_s") is None
-              else f"{_seconds(c['time_ci95_low_s'])} - {_seconds(c['time_ci95_high_s'])}")
+              else f"{seconds_text(c['time_ci95_low_s'])} - {seconds_text(c['time_ci95_high_s'])}")
         rows.append(({}, [Cell(str(i), sort=i), Cell(c.get("key") or "n/a", href=f"#case-{i}"), c.get("status"),
                           figure_cell(c, f"#case-{i}"), time_cell(c), ci, Cell(str(c.get("processes")), sort=c.get("processes") or 0),
                           Cell(str(c.get("samples")), sort=c.get("samples") or 0), c.get("message") or ""]))
