@@ -82,7 +82,7 @@ def hostile_folder(tmp_path: Path) -> Path:
         r["case"].update(workload="x" + EVIL, key="x" + EVIL + "/numpy/cpu/matmul/fp32/n384", precision="fp32" + EVIL)
         r["fingerprint"].update(hostname='=HYPERLINK("http://x")' + EVIL, xpubench="</script><script>alert(3)</script>")
         r["message"] = "\x1b[31mred\x1b[0m" + EVIL
-    (folder / "evil.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "<img src=x onerror=alert(4)>.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (folder / "sub").mkdir()
     (folder / "sub" / "base.jsonl").write_bytes((DATA / "gate" / "base.jsonl").read_bytes())
     (folder / "notes.jsonl").write_text("hello <b>\n")

@@ -167,7 +167,7 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
     parts = ["<table>" + "".join(f"<tr><th class=\"text\">{k}</th><td class=\"text\">{v}</td></tr>" for k, v in facts)
              + "</table>", report,
              ("<h2>Command</h2><p class=\"note\">A results file does not record its command line. The report of the "
-             f"file: <code>xpubench report {esc(run.file)}</code>. Each case again (its workload options below):</p>"),
+             f"file: <code>xpubench report {esc(shlex.quote(run.file))}</code>. Each case again (its workload options below):</p>"),
              "<pre>" + esc("\n".join(dict.fromkeys(_rerun_command(c) for c in run.cases))) + "</pre>",
              "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv", every_row=False) + html_table("run-cases", head, rows),
              "<h2>Raw samples</h2>"]
