@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("xpubench", "xpubench.__main__"),                     # the notebook facade and `python -m xpubench`
     ("xpubench.cli",),                                     # one module per command
     ("xpubench.api",),                                     # run / load / report / compare / bench
+    ("xpubench.publish",),                                 # results shared: stdout formats, the static site
     ("xpubench.report", "xpubench.doctor"),                # what people read; the self-check
     ("xpubench.analysis",),                                # every derived figure, after loading
     ("xpubench.ceilings",),                                # measured ceilings, their cache

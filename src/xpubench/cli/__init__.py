@@ -12,6 +12,7 @@ import sys
 
 from xpubench.cli import ceilings as ceilings_cli
 from xpubench.cli import serve as serve_cli
+from xpubench.cli import site as site_cli
 from xpubench.errors import UserError
 from xpubench.plan.options import add_run_arguments
 from xpubench.plan.options_text import csv
@@ -69,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
     add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
+    run.add_argument("--format", choices=["md", "csv", "json", "jsonl"], help="with -o -: the cases on stdout "
+                     "in this format, nothing else there (progress on stderr; results to the default file)")
 
     doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; WARNs when the machine is busy)")
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
@@ -82,21 +85,26 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
     rep.add_argument("-o", "--output", help="the report's file (default: xpubench-report.html, or "
                      "xpubench-report.md with --format md)")
-    rep.add_argument("--format", choices=["html", "md"], default=None,
-                     help="html or md (default: from -o's suffix, else html)")
+    rep.add_argument("--format", choices=["html", "md", "csv", "json", "jsonl"], default=None,
+                     help="html or md (default: from -o's suffix, else html); with -o -: md, csv, json or jsonl "
+                     "on stdout")
     rep.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                      "(never a results file)")
 
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
     cmp_.add_argument("files", nargs="+", help="results files: the first is the baseline, each other is "
                       "compared with it")
-    cmp_.add_argument("--format", choices=["table", "md", "html", "json"], default="table",
-                      help="a terminal table (default), Markdown, HTML or JSON")
-    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal")
+    cmp_.add_argument("--format", choices=["table", "md", "html", "json", "csv"], default="table",
+                      help="a terminal table (default), Markdown, HTML, JSON or CSV")
+    cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal (-: stdout, the "
+                      "comparison alone; warnings and the gate's lines go to stderr)")
+    cmp_.add_argument("--fail-on", metavar="PCT[,METRIC=PCT]", help="exit 1 when a case got slower by at least "
+                      "PCT and its processes separate, e.g. 5%% or 5%%,decode_token_s=3%% (docs/sharing.md)")
     cmp_.add_argument("--min-change", type=_percent, default=5.0, metavar="PCT",
                       help="smallest change (in %%) called significant (default 5)")
     cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                       "(never a results file)")
+    site_cli.add_parser(sub)   # xpubench site (publish/site.py)
     return p
 
 
@@ -184,6 +192,14 @@ def cmd_list(args, console) -> int:
 def cmd_run(args, console) -> int:
     from xpubench.cli.run import execute_run
 
+    if args.output == "-":   # the cases on stdout as --format says; everything else to stderr
+        from xpubench.publish.formats import check_format
+        from xpubench.results.plaintext import PlainConsole
+
+        args.print_format, args.output = check_format(args.format, "run"), None
+        console = PlainConsole(stderr=True, width=console.width)
+    elif args.format:
+        raise UserError("--format goes with -o - (the cases on stdout); -o names the results file")
     return execute_run(args, console)
 
 
@@ -217,6 +233,9 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 def cmd_report(args, console) -> int:
     from xpubench.report.build import default_output
 
+    if args.output == "-" or args.format in ("csv", "json", "jsonl"):
+        return _report_to_stdout(args)
+
     args.output = args.output or default_output(args.format)
     _check_inputs(args.files, args.output, args.force, "the report")
     from xpubench.api import report
@@ -226,16 +245,29 @@ def cmd_report(args, console) -> int:
     return 0
 
 
+def _report_to_stdout(args) -> int:
+    """`report FILES -o - --format md|csv|json|jsonl`: stdout holds the report or the cases alone."""
+    from xpubench.publish.formats import check_format, report_text
+
+    if args.output not in (None, "-"):
+        raise UserError(f"--format {args.format} prints to stdout: use -o - (and > FILE to keep it)")
+    fmt = check_format(args.format, "report")
+    _check_inputs(args.files, None, args.force, "the report")
+    sys.stdout.write(report_text(args.files, fmt))
+    return 0
+
+
 def cmd_compare(args, console) -> int:
-    _check_inputs(args.files, args.output, args.force, "the comparison")
-    from xpubench.report.compare import run_compare_command
+    _check_inputs(args.files, None if args.output == "-" else args.output, args.force, "the comparison")
+    from xpubench.report.compare_command import run_compare_command
 
     return run_compare_command(args.files, fmt=args.format, output=args.output, console=console,
-                               min_change=args.min_change / 100, force=args.force)
+                               min_change=args.min_change / 100, force=args.force, fail_on=args.fail_on)
 
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
-            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings, "serve": serve_cli.cmd_serve}
+            "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings, "serve": serve_cli.cmd_serve,
+            "site": site_cli.cmd_site}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -126,6 +126,10 @@ def _execute_run(args, console) -> int:
                               processes=processes, hooks=hooks,
                               measure_ceilings=getattr(args, "measure_ceilings", False))
     print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
+    if getattr(args, "print_format", None):   # -o -: the cases on stdout (publish/formats.py)
+        from xpubench.publish.formats import print_results
+
+        print_results(results, args.print_format, source=out.name)
     return summarize_failures(results)
 
 

@@ -18,7 +18,6 @@ samples on either side: "not significant" (spread unknown).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -123,6 +122,7 @@ class CompareRow:
     significant: bool
     verdict: str
     note: str = ""
+    mode: str | None = None     # the case's mode (--fail-on names a mode or its headline figure)
 
 
 @dataclass
@@ -143,7 +143,11 @@ class Comparison:
         return self.environment + self.cases
 
     def as_dict(self) -> dict:
-        return {"baseline": self.baseline, "other": self.other, "rows": [asdict(r) for r in self.rows],
+        from xpubench.report.compare_gate import geometric_mean, group_of
+
+        return {"baseline": self.baseline, "other": self.other,
+                "rows": [asdict(r) | {"group": group_of(r)} for r in self.rows],
+                "geometric_mean": geometric_mean(self.rows),
                 "environment_differences": self.environment, "case_differences": self.cases,
                 "min_change": self.min_change, "curves": self.curves}
 
@@ -156,7 +160,8 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     def fig(groups):
         return float(np.median([np.median(g) for g in groups])) if groups else None
 
-    base = {"key": ra.key, "figure": figure, "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
+    base = {"key": ra.key, "figure": figure, "mode": ra.case.get("mode"),
+            "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
             "processes_a": len(ga), "processes_b": len(gb), "median_a_s": fig(ga), "median_b_s": fig(gb)}
     bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]
     if bad:
@@ -291,53 +296,29 @@ def compare_files(*paths, min_change: float = MIN_CHANGE,
     return compare_loaded(analysis.load(list(paths)), min_change=min_change, on_warning=on_warning)
 
 
-def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> str | None:
-    """Text of the comparison in ``fmt`` (md, html, json); "table" prints to ``console`` and returns None."""
+def render(comparisons: list[Comparison], fmt: str = "table", console=None, gate: dict | None = None) -> str | None:
+    """Text of the comparison in ``fmt`` (md, html, json, csv); "table" prints to ``console`` and returns None.
+    ``gate``: compare_gate.gate_summary's verdict, shown with the tables (and as JSON's ``gate`` key)."""
     from xpubench.report import compare_render
 
     if fmt == "json":
-        return json.dumps(finite([c.as_dict() for c in comparisons]), indent=1, allow_nan=False)
+        blob = [c.as_dict() | ({"gate": _gate_of(gate, c)} if gate else {}) for c in comparisons]
+        return json.dumps(finite(blob), indent=1, allow_nan=False)
+    if fmt == "csv":
+        return compare_render.csv_text(comparisons)
     if fmt == "md":
-        return compare_render.markdown(comparisons)
+        return compare_render.markdown(comparisons, gate)
     if fmt == "html":
-        return compare_render.html_page(comparisons)
+        return compare_render.html_page(comparisons, gate)
     if fmt == "table":
-        compare_render.print_tables(comparisons, console)
+        compare_render.print_tables(comparisons, console, gate=gate)
         return None
-    raise UserError(f"unknown compare format {fmt!r}; choose from table, md, html, json")
+    raise UserError(f"unknown compare format {fmt!r}; choose from table, md, html, json, csv")
 
 
-def run_compare_command(files, *, fmt: str = "table", output: str | None = None, console=None,
-                        min_change: float = MIN_CHANGE, force: bool = False) -> int:
-    """What `xpubench compare` does: compare, then print or write (never over results or a file xpubench
-    did not write, unless ``force``: report/outputs.py); returns the exit code."""
-    import io
-
-    from xpubench.report import compare_render
-    from xpubench.report.outputs import check_output
-    from xpubench.results.plaintext import PlainConsole as Console
-    from xpubench.results.plaintext import shown
-    from xpubench.results.store import write_atomically
-
-    if output:
-        check_output(output, files, force=force, what="the comparison")
-
-    def warn(line: str) -> None:  # stderr: a --format json on stdout stays valid JSON
-        print(f"xpubench: warning: {shown(line)}", file=sys.stderr, flush=True)
-
-    comparisons = compare_files(*files, min_change=min_change, on_warning=warn)
-    if fmt == "table" and output:
-        buf = io.StringIO()
-        compare_render.print_tables(comparisons, Console(file=buf, width=200, color_system=None), to_file=True)
-        write_atomically(output, buf.getvalue().encode("utf-8"))
-    elif fmt == "table":
-        render(comparisons, "table", console or Console())
-    else:
-        text = render(comparisons, fmt)
-        if output:
-            write_atomically(output, text.encode("utf-8"))
-        else:
-            print(text)
-    if output and console is not None:
-        console.print(f"comparison written to {output}", markup=False, highlight=False)
-    return 0
+def _gate_of(gate: dict, comparison: Comparison) -> dict:
+    """One comparison's part of the gate's verdict (its thresholds, failed and not-gated rows)."""
+    mine = next(p for p in gate["comparisons"] if (p["baseline"], p["other"]) == (comparison.baseline,
+                                                                                   comparison.other))
+    return {"thresholds": gate["thresholds"], "passed": not mine["failed"], "failed": mine["failed"],
+            "not_gated": mine["not_gated"]}

@@ -1,4 +1,6 @@
-"""`xpubench compare` output: a rich terminal table, Markdown, or a self-contained HTML page."""
+"""`xpubench compare` output: rich terminal tables, Markdown, a self-contained HTML page, or CSV. Rows are
+grouped slower / faster / not significant / n/a (pyperf's ``compare_to --table -G``), each comparison ends
+with the geometric mean of B/A, and with ``--fail-on`` the gate's verdict (report/compare_gate.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import pandas as pd
 from rich.table import Table
 
 from xpubench.report import html as html_out
+from xpubench.report.compare_gate import gate_lines, geometric_mean_line, group_of, grouped
 from xpubench.report.markdown import md_bullets, md_escape, md_table
 from xpubench.report.outputs import GENERATOR, html_comment
 from xpubench.report.tables import fmt_seconds
@@ -38,10 +41,11 @@ def _figure(seconds, n: int, processes: int) -> str:
     return fmt_seconds(seconds) + (f" ({processes}x{round(n / processes)})" if processes > 1 else f" (n={n})")
 
 
-def rows_frame(comparison) -> pd.DataFrame:
-    """One comparison's rows as strings, in display order. A figure's (KxN): K processes of about N samples."""
+def rows_frame(comparison, rows=None) -> pd.DataFrame:
+    """One comparison's rows (or ``rows`` of it) as strings, in display order. A figure's (KxN): K processes
+    of about N samples."""
     out = []
-    for r in comparison.rows:
+    for r in comparison.rows if rows is None else rows:
         quiet = ("", "the 95% interval contains 1")
         out.append({
             "case": r.key, "timing": r.figure or "n/a",
@@ -59,7 +63,24 @@ def _title(c) -> str:
     return f"{c.other} (B) against {c.baseline} (A)"
 
 
-def print_tables(comparisons, console, *, to_file: bool = False) -> None:
+def _group_title(name: str, rows) -> str:
+    return f"{name if name == 'n/a' else name.capitalize()} ({len(rows)})"
+
+
+def csv_text(comparisons) -> str:
+    """Every row of every comparison as CSV, numbers unformatted (seconds, ratios), one header line."""
+    out = []
+    for c in comparisons:
+        for r in c.rows:
+            out.append({"baseline": c.baseline, "other": c.other, "key": r.key, "mode": r.mode,
+                        "timing": r.figure, "median_a_s": r.median_a_s, "median_b_s": r.median_b_s,
+                        "processes_a": r.processes_a, "processes_b": r.processes_b, "n_a": r.n_a, "n_b": r.n_b,
+                        "ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high, "significant": r.significant,
+                        "group": group_of(r), "verdict": r.verdict, "note": r.note})
+    return pd.DataFrame(out).to_csv(index=False, lineterminator="\n")
+
+
+def print_tables(comparisons, console, *, to_file: bool = False, gate: dict | None = None) -> None:
     """The comparison as terminal tables; written to a file, its first line is "xpubench compare (GENERATOR)"."""
     if to_file:
         console.print(f"xpubench compare ({GENERATOR})", markup=False, highlight=False)
@@ -72,21 +93,26 @@ def print_tables(comparisons, console, *, to_file: bool = False) -> None:
             console.print("[yellow]warning: the cases differ:[/]", highlight=False)
             for line in c.cases:
                 console.print(f"  - {line}", markup=False, highlight=False)
-        frame = rows_frame(c)
-        table = Table(title=markup(_title(c)), title_justify="left")
-        for i, col in enumerate(frame.columns):
-            table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right")
-        for row in frame.itertuples(index=False):
-            style = "" if "not significant" in row[-1] or row[-1].startswith("n/a") else (
-                "red" if "slower" in row[-1] else "green")
-            table.add_row(*[markup(v) for v in row], style=style)
-        console.print(table)
+        console.print(markup(_title(c)), style="bold", highlight=False)
+        for name, rows in grouped(c.rows):
+            frame = rows_frame(c, rows)
+            table = Table(title=markup(_group_title(name, rows)), title_justify="left")
+            for i, col in enumerate(frame.columns):
+                table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right")
+            style = {"slower": "red", "faster": "green"}.get(name, "")
+            for row in frame.itertuples(index=False):
+                table.add_row(*[markup(v) for v in row], style=style)
+            console.print(table)
+        console.print(geometric_mean_line(c), markup=False, highlight=False)
         for line in c.curves:   # cases with a target: the metric against wall time, as text
             console.print(f"  {line}", markup=False, highlight=False, overflow="fold")
+    if gate is not None:
+        for line in gate_lines(gate):
+            console.print(line, markup=False, highlight=False, style="red" if line.startswith("FAIL") else "")
     console.print(explain(comparisons), style="dim", highlight=False)
 
 
-def markdown(comparisons) -> str:
+def markdown(comparisons, gate: dict | None = None) -> str:
     parts = [html_comment(), "# xpubench compare", ""]
     for c in comparisons:
         parts += [f"## {md_escape(_title(c))}", ""]
@@ -94,21 +120,30 @@ def markdown(comparisons) -> str:
             parts += ["**Warning: the environments differ:**", "", md_bullets(c.environment), ""]
         if c.cases:
             parts += ["**Warning: the cases differ:**", "", md_bullets(c.cases), ""]
-        parts += [md_table(rows_frame(c)), ""]
+        for name, rows in grouped(c.rows):
+            parts += [f"### {_group_title(name, rows)}", "", md_table(rows_frame(c, rows)), ""]
+        parts += [md_escape(geometric_mean_line(c)), ""]
         if c.curves:
             parts += ["The metric against wall time (the median seed):", "", md_bullets(c.curves), ""]
+    if gate is not None:
+        parts += ["## Regression gate (--fail-on)", "", md_bullets(gate_lines(gate)), ""]
     parts += [f"_{md_escape(explain(comparisons))}_", ""]
     return "\n".join(parts)
 
 
-def html_page(comparisons) -> str:
+def html_page(comparisons, gate: dict | None = None) -> str:
     body = []
     for c in comparisons:
         body.append(f"<h2>{html_out.esc(_title(c))}</h2>")
         body.append(html_out.warnings_html(c.environment, "Warning: the environments differ"))
         body.append(html_out.warnings_html(c.cases, "Warning: the cases differ"))
-        body.append(html_out.table_html(rows_frame(c), text_columns=2))
+        for name, rows in grouped(c.rows):
+            body.append(f"<h3>{html_out.esc(_group_title(name, rows))}</h3>")
+            body.append(html_out.table_html(rows_frame(c, rows), text_columns=2))
+        body.append(f"<p>{html_out.esc(geometric_mean_line(c))}</p>")
         if c.chart is not None:   # cases with a target: the metric against wall time (report/target_chart.py)
             body.append(html_out.image_html(c.chart.png, c.chart.title))
+    if gate is not None:
+        body.append(html_out.warnings_html(gate_lines(gate), "Regression gate (--fail-on)"))
     body.append(f'<p class="note">{html_out.esc(explain(comparisons))}</p>')
     return html_out.page("xpubench compare", "".join(body))
