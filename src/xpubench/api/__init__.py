@@ -17,6 +17,7 @@ from typing import Any
 
 from xpubench import analysis
 from xpubench.analysis import analyse
+from xpubench.backends.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.case import Case
 from xpubench.ceilings.runtime import brief_bandwidth
 from xpubench.ceilings.runtime import for_run as ceiling_record
@@ -27,7 +28,6 @@ from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
 from xpubench.plan.target import default_processes
 from xpubench.results import store
-from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result, Run, retryable
 from xpubench.results.validate import LARGEST, LARGEST_WHOLE

@@ -17,9 +17,9 @@ import sys
 from typing import Any
 
 from xpubench import backends
+from xpubench.backends.fingerprint import package_versions
 from xpubench.devices import envvars, kernels
 from xpubench.devices.detect import error_line, host, installed, version_of
-from xpubench.results.fingerprint import package_versions
 
 
 def needed(requested: list[str] | None) -> list[str] | None:

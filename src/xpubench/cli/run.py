@@ -74,7 +74,7 @@ def _dry_run(args, console) -> int:
     """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
     from xpubench import api
     from xpubench.cli.plan import print_plan
-    from xpubench.devices.envfile import load_environment
+    from xpubench.backends.envfile import load_environment
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")

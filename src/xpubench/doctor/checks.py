@@ -180,7 +180,7 @@ SPEED_CHECKS = ("ceiling", "known-good")   # rows whose figures are a speed othe
 
 
 def load(busy: float | None, loaded: bool) -> Row:
-    """How busy other processes kept the CPU before the checks (``busy``: results/fingerprint.py's
+    """How busy other processes kept the CPU before the checks (``busy``: backends/fingerprint.py's
     cpu_busy_fraction; ``loaded``: the share is one at which ``run`` warns too, its busy_note)."""
     if busy is None:
         return Row("load", WARN, "how busy the CPU is could not be read here (no /proc/stat): the speed figures "

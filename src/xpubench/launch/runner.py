@@ -27,9 +27,9 @@ from xpubench.harness.cluster import from_env
 from xpubench.harness.target import process_case
 from xpubench.launch.budget import Budget
 from xpubench.results import machine, store
-from xpubench.results.fingerprint import utc_now
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
+from xpubench.units import utc_now
 
 DEFAULT_TIMEOUT_S = 3600.0
 

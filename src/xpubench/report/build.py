@@ -14,7 +14,7 @@ from xpubench.report.environment import environment_warnings
 from xpubench.report.frame import ResultSet
 from xpubench.report.sections import SECTIONS, ReportSection
 from xpubench.report.table_model import Table
-from xpubench.results.fingerprint import utc_now
+from xpubench.units import utc_now
 from xpubench.version import __version__
 
 

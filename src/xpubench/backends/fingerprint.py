@@ -1,8 +1,10 @@
-"""Where and with what a result was measured: host, chips, driver, framework versions, git revision."""
+"""Where and with what a result was measured: host, chips, driver, framework versions, git revision.
+
+Gathered here, beside detection (``python -m xpubench.backends.detect`` runs in a child); what a
+fingerprint may hold is the record format's (results/validate.py ``FINGERPRINT``)."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib.metadata as md
 import json
 import os
@@ -15,11 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.devices import envvars
+from xpubench.units import utc_now
 from xpubench.version import __version__
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def package_versions(names) -> dict[str, str | None]:
@@ -79,7 +78,6 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "env": envvars.recorded(os.environ),
         "kernels": environment.get("kernels", {}),   # what picked the CPU kernels (devices/kernels.py)
     }
-
 
 
 def cpu_busy_fraction(interval_s: float = 0.3) -> float | None:
