@@ -73,8 +73,8 @@ def execute_run(args, console) -> int:
 def _dry_run(args, console) -> int:
     """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
     from xpubench import api
-    from xpubench.cli.plan import print_plan
     from xpubench.backends.envfile import load_environment
+    from xpubench.cli.plan import print_plan
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
