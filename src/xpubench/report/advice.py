@@ -1,6 +1,6 @@
 """"Which device for what": plain sentences written from the measurements, and only from them.
 
-Every comparison goes through compare.ratio_estimate (bootstrap interval over the raw samples, a 5%
+Every comparison goes through results/ratio.py ratio_estimate (bootstrap interval over the raw samples, a 5%
 minimum change): a difference that is not significant is said to be within noise, never ranked.
 A *setup* is one file x backend x device x precision x device count.
 """
@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from xpubench.report.compare import RatioEstimate, ratio_estimate
 from xpubench.report.frame import (
     ResultSet,
     column,
@@ -27,6 +26,7 @@ from xpubench.report.summary import better, figure_text, headline_rate
 from xpubench.report.tables import fmt_seconds
 from xpubench.results.fold import process_groups
 from xpubench.results.modes import MODES
+from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
 SETUP = ["source", "backend", "device", "precision", "devices"]
 

@@ -1,7 +1,7 @@
 """The answer at the end of `xpubench run`: a few lines a person acts on.
 
 - per workload, the fastest backend and device here and by how much against the next one, with the
-  95% interval of the two-level bootstrap (report/compare.py ratio_estimate: worker processes, then the
+  95% interval of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the
   samples inside them), or "not significant";
 - which figures were noisy (processes that disagreed, or a flagged spread);
 - which cases did not finish and why;
@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from xpubench.report import llm
-from xpubench.report.compare import ratio_estimate
 from xpubench.report.frame import ResultSet, ok_rows, row_mode, setting
 from xpubench.report.summary import better, headline_rate
 from xpubench.report.target import ranking_lines, sweep_lines, target_rows
 from xpubench.results.fold import process_groups
+from xpubench.results.ratio import ratio_estimate
 
 LISTED = 4  # at most this many cases named per line; the rest counted
 

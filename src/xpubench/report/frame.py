@@ -179,7 +179,7 @@ class ResultSet:
         return timing_samples(self.result(row))
 
     def groups(self, row) -> list[np.ndarray]:
-        """The headline samples of each of the row's ok worker processes (compare.ratio_estimate's input)."""
+        """The headline samples of each of the row's ok worker processes (results/ratio.py ratio_estimate's input)."""
         return [np.asarray(g, dtype=np.float64) for g in process_groups(self.result(row))]
 
 

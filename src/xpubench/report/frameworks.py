@@ -2,7 +2,7 @@
 
 * ``backend_pairs(data)``: every two backends that ran the same case (file, workload, device, mode,
   precision, batch or N, device count), the later one's speed over the earlier one's with the 95% interval
-  of the two-level bootstrap (report/compare.py ratio_estimate) and a verdict; each backend named by its
+  of the two-level bootstrap (results/ratio.py ratio_estimate) and a verdict; each backend named by its
   own name, none in the code;
 * the "Framework comparison": Keras beside native JAX and PyTorch.
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.report.compare import ratio_estimate
 from xpubench.report.content import NOISY_MARK
 from xpubench.report.frame import ResultSet, num, ok_rows, row_mode, setting
 from xpubench.report.table_model import Table, text_table
 from xpubench.report.tables import case_text, fmt, fmt_seconds, noisy
 from xpubench.results.metrics import unit
+from xpubench.results.ratio import ratio_estimate
 from xpubench.units import fmt_flops
 
 NATIVE = ("jax", "torch")

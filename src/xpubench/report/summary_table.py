@@ -196,7 +196,7 @@ def _winner(line: Line, data: ResultSet | None) -> tuple[str, str, bool]:
     """(the fastest column, its ratio to the next one, whether the ratio is unsure: the 95% interval of the
     two-level bootstrap over processes and samples contains 1, or no interval); ("", "", False) with
     fewer than two figures."""
-    from xpubench.report.compare import ratio_estimate
+    from xpubench.results.ratio import ratio_estimate
 
     ranked = sorted(((col, c) for col, c in line.cells.items() if c.value), key=lambda item: item[1].value,
                     reverse=line.higher)
