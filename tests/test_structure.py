@@ -193,26 +193,28 @@ def climbing_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
             for a in sorted(graph) for b in sorted(graph[a]) if layer_of(b, layers) < layer_of(a, layers)]
 
 
-def package_of(module: str, layers=LAYERS) -> str | None:
-    """The longest name of ``layers`` that contains ``module``: its package (or ground-floor module)."""
-    names = [n for names in layers for n in names if module == n or module.startswith(n + ".")]
-    return max(names, key=len, default=None)
+def packages(src: Path = SRC) -> set[str]:
+    return {name for name, path in module_files(src).items() if path.name == "__init__.py"}
 
 
-def package_loops(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
-    """Every two packages that import each other (whatever their layers), with the imports each way."""
+def package_loops(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """Every two sibling packages that import each other, at any depth (results <-> devices, or
+    report.tables <-> report.charts), with the imports each way: each import is counted between the two
+    packages just below the deepest package holding both ends."""
     edges: dict[tuple[str, str], list[str]] = {}
     for a in sorted(graph):
         for b in sorted(graph[a]):
-            pa, pb = package_of(a, layers), package_of(b, layers)
-            if pa != pb:
-                edges.setdefault((pa, pb), []).append(f"{a} -> {b}")
+            pa, pb = a.split("."), b.split(".")
+            common = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb)))
+            ra, rb = ".".join(pa[:common + 1]), ".".join(pb[:common + 1])
+            if ra != rb and ra in packages and rb in packages:
+                edges.setdefault((ra, rb), []).append(f"{a} -> {b}")
     return [f"{pa} <-> {pb}: {'; '.join(edges[pa, pb] + edges[pb, pa])}"
             for pa, pb in sorted(edges) if pa < pb and (pb, pa) in edges]
 
 
 def test_no_two_packages_import_each_other():
-    loops = package_loops(import_graph())
+    loops = package_loops(import_graph(), packages())
     assert not loops, "packages that import each other (put the module where it belongs):\n  " + "\n  ".join(loops)
 
 
@@ -250,10 +252,21 @@ def test_the_package_check_finds_two_packages_on_one_layer_importing_each_other(
     layers = [("xpubench",), ("xpubench.one", "xpubench.two")]
     graph = import_graph(tmp_path)
     assert cycles(graph) == [] and climbing_imports(graph, layers) == []   # the module checks see nothing
-    assert package_loops(graph, layers) == [
+    assert package_loops(graph, packages(tmp_path)) == [
         "xpubench.one <-> xpubench.two: xpubench.one.a -> xpubench.two.b; xpubench.two.c -> xpubench.one.a"]
     (pkg / "two" / "c.py").write_text("import os\n")
-    assert package_loops(import_graph(tmp_path), layers) == []
+    (pkg / "one" / "deep").mkdir()   # rooms inside a package: the same rule one level down
+    (pkg / "one" / "deep" / "__init__.py").write_text("from xpubench.one import a\n")
+    (pkg / "one" / "a.py").write_text("from xpubench.one.deep import x\n")
+    (pkg / "one" / "deep" / "x.py").write_text("")
+    assert package_loops(import_graph(tmp_path), packages(tmp_path)) == []   # a module and a room: no loop
+    (pkg / "one" / "low").mkdir()
+    (pkg / "one" / "low" / "__init__.py").write_text("")
+    (pkg / "one" / "low" / "y.py").write_text("from xpubench.one.deep import x\n")
+    (pkg / "one" / "deep" / "x.py").write_text("def f():\n    from xpubench.one.low import y\n")
+    assert package_loops(import_graph(tmp_path), packages(tmp_path)) == [
+        ("xpubench.one.deep <-> xpubench.one.low: xpubench.one.deep.x -> xpubench.one.low.y; "
+         "xpubench.one.low.y -> xpubench.one.deep.x")]
 
 
 def test_a_module_started_in_a_child_process_counts_as_an_import(tmp_path):

@@ -15,7 +15,7 @@ from xpubench import api
 from xpubench.api.bench import bench, model_reference
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.report.frameworks import comparison_table, keras_comparison, keras_table
+from xpubench.report.tables.frameworks import comparison_table, keras_comparison, keras_table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"

@@ -150,7 +150,7 @@ def annotate_one(result, ceilings: dict) -> None:
                      bytes_per_call=moved, ceiling_is_lower_bound=bound)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
-    # the estimate's basis alone (a result below it) is said once per table, not per result (report/costs.py)
+    # the estimate's basis alone (a result below it) is said once per table, not per result (report/tables/costs.py)
     notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
     if ceiling is None or bound:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")

@@ -167,7 +167,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
             fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
             # no bandwidth for a language model's decode bound: a brief one, measured now; the FLOP/s ceilings
-            # missing are said once under the summary (report/summary_table.py ceiling_note), not here
+            # missing are said once under the summary (report/tables/summary.py ceiling_note), not here
             brief_bandwidth(fp["ceilings"], env, cases, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
@@ -292,7 +292,7 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
 
 def load(paths) -> Any:
     """Results files -> pandas DataFrame, one row per case, flat columns."""
-    from xpubench.report.frame import results_frame
+    from xpubench.report.base.frame import results_frame
 
     return results_frame(analysis.load(paths))
 
@@ -309,6 +309,6 @@ def compare(a, b, *more, **kwargs) -> Any:
 def report(paths, output: str | Path, *, fmt: str | None = None, force: bool = False) -> Path:
     """Write a self-contained HTML page (or Markdown with PNG charts) from results files. ``output`` may
     be new, empty or a report xpubench wrote; ``force=True`` replaces any other file except results."""
-    from xpubench.report.build import write_report
+    from xpubench.report.render.build import write_report
 
     return write_report(paths, Path(output), fmt=fmt, force=force)

@@ -203,8 +203,8 @@ def cmd_doctor(args, console) -> int:
 
 def _check_inputs(files: list[str], output: str | None, force: bool, what: str) -> None:
     """Refuse unreadable results files and an output that must not be written before any work (one line,
-    exit 2): report/outputs.py."""
-    from xpubench.report.outputs import check_output
+    exit 2): report/base/outputs.py."""
+    from xpubench.report.base.outputs import check_output
     from xpubench.results import store
 
     store.load_results(files)
@@ -213,7 +213,7 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 
 
 def cmd_report(args, console) -> int:
-    from xpubench.report.build import default_output
+    from xpubench.report.render.build import default_output
 
     args.output = args.output or default_output(args.format)
     _check_inputs(args.files, args.output, args.force, "the report")

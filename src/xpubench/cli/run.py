@@ -94,7 +94,7 @@ def _dry_run(args, console) -> int:
 
 def _execute_run(args, console) -> int:
     from xpubench import api
-    from xpubench.report.terminal import RunProgress, print_run_output
+    from xpubench.report.render.terminal import RunProgress, print_run_output
 
     if getattr(args, "dry_run", False):
         return _dry_run(args, console)

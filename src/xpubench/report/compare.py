@@ -28,9 +28,9 @@ import numpy as np
 
 from xpubench import analysis
 from xpubench.errors import UserError, warn_caller
-from xpubench.report.environment import differences, file_fingerprints
-from xpubench.report.frame import Entry, entries, timing_name
-from xpubench.report.target import compare_fields as target_compare_fields
+from xpubench.report.base.frame import Entry, entries, timing_name
+from xpubench.report.tables.environment import differences, file_fingerprints
+from xpubench.report.tables.target import compare_fields as target_compare_fields
 from xpubench.results.fold import process_groups
 from xpubench.results.ratio import MIN_CHANGE, ratio_estimate
 from xpubench.results.schema import finite
@@ -103,7 +103,7 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     if bad:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: " + ", ".join(bad))
-    if ra.metrics.get("target") or rb.metrics.get("target"):   # time to target over the seeds (report/target.py)
+    if ra.metrics.get("target") or rb.metrics.get("target"):   # time to target over the seeds (report/tables/target.py)
         return CompareRow(**(base | target_compare_fields(ra, rb, min_change)))
     est = ratio_estimate(ga, gb, min_change=min_change) if figure else None
     if est is None:
@@ -191,8 +191,8 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
-    from xpubench.report.charts import plain_text
-    from xpubench.report.target_chart import compared_curves as target_curves  # matplotlib: only here
+    from xpubench.report.charts.performance import plain_text
+    from xpubench.report.charts.target import compared_curves as target_curves  # matplotlib: only here
 
     fps = file_fingerprints(items)
     base = sources[0]
@@ -251,11 +251,11 @@ def render(comparisons: list[Comparison], fmt: str = "table", console=None) -> s
 def run_compare_command(files, *, fmt: str = "table", output: str | None = None, console=None,
                         min_change: float = MIN_CHANGE, force: bool = False) -> int:
     """What `xpubench compare` does: compare, then print or write (never over results or a file xpubench
-    did not write, unless ``force``: report/outputs.py); returns the exit code."""
+    did not write, unless ``force``: report/base/outputs.py); returns the exit code."""
     import io
 
     from xpubench.report import compare_render
-    from xpubench.report.outputs import check_output
+    from xpubench.report.base.outputs import check_output
     from xpubench.results.plaintext import PlainConsole as Console
     from xpubench.results.plaintext import shown
     from xpubench.results.store import write_atomically

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from xpubench.report import html as html_out
-from xpubench.report.markdown import md_bullets, md_escape, md_table
-from xpubench.report.outputs import GENERATOR, html_comment
-from xpubench.report.tables import fmt_seconds
+from xpubench.report.base.cells import fmt_seconds
+from xpubench.report.base.outputs import GENERATOR, html_comment
+from xpubench.report.render import html as html_out
+from xpubench.report.render.markdown import md_bullets, md_escape, md_table
 from xpubench.results.modes import MODES
 from xpubench.results.plaintext import markup
 
@@ -108,7 +108,7 @@ def html_page(comparisons) -> str:
         body.append(html_out.warnings_html(c.environment, "Warning: the environments differ"))
         body.append(html_out.warnings_html(c.cases, "Warning: the cases differ"))
         body.append(html_out.table_html(rows_frame(c), text_columns=2))
-        if c.chart is not None:   # cases with a target: the metric against wall time (report/target_chart.py)
+        if c.chart is not None:   # cases with a target: the metric against wall time (report/charts/target.py)
             body.append(html_out.image_html(c.chart.png, c.chart.title))
     body.append(f'<p class="note">{html_out.esc(explain(comparisons))}</p>')
     return html_out.page("xpubench compare", "".join(body))

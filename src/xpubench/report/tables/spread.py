@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from xpubench.report.frame import ResultSet, many_sources, num, ok_rows
-from xpubench.report.tables import fmt_seconds, noisy, pct
+from xpubench.report.base.cells import fmt_seconds, noisy, pct
+from xpubench.report.base.frame import ResultSet, many_sources, num, ok_rows
 
 
 def spread_table(data: ResultSet) -> pd.DataFrame:

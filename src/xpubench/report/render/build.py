@@ -9,11 +9,11 @@ import pandas as pd
 
 from xpubench import analysis
 from xpubench.errors import UserError
-from xpubench.report.content import Report, Section, TableBlock
-from xpubench.report.environment import environment_warnings
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.content import Report, Section, TableBlock
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.base.table import Table
 from xpubench.report.sections import SECTIONS, ReportSection
-from xpubench.report.table_model import Table
+from xpubench.report.tables.environment import environment_warnings
 from xpubench.units import utc_now
 from xpubench.version import __version__
 
@@ -61,7 +61,7 @@ def build_report(loaded) -> Report:
     frame = data.frame
     if frame.empty:
         raise UserError("no results in these files: nothing to report")
-    from xpubench.report.charts import plain_text
+    from xpubench.report.charts.performance import plain_text
 
     with plain_text():   # a `$` in a device name is a dollar sign, not math
         secs = [s for s in (build_section(spec, data) for spec in SECTIONS if spec.report) if s is not None]
@@ -88,9 +88,9 @@ def output_format(output: Path, fmt: str | None) -> str:
 
 def write_report(paths, output: Path, *, fmt: str | None = None, force: bool = False) -> Path:
     """Load the files, build the report, write it; returns the path written. Never over a results file
-    or one of ``paths``, nor over a file xpubench did not write unless ``force`` (report/outputs.py)."""
-    from xpubench.report import html, markdown
-    from xpubench.report.outputs import check_image_folder, check_output
+    or one of ``paths``, nor over a file xpubench did not write unless ``force`` (report/base/outputs.py)."""
+    from xpubench.report.base.outputs import check_image_folder, check_output
+    from xpubench.report.render import html, markdown
     from xpubench.results.store import write_atomically
 
     output = Path(output)

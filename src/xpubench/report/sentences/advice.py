@@ -12,7 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from xpubench.report.frame import (
+from xpubench.report.base.cells import fmt_seconds
+from xpubench.report.base.frame import (
     ResultSet,
     column,
     many_sources,
@@ -22,8 +23,7 @@ from xpubench.report.frame import (
     series_label,
     setting,
 )
-from xpubench.report.summary import better, figure_text, headline_rate
-from xpubench.report.tables import fmt_seconds
+from xpubench.report.tables.headline import better, figure_text, headline_rate
 from xpubench.results.fold import process_groups
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
@@ -185,7 +185,7 @@ def break_even(data: ResultSet) -> list[str]:
 
 
 def _metric_direction(row) -> tuple[str, int]:
-    from xpubench.report.charts_training import metric_name
+    from xpubench.report.charts.training import metric_name
 
     name = str(row.get("metric_name") or metric_name(str(row["workload"])))
     return name, (-1 if name in ("mse", "loss", "mae") else 1)

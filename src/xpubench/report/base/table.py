@@ -44,7 +44,7 @@ class Column:
 class Table:
     title: str
     columns: list[Column]
-    rows: pd.DataFrame                 # rows of the results frame (report/frame.py), in display order
+    rows: pd.DataFrame                 # rows of the results frame (report/base/frame.py), in display order
     note: str = ""
     parts: dict[str, str] = field(default_factory=dict)  # column group -> title of that part
     compact: bool = False              # the terminal: no column rules, two spaces between columns (the summary)

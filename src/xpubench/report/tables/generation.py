@@ -1,20 +1,16 @@
 """Generation (greedy decoding with a KV cache, harness/generation.py) and token-model training in the
 terminal and the reports (report/sections.py lists them): the generation table (prefill tokens/s, time to
-first token, decode tokens/s, per-token latency p50/p90 per batch size), the throughput-latency chart of
-the batch sweep, and the token models' training table (tokens/s, MFU, the attention kernel that ran).
+first token, decode tokens/s, per-token latency p50/p90 per batch size), and the token models' training table (tokens/s, MFU, the attention kernel that ran).
 """
 
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
-from xpubench.report import llm
-from xpubench.report.charts import colors, log_if_wide, png
-from xpubench.report.content import Chart
-from xpubench.report.frame import many_sources, num, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
-from xpubench.report.tables import fmt, fmt_seconds
+from xpubench.report.base.cells import fmt, fmt_seconds
+from xpubench.report.base.frame import many_sources, num, ok_rows
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
+from xpubench.report.tables import llm
 
 GENERATE = "generate"
 
@@ -70,7 +66,7 @@ def token_training_row(row) -> dict[str, str]:
     }
 
 
-# the columns a narrow terminal keeps longest (report/table_model.py drops the others right to left)
+# the columns a narrow terminal keeps longest (report/base/table.py drops the others right to left)
 KEEP = ("workload", "backend", "dtype", "batch", "tokens/s", "decode tok/s", "TTFT p50 / p90")   # tokens/s: training
 
 
@@ -87,13 +83,13 @@ def _model(title: str, rows: pd.DataFrame, builder) -> Table:
 
 def generation_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The ok generation rows this section shows: every one but a language model's at a real size (llama),
-    which the "Language models" section shows in llama-bench's terms (report/llm.py), never twice."""
+    which the "Language models" section shows in llama-bench's terms (report/tables/llm.py), never twice."""
     rows = ok_rows(frame, GENERATE)
     return rows[~rows.index.isin(llm.llm_rows(frame).index)] if not rows.empty else rows
 
 
 def generation_table(frame: pd.DataFrame) -> Table:
-    """Every generation case but a language model's (report/llm.py), one row per batch size (empty when
+    """Every generation case but a language model's (report/tables/llm.py), one row per batch size (empty when
     there is none)."""
     rows = generation_rows(frame)
     if not rows.empty:
@@ -109,67 +105,3 @@ def token_training_table(frame: pd.DataFrame) -> Table:
         rows = rows.sort_values(["workload", "backend", "device", "precision"])
     return _model("Token models, training: tokens/s = samples/s x context; MFU against the chip's peak", rows,
                   token_training_row)
-
-
-def _frame_dicts(frame: pd.DataFrame) -> list[dict]:
-    rows = generation_rows(frame)
-    return sorted((r.to_dict() for _, r in rows.iterrows()), key=_order)
-
-
-def _order(row: dict) -> tuple:
-    return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
-
-
-def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
-    """Decode tokens/s against per-token latency (p50), one line per workload / backend / device /
-    precision through its batch sizes (each point labelled with its batch): the trade-off a serving
-    batch size picks. The p90 latency is the right end of each point's bar."""
-    made = throughput_latency_figure(frame)
-    if made is None:
-        return None
-    fig, _, single = made
-    return Chart("generation", "Throughput against latency", "Each point a batch size: decode tokens/s "
-                 "(all sequences together) against the latency of one decode step; a larger batch buys "
-                 "throughput with latency." + (f" Measured at one batch size only, so in the table alone: "
-                                               f"{', '.join(single)}." if single else ""), png(fig))
-
-
-def throughput_latency_figure(frame: pd.DataFrame):
-    """(figure, axes, the series left out) of throughput_latency_chart, or None when no series has two batch
-    sizes (one point per line shows no trade-off: the table holds it)."""
-    rows = [r for r in _frame_dicts(frame)
-            if num(r, "decode_tokens_per_s") is not None and num(r, "decode_token_p50_s") is not None]
-    multi = many_sources(ok_rows(frame, GENERATE))
-    for r in rows:
-        r["series"] = f"{r['workload']} " + series_label(r, with_source=multi)
-    swept = {s for s in (r["series"] for r in rows)
-             if len({x.get("batch_size") for x in rows if x["series"] == s}) >= 2}
-    single = sorted({r["series"] for r in rows} - swept)
-    rows = [r for r in rows if r["series"] in swept]
-    if not rows:
-        return None
-    palette = colors(list(dict.fromkeys(r["series"] for r in rows)))
-    fig = Figure(figsize=(8.0, 4.8))
-    ax = fig.add_subplot(1, 1, 1)
-    for name, color in palette.items():
-        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r.get("batch_size") or 0)
-        x = [r["decode_token_p50_s"] * 1e3 for r in points]
-        y = [r["decode_tokens_per_s"] for r in points]
-        p90 = [(num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]
-        ax.plot(x, y, marker="o", color=color, label=name)
-        ax.errorbar(x, y, xerr=[[0] * len(x), [max(0.0, b - a) for a, b in zip(x, p90)]], fmt="none",
-                    ecolor=color, alpha=0.5, capsize=3)
-        for r, xi, yi in zip(points, x, y):
-            ax.annotate(f"b{int(r['batch_size'])}", (xi, yi), textcoords="offset points", xytext=(4, 4),
-                        fontsize=8)
-    # a log axis only where the values span a wide range: a narrow one on a log scale has no decade in
-    # view, so no tick label at all
-    xlog = log_if_wide(ax, [r["decode_token_p50_s"] * 1e3 for r in rows], "x")
-    ylog = log_if_wide(ax, [r["decode_tokens_per_s"] for r in rows], "y")
-    ax.set_xlabel("per-token latency, p50 (ms; bar to p90)" + (", log scale" if xlog else ""))
-    ax.set_ylabel("decode throughput (tokens/s)" + (", log scale" if ylog else ""))
-    ax.margins(0.12)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.suptitle("Generation: throughput against latency across batch sizes")
-    return fig, ax, single

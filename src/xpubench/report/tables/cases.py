@@ -1,91 +1,40 @@
-"""The report's tables, each defined once (report/table_model.py): training, matrix multiply, inference,
+"""The report's tables, each defined once (report/base/table.py): training, matrix multiply, inference,
 speedup over the CPU, data-parallel scaling and the cases that did not finish ok.
 
-Every function takes the results frame (report/frame.py) and returns a Table (empty when the files hold
+Every function takes the results frame (report/base/frame.py) and returns a Table (empty when the files hold
 nothing for it); the terminal, Markdown and HTML render the same Table. A figure the harness flagged as
-noisy ends in content.NOISY_MARK. The cases a row is read against come from report/related.py.
+noisy ends in content.NOISY_MARK. The cases a row is read against come from report/base/related.py.
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from xpubench.report import related
-from xpubench.report.content import NOISY_MARK
-from xpubench.report.costs import peak_cell
-from xpubench.report.figures import shown
-from xpubench.report.frame import many_sources, num, ok_rows, row_mode, series_label, setting
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.report.base import related
+from xpubench.report.base.cells import (
+    batch,
+    case_text,
+    fmt,
+    fmt_seconds,
+    identity,
+    noisy,
+    pct,
+    ratio,
+    text_column,
+)
+from xpubench.report.base.figures import shown
+from xpubench.report.base.frame import many_sources, num, ok_rows, row_mode, series_label
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
+from xpubench.report.tables.costs import peak_cell
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_bytes, fmt_flops, fmt_rate
-
-
-def fmt(value, spec: str = ",.1f", scale: float = 1.0, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value * scale:{spec}}{unit}"
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    """1.23 s, 45.6 ms, 789 µs; None -> "n/a"."""
-    if seconds is None or math.isnan(seconds):
-        return "n/a"
-    if seconds >= 1:
-        return f"{seconds:,.3g} s" if seconds < 1000 else f"{seconds:,.0f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:,.3g} ms"
-    return f"{seconds * 1e6:,.3g} µs"
-
-
-def noisy(row, text: str) -> str:
-    return text + NOISY_MARK if row.get("noisy") else text
-
-
-def pct(value, *, estimate=False) -> str:
-    return "n/a" if value is None or pd.isna(value) else f"{value:.1%}" + (" (est.)" if estimate else "")
-
-
-def ratio(top, bottom) -> str:
-    return "n/a" if not top or not bottom else f"{top / bottom:,.2f}x"
-
-
-def what(row) -> str:
-    """What a case is measured at, with its device count: "N=1024", "batch 32 x2"."""
-    devices = int(row.get("devices") or 1)
-    return setting(row) + (f" x{devices}" if devices > 1 else "")
-
-
-def case_text(row) -> str:
-    """Mode, dtype and setting of a case: "train fp32 batch 32"."""
-    return f"{row['mode']} {row['precision']} {what(row)}".strip()
-
-
-def batch(row) -> str:
-    if pd.isna(row.get("batch_size")):
-        return "n/a"
-    devices = int(row.get("devices") or 1)
-    return f"{int(row['batch_size'])}" + (f" x{devices}" if devices > 1 else "")
-
-
-def _text(name: str, key: str, priority: int = ALWAYS) -> Column:
-    return Column(name, lambda r: str(r.get(key)), priority=priority, text=True)
-
-
-def identity(rows: pd.DataFrame, *, chip_priority: int = LOW) -> list[Column]:
-    """file (when the rows come from several), backend, device, chip, dtype."""
-    cols = [_text("file", "source")] if many_sources(rows) else []
-    return cols + [_text("backend", "backend"), _text("device", "device"),
-                   Column("chip", lambda r: str(r.get("device_name") or "n/a"), priority=chip_priority, text=True),
-                   _text("dtype", "precision")]
 
 
 def training_table(frame: pd.DataFrame) -> Table:
     rows = ok_rows(frame, "train")
     if not rows.empty:
         rows = rows.sort_values(["workload", "backend", "device", "precision", "batch_size"])
-    cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
+    cols = [text_column("workload", "workload"), *identity(rows), Column("batch", batch),
             Column("compile", lambda r: fmt_seconds(num(r, "compile_s")), priority=2, group="time"),
             Column("1st epoch", lambda r: fmt_seconds(num(r, "first_epoch_s")), group="time"),
             Column("epoch", lambda r: fmt_seconds(num(r, "epoch_s")), priority=2, group="time"),
@@ -176,7 +125,7 @@ def inference_table(frame: pd.DataFrame) -> Table:
             return "-" if r["precision"] == "fp32" else "n/a"
         return f"{value:+.4f}"
 
-    cols = [_text("workload", "workload"), *identity(rows), Column("batch", batch),
+    cols = [text_column("workload", "workload"), *identity(rows), Column("batch", batch),
             Column("latency p50", lambda r: noisy(r, fmt_seconds(num(r, "latency_s")))),
             Column("latency p90", lambda r: fmt_seconds(num(r, "latency_p90_s")), priority=LOW),
             Column("samples/s", lambda r: fmt_rate(num(r, "samples_per_s"))),
@@ -212,9 +161,9 @@ def speedup_table(frame: pd.DataFrame) -> Table:
         figure = mode.headline_figure(r) if mode else None
         return noisy(r, faster(r, figure.metric if figure else None, mode.higher_is_better if mode else True))
 
-    cols = [_text("workload", "workload"),
+    cols = [text_column("workload", "workload"),
             Column("case", case_text, text=True),
-            _text("backend", "backend"),
+            text_column("backend", "backend"),
             Column("device", lambda r: f"{r['device']} ({r.get('device_name') or 'n/a'})", text=True),
             Column("CPU baseline", lambda r: f"{base_of(r)['source']}: {base_of(r).get('device_name') or 'cpu'}",
                    priority=LOW, text=True),
@@ -241,8 +190,8 @@ def scaling_table(frame: pd.DataFrame) -> Table:
             eff = sps / (num(b, "samples_per_s") * int(r["devices"]) / int(b["devices"]))
         return pct(eff) + (" (shared cores)" if num(r, "scaling_note") else "")
 
-    cols = [_text("workload", "workload"), _text("backend", "backend"), _text("device", "device"),
-            _text("mode", "mode", priority=2), _text("dtype", "precision", priority=2),
+    cols = [text_column("workload", "workload"), text_column("backend", "backend"), text_column("device", "device"),
+            text_column("mode", "mode", priority=2), text_column("dtype", "precision", priority=2),
             Column("devices", lambda r: str(int(r["devices"]))),
             Column("global batch", lambda r: fmt(num(r, "global_batch"), ",.0f"), priority=LOW),
             Column("samples/s", lambda r: noisy(r, fmt_rate(num(r, "samples_per_s")))),
@@ -262,7 +211,7 @@ def status_table(frame: pd.DataFrame) -> Table:
                 text = (text + "; " if text else "") + f"batch {fit} fitted"
         return text
 
-    cols = [*([_text("file", "source", priority=LOW)] if many_sources(frame) else []), _text("case", "key"), _text("status", "status"),
+    cols = [*([text_column("file", "source", priority=LOW)] if many_sources(frame) else []), text_column("case", "key"), text_column("status", "status"),
             Column("message", message, text=True)]
     return Table("Cases that did not finish ok", cols, bad)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from xpubench.report.content import NOISY_LEGEND, Report
-from xpubench.report.outputs import html_comment
+from xpubench.report.base.content import NOISY_LEGEND, Report
+from xpubench.report.base.outputs import html_comment
 from xpubench.results.plaintext import shown
 from xpubench.results.store import write_atomically
 
@@ -43,7 +43,7 @@ def md_bullets(lines: list[str], prefix: str = "- ") -> str:
 def file_stem(name: str, taken: set[str]) -> str:
     """A chart's file name inside the ``_files`` folder: letters, digits, ``_ - .`` only (a workload name
     from a results file, ``/../..`` included, can never leave the folder), unique within ``taken``."""
-    from xpubench.report.html import unique_id
+    from xpubench.report.render.html import unique_id
 
     return unique_id(re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-")[:80] or "chart", taken)
 

@@ -19,8 +19,8 @@ import re
 
 import pandas as pd
 
-from xpubench.report.frame import many_sources, num, ok_rows, row_mode, setting
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
+from xpubench.report.base.frame import many_sources, num, ok_rows, row_mode, setting
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.results.modes import MODES
 from xpubench.units import fmt_flops
 

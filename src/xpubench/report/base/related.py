@@ -1,6 +1,6 @@
 """The cases a case is read against, found once for every renderer (terminal, Markdown, HTML, answer).
 
-Each helper takes the results frame (report/frame.py) and one of its rows; a match is looked for in
+Each helper takes the results frame (report/base/frame.py) and one of its rows; a match is looked for in
 the row's own file first, then in the other files. None when the files hold no such case.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.report.frame import ok_rows
+from xpubench.report.base.frame import ok_rows
 
 SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size")
 

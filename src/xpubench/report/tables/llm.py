@@ -2,21 +2,18 @@
 per weight format that reads like llama-bench's (model, size, params, backend and its decode step,
 threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd over the rounds), with
 the shares against the chip (a tg row: the decode rate of its bandwidth bound; a pp row: pp MFU), the
-energy per token and the KV cache; a tokens/s-against-batch chart, and the answer's
-line ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
+energy per token and the KV cache and the answer's line (its tokens/s-against-batch chart: report/charts/generation.py)
+ ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
 result belongs here when it carries the bytes read per generated token (workloads' ``generation_counts``;
 analysis/generation.py derives the shares)."""
 
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
-from xpubench.report.charts import colors, plain_log, png
-from xpubench.report.content import Chart
-from xpubench.report.frame import many_sources, num, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
-from xpubench.report.tables import fmt, fmt_seconds, noisy
+from xpubench.report.base.cells import fmt, fmt_seconds, noisy
+from xpubench.report.base.frame import many_sources, num, ok_rows
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.units import fmt_bytes, fmt_rate
 
 FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
@@ -138,42 +135,6 @@ def format_tables(frame: pd.DataFrame) -> list[Table]:
             out.append(Table(f"{precision} weights: prompt processing (pp) and generation (tg), tokens/s",
                              _columns(part), test_rows(part)))
     return out
-
-
-def batch_chart(frame: pd.DataFrame) -> Chart | None:
-    """Decode and prefill tokens/s against the batch size, one line per model / backend / device / format;
-    None unless some line has two batch sizes or more."""
-    rows = llm_rows(frame)
-    if rows.empty:
-        return None
-    multi = many_sources(rows)
-    series = {}
-    for _, r in rows.iterrows():
-        name = f"{r['model']} " + series_label(r, with_source=multi)
-        series.setdefault(name, []).append(r)
-    if max(len(points) for points in series.values()) < 2:
-        return None
-    fig = Figure(figsize=(10.0, 4.4))
-    axes = fig.subplots(1, 2)
-    for name, color in colors(list(series)).items():
-        points = sorted(series[name], key=lambda r: r["batch_size"])
-        batches = [int(r["batch_size"]) for r in points]
-        for ax, metric in zip(axes, ("decode_tokens_per_s", "prefill_tokens_per_s")):
-            ax.plot(batches, [num(r, metric) for r in points], marker="o", color=color, label=name)
-    ticks = sorted({int(r["batch_size"]) for points in series.values() for r in points})
-    for ax, what in zip(axes, ("generation (tg): decode tokens/s", "prompt processing (pp): tokens/s")):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.minorticks_off()
-        plain_log(ax, "y")
-        ax.set_xlabel("batch size (sequences together)")
-        ax.set_ylabel(what + ", log scale")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Language models: tokens/s against the batch size")
-    return Chart("llm-batch", "Tokens/s against the batch size", "Decode reads every weight once per step for "
-                 "the whole batch, so tg tokens/s grows with the batch until compute binds; pp is bound by "
-                 "compute from the start.", png(fig))
 
 
 def answer_lines(frame: pd.DataFrame) -> list[str]:

@@ -15,12 +15,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from xpubench.report.figures import line
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.figures import line
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.base.table import print_table
 from xpubench.report.sections import SECTIONS
-from xpubench.report.summary_table import ceiling_note, summary_table
-from xpubench.report.table_model import print_table
-from xpubench.report.target import process_headline
+from xpubench.report.tables.summary import ceiling_note, summary_table
+from xpubench.report.tables.target import process_headline
 from xpubench.results.modes import mode_of
 from xpubench.results.plaintext import markup
 from xpubench.units import fmt_rate
@@ -93,7 +93,7 @@ class RunProgress:
 def headline(result) -> str:
     """The figures a finished case prints beside its status: its mode's headline and details
     (results/modes.py), "" for a mode nobody declared; a process of a case with a quality target: its
-    seed and time to target, or why it fell short (report/target.py)."""
+    seed and time to target, or why it fell short (report/tables/target.py)."""
     if result.metrics.get("target"):
         return process_headline(result)
     if result.case.get("mode") == "generate" and result.metrics.get("prefill_tokens_per_s"):
@@ -135,7 +135,7 @@ def print_run_tables(results, console: Console, *, verbose: bool = True) -> None
 
 
 def print_summary(results, console: Console) -> None:
-    """The compact summary (report/summary_table.py), fitting the console's width, and under it the
+    """The compact summary (report/tables/summary.py), fitting the console's width, and under it the
     ceilings the run had no measured figure for, once, with the command that measures them."""
     data = ResultSet.load(results)
     if not data.frame.empty:
@@ -157,9 +157,9 @@ def _print_noisy(data: ResultSet, console: Console) -> None:
 
 def print_run_output(results, console: Console, output, *, verbose: bool = False) -> None:
     """All `xpubench run` prints after its cases: the summary, the sections marked ``always`` (every
-    terminal section with ``verbose``), then the answer (report/answer.py) with where the results are and
+    terminal section with ``verbose``), then the answer (report/sentences/answer.py) with where the results are and
     how to make the report."""
-    from xpubench.report.answer import answer_lines
+    from xpubench.report.sentences.answer import answer_lines
 
     print_summary(results, console)
     print_run_tables(results, console, verbose=verbose)   # without --verbose: the ``always`` sections

@@ -12,7 +12,7 @@ import html as _html
 
 import pandas as pd
 
-from xpubench.report.content import NOISY_LEGEND, NOISY_MARK, Chart, Report, Section, TableBlock
+from xpubench.report.base.content import NOISY_LEGEND, NOISY_MARK, Chart, Report, Section, TableBlock
 from xpubench.results.plaintext import shown
 
 CSS = """
@@ -79,7 +79,7 @@ def warnings_html(lines: list[str], title: str = "") -> str:
 def page(title: str, body: str, subtitle: str = "", *, heading: bool = True) -> str:
     """A whole HTML document around ``body``; ``heading``: the title also as the page's first heading."""
     sub = f'<p class="sub">{esc(subtitle)}</p>' if subtitle else ""
-    from xpubench.report.outputs import html_comment
+    from xpubench.report.base.outputs import html_comment
 
     return (f"<!DOCTYPE html>\n{html_comment()}\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

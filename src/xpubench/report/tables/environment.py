@@ -114,7 +114,7 @@ def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "
 
 def environment_table(items) -> pd.DataFrame:
     """Rows = facts (host, CPU, framework versions, devices, drivers...), one column per file of the
-    entries ``items`` (report/frame.py)."""
+    entries ``items`` (report/base/frame.py)."""
     columns = {}
     for source, fps in file_fingerprints(items).items():
         for i, fp in enumerate(fps or [{}]):

@@ -36,7 +36,7 @@ from xpubench.version import __version__
 
 GENERATOR = f"generator: xpubench {__version__}"
 HEAD = 4096   # bytes read to recognise a file
-CHART_SOFTWARE = f"xpubench {__version__}"   # a chart PNG's Software text chunk (report/charts.py)
+CHART_SOFTWARE = f"xpubench {__version__}"   # a chart PNG's Software text chunk (report/charts/performance.py)
 _MARK_LINE = re.compile(rb"<!-- generator: xpubench \S+ -->|xpubench compare \(generator: xpubench \S+\)")
 _PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report import target
-from xpubench.report.frame import ResultSet, num, row_mode
-from xpubench.report.llm import bound_cell
-from xpubench.report.summary import better, headline_rate, spread
-from xpubench.report.table_model import ALWAYS, Column, Table
+from xpubench.report.base.frame import ResultSet, num, row_mode
+from xpubench.report.base.table import ALWAYS, Column, Table
+from xpubench.report.tables import target
+from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
+from xpubench.report.tables.llm import bound_cell
+from xpubench.results.fold import process_groups
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
 
@@ -184,9 +185,6 @@ def _cell_text(cell: Cell | None, scale: float, target_row: bool) -> str:
 def _groups(data: ResultSet | None, cell: Cell) -> list[np.ndarray]:
     if data is None:
         return []
-    from xpubench.report.answer import rate_groups
-    from xpubench.results.fold import process_groups
-
     if cell.samples:
         return [np.asarray(g, dtype=np.float64) for g in process_groups(data.result(cell.row), cell.samples)]
     return rate_groups(data, cell.row)

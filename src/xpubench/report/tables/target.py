@@ -1,7 +1,7 @@
 """Time to target in every output: the table (terminal, Markdown, HTML), the summary's cells, the answer's
 ranking, the precision / batch-size sweep sentences, compare's figures, and in the terminal each setup's
 curve as text and each worker process's line. The chart of the metric against wall time:
-report/target_chart.py. The arithmetic (trimmed mean, bootstrap intervals): results/target_stats.py.
+report/charts/target.py. The arithmetic (trimmed mean, bootstrap intervals): results/target_stats.py.
 
 A case's time to target is MLPerf's trimmed mean over its seeds (one worker process each); "not
 reached" is said as such, with the best value seen, never shown as a time.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from xpubench.report.frame import ResultSet, many_sources, ok_rows, series_label
-from xpubench.report.table_model import ALWAYS, LOW, Column, Table
-from xpubench.report.tables import batch, fmt, fmt_seconds, identity, num
+from xpubench.report.base.cells import batch, fmt, fmt_seconds, identity
+from xpubench.report.base.frame import ResultSet, many_sources, num, ok_rows, series_label
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.results import target_stats
 from xpubench.results.targets import parse
 from xpubench.units import fmt_rate

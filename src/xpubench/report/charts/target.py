@@ -1,16 +1,16 @@
 """The curve that shows both speed and convergence: the target's metric against wall time, per setup,
-every seed a line (the report's chart and compare's; its terminal form is report/target.py terminal_lines)."""
+every seed a line (the report's chart and compare's; its terminal form is report/tables/target.py terminal_lines)."""
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from xpubench.report.charts import colors, png
-from xpubench.report.content import Chart
-from xpubench.report.frame import ResultSet, many_sources, series_label
-from xpubench.report.tables import fmt_seconds
-from xpubench.report.target import GROUP, seed_curves, target_rows, terminal_lines
+from xpubench.report.base.cells import fmt_seconds
+from xpubench.report.base.content import Chart
+from xpubench.report.base.frame import ResultSet, many_sources, series_label
+from xpubench.report.charts.performance import colors, png
+from xpubench.report.tables.target import GROUP, seed_curves, target_rows, terminal_lines
 from xpubench.results.targets import parse
 
 

@@ -1,12 +1,15 @@
 """A case's headline figure as the summary and the answer read it (its mode's ``headline``,
-results/modes.py), its spread and its cost; the summary table itself is report/summary_table.py."""
+results/modes.py), its spread and its cost; the summary table itself is report/tables/summary.py."""
 
 from __future__ import annotations
 
-from xpubench.report import target
-from xpubench.report.figures import shown
-from xpubench.report.frame import num, row_mode
-from xpubench.report.tables import noisy
+import numpy as np
+
+from xpubench.report.base.cells import noisy
+from xpubench.report.base.figures import shown
+from xpubench.report.base.frame import ResultSet, num, row_mode
+from xpubench.report.tables import target
+from xpubench.results.fold import process_groups
 from xpubench.units import fmt_rate
 
 
@@ -40,7 +43,7 @@ def figure_text(row, value, *, named: bool = False) -> str:
 def figure(row) -> str:
     if row.get("status") != "ok":
         return str(row.get("status"))
-    if target.is_target_row(row):   # a quality target: the time to it, or "not reached" (report/target.py)
+    if target.is_target_row(row):   # a quality target: the time to it, or "not reached" (report/tables/target.py)
         return target.summary_figure(row)   # (no "!": the harness's flags are about its steps' spread)
     return noisy(row, figure_text(row, headline_rate(row)))
 
@@ -59,3 +62,13 @@ def spread(row) -> str:
         return f"±{(high - low) / 2 / median:.0%}"
     iqr = num(row, f"{prefix}_iqr_s")
     return f"±{iqr / 2 / median:.0%} IQR" if median and iqr is not None else "-"
+
+
+def rate_groups(data: ResultSet, row) -> list:
+    """The per-process samples the row's headline figure comes from: its mode's ``rate_samples`` where it
+    has them (inference: the full passes behind its samples/s), else the headline samples."""
+    result, mode = data.result(row), row_mode(row)
+    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
+    if name:
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, name)]
+    return data.groups(row)

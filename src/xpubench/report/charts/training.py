@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from xpubench.report.charts import colors, png
-from xpubench.report.content import Chart
-from xpubench.report.frame import column, many_sources, ok_rows, series_label
+from xpubench.report.base.content import Chart
+from xpubench.report.base.frame import column, many_sources, ok_rows, series_label
+from xpubench.report.charts.performance import colors, png
 
 GALLERY_IMAGES = 24
 CLASS_NAMES = {  # the public label names of the data sets the gallery can show

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import shlex
 
-import numpy as np
 import pandas as pd
 
-from xpubench.report import llm
-from xpubench.report.frame import ResultSet, ok_rows, row_mode, setting
-from xpubench.report.summary import better, headline_rate
-from xpubench.report.target import ranking_lines, sweep_lines, target_rows
-from xpubench.results.fold import process_groups
+from xpubench.report.base.frame import ResultSet, ok_rows, setting
+from xpubench.report.tables import llm
+from xpubench.report.tables.headline import better, headline_rate, rate_groups
+from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
 from xpubench.results.ratio import ratio_estimate
 
 LISTED = 4  # at most this many cases named per line; the rest counted
@@ -73,14 +71,6 @@ def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -
             f"(95% interval {est.low:.2f}-{est.high:.2f}){note}")
 
 
-def rate_groups(data: ResultSet, row) -> list:
-    """The per-process samples the row's headline figure comes from: its mode's ``rate_samples`` where it
-    has them (inference: the full passes behind its samples/s), else the headline samples."""
-    result, mode = data.result(row), row_mode(row)
-    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
-    if name:
-        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, name)]
-    return data.groups(row)
 
 
 def _listed(items: list[str]) -> str:

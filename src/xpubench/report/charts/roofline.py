@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from xpubench.report.chart_labels import place_point_labels
-from xpubench.report.charts import _labelled, colors, flops_unit, plain_log, png
-from xpubench.report.content import Chart
-from xpubench.report.frame import column, ok_rows, setting
+from xpubench.report.base.content import Chart
+from xpubench.report.base.frame import column, ok_rows, setting
+from xpubench.report.charts.labels import place_point_labels
+from xpubench.report.charts.performance import _labelled, colors, flops_unit, plain_log, png
 from xpubench.results.modes import MODES, mode_of
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.report.content import NOISY_MARK
-from xpubench.report.frame import ResultSet, num, ok_rows, row_mode, setting
-from xpubench.report.table_model import Table, text_table
-from xpubench.report.tables import case_text, fmt, fmt_seconds, noisy
+from xpubench.report.base.cells import case_text, fmt, fmt_seconds, noisy
+from xpubench.report.base.content import NOISY_MARK
+from xpubench.report.base.frame import ResultSet, num, ok_rows, row_mode, setting
+from xpubench.report.base.table import Table, text_table
 from xpubench.results.metrics import unit
 from xpubench.results.ratio import ratio_estimate
 from xpubench.units import fmt_flops

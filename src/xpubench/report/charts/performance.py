@@ -1,6 +1,6 @@
 """Performance charts as PNG bytes (matplotlib, no pyplot state, no display needed).
 
-Each function takes the results frame (report/frame.py) and returns a content.Chart, or None when the
+Each function takes the results frame (report/base/frame.py) and returns a content.Chart, or None when the
 files hold nothing to draw. Axes carry units; a value axis switches to a log scale when its values
 span more than LOG_SPAN; error bars are 95% bootstrap intervals where the raw samples give one.
 """
@@ -15,9 +15,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from xpubench.report.chart_labels import fit_x_labels
-from xpubench.report.content import Chart
-from xpubench.report.frame import column, many_sources, ok_rows, series_label
+from xpubench.report.base.content import Chart
+from xpubench.report.base.frame import column, many_sources, ok_rows, series_label
+from xpubench.report.charts.labels import fit_x_labels
 
 matplotlib.use("Agg", force=False)
 
@@ -31,7 +31,7 @@ def png(fig: Figure) -> bytes:
     device name from a results file is a dollar sign, never matplotlib's math (nor LaTeX)."""
     from matplotlib.text import Text
 
-    from xpubench.report.outputs import CHART_SOFTWARE
+    from xpubench.report.base.outputs import CHART_SOFTWARE
 
     for text in fig.findobj(Text):
         text.set_parse_math(False)
