@@ -155,9 +155,13 @@ def compilation(c: dict, backend: str) -> Row:
 
 
 def failed_compile(error: str, backend: str) -> Row:
-    """torch.compile failing is a warning (compile=auto trains eager, with a note); XLA failing is not."""
-    if backend == "torch":
-        return Row("compile", WARN, f"torch.compile failed ({error}): compile=auto trains eager on this device")
+    """Compiling failed: a warning where the backend's runs go on without it (its record's
+    ``compile_fallback``: torch trains eager), else a failure (XLA)."""
+    from xpubench import backends
+
+    fallback = backends.record(backend).compile_fallback
+    if fallback:
+        return Row("compile", WARN, f"compilation failed ({error}): {fallback}")
     return Row("compile", FAIL, f"compilation failed: {error}")
 
 

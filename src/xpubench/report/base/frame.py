@@ -14,6 +14,7 @@ row's position in :func:`entries` (for its raw samples, curves and gallery).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,11 +222,25 @@ def setting(row, *, short: bool = False) -> str:
     return "" if value is None else text[1 if short else 0].format(int(value))
 
 
+@functools.cache
+def own_measurements() -> frozenset[str]:
+    """The registered workloads that are their own measurement (their record's ``run``: the selftest, an
+    isolation check), not a benchmark: no table, chart or summary ranks them."""
+    from xpubench.workloads import REGISTRY, get_workload
+
+    return frozenset(name for name in REGISTRY if get_workload(name).run is not None)
+
+
+def benchmarks(frame: pd.DataFrame) -> pd.Series:
+    """Per row: whether its workload is a benchmark (not one of ``own_measurements``)."""
+    return ~frame["workload"].isin(own_measurements())
+
+
 def ok_rows(frame: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
-    """The rows that finished ok (of one mode: "matmul", "train", "infer"), selftest rows left out."""
+    """The rows that finished ok (of one mode: "matmul", "train", "infer"), own measurements left out."""
     if frame.empty:
         return frame
-    keep = (frame["status"] == "ok") & (frame["workload"] != "selftest")
+    keep = (frame["status"] == "ok") & benchmarks(frame)
     if mode is not None:
         keep &= frame["mode"] == mode
     return frame[keep]

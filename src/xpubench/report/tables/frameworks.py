@@ -4,7 +4,8 @@
   precision, batch or N, device count), the later one's speed over the earlier one's with the 95% interval
   of the two-level bootstrap (results/ratio.py ratio_estimate) and a verdict; each backend named by its
   own name, none in the code;
-* the "Framework comparison": Keras beside native JAX and PyTorch.
+* the "Framework comparison": a backend that runs on other frameworks (its record's ``variants``: Keras)
+  beside the same case on those frameworks natively (``layered_backends``, from the records).
 
 For every Keras case that finished ok (``keras:jax``, ``keras:torch``, ``keras:tensorflow``) the same case
 natively (backend ``jax`` and ``torch``: same file, workload, device, mode, precision, batch size or
@@ -26,7 +27,6 @@ from xpubench.results.metrics import unit
 from xpubench.results.ratio import ratio_estimate
 from xpubench.units import fmt_flops
 
-NATIVE = ("jax", "torch")
 MATCH = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "devices"]
 
 
@@ -83,37 +83,55 @@ def backend_pairs(data: ResultSet) -> list[Table]:
     return [text_table("", pd.DataFrame(out))] if out else []
 
 
-def _ratio(native, keras):
-    return native / keras if native and keras else None
+def layered_backends() -> dict[str, list[str]]:
+    """Each backend that runs on other frameworks (its record's ``variants``: keras on jax, torch,
+    tensorflow) -> the backends here those variants run on natively (``device_backend``) that have model
+    cases of their own: keras -> jax, torch (keras:tensorflow runs on the host CPU's record, numpy's)."""
+    from xpubench import backends
+
+    out = {}
+    for name in backends.names():
+        record = backends.get(name)
+        natives = [backends.device_backend(f"{name}:{v}") for v in record.variants]
+        natives = [b for b in dict.fromkeys(natives) if backends.known(b) and backends.get(b).trains]
+        if natives:
+            out[name] = natives
+    return out
 
 
-def keras_comparison(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per ok Keras case that has a native jax or torch case beside it: its headline figure, the
-    native figures (None where absent) and the ratios native / keras. Empty when there is none."""
+def _ratio(native, on_top):
+    return native / on_top if native and on_top else None
+
+
+def layered_comparison(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok case of a backend that runs on other frameworks (a keras:* case) that has a native
+    case beside it: its headline figure, the native figures (None where absent) and the ratios native /
+    layered (``{native}_over``). Empty when there is none."""
     rows = ok_rows(frame)
-    if rows.empty or not rows["backend"].astype(str).str.startswith("keras").any():
+    if rows.empty:
         return pd.DataFrame()
     rows = rows[[_headline(r) is not None for _, r in rows.iterrows()]]
     keys = [k for k in MATCH if k in rows.columns]
     out = []
-    for _, group in rows.groupby(keys, dropna=False):
-        natives = {b: group[group["backend"] == b].iloc[0] for b in NATIVE if (group["backend"] == b).any()}
-        if not natives:   # a Keras case with no native one beside it: nothing to compare
-            continue
-        for _, keras in group[group["backend"].astype(str).str.startswith("keras")].iterrows():
-            headline = _headline(keras)
-            metric = headline.metric
-            figure = _figure(keras, metric)
-            entry = {k: keras.get(k) for k in keys}
-            entry.update(keras_backend=keras["backend"], metric=metric, keras=figure,
-                         unit="FLOP/s" if unit(metric) == "FLOP/s" else headline.after,
-                         keras_noisy=bool(keras.get("noisy")))
-            for b in NATIVE:
-                native = _figure(natives[b], metric) if b in natives else None
-                entry[f"native_{b}"] = native
-                entry[f"{b}_noisy"] = bool(natives[b].get("noisy")) if b in natives else False
-                entry[f"{b}_over_keras"] = _ratio(native, figure)
-            out.append(entry)
+    for layered, native_backends in layered_backends().items():
+        for _, group in rows.groupby(keys, dropna=False):
+            natives = {b: group[group["backend"] == b].iloc[0] for b in native_backends
+                       if (group["backend"] == b).any()}
+            if not natives:   # a layered case with no native one beside it: nothing to compare
+                continue
+            for _, case in group[group["backend"].astype(str).str.partition(":")[0] == layered].iterrows():
+                headline = _headline(case)
+                figure = _figure(case, headline.metric)
+                entry = {k: case.get(k) for k in keys}
+                entry.update(layered=layered, natives=tuple(native_backends), on_top=case["backend"],
+                             metric=headline.metric, figure=figure, noisy=bool(case.get("noisy")),
+                             unit="FLOP/s" if unit(headline.metric) == "FLOP/s" else headline.after)
+                for b in native_backends:
+                    native = _figure(natives[b], headline.metric) if b in natives else None
+                    entry[f"native_{b}"] = native
+                    entry[f"{b}_noisy"] = bool(natives[b].get("noisy")) if b in natives else False
+                    entry[f"{b}_over"] = _ratio(native, figure)
+                out.append(entry)
     return pd.DataFrame(out)
 
 
@@ -132,19 +150,21 @@ def _times(v) -> str:
 
 
 def comparison_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The comparison as formatted strings (n/a where a figure is missing)."""
+    """The comparison as formatted strings (n/a where a figure is missing), its columns named after the
+    layered backend and its natives ("keras samples/s", "jax / keras")."""
     out = []
     for _, r in table.iterrows():
+        layered = r["layered"]
         out.append({"workload": r["workload"], "device": r["device"],
-                    "case": f"{r['mode']} {r['precision']} {setting(r)}".strip(), "keras": r["keras_backend"],
-                    f"keras {r['unit']}": _value(r["keras"], r["metric"]) + (NOISY_MARK if r["keras_noisy"] else ""),
-                    **{k: v for b in NATIVE for k, v in (
+                    "case": f"{r['mode']} {r['precision']} {setting(r)}".strip(), layered: r["on_top"],
+                    f"{layered} {r['unit']}": _value(r["figure"], r["metric"]) + (NOISY_MARK if r["noisy"] else ""),
+                    **{k: v for b in r["natives"] for k, v in (
                         (b, _value(r[f"native_{b}"], r["metric"]) + (NOISY_MARK if r[f"{b}_noisy"] else "")),
-                        (f"{b} / keras", _times(r[f"{b}_over_keras"])))}})
+                        (f"{b} / {layered}", _times(r[f"{b}_over"])))}})
     return pd.DataFrame(out)
 
 
-def keras_table(frame: pd.DataFrame) -> Table:
-    """The Keras comparison as a table; empty when the files hold no Keras case with a native one beside it."""
-    table = keras_comparison(frame)
+def layered_table(frame: pd.DataFrame) -> Table:
+    """The comparison as a table; empty when the files hold no layered case with a native one beside it."""
+    table = layered_comparison(frame)
     return text_table("", comparison_table(table) if not table.empty else pd.DataFrame())

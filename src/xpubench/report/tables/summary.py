@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, num, row_mode
+from xpubench.report.base.frame import ResultSet, benchmarks, num, row_mode
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
@@ -212,7 +212,7 @@ def _winner(line: Line, data: ResultSet | None) -> tuple[str, str, bool]:
 def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     """The summary (module docstring) of ``frame``; ``data`` (the ResultSet the frame is of) gives the
     ratios their intervals."""
-    rows = frame[frame["workload"] != "selftest"] if not frame.empty else frame
+    rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
     columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
     one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
