@@ -303,6 +303,39 @@ def test_no_source_file_over_400_lines():
     assert not long, f"split these files (over {MAX_LINES} lines): {long}"
 
 
+NAMED_PATH = re.compile(r"(?<![\w./-])((?:[a-z_]\w*/)+[a-z_]\w*\.py)\b")   # "results/fold.py"
+
+
+def stale_paths(src: Path = SRC) -> list[str]:
+    """Every ``package/module.py`` named in a source file (docstrings, comments, messages) whose first
+    folder is one of ours (``results/aggregate.py``) and which no longer exists under src/xpubench/. Paths
+    in other projects (``torch/utils/flop_counter.py``) and relative to a package (``llama/config.py``
+    inside workloads/) start with a folder that is not one of ours and are left alone."""
+    root = src / PACKAGE
+    ours = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for named in NAMED_PATH.findall(line):
+                if named.split("/")[0] in ours and not (root / named).exists():
+                    found.append(f"{path.relative_to(src)}:{number}: {named}")
+    return found
+
+
+def test_every_module_path_named_in_the_source_exists():
+    stale = stale_paths()
+    assert not stale, "files named in src that no longer exist (name where it lives now):\n  " + "\n  ".join(stale)
+
+
+def test_the_path_check_finds_a_stale_name(tmp_path):
+    pkg = tmp_path / PACKAGE / "results"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fold.py").write_text('"""Folded on load (results/fold.py), once kept in results/aggregate.py;\n'
+                                 'see torch/utils/flop_counter.py and llama/config.py."""\n')
+    assert stale_paths(tmp_path) == ["xpubench/results/fold.py:1: results/aggregate.py"]
+
+
 def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function(tmp_path):
     pkg = tmp_path / PACKAGE
     (pkg / "sub").mkdir(parents=True)

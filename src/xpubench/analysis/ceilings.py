@@ -4,7 +4,7 @@ and priced, when a file is loaded (results/aggregate.aggregate_all calls ``annot
 For each result:
 
 * achieved FLOP/s: matmul's warm rate, models' ``achieved_flops_per_s`` (analytic FLOPs x samples/s);
-* % of spec peak (``peak_label``: never a bare number above 100%, ceilings/efficiency.py);
+* % of spec peak (``peak_label``: never a bare number above 100%, analysis/efficiency.py);
 * % of the measured ceiling of the same backend, device and precision, from the run's record
   (``fingerprint["ceilings"]``, ceilings/runtime.py). The ceiling is the fastest rate *seen*: when a
   matmul result of the same file and group beats the searched ceiling beyond the two figures' noise,

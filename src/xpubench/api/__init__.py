@@ -105,7 +105,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     Only one run writes a file at a time (runfile.held): a second is refused in one line.
 
     ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
-    the whole run, detection, worker start and compilation included (harness/budget.py); a resumed run
+    the whole run, detection, worker start and compilation included (launch/budget.py); a resumed run
     has no budget: it finishes what is left.
     The measured ceilings the
     results are ranked against come from the cache; ``measure_ceilings=True`` measures the missing ones

@@ -12,7 +12,7 @@ key; otherwise:
 
 The record (``fingerprint["ceilings"]``) is small: per "backend/device/precision" the ceiling's
 FLOP/s, its relative noise (half-width of the 95% interval / the median), shape and when it was
-written; per "backend/device" the measured bytes/s. ``ceilings/annotate.py`` ranks the results
+written; per "backend/device" the measured bytes/s. ``analysis/ceilings.py`` ranks the results
 against it when a file is loaded.
 """
 

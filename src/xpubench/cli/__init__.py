@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
+    ceilings_cli.add_parser(sub)   # xpubench ceilings (cli/ceilings.py)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
     rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")

@@ -150,7 +150,7 @@ def run_cases(
     case stops after a failed process and no larger batch is skipped after an OOM (api.run also runs
     such a run without a budget).
 
-    With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
+    With a ``budget`` (launch/budget.py) the cases run in its order, a case whose first process does
     not fit in the time left is recorded as skipped with the reason, a further process that does not fit
     is not started (``on_cut``), and each worker's timeout is capped by the time left.
 

@@ -202,7 +202,7 @@ class GenerateMetrics(Common, LanguageModelGeneration, RuntimeFacts):
 
 @dataclass
 class Efficiency(Metrics):
-    """Against the chip: spec peak (harness/metrics.py) and measured ceilings (ceilings/)."""
+    """Against the chip: spec peak (analysis/peak.py) and measured ceilings (ceilings/)."""
 
     GROUP: ClassVar[str] = "efficiency"
     peak_flops_per_s: float | None = figure("FLOP/s", "the chip's dense peak at this precision (CPU: an estimate; "
@@ -241,7 +241,7 @@ class Efficiency(Metrics):
 
 @dataclass
 class Scaling(Metrics):
-    """Data parallel (harness/scaling.py)."""
+    """Data parallel (analysis/scaling.py)."""
 
     GROUP: ClassVar[str] = "scaling"
     devices: int | None = figure("count", "devices the case ran on", optional=True)
@@ -262,7 +262,7 @@ class Scaling(Metrics):
 
 @dataclass
 class Processes(Metrics):
-    """The case's worker processes folded together (results/aggregate.py)."""
+    """The case's worker processes folded together (results/fold.py)."""
 
     GROUP: ClassVar[str] = "processes"
     processes: int | None = figure("count", "worker processes whose figures made the result", optional=True)

@@ -29,7 +29,7 @@ from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
-NOISY_CV = 0.10          # the harness's own rule (harness/stats.py CV_WARN)
+NOISY_CV = 0.10          # the harness's own rule (results/stats.py CV_WARN)
 
 
 @dataclass(frozen=True)
