@@ -36,7 +36,8 @@ def git_revision() -> str | None:
     """The xpubench source tree's commit (with '+dirty' for local changes), or None outside a checkout."""
     here = Path(__file__).resolve().parent
     try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False)
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5,
+                             check=False)
         if rev.returncode != 0:
             return None
         dirty = subprocess.run(

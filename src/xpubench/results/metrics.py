@@ -325,7 +325,8 @@ class Model(Metrics):
                                                    "the task, the model's config or embedding)", optional=True)
 
 
-MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)  # results/modes.py
+# the modes' groups (results/modes.py)
+MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)
 SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model,
                                      TimeToTarget)   # training to a quality target (metrics_target.py)
 REGISTRY: dict[str, Metric] = {}

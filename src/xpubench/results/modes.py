@@ -85,7 +85,8 @@ class Mode:
     def __post_init__(self) -> None:
         own = set(self.metrics.names())
         names = [*self.samples, *self.rate_samples, *(f.metric for f in self.headline + self.details if not f.named_by),
-                 *(f.named_by for f in self.details if f.named_by), *(n for n in (self.flop_rate, self.per, self.cold) if n)]
+                 *(f.named_by for f in self.details if f.named_by),
+                 *(n for n in (self.flop_rate, self.per, self.cold) if n)]
         bad = [n for n in names if n not in own]
         bad += [n for n in (self.peak_share, self.cost.metric if self.cost else None) if n and n not in REGISTRY]
         if bad or not self.samples or not self.headline:

@@ -182,7 +182,9 @@ def scaling_table(frame: pd.DataFrame) -> Table:
 
     def speedup(r):
         b = base(r)
-        return "n/a" if b is None else f"{ratio(num(r, 'samples_per_s'), num(b, 'samples_per_s'))} vs N={int(b['devices'])}"
+        if b is None:
+            return "n/a"
+        return f"{ratio(num(r, 'samples_per_s'), num(b, 'samples_per_s'))} vs N={int(b['devices'])}"
 
     def efficiency(r):
         eff, b, sps = num(r, "scaling_efficiency"), base(r), num(r, "samples_per_s")
@@ -211,8 +213,8 @@ def status_table(frame: pd.DataFrame) -> Table:
                 text = (text + "; " if text else "") + f"batch {fit} fitted"
         return text
 
-    cols = [*([text_column("file", "source", priority=LOW)] if many_sources(frame) else []), text_column("case", "key"), text_column("status", "status"),
-            Column("message", message, text=True)]
+    cols = [*([text_column("file", "source", priority=LOW)] if many_sources(frame) else []),
+            text_column("case", "key"), text_column("status", "status"), Column("message", message, text=True)]
     return Table("Cases that did not finish ok", cols, bad)
 
 

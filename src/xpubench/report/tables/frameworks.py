@@ -11,8 +11,8 @@ For every Keras case that finished ok (``keras:jax``, ``keras:torch``, ``keras:t
 natively (backend ``jax`` and ``torch``: same file, workload, device, mode, precision, batch size or
 matrix size, device count) and the ratio native / Keras of the headline throughput: samples/s for
 training (steady steps) and inference (a pass over the evaluation set), warm FLOP/s for matmul. A ratio
-above 1 means the native framework is faster than Keras on it; a figure that is missing stays n/a. A Keras case with no native case beside it is left out (the Training
-and Inference sections show it).
+above 1 means the native framework is faster than Keras on it; a figure that is missing stays n/a. A Keras
+case with no native case beside it is left out (the Training and Inference sections show it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Generation (greedy decoding with a KV cache, harness/generation.py) and token-model training in the
 terminal and the reports (report/sections.py lists them): the generation table (prefill tokens/s, time to
-first token, decode tokens/s, per-token latency p50/p90 per batch size), and the token models' training table (tokens/s, MFU, the attention kernel that ran).
+first token, decode tokens/s, per-token latency p50/p90 per batch size) and the token models' training
+table (tokens/s, MFU, the attention kernel that ran); the throughput-latency chart: report/charts/generation.py.
 """
 
 from __future__ import annotations

@@ -144,7 +144,8 @@ def _lines(frame: pd.DataFrame) -> list[Line]:
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
-             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])), label, test, str(row["precision"]), _unit(row),
+             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])),
+            label, test, str(row["precision"]), _unit(row),
             better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
         if target.is_target_row(row):
             value = num(row, "time_to_target_s") if ok and row.get("target_reached") else None
