@@ -23,6 +23,7 @@ class TorchBackend(Backend):
     ceiling_module = "xpubench.backends.torch_.ceiling"
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
     compile_fallback = "compile=auto trains eager on this device"
+    decode_steps = ("eager", "compiled")   # --decode (backends/torch_/generate.py)
     needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address
     compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
 

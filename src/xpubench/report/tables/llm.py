@@ -65,10 +65,13 @@ def test_name(row, kind: str) -> str:
 
 
 def runtime(row) -> str:
-    """The backend and, where the result says, the decode step it ran: "torch compiled", "torch eager"."""
+    """The backend and, where its record offers a choice of decode steps (``decode_steps``) and the result
+    says which ran, that step: "torch compiled", "torch eager"; "jax" (XLA always compiles it)."""
+    from xpubench import backends
+
     step = str(num(row, "decode_step") or "")
-    variant = "compiled" if step.startswith("compiled") else "eager" if step == "eager" else ""
-    return f"{row['backend']} {variant}".strip() if row["backend"] != "jax" else str(row["backend"])
+    chosen = next((s for s in backends.record(str(row["backend"])).decode_steps if step.startswith(s)), "")
+    return f"{row['backend']} {chosen}".strip()
 
 
 def params_cell(row) -> str:
