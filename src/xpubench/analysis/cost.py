@@ -26,25 +26,12 @@ def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> di
         return {"cost_na": "n/a: no price for this device (--price-per-hour DEVICE=USD or --prices FILE)"}
     record = mode_of(mode)
     per_s = price_per_hour / 3600.0
-    figures: dict[str, float | None] = {"usd_per_hour": price_per_hour}
+    figures = {"usd_per_hour": price_per_hour}
     for name, source in record.priced if record else ():
         value = metrics.get(source)
         if value:
             figures[name] = per_s * value if unit(source) == "s" else per_s * 1e6 / value
-    return {k: v for k, v in figures.items() if v is not None}
-
-
-def cost_figures(price_per_hour: float | None, *, samples_per_s: float | None = None,
-                 epoch_s: float | None = None, predictions_per_s: float | None = None) -> dict[str, float | None]:
-    """usd_per_1m_samples, usd_per_epoch, usd_per_1m_predictions (None where a figure is missing)."""
-    per_s = price_per_hour / 3600.0 if price_per_hour is not None else None
-
-    def rate(per_second):
-        return per_s * 1e6 / per_second if (per_s is not None and per_second) else None
-
-    return {"usd_per_hour": price_per_hour, "usd_per_1m_samples": rate(samples_per_s),
-            "usd_per_epoch": per_s * epoch_s if (per_s is not None and epoch_s) else None,
-            "usd_per_1m_predictions": rate(predictions_per_s)}
+    return figures
 
 
 @dataclass(frozen=True)
