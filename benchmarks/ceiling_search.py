@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 import xpubench
+from xpubench.backends.fingerprint import detect_environment
 from xpubench.ceilings.measure import default_sizes, measure_in_subprocess
-from xpubench.results.fingerprint import detect_environment
 
 
 def best_fixed(backend: str, sizes: list[int], env: dict) -> tuple[float, int]:

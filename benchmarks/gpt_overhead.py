@@ -24,7 +24,7 @@ from pathlib import Path
 from rounds import alternate  # benchmarks/rounds.py (scripts run from benchmarks/)
 
 import xpubench
-from xpubench.results.fingerprint import detect_environment
+from xpubench.backends.fingerprint import detect_environment
 from xpubench.workloads import gpt
 
 COMMON = """

@@ -23,7 +23,7 @@ from pathlib import Path
 from rounds import alternate  # benchmarks/rounds.py (scripts run from benchmarks/)
 
 import xpubench
-from xpubench.results.fingerprint import detect_environment
+from xpubench.backends.fingerprint import detect_environment
 
 COMMON = """
 import time, numpy as np

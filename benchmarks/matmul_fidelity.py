@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import xpubench
-from xpubench.results.fingerprint import detect_environment
+from xpubench.backends.fingerprint import detect_environment
 
 HAND_LOOP = {
     "numpy": """

@@ -52,7 +52,7 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(__file__))
     from harness_overhead import xpubench_rate
 
-    from xpubench.results.fingerprint import detect_environment
+    from xpubench.backends.fingerprint import detect_environment
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=256)

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None, *, clock: Callable[[], float] = time.mon
     budget_s, source = job_budget(args.minutes, environ, time.time())
     env = None
     if args.env_file:
-        from xpubench.devices.envfile import load_environment
+        from xpubench.backends.envfile import load_environment
         from xpubench.errors import UserError
 
         try:

@@ -21,8 +21,8 @@ import numpy as np
 from PIL import Image
 
 from xpubench import analysis
-from xpubench.report import html
-from xpubench.report.build import build_report
+from xpubench.report.render import html
+from xpubench.report.render.build import build_report
 
 WINDOW_HEIGHT = 8000   # px: taller than any section; the white below it is cut
 

@@ -82,7 +82,7 @@ def report_slow_file() -> Path:
 @functools.cache
 def machine_environment() -> dict:
     """This machine's ``xpubench env --json`` record ({} when detection fails)."""
-    from xpubench.results.fingerprint import detect_environment
+    from xpubench.backends.fingerprint import detect_environment
 
     try:
         return detect_environment()

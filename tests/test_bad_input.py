@@ -209,7 +209,7 @@ def tmp(tmp_path):
 
 @functools.cache
 def _environment():
-    from xpubench.results.fingerprint import detect_environment
+    from xpubench.backends.fingerprint import detect_environment
 
     return detect_environment()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from xpubench import api
+from xpubench.backends.envfile import load_environment
 from xpubench.devices.device import is_accelerator
-from xpubench.devices.envfile import load_environment
 from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S, RESERVE_S, Budget, preview
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.brief import MIN_PROCESSES, OVERHEAD_S

@@ -200,7 +200,7 @@ def test_a_bad_budget_is_one_line(bad, tmp_path):
 def test_the_progress_bar_shows_the_time_left():
     from rich.console import Console
 
-    from xpubench.report.terminal import RunProgress
+    from xpubench.report.render.terminal import RunProgress
 
     clock = FakeClock()
     progress = RunProgress(Console(file=None, force_terminal=False), enabled=False)

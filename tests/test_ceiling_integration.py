@@ -106,7 +106,7 @@ def test_above_the_cpu_estimate_the_label_explains_and_ranks_by_the_ceiling():
     m = results[0].metrics
     assert m["peak_label"] == "above est. peak"
     assert "estimated CPU peak" in m["efficiency_note"] and "ranked against the measured ceiling" in m["efficiency_note"]
-    from xpubench.report.costs import peak_cell
+    from xpubench.report.tables.costs import peak_cell
     assert peak_cell(m) == "above est. peak"       # the tables print the label, never "109%"
 
 
@@ -239,8 +239,8 @@ def test_one_unreadable_window_makes_the_figure_na():
 # ---- the report ------------------------------------------------------------------------------------------
 
 def test_the_report_section_shows_cost_energy_and_efficiency():
-    from xpubench.report.build import build_section
-    from xpubench.report.frame import ResultSet
+    from xpubench.report.base.frame import ResultSet
+    from xpubench.report.render.build import build_section
     from xpubench.report.sections import section
 
     tr = train(10e9, price=0.10)
@@ -257,8 +257,8 @@ def test_the_report_section_shows_cost_energy_and_efficiency():
 
 
 def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
-    from xpubench.report.advice import time_and_cost
-    from xpubench.report.frame import ResultSet
+    from xpubench.report.base.frame import ResultSet
+    from xpubench.report.sentences.advice import time_and_cost
 
     cpu = train(10e9, price=0.10)
     gpu = train(10e9, price=2.50)

@@ -8,7 +8,8 @@ import pytest
 import report_runs as runs
 
 from xpubench.cli import main
-from xpubench.report.compare import compare_files, ratio_estimate
+from xpubench.report.compare import compare_files
+from xpubench.results.ratio import ratio_estimate
 
 # The threshold the verdicts below are drawn at. The verdict tests read recorded results files
 # (report_runs.recorded_pair / recorded_slow): two runs measured live on a shared VM differ by chance (38%

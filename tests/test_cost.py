@@ -3,7 +3,7 @@ time and by cost."""
 
 import pytest
 
-from xpubench.analysis.cost import cost_figures, rank_time_and_cost
+from xpubench.analysis.cost import rank_time_and_cost, result_cost
 from xpubench.errors import UserError
 from xpubench.plan.prices import (
     load_prices_file,
@@ -69,19 +69,22 @@ def test_a_missing_or_binary_prices_file(tmp_path):
 
 def test_price_of_a_device_and_of_several():
     prices = {"cpu": 0.1, "gpu": 2.0, "gpu:1": 1.0}
-    assert price_for(prices, "gpu:0") == 2.0 and price_for(prices, "gpu:1") == 1.0 and price_for(prices, "cuda:2") == 2.0
+    assert price_for(prices, "gpu:0") == 2.0 and price_for(prices, "gpu:1") == 1.0
+    assert price_for(prices, "cuda:2") == 2.0
     assert price_for(prices, "gpu:0", devices=2) == 3.0            # gpu:0 + gpu:1
     assert price_for(prices, "cpu", devices=8) == 0.1              # JAX's host "devices" share one CPU
     assert price_for(prices, "tpu:0") is None and price_for({"gpu:0": 1.0}, "gpu:0", devices=2) is None
 
 
-def test_dollars_per_result():
-    f = cost_figures(0.10, samples_per_s=1000.0, epoch_s=60.0, predictions_per_s=5000.0)
+def test_dollars_per_result_are_what_each_mode_record_prices():
+    f = result_cost({"samples_per_s": 1000.0, "epoch_s": 60.0}, "train", 0.10)   # Mode.priced, results/modes.py
     assert f["usd_per_1m_samples"] == pytest.approx(0.10 / 3600 * 1e6 / 1000)     # $0.0278
     assert f["usd_per_epoch"] == pytest.approx(0.10 / 3600 * 60)
-    assert f["usd_per_1m_predictions"] == pytest.approx(0.10 / 3600 * 1e6 / 5000)
-    none = cost_figures(None, samples_per_s=1000.0)
-    assert none["usd_per_1m_samples"] is None and cost_figures(1.0)["usd_per_epoch"] is None
+    assert result_cost({"samples_per_s": 5000.0}, "infer", 0.10)["usd_per_1m_predictions"] == pytest.approx(
+        0.10 / 3600 * 1e6 / 5000)
+    assert result_cost({"samples_per_s": 0.0}, "train", 1.0) == {"usd_per_hour": 1.0}   # no rate: no figure
+    assert result_cost({"decode_tokens_per_s": 40.0}, "generate", 1.0) == {"usd_per_hour": 1.0}   # priced: ()
+    assert result_cost({"samples_per_s": 1000.0}, "train", None)["cost_na"].startswith("n/a: no price")
 
 
 def test_rankings_by_time_and_cost_and_where_they_differ():

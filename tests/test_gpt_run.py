@@ -13,10 +13,11 @@ import pytest
 from xpubench import api
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.report.build import build_report
-from xpubench.report.frame import ResultSet
-from xpubench.report.generation import generation_table, throughput_latency_chart
-from xpubench.report.terminal import print_run_tables
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.charts.generation import throughput_latency_chart
+from xpubench.report.render.build import build_report
+from xpubench.report.render.terminal import print_run_tables
+from xpubench.report.tables.generation import generation_table
 from xpubench.results.schema import Result
 from xpubench.workloads import gpt
 
@@ -153,8 +154,8 @@ def test_terminal_prints_the_generation_table() -> None:
 
 def test_compare_matches_generation_cases_by_preset() -> None:
     from xpubench.case import Case
+    from xpubench.report.base.frame import Entry
     from xpubench.report.compare import compare_loaded
-    from xpubench.report.frame import Entry
     from xpubench.workloads import with_identity
 
     def entry(source: str, preset: str, p50: float) -> Entry:

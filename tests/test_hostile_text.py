@@ -139,7 +139,7 @@ def _printed(*renderables, **kw) -> str:
 
 
 def test_a_run_line_with_markup_and_escapes_in_its_message_prints_them_as_text():
-    from xpubench.report.terminal import RunProgress
+    from xpubench.report.render.terminal import RunProgress
     from xpubench.results.schema import run_from_dict
 
     record = next(r for r in _records() if r["status"] == "error")
@@ -240,7 +240,7 @@ def test_report_of_dollars_surrogates_and_escapes_is_written_and_inert(suffix, t
 def test_a_dollar_in_a_device_name_is_drawn_as_text():
     from matplotlib.figure import Figure
 
-    from xpubench.report.charts import plain_text, png
+    from xpubench.report.charts.performance import plain_text, png
 
     with plain_text():
         fig = Figure()
@@ -272,7 +272,7 @@ def test_a_results_record_with_a_non_utf8_model_file_name_round_trips_and_report
 
 @pytest.fixture
 def quick_charts(monkeypatch):
-    """Charts as tiny PNGs with the Software chunk report/charts.py asks for (what is tested is where they
+    """Charts as tiny PNGs with the Software chunk report/charts/performance.py asks for (what is tested is where they
     are written)."""
     from matplotlib.figure import Figure
 

@@ -332,8 +332,8 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
     assert table[0].split()[:2] == ["imdb_lstm", "samples/s"] and len(rows) == 3, proc.stdout
     assert sorted(word for line in rows for word in line if word in ("fp32", "bf16", "int8")) == \
         ["bf16", "fp32", "int8"], proc.stdout
-    from xpubench.report.frame import results_frame
-    from xpubench.report.tables import inference_table
+    from xpubench.report.base.frame import results_frame
+    from xpubench.report.tables.cases import inference_table
 
     table = inference_table(results_frame(load_file(out))).frame()  # the table --verbose and the report show
     rows = {row["dtype"]: row for row in table.to_dict("records")}

@@ -17,7 +17,7 @@ from xpubench import doctor
 from xpubench.devices import kernels
 from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import PASS, WARN
-from xpubench.report.environment import LIKELY_CAUSE, differences, summarize_fingerprint
+from xpubench.report.tables.environment import LIKELY_CAUSE, differences, summarize_fingerprint
 
 AVX512 = ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"]
 AVX2 = ["sse4_2", "avx", "avx2", "fma"]

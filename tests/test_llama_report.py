@@ -1,4 +1,4 @@
-"""A language model's generation after loading (analysis/generation.py) and in the reports (report/llm.py):
+"""A language model's generation after loading (analysis/generation.py) and in the reports (report/tables/llm.py):
 pp MFU, the decode rate's share of its bandwidth bound (measured bandwidth first, the spec's second,
 never above 100%), the pp/tg table per weight format, the tokens/s-against-batch chart, the answer's line
 and the ceilings a generation run asks for. Results are built by hand; nothing runs a model."""
@@ -13,10 +13,11 @@ from xpubench.analysis import analyse
 from xpubench.analysis.generation import add_generation_bounds
 from xpubench.case import Case
 from xpubench.ceilings.runtime import wanted
-from xpubench.report import llm
-from xpubench.report.answer import answer_lines
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.charts.generation import tokens_batch_chart
 from xpubench.report.sections import section
+from xpubench.report.sentences.answer import answer_lines
+from xpubench.report.tables import llm
 from xpubench.results.schema import Result
 
 BYTES = 270e6        # bytes read per generated token (smollm-135m bf16 at batch 1, about)
@@ -125,12 +126,12 @@ def test_files_without_a_language_model_have_no_such_line_nor_table():
     gpt.metrics.pop("decode_bytes_per_token")
     for data in (loaded(gpt), loaded(dataclasses.replace(gpt, status="skipped"))):
         assert llm.answer_lines(data.frame) == [] and llm.format_tables(data.frame) == []
-        assert llm.batch_chart(data.frame) is None
+        assert tokens_batch_chart(data.frame) is None
 
 
 def test_the_batch_chart_needs_a_sweep():
-    assert llm.batch_chart(loaded(result(batch=1)).frame) is None
-    chart = llm.batch_chart(loaded(result(batch=1), result(batch=2, tg=70.0), result(batch=4, tg=120.0)).frame)
+    assert tokens_batch_chart(loaded(result(batch=1)).frame) is None
+    chart = tokens_batch_chart(loaded(result(batch=1), result(batch=2, tg=70.0), result(batch=4, tg=120.0)).frame)
     assert chart is not None and chart.png.startswith(b"\x89PNG")
 
 

@@ -1,4 +1,4 @@
-"""The answer `xpubench run` ends with (report/answer.py), on results files made here with known
+"""The answer `xpubench run` ends with (report/sentences/answer.py), on results files made here with known
 per-process figures (the samples come from the test, not from this machine)."""
 
 import re
@@ -6,8 +6,8 @@ import re
 import numpy as np
 import report_runs as runs
 
-from xpubench.report.answer import answer_lines
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.sentences.answer import answer_lines
 from xpubench.results import store
 from xpubench.results.schema import Run
 

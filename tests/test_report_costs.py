@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.analysis import analyse
-from xpubench.report.build import build_section
-from xpubench.report.costs import CEILING_AT_LEAST, efficiency_table, fold, shareable
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.render.build import build_section
 from xpubench.report.sections import section
+from xpubench.report.tables.costs import CEILING_AT_LEAST, efficiency_table, fold, shareable
 from xpubench.results import store
 
 RECORDED = Path(__file__).parent / "data" / "runs" / "default-zen4.jsonl"

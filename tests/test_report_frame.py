@@ -11,9 +11,10 @@ import report_runs as runs
 
 import xpubench
 from xpubench.case import Case
-from xpubench.report import advice, html
-from xpubench.report.build import build_report
-from xpubench.report.frame import ResultSet
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.render import html
+from xpubench.report.render.build import build_report
+from xpubench.report.sentences import advice
 from xpubench.results.schema import Result
 
 GPU = {"id": "gpu:0", "kind": "gpu", "name": "NVIDIA H100 80GB HBM3", "driver": "550.54",

@@ -8,9 +8,9 @@ import pytest
 from rich.console import Console
 from test_report_frame import FINGERPRINT, record
 
-from xpubench.report import charts
-from xpubench.report.chart_labels import overlapping
-from xpubench.report.frame import results_frame
+from xpubench.report.base.frame import results_frame
+from xpubench.report.charts import performance as charts
+from xpubench.report.charts.labels import overlapping
 
 LONG_WORKLOADS = ("cifar10_resnet18", "fashion_mnist_mlp", "imdb_lstm", "mnist_cnn", "tiny_transformer_lm",
                   "wikitext_gpt_small")
@@ -87,8 +87,8 @@ def overflowing_tables(page: str, tmp_path, width: int) -> list[str]:
 
 @pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
 def test_training_tables_fit_a_laptop_page(tmp_path):
-    from xpubench.report import html
-    from xpubench.report.build import build_report
+    from xpubench.report.render import html
+    from xpubench.report.render.build import build_report
 
     report = build_report(training_results())
     training = next(s for s in report.sections if s.anchor == "training")
@@ -100,8 +100,8 @@ def test_training_tables_fit_a_laptop_page(tmp_path):
 
 
 def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_prominent():
-    from xpubench.report import html
-    from xpubench.report.build import build_report
+    from xpubench.report.render import html
+    from xpubench.report.render.build import build_report
 
     synthetic = record(workload="mnist_cnn", backend="torch")
     on_real = record(workload="mnist_cnn", backend="jax", seed=3)
@@ -121,7 +121,7 @@ def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_promine
 
 
 def run_output(results, *, width: int, terminal: bool, verbose: bool) -> str:
-    from xpubench.report.terminal import print_run_output
+    from xpubench.report.render.terminal import print_run_output
 
     console = Console(file=io.StringIO(), width=width, force_terminal=terminal, color_system=None)
     print_run_output(results, console, "results/run.jsonl", verbose=verbose)
@@ -146,7 +146,7 @@ def test_run_output_fits_100_columns_and_cuts_nothing(terminal, verbose):
 
 
 def test_summary_is_one_row_per_workload_test_and_dtype_with_a_column_per_backend_and_device():
-    from xpubench.report.summary_table import summary_table
+    from xpubench.report.tables.summary import summary_table
 
     frame = results_frame(many_workloads())
     table = summary_table(frame)
@@ -159,8 +159,8 @@ def test_summary_is_one_row_per_workload_test_and_dtype_with_a_column_per_backen
 
 def test_the_fastest_is_taken_within_a_precision():
     """A bf16 case is never the yardstick of an fp32 one (issue 21): each precision is its own row."""
-    from xpubench.report.frame import ResultSet
-    from xpubench.report.summary_table import summary_table
+    from xpubench.report.base.frame import ResultSet
+    from xpubench.report.tables.summary import summary_table
 
     results = [record(backend="torch", precision="fp32", step=0.2), record(backend="jax", precision="fp32", step=0.1),
                record(backend="torch", precision="bf16", step=0.05)]

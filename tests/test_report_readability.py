@@ -18,19 +18,20 @@ from matplotlib.figure import Figure
 
 from xpubench import analysis
 from xpubench.cli import main
-from xpubench.report import html, markdown
-from xpubench.report.build import build_report, default_output, same_in_every_row
-from xpubench.report.chart_labels import label_boxes, place_point_labels
-from xpubench.report.charts import throughput_figure
-from xpubench.report.charts_roofline import not_placed, roofline_chart
-from xpubench.report.costs import efficiency_table
-from xpubench.report.environment import environment_tables
-from xpubench.report.frame import ResultSet
-from xpubench.report.frameworks import backend_pairs, faster_text
-from xpubench.report.generation import generation_table, throughput_latency_figure
-from xpubench.report.llm import format_tables
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.charts.generation import throughput_latency_figure
+from xpubench.report.charts.labels import label_boxes, place_point_labels
+from xpubench.report.charts.performance import throughput_figure
+from xpubench.report.charts.roofline import not_placed, roofline_chart
+from xpubench.report.render import html, markdown
+from xpubench.report.render.build import build_report, default_output, same_in_every_row
 from xpubench.report.sections import section
-from xpubench.report.tables import training_table
+from xpubench.report.tables.cases import training_table
+from xpubench.report.tables.costs import efficiency_table
+from xpubench.report.tables.environment import environment_tables
+from xpubench.report.tables.frameworks import backend_pairs, faster_text
+from xpubench.report.tables.generation import generation_table
+from xpubench.report.tables.llm import format_tables
 
 RUNS = Path(__file__).parent / "data" / "runs"
 DEFAULT = RUNS / "default-zen4.jsonl"     # the default run: CNN training and matmul, torch only trained

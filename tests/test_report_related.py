@@ -1,10 +1,11 @@
-"""The cases a row is read against, found once for every renderer (report/related.py), and the tables
-that use them (report/tables.py) agreeing across the terminal and the report."""
+"""The cases a row is read against, found once for every renderer (report/base/related.py), and the tables
+that use them (report/tables/cases.py) agreeing across the terminal and the report."""
 
 from test_report_frame import record
 
-from xpubench.report import related, tables
-from xpubench.report.frame import results_frame
+from xpubench.report.base import related
+from xpubench.report.base.frame import results_frame
+from xpubench.report.tables import cases as tables
 
 
 def frame():

@@ -1,6 +1,6 @@
 """Issue 23 items 5 and 6: one record per mode (results/modes.py) and one ordered list of report sections
 (report/sections.py). A mode or a section registered in one place shows in the terminal and in the
-report without a line of report/build.py or report/terminal.py changing; backends are paired by name."""
+report without a line of report/render/build.py or report/render/terminal.py changing; backends are paired by name."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import pytest
 from rich.console import Console
 
 from xpubench.case import Case
-from xpubench.report import html, sections
-from xpubench.report.build import build_report
+from xpubench.report import sections
+from xpubench.report.base.frame import Entry, ResultSet, ok_rows
+from xpubench.report.base.table import Column, Table
 from xpubench.report.compare import compare_loaded
-from xpubench.report.frame import Entry, ResultSet, ok_rows
+from xpubench.report.render import html
+from xpubench.report.render.build import build_report
+from xpubench.report.render.terminal import headline, print_run_output, print_run_tables
 from xpubench.report.sections import SECTIONS, ReportSection, register
-from xpubench.report.table_model import Column, Table
-from xpubench.report.terminal import headline, print_run_output, print_run_tables
 from xpubench.results import metrics, modes
 from xpubench.results.metrics import Common, figure
 from xpubench.results.modes import MODES, Figure, Mode
@@ -183,8 +184,8 @@ def test_every_recorded_file_loads_reports_and_compares(path, tmp_path):
     """Files written before the mode records and the section list: the report (HTML and Markdown), the
     terminal's tables and a comparison with itself still come out of each."""
     from xpubench import analysis
-    from xpubench.report import markdown
     from xpubench.report.compare import compare_files
+    from xpubench.report.render import markdown
 
     loaded = analysis.load([path])
     report = build_report(loaded)

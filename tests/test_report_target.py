@@ -1,4 +1,4 @@
-"""Time to target in the outputs (report/target.py, report/target_chart.py): the table, the summary's cells,
+"""Time to target in the outputs (report/tables/target.py, report/charts/target.py): the table, the summary's cells,
 the answer's ranking with the interval of the ratio, the sweep sentences, compare's rows and the report's
 section with its chart; on recorded seeds (no training)."""
 
@@ -10,12 +10,12 @@ import pytest
 from rich.console import Console
 from test_time_to_target import seed_run
 
-from xpubench.report.build import build_report
+from xpubench.report.base.frame import Entry, ResultSet
 from xpubench.report.compare import compare_loaded, render
-from xpubench.report.frame import Entry, ResultSet
-from xpubench.report.summary_table import summary_table
-from xpubench.report.target import curve_text, ranking_lines, sweep_lines, target_table
-from xpubench.report.terminal import print_run_output
+from xpubench.report.render.build import build_report
+from xpubench.report.render.terminal import print_run_output
+from xpubench.report.tables.summary import summary_table
+from xpubench.report.tables.target import curve_text, ranking_lines, sweep_lines, target_table
 from xpubench.results.fold import aggregate
 
 TORCH = [20.0, 21.0, 19.5, 20.4, 22.0]

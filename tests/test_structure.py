@@ -1,12 +1,15 @@
 """The code's shape, built from the source with ast (nothing is imported): no import cycle among
-src/xpubench modules (imports inside functions count too), no import from a lower layer to a higher one
-(``LAYERS``, the one declaration of the order; docs/architecture.md draws it), no source file over 400
-lines, and at most 8 modules directly in src/xpubench/ (the rest lives in packages named after the
-steps of a run)."""
+src/xpubench modules (imports inside functions count too, and so does a module started in a child process,
+``python -m xpubench.x.y``), no two packages importing each other, no import from a lower layer to a
+higher one (``LAYERS``, the one declaration of the order; docs/architecture.md draws it), no source file
+over 400 lines, and at most 8 modules directly in src/xpubench/ (the rest lives in packages named after
+the steps of a run)."""
 
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -32,7 +35,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("xpubench.harness",),                                 # the measuring loops and their protocols
     ("xpubench.data",),                                    # real-format loaders, synthetic data
     ("xpubench.workloads",),                               # one record per workload
-    ("xpubench.results", "xpubench.devices", "xpubench.energy"),   # the record format; device facts; meters
+    ("xpubench.devices", "xpubench.energy"),               # device facts; meters
+    ("xpubench.results",),                                 # the record format
     ("xpubench.case", "xpubench.errors", "xpubench.units", "xpubench.version", "xpubench.envnames",
      "xpubench.readfile"),                                 # the ground floor: every layer may import it
 ]
@@ -68,8 +72,29 @@ def _nearest(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Our modules that ``module`` imports anywhere in its file (top level, functions, classes, guards).
+MODULE_RUN = re.compile(r"(?:^|\s)-m\s+(xpubench(?:\.\w+)*)")   # "python -m xpubench.backends.detect"
+
+
+def _started(name: str, modules: dict[str, Path]) -> str:
+    """The module ``python -m name`` runs: a package's ``__main__`` where it has one."""
+    return f"{name}.__main__" if f"{name}.__main__" in modules else name
+
+
+def started_modules(node: ast.AST, modules: dict[str, Path]) -> list[str]:
+    """Modules a node starts in a child process: a string ``... -m xpubench.x ...``, or the strings
+    ``"-m", "xpubench.x"`` side by side in a list, tuple or call (``[sys.executable, "-m", "xpubench.x"]``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [_started(m, modules) for m in MODULE_RUN.findall(node.value)]
+    items = node.elts if isinstance(node, (ast.List, ast.Tuple)) else node.args if isinstance(node, ast.Call) else []
+    texts = [i.value if isinstance(i, ast.Constant) and isinstance(i.value, str) else None for i in items]
+    return [_started(b, modules) for a, b in itertools.pairwise(texts)
+            if a == "-m" and b and (b == PACKAGE or b.startswith(PACKAGE + "."))]
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool = True) -> set[str]:
+    """Our modules that ``module`` imports anywhere in its file (top level, functions, classes, guards),
+    and with ``children`` those it starts in a child process (``python -m xpubench.x``: its layer's code
+    runs for this module, so it counts for the layers; it is no import cycle, the child is a new process).
     ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
@@ -80,6 +105,8 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node)
             names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        elif children:
+            names = started_modules(node, modules)
         else:
             continue
         for name in names:
@@ -90,9 +117,9 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
-def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+def import_graph(src: Path = SRC, children: bool = True) -> dict[str, set[str]]:
     modules = module_files(src)
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+    return {name: imports_of(name, path, modules, children) for name, path in modules.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -146,7 +173,7 @@ def _edges_inside(graph: dict[str, set[str]], component: list[str]) -> str:
 
 
 def test_no_import_cycle_among_src_modules():
-    graph = import_graph()
+    graph = import_graph(children=False)
     found = cycles(graph)
     assert not found, "import cycles (imports inside functions count):\n" + "\n".join(
         f"  {' <-> '.join(c)}: {_edges_inside(graph, c)}" for c in found)
@@ -166,6 +193,31 @@ def climbing_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
     """Every import from a module to one in a higher layer, as "a (layer) -> b (layer)"."""
     return [f"{a} ({layers[layer_of(a, layers)][0]}) -> {b} ({layers[layer_of(b, layers)][0]})"
             for a in sorted(graph) for b in sorted(graph[a]) if layer_of(b, layers) < layer_of(a, layers)]
+
+
+def packages(src: Path = SRC) -> set[str]:
+    return {name for name, path in module_files(src).items() if path.name == "__init__.py"}
+
+
+def package_loops(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """Every two sibling packages that import each other, at any depth (results <-> devices, or
+    report.tables <-> report.charts), with the imports each way: each import is counted between the two
+    packages just below the deepest package holding both ends."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            pa, pb = a.split("."), b.split(".")
+            common = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb)))
+            ra, rb = ".".join(pa[:common + 1]), ".".join(pb[:common + 1])
+            if ra != rb and ra in packages and rb in packages:
+                edges.setdefault((ra, rb), []).append(f"{a} -> {b}")
+    return [f"{pa} <-> {pb}: {'; '.join(edges[pa, pb] + edges[pb, pa])}"
+            for pa, pb in sorted(edges) if pa < pb and (pb, pa) in edges]
+
+
+def test_no_two_packages_import_each_other():
+    loops = package_loops(import_graph(), packages())
+    assert not loops, "packages that import each other (put the module where it belongs):\n  " + "\n  ".join(loops)
 
 
 def test_every_module_has_a_layer():
@@ -190,6 +242,58 @@ def test_the_layer_check_finds_a_climb(tmp_path):
         "xpubench.low.base (xpubench.low) -> xpubench.high (xpubench)"]
 
 
+def test_the_package_check_finds_two_packages_on_one_layer_importing_each_other(tmp_path):
+    pkg = tmp_path / PACKAGE
+    for sub in ("one", "two"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "one" / "a.py").write_text("from xpubench.two import b\n")
+    (pkg / "two" / "b.py").write_text("import os\n")
+    (pkg / "two" / "c.py").write_text("def f():\n    from xpubench.one import a\n")
+    layers = [("xpubench",), ("xpubench.one", "xpubench.two")]
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == [] and climbing_imports(graph, layers) == []   # the module checks see nothing
+    assert package_loops(graph, packages(tmp_path)) == [
+        "xpubench.one <-> xpubench.two: xpubench.one.a -> xpubench.two.b; xpubench.two.c -> xpubench.one.a"]
+    (pkg / "two" / "c.py").write_text("import os\n")
+    (pkg / "one" / "deep").mkdir()   # rooms inside a package: the same rule one level down
+    (pkg / "one" / "deep" / "__init__.py").write_text("from xpubench.one import a\n")
+    (pkg / "one" / "a.py").write_text("from xpubench.one.deep import x\n")
+    (pkg / "one" / "deep" / "x.py").write_text("")
+    assert package_loops(import_graph(tmp_path), packages(tmp_path)) == []   # a module and a room: no loop
+    (pkg / "one" / "low").mkdir()
+    (pkg / "one" / "low" / "__init__.py").write_text("")
+    (pkg / "one" / "low" / "y.py").write_text("from xpubench.one.deep import x\n")
+    (pkg / "one" / "deep" / "x.py").write_text("def f():\n    from xpubench.one.low import y\n")
+    assert package_loops(import_graph(tmp_path), packages(tmp_path)) == [
+        ("xpubench.one.deep <-> xpubench.one.low: xpubench.one.deep.x -> xpubench.one.low.y; "
+         "xpubench.one.low.y -> xpubench.one.deep.x")]
+
+
+def test_a_module_started_in_a_child_process_counts_as_an_import(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "tool").mkdir()
+    for init in (pkg, pkg / "low", pkg / "tool"):
+        (init / "__init__.py").write_text("")
+    (pkg / "high.py").write_text("")
+    (pkg / "tool" / "__main__.py").write_text("")
+    (pkg / "low" / "a.py").write_text(
+        "import subprocess, sys\n"
+        "def f():\n    subprocess.run([sys.executable, '-m', 'xpubench.high', 'x'])\n")
+    (pkg / "low" / "b.py").write_text("CMD = 'python3 -m xpubench.tool --fast'\nOTHER = ('-m', 'numpy')\n")
+    (pkg / "low" / "c.py").write_text("NAME = 'xpubench.high'   # a name alone is no start\n")
+    graph = import_graph(tmp_path)
+    assert graph["xpubench.low.a"] == {"xpubench.high"}
+    assert graph["xpubench.low.b"] == {"xpubench.tool.__main__"}
+    assert graph["xpubench.low.c"] == set()
+    layers = [("xpubench", "xpubench.high", "xpubench.tool"), ("xpubench.low",)]
+    assert climbing_imports(graph, layers) == [
+        "xpubench.low.a (xpubench.low) -> xpubench.high (xpubench)",
+        "xpubench.low.b (xpubench.low) -> xpubench.tool.__main__ (xpubench)"]
+
+
 def test_at_most_8_modules_directly_in_the_package():
     top = sorted(p.name for p in (SRC / PACKAGE).glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules in src/xpubench/ (at most {MAX_TOP_MODULES}): {top}"
@@ -199,6 +303,39 @@ def test_no_source_file_over_400_lines():
     long = {str(p.relative_to(SRC)): n for p in module_files().values()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"split these files (over {MAX_LINES} lines): {long}"
+
+
+NAMED_PATH = re.compile(r"(?<![\w./-])((?:[a-z_]\w*/)+[a-z_]\w*\.py)\b")   # "results/fold.py"
+
+
+def stale_paths(src: Path = SRC) -> list[str]:
+    """Every ``package/module.py`` named in a source file (docstrings, comments, messages) whose first
+    folder is one of ours (``results/aggregate.py``) and which no longer exists under src/xpubench/. Paths
+    in other projects (``torch/utils/flop_counter.py``) and relative to a package (``llama/config.py``
+    inside workloads/) start with a folder that is not one of ours and are left alone."""
+    root = src / PACKAGE
+    ours = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for named in NAMED_PATH.findall(line):
+                if named.split("/")[0] in ours and not (root / named).exists():
+                    found.append(f"{path.relative_to(src)}:{number}: {named}")
+    return found
+
+
+def test_every_module_path_named_in_the_source_exists():
+    stale = stale_paths()
+    assert not stale, "files named in src that no longer exist (name where it lives now):\n  " + "\n  ".join(stale)
+
+
+def test_the_path_check_finds_a_stale_name(tmp_path):
+    pkg = tmp_path / PACKAGE / "results"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fold.py").write_text('"""Folded on load (results/fold.py), once kept in results/aggregate.py;\n'
+                                 'see torch/utils/flop_counter.py and llama/config.py."""\n')
+    assert stale_paths(tmp_path) == ["xpubench/results/fold.py:1: results/aggregate.py"]
 
 
 def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function(tmp_path):

@@ -17,9 +17,9 @@ from test_llama_report import result as llama_result
 from test_report_frame import record
 
 from xpubench.analysis import analyse
-from xpubench.report.frame import ResultSet
-from xpubench.report.summary_table import NOISY, NOT_RUN, UNSURE, summary_table
-from xpubench.report.terminal import generation_line, print_run_output
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.render.terminal import generation_line, print_run_output
+from xpubench.report.tables.summary import NOISY, NOT_RUN, UNSURE, summary_table
 from xpubench.results.schema import Result
 
 DATA = Path(__file__).parent / "data"
@@ -139,7 +139,7 @@ def test_every_recorded_run_still_loads_and_prints():
 def test_two_processes_a_side_make_the_comparison_not_provisional_and_the_tg_row_has_its_share():
     """The default run's llama comparison as recorded with two processes a side (tests/data/runs/README.md)."""
     from xpubench.analysis import load
-    from xpubench.report.answer import answer_lines
+    from xpubench.report.sentences.answer import answer_lines
 
     loaded = load([DATA / "runs" / "llama-brief-zen3.jsonl"])
     data = ResultSet.load(loaded)

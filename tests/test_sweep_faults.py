@@ -16,7 +16,7 @@ from xpubench.results import store
 
 @functools.cache
 def environment():
-    from xpubench.results.fingerprint import detect_environment
+    from xpubench.backends.fingerprint import detect_environment
 
     return detect_environment()
 

@@ -1,7 +1,7 @@
 """Time to target, on recorded per-epoch curves (no training): the loop's stop rule and clock on a fake
 device and clock (harness/target.py in harness/training.py), the arithmetic (results/target_stats.py:
 time to target, MLPerf's trimmed mean, bootstrap intervals), "not reached" as a status, one seed per
-worker process (launch/runner.py), the plan's checks (plan/target.py) and the reports (report/target.py)."""
+worker process (launch/runner.py), the plan's checks (plan/target.py) and the reports (report/tables/target.py)."""
 
 from __future__ import annotations
 

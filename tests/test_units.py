@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from xpubench.report.summary import figure
-from xpubench.report.terminal import headline
+from xpubench.report.render.terminal import headline
+from xpubench.report.tables.headline import figure
 from xpubench.units import fmt_rate
 
 

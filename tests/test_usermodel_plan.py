@@ -15,7 +15,7 @@ from xpubench import api
 from xpubench.api.bench import bench, model_reference
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.report.frameworks import comparison_table, keras_comparison, keras_table
+from xpubench.report.tables.frameworks import comparison_table, layered_comparison, layered_table
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
@@ -229,17 +229,17 @@ def _row(backend, samples, mode="train", noisy=False):
 def test_keras_beside_native_jax_and_torch():
     frame = pd.DataFrame([_row("jax", 3000.0), _row("torch", None), _row("keras:jax", 1000.0, noisy=True),
                           _row("keras:torch", 750.0), _row("keras:torch", 500.0, mode="infer")])
-    table = keras_comparison(frame).set_index(["keras_backend", "mode"])
-    assert table.loc[("keras:jax", "train"), "jax_over_keras"] == pytest.approx(3.0)
-    assert pd.isna(table.loc[("keras:torch", "train"), "torch_over_keras"])   # torch's figure missing: n/a
+    table = layered_comparison(frame).set_index(["on_top", "mode"])
+    assert table.loc[("keras:jax", "train"), "jax_over"] == pytest.approx(3.0)
+    assert pd.isna(table.loc[("keras:torch", "train"), "torch_over"])   # torch's figure missing: n/a
     assert ("keras:torch", "infer") not in table.index             # no native inference case beside it
-    shown = comparison_table(keras_comparison(frame))
+    shown = comparison_table(layered_comparison(frame))
     shown = shown.set_index(["keras", "case"])
     assert shown.loc[("keras:torch", "train fp32 batch 32"), "torch / keras"] == "n/a"
     assert list(shown["jax / keras"]) == ["3.00x", "4.00x"]
     assert shown.loc[("keras:jax", "train fp32 batch 32"), "keras samples/s"] == "1,000 !"   # noisy
-    assert not keras_table(frame).empty
-    assert keras_table(frame[~frame["backend"].str.startswith("keras")]).empty
+    assert not layered_table(frame).empty
+    assert layered_table(frame[~frame["backend"].str.startswith("keras")]).empty
 
 
 def test_a_dry_run_estimate_of_a_model_says_its_work_is_unknown():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 
 
@@ -41,3 +42,8 @@ def fmt_rate(rate: float | None) -> str:
         return f"{rate:,.0f}"
     rounded = float(f"{rate:.3g}")
     return f"{rounded:.{max(0, 2 - math.floor(math.log10(abs(rounded))))}f}"
+
+
+def utc_now() -> str:
+    """Now, as every record and report writes a time: ISO 8601 in UTC, to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -4,7 +4,7 @@ and priced, when a file is loaded (results/aggregate.aggregate_all calls ``annot
 For each result:
 
 * achieved FLOP/s: matmul's warm rate, models' ``achieved_flops_per_s`` (analytic FLOPs x samples/s);
-* % of spec peak (``peak_label``: never a bare number above 100%, ceilings/efficiency.py);
+* % of spec peak (``peak_label``: never a bare number above 100%, analysis/efficiency.py);
 * % of the measured ceiling of the same backend, device and precision, from the run's record
   (``fingerprint["ceilings"]``, ceilings/runtime.py). The ceiling is the fastest rate *seen*: when a
   matmul result of the same file and group beats the searched ceiling beyond the two figures' noise,
@@ -150,7 +150,7 @@ def annotate_one(result, ceilings: dict) -> None:
                      bytes_per_call=moved, ceiling_is_lower_bound=bound)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
-    # the estimate's basis alone (a result below it) is said once per table, not per result (report/costs.py)
+    # the estimate's basis alone (a result below it) is said once per table, not per result (report/tables/costs.py)
     notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
     if ceiling is None or bound:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
@@ -161,7 +161,8 @@ def annotate_one(result, ceilings: dict) -> None:
         "ceiling_flops_per_s": eff.ceiling_flops_per_s, "pct_of_ceiling": eff.pct_of_ceiling,
         "ceiling_source": source, "ceiling_rel_noise": noise, "achieved_rel_noise": rel_noise(result),
         "ceiling_is_lower_bound": bound or None,
-        "arithmetic_intensity": eff.arithmetic_intensity, "bytes_per_call": moved if mode.name == CEILING_MODE else None,
+        "arithmetic_intensity": eff.arithmetic_intensity,
+        "bytes_per_call": moved if mode.name == CEILING_MODE else None,
         "measured_bandwidth": bw, "roofline_flops_per_s": roofline_bound(eff.arithmetic_intensity,
                                                                         eff.ceiling_flops_per_s, bw),
         "peak_label": eff.peak_label, "ceiling_label": eff.ceiling_label,

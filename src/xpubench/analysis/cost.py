@@ -14,33 +14,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from xpubench.results.metrics import unit
+from xpubench.results.modes import mode_of
+
 
 def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> dict:
-    """The Cost metrics of one result (results/metrics.py): training -> $ per 1M samples and per steady
-    epoch; inference -> $ per 1M predictions; ``cost_na`` with the reason where no price was given."""
+    """The Cost metrics of one result (results/metrics.py), the figures its mode's record prices
+    (``Mode.priced``: training -> $ per 1M samples and per steady epoch; inference -> $ per 1M
+    predictions); ``cost_na`` with the reason where no price was given."""
     if price_per_hour is None:
         return {"cost_na": "n/a: no price for this device (--price-per-hour DEVICE=USD or --prices FILE)"}
-    if mode == "train":
-        figures = cost_figures(price_per_hour, samples_per_s=metrics.get("samples_per_s"),
-                               epoch_s=metrics.get("epoch_s"))
-    elif mode == "infer":
-        figures = cost_figures(price_per_hour, predictions_per_s=metrics.get("samples_per_s"))
-    else:
-        figures = {"usd_per_hour": price_per_hour}
-    return {k: v for k, v in figures.items() if v is not None}
-
-
-def cost_figures(price_per_hour: float | None, *, samples_per_s: float | None = None,
-                 epoch_s: float | None = None, predictions_per_s: float | None = None) -> dict[str, float | None]:
-    """usd_per_1m_samples, usd_per_epoch, usd_per_1m_predictions (None where a figure is missing)."""
-    per_s = price_per_hour / 3600.0 if price_per_hour is not None else None
-
-    def rate(per_second):
-        return per_s * 1e6 / per_second if (per_s is not None and per_second) else None
-
-    return {"usd_per_hour": price_per_hour, "usd_per_1m_samples": rate(samples_per_s),
-            "usd_per_epoch": per_s * epoch_s if (per_s is not None and epoch_s) else None,
-            "usd_per_1m_predictions": rate(predictions_per_s)}
+    record = mode_of(mode)
+    per_s = price_per_hour / 3600.0
+    figures = {"usd_per_hour": price_per_hour}
+    for name, source in record.priced if record else ():
+        value = metrics.get(source)
+        if value:
+            figures[name] = per_s * value if unit(source) == "s" else per_s * 1e6 / value
+    return figures
 
 
 @dataclass(frozen=True)

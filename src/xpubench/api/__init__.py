@@ -17,6 +17,7 @@ from typing import Any
 
 from xpubench import analysis
 from xpubench.analysis import analyse
+from xpubench.backends.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.case import Case
 from xpubench.ceilings.runtime import brief_bandwidth
 from xpubench.ceilings.runtime import for_run as ceiling_record
@@ -27,7 +28,6 @@ from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
 from xpubench.plan.target import default_processes
 from xpubench.results import store
-from xpubench.results.fingerprint import busy_note, detect_environment, fingerprint
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result, Run, retryable
 from xpubench.results.validate import LARGEST, LARGEST_WHOLE
@@ -105,7 +105,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     Only one run writes a file at a time (runfile.held): a second is refused in one line.
 
     ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
-    the whole run, detection, worker start and compilation included (harness/budget.py); a resumed run
+    the whole run, detection, worker start and compilation included (launch/budget.py); a resumed run
     has no budget: it finishes what is left.
     The measured ceilings the
     results are ranked against come from the cache; ``measure_ceilings=True`` measures the missing ones
@@ -167,7 +167,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         if left:   # the measured ceilings this run is ranked against (ceilings/runtime.py)
             fp["ceilings"] = ceiling_record(env, cases, measure=measure_ceilings, on_note=lambda n: _warn(hooks, n))
             # no bandwidth for a language model's decode bound: a brief one, measured now; the FLOP/s ceilings
-            # missing are said once under the summary (report/summary_table.py ceiling_note), not here
+            # missing are said once under the summary (report/tables/summary.py ceiling_note), not here
             brief_bandwidth(fp["ceilings"], env, cases, on_note=lambda n: _warn(hooks, n))
         busy = busy_note(fp.get("cpu_busy_at_start")) if left else None
         if busy:
@@ -292,7 +292,7 @@ def _resume_state(out: Path, request, request_fields, hooks: RunHooks, stack: co
 
 def load(paths) -> Any:
     """Results files -> pandas DataFrame, one row per case, flat columns."""
-    from xpubench.report.frame import results_frame
+    from xpubench.report.base.frame import results_frame
 
     return results_frame(analysis.load(paths))
 
@@ -309,6 +309,6 @@ def compare(a, b, *more, **kwargs) -> Any:
 def report(paths, output: str | Path, *, fmt: str | None = None, force: bool = False) -> Path:
     """Write a self-contained HTML page (or Markdown with PNG charts) from results files. ``output`` may
     be new, empty or a report xpubench wrote; ``force=True`` replaces any other file except results."""
-    from xpubench.report.build import write_report
+    from xpubench.report.render.build import write_report
 
     return write_report(paths, Path(output), fmt=fmt, force=force)

@@ -43,6 +43,10 @@ class Backend:
     ceiling_module: str | None = None       # the module with gemm_ops(device, precision), stream_ops(device)
     startup_s = 3.0                 # estimate: a worker's start, import and set-up (plan/estimate.py)
     compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
+    compile_fallback: str | None = None   # what its runs do when compiling fails (None: the case fails)
+    needs_coordinator = False       # across processes (--num-processes) it needs --coordinator HOST:PORT
+    decode_steps: tuple[str, ...] = ()   # the decode steps a run may choose (torch: eager, compiled); the
+                                         # report names the one that ran only where there is a choice
     precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run
     models: Mapping[str, Any] = MappingProxyType({})   # its own builders for workloads (name -> builder(spec))
 

@@ -3,8 +3,9 @@ its devices (JSON-serialisable); the environment variables that change results; 
 libraries chose.
 
 Run as ``python -m xpubench.backends.detect [BACKEND ...]`` to print :func:`environment` (of those
-backends only: a plan's ``needed``) as JSON: the parent process calls it in a child so that it never initialises CUDA or a TPU itself. A backend that is not installed is
-never imported (its record's ``module`` is looked up with ``importlib.util.find_spec``); one whose import or
+backends only: a plan's ``needed``) as JSON: the parent process calls it in a child
+(backends/fingerprint.py ``detect_environment``) so that it never initialises CUDA or a TPU itself. A
+backend that is not installed is never imported (its record's ``module`` is looked up with ``importlib.util.find_spec``); one whose import or
 initialisation fails is recorded with ``"error"`` and detection goes on. Every backend's worker settings
 are applied first (JAX: no GPU memory preallocation), so detection never grabs GPU memory.
 """
@@ -17,9 +18,9 @@ import sys
 from typing import Any
 
 from xpubench import backends
+from xpubench.backends.fingerprint import package_versions
 from xpubench.devices import envvars, kernels
 from xpubench.devices.detect import error_line, host, installed, version_of
-from xpubench.results.fingerprint import package_versions
 
 
 def needed(requested: list[str] | None) -> list[str] | None:

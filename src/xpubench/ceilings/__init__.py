@@ -4,7 +4,7 @@
   device and dtype); ``harness/bandwidth.py``: STREAM copy / triad -> ``Bandwidth``.
 * ``ceilings/measure.py``: runs both for one backend and device, here or in a child process, and
   through ``ceilings/cache.py`` (per machine key, never a stale or foreign entry).
-* ``ceilings/efficiency.py``: a result's % of spec peak, % of measured ceiling, arithmetic intensity,
+* ``analysis/efficiency.py`` (on load): a result's % of spec peak, % of measured ceiling, arithmetic intensity,
   and the label that keeps a CPU estimate honest.
 
 See docs/ceilings.md.

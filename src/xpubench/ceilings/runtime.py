@@ -12,7 +12,7 @@ key; otherwise:
 
 The record (``fingerprint["ceilings"]``) is small: per "backend/device/precision" the ceiling's
 FLOP/s, its relative noise (half-width of the 95% interval / the median), shape and when it was
-written; per "backend/device" the measured bytes/s. ``ceilings/annotate.py`` ranks the results
+written; per "backend/device" the measured bytes/s. ``analysis/ceilings.py`` ranks the results
 against it when a file is loaded.
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 from xpubench import backends
 from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for
+from xpubench.results.modes import mode_of
 
 BRIEF_BANDWIDTH_S = 1.5   # copy + triad, both kernels, of the brief bandwidth a run measures itself
 BRIEF_TIMEOUT_S = 60.0    # the child's start (a framework's import) and its arrays' first touch included
-MODES = ("matmul", "train", "infer", "generate")   # generation: the bandwidth its decode bound uses
 HOW = ("run `xpubench ceilings` once on this machine (about 30 s per precision on a CPU), or "
        "`xpubench run --measure-ceilings` measures them before the cases")
 
@@ -39,15 +39,21 @@ def wanted(cases: Iterable) -> dict[tuple[str, str], list[str]]:
     backend and device with no precision of its own (int8) still wants the bandwidth."""
     out: dict[tuple[str, str], list[str]] = {}
     for c in cases:
-        if c.mode not in MODES or not backends.known(c.backend):
+        mode = mode_of(c.mode)
+        if mode is None or not backends.known(c.backend):
             continue
         has_ceiling = c.precision in backends.get(c.backend).ceiling_dtypes
-        if not has_ceiling and c.mode != "generate":   # generation wants the bandwidth whatever its precision
+        if not has_ceiling and not mode.bandwidth_bound:   # decode wants the bandwidth whatever its precision
             continue
         precisions = out.setdefault((c.backend, c.device), [])
         if has_ceiling and c.precision not in precisions:
             precisions.append(c.precision)
     return out
+
+
+def _bandwidth_bound(case) -> bool:
+    mode = mode_of(case.mode)
+    return mode is not None and mode.bandwidth_bound
 
 
 def summary(ceiling, written: str | None, source: str) -> dict[str, Any]:
@@ -105,7 +111,7 @@ def brief_bandwidth(record: dict[str, Any], env: dict, cases: Iterable,
     known = {key.split("/", 1)[1] for key in record["bandwidth"]}
     devices: dict[str, str] = {}
     for c in cases:
-        if c.mode == "generate" and c.device not in known and c.backend in with_ceilings():
+        if _bandwidth_bound(c) and c.device not in known and c.backend in with_ceilings():
             devices.setdefault(c.device, c.backend)
     for device, backend in devices.items():
         try:

@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    ceilings_cli.add_parser(sub)   # xpubench ceilings (ceilings/cli.py)
+    ceilings_cli.add_parser(sub)   # xpubench ceilings (cli/ceilings.py)
     serve_cli.add_parser(sub)      # xpubench serve (cli/serve.py, src/xpubench/serve/)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
@@ -221,8 +221,8 @@ def cmd_doctor(args, console) -> int:
 
 def _check_inputs(files: list[str], output: str | None, force: bool, what: str) -> None:
     """Refuse unreadable results files and an output that must not be written before any work (one line,
-    exit 2): report/outputs.py."""
-    from xpubench.report.outputs import check_output
+    exit 2): report/base/outputs.py."""
+    from xpubench.report.base.outputs import check_output
     from xpubench.results import store
 
     store.load_results(files)
@@ -231,7 +231,7 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 
 
 def cmd_report(args, console) -> int:
-    from xpubench.report.build import default_output
+    from xpubench.report.render.build import default_output
 
     if args.output == "-" or args.format in ("csv", "json", "jsonl"):
         return _report_to_stdout(args)

@@ -106,7 +106,7 @@ def known_good_lines(env: dict, entry: dict | None) -> list[str]:
 
 def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
     from xpubench.backends.detect import environment
-    from xpubench.devices.envfile import load_environment
+    from xpubench.backends.envfile import load_environment
 
     if args.env_file and not args.dry_run:
         raise UserError("--env-file describes another machine: use it with --dry-run (ceilings are measured here)")

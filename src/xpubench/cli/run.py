@@ -73,8 +73,8 @@ def execute_run(args, console) -> int:
 def _dry_run(args, console) -> int:
     """--dry-run: plan (for this machine, or the one --env-file describes) and print; nothing runs."""
     from xpubench import api
+    from xpubench.backends.envfile import load_environment
     from xpubench.cli.plan import print_plan
-    from xpubench.devices.envfile import load_environment
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
@@ -94,7 +94,7 @@ def _dry_run(args, console) -> int:
 
 def _execute_run(args, console) -> int:
     from xpubench import api
-    from xpubench.report.terminal import RunProgress, print_run_output
+    from xpubench.report.render.terminal import RunProgress, print_run_output
 
     if getattr(args, "dry_run", False):
         return _dry_run(args, console)

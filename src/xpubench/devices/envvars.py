@@ -1,7 +1,7 @@
 """The environment variables that change what a benchmark measures: one home for their names.
 
-Each is recorded in every result's fingerprint (``results/fingerprint.py``, ``"env"``) and shown by
-``xpubench report``/``compare`` (``report/environment.py``) and ``xpubench doctor``. Those marked
+Each is recorded in every result's fingerprint (``backends/fingerprint.py``, ``"env"``) and shown by
+``xpubench report``/``compare`` (``report/tables/environment.py``) and ``xpubench doctor``. Those marked
 *silent* change the precision, the placement or the timing of the work behind the label xpubench
 gives it (an "fp32" matmul that runs as TF32, an "mps" case whose missing operators run on the CPU):
 a run warns about them before it starts and ``xpubench doctor`` fails on them. Those marked *kernel*

@@ -66,13 +66,21 @@ def _framework_line(name: str, info: dict[str, Any]) -> str:
         return f"[bold]{markup(name)}[/bold]: not installed (pip install 'xpubench\\[{markup(name)}]')"
     extras = [f"{markup(k.replace('_version', ''))} {markup(v)}" for k, v in info.items()
               if k.endswith("_version") and v] + ([f"BLAS {markup(info['blas'])}"] if info.get("blas") else [])
-    if "keras_backends" in info:   # Keras runs on the devices of the framework under it (devices/detect.py)
-        under = ", ".join(f"keras:{markup(b)}" for b in info["keras_backends"]) or "none installed"
+    variants = _variants(name, info)
+    if variants is not None:   # a framework running on the devices of the one under it (keras:jax)
+        under = ", ".join(f"{markup(name)}:{markup(b)}" for b in variants) or "none installed"
         return f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}: runs on its backends' devices ({under})"
     devices = info.get("devices", [])
     line = f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
     line += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
     return line + (f" - failed to initialise: {markup(info['error'])}" if info.get("error") else "")
+
+
+def _variants(name: str, info: dict[str, Any]) -> list | None:
+    """The installed variants of a backend that runs on other frameworks (its detection's
+    ``"<name>_backends"`` list: keras's ``keras_backends``), None for a backend with devices of its own."""
+    variants = info.get(f"{name}_backends")
+    return variants if isinstance(variants, list) else None
 
 
 def _device_table(backends: dict[str, Any]) -> Table | None:
@@ -81,7 +89,7 @@ def _device_table(backends: dict[str, Any]) -> Table | None:
     the cell gives each."""
     seen: dict[tuple, list[tuple[str, dict]]] = {}
     for name, info in backends.items():
-        if info.get("installed") and "keras_backends" not in info:
+        if info.get("installed") and _variants(name, info) is None:
             for dev in info.get("devices") or []:
                 seen.setdefault((dev.get("id"), dev.get("name")), []).append((name, dev))
     if not seen:

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xpubench import backends
+from xpubench.backends.fingerprint import busy_note, cpu_busy_fraction
 from xpubench.doctor import checks
 from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
-from xpubench.results.fingerprint import busy_note, cpu_busy_fraction
 
 MEMORY_BYTES = 256 << 20
 CHECK_NAMES = ("placement", "timing", "precision", "ceiling", "memory", "compile")

@@ -155,9 +155,13 @@ def compilation(c: dict, backend: str) -> Row:
 
 
 def failed_compile(error: str, backend: str) -> Row:
-    """torch.compile failing is a warning (compile=auto trains eager, with a note); XLA failing is not."""
-    if backend == "torch":
-        return Row("compile", WARN, f"torch.compile failed ({error}): compile=auto trains eager on this device")
+    """Compiling failed: a warning where the backend's runs go on without it (its record's
+    ``compile_fallback``: torch trains eager), else a failure (XLA)."""
+    from xpubench import backends
+
+    fallback = backends.record(backend).compile_fallback
+    if fallback:
+        return Row("compile", WARN, f"compilation failed ({error}): {fallback}")
     return Row("compile", FAIL, f"compilation failed: {error}")
 
 
@@ -180,7 +184,7 @@ SPEED_CHECKS = ("ceiling", "known-good")   # rows whose figures are a speed othe
 
 
 def load(busy: float | None, loaded: bool) -> Row:
-    """How busy other processes kept the CPU before the checks (``busy``: results/fingerprint.py's
+    """How busy other processes kept the CPU before the checks (``busy``: backends/fingerprint.py's
     cpu_busy_fraction; ``loaded``: the share is one at which ``run`` warns too, its busy_note)."""
     if busy is None:
         return Row("load", WARN, "how busy the CPU is could not be read here (no /proc/stat): the speed figures "

@@ -2,7 +2,7 @@
 
 A spec-sheet peak is what a chip could do; the *ceiling* is what this backend, on this device, at this
 precision, was seen to do at its best (mamf-finder's "maximum achievable matmul FLOPS"). Every other
-matmul, training and inference result is then ranked against it (harness/efficiency.py).
+matmul, training and inference result is then ranked against it (analysis/efficiency.py, on load).
 
 The search, for one backend x device x dtype, within ``budget_s`` (clock included, so a fake clock
 tests it):

@@ -27,9 +27,9 @@ from xpubench.harness.cluster import from_env
 from xpubench.harness.target import process_case
 from xpubench.launch.budget import Budget
 from xpubench.results import machine, store
-from xpubench.results.fingerprint import utc_now
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
+from xpubench.units import utc_now
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -150,7 +150,7 @@ def run_cases(
     case stops after a failed process and no larger batch is skipped after an OOM (api.run also runs
     such a run without a budget).
 
-    With a ``budget`` (harness/budget.py) the cases run in its order, a case whose first process does
+    With a ``budget`` (launch/budget.py) the cases run in its order, a case whose first process does
     not fit in the time left is recorded as skipped with the reason, a further process that does not fit
     is not started (``on_cut``), and each worker's timeout is capped by the time left.
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench.backends import record as backend_record
 from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator
@@ -346,9 +347,10 @@ def workload_precisions(env: dict, workload: Workload, backend: str, device: str
 def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> None:
     if "matmul" in workloads:
         raise UserError("matmul runs on one device: with --num-processes choose model workloads (-w ...)")
-    if "torch" in backends and not cluster.coordinator:
-        raise UserError("torch across processes needs --coordinator HOST:PORT (process 0's address: the "
-                        "rendezvous endpoint)")
+    for name in backends:
+        if backend_record(name).needs_coordinator and not cluster.coordinator:
+            raise UserError(f"{name} across processes needs --coordinator HOST:PORT (process 0's address: the "
+                            "rendezvous endpoint)")
 
 
 def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:

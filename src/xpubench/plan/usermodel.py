@@ -31,9 +31,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from xpubench import backends
 from xpubench.errors import UserError
 from xpubench.plan.defaults import _backend_installed, device_backend, expand_backends
-from xpubench.usermodel.reference import ModelRef, parse_reference
+from xpubench.usermodel.reference import FRAMEWORK_IMPORTS, ModelRef, parse_reference
 from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task, parse_vocab_size
 from xpubench.workloads import REGISTRY
 from xpubench.workloads.base import Workload
@@ -110,9 +111,10 @@ def model_input_options(req) -> dict[str, Any]:
 def _backends_of_imports(env: dict, ref: ModelRef) -> list[str]:
     """The backends the function reaches (``ModelRef.frameworks``), else ["auto"]."""
     found = set(ref.frameworks)
-    if "keras" in found:
-        narrowed = [f"keras:{b}" for b in ("jax", "torch") if b in found and _backend_installed(env, f"keras:{b}")]
-        return narrowed if len(narrowed) == 1 else expand_backends(env, ["keras"])
+    for layered in sorted(b for b in found if backends.known(b) and backends.get(b).variants):   # keras
+        narrowed = [f"{layered}:{b}" for b in backends.get(layered).variants
+                    if b in found and _backend_installed(env, f"{layered}:{b}")]
+        return narrowed if len(narrowed) == 1 else expand_backends(env, [layered])
     if len(found) == 1:
         return list(found)
     return [AUTO]   # none or several (torch and jax): the returned object decides
@@ -122,7 +124,8 @@ def _device_source(env: dict, backend: str) -> str:
     """The backend whose device records a case's devices are resolved against."""
     if backend != AUTO:
         return device_backend(backend)
-    for native in ("torch", "jax"):
+    natives = [b for b in dict.fromkeys(FRAMEWORK_IMPORTS.values()) if not backends.get(b).variants]
+    for native in natives:   # torch, jax: the frameworks a user's model is recognised as, not layered ones
         if _backend_installed(env, native):
             return native
     raise UserError("a model needs torch, jax (flax) or keras installed: pip install 'xpubench[torch]'")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from xpubench.report.html import CSS, esc
-from xpubench.report.outputs import html_comment
+from xpubench.report.base.outputs import html_comment
+from xpubench.report.render.html import CSS, esc
 
 SITE_CSS = CSS + """
 nav.top{background:#1d2330;padding:8px 24px}nav.top a{color:#fff;text-decoration:none;margin-right:1.5em}

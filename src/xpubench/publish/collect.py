@@ -59,7 +59,7 @@ def read_run(path: Path, name: str, digest: str) -> dict:
     """One results file as a RunRecord's dict; {"error": reason} when it is not a results file."""
     from xpubench import analysis
     from xpubench.publish.rows import rows
-    from xpubench.report.frame import Entry, timing_name
+    from xpubench.report.base.frame import Entry, timing_name
     from xpubench.results import store
     from xpubench.results.plaintext import shown
 

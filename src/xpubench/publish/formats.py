@@ -43,14 +43,14 @@ def si(value, unit: str) -> str:
 
 def seconds_text(value) -> str:
     """Seconds as the report prints them (ms, µs...); n/a for None."""
-    from xpubench.report.tables import fmt_seconds
+    from xpubench.report.base.cells import fmt_seconds
 
     return "n/a" if value is None else fmt_seconds(value)
 
 
 def markdown_table(table: list[dict]) -> str:
     """The cases as a pipe table (text from results files escaped as the Markdown report escapes it)."""
-    from xpubench.report.markdown import md_table
+    from xpubench.report.render.markdown import md_table
 
     shown = [{"case": r["key"], "device": r["device_name"] or r["device"], "status": r["status"],
               "figure": f"{r['figure']} {si(r['value'], r['unit'] or '')}" if r["figure"] else "n/a",
@@ -77,7 +77,7 @@ def rows_text(table: list[dict], fmt: str) -> str:
 
 def print_results(results, fmt: str, source: str = "results") -> None:
     """`run -o -`: the run's cases (a list of Result) on stdout in ``fmt``."""
-    from xpubench.report.frame import Entry
+    from xpubench.report.base.frame import Entry
 
     items = [Entry(source, Path(source), r) for r in results]
     sys.stdout.write(rows_text(rows(items), fmt))
@@ -96,8 +96,8 @@ def report_text(paths, fmt: str) -> str:
         return rows_text(table, fmt)
     import tempfile
 
-    from xpubench.report import markdown
-    from xpubench.report.build import build_report
+    from xpubench.report.render import markdown
+    from xpubench.report.render.build import build_report
 
     report = build_report(loaded)
     report = replace(report, sections=[replace(s, charts=[]) for s in report.sections])

@@ -14,7 +14,7 @@ from xpubench.publish.collect import RunRecord
 from xpubench.publish.formats import seconds_text, si
 from xpubench.publish.svg import Point, chart
 from xpubench.publish.tables import Cell, csv_links, filter_form, html_table
-from xpubench.report.html import esc
+from xpubench.report.render.html import esc
 
 MAX_CHARTS = 24
 SETTING = {"matmul": ("size", "N={}"), "generate": ("batch_size", "b{}")}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xpubench.report.frame import Entry, device_name, entries, timing_name
+from xpubench.report.base.frame import Entry, device_name, entries, timing_name
 from xpubench.results.modes import mode_of
 from xpubench.results.plaintext import shown
 

@@ -22,8 +22,8 @@ from xpubench.errors import UserError
 from xpubench.publish import pages
 from xpubench.publish.collect import RunRecord, collect
 from xpubench.publish.tables import csv_text
-from xpubench.report.markdown import file_stem
-from xpubench.report.outputs import written_by_xpubench
+from xpubench.report.base.outputs import written_by_xpubench
+from xpubench.report.render.markdown import file_stem
 
 CACHE = ".xpubench-cache.json"
 OURS = {"index.html", "machines.csv", "runs.csv", "workloads.csv", "w", "r", CACHE}
@@ -70,10 +70,10 @@ def _unique_ids(runs: list[RunRecord]) -> None:
 
 
 def _report(source: Path, run: RunRecord) -> str | None:
-    """The run's full report (report/build.py) as one page, or None when it can't be built (said on the page)."""
+    """The run's full report (report/render/build.py) as one page, or None when it can't be built (said on the page)."""
     from xpubench import analysis
-    from xpubench.report import html
-    from xpubench.report.build import build_report
+    from xpubench.report.render import html
+    from xpubench.report.render.build import build_report
 
     try:
         return html.render(build_report(analysis.load([source / run.file])))

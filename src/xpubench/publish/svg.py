@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from xpubench.report.html import esc
+from xpubench.report.render.html import esc
 from xpubench.results.stats import separated
 
 MIN_CHANGE = 0.05

@@ -7,7 +7,7 @@ import csv
 import io
 from dataclasses import dataclass
 
-from xpubench.report.html import esc
+from xpubench.report.render.html import esc
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 

@@ -15,7 +15,7 @@ class _CallablePackage(types.ModuleType):
         """Write a self-contained HTML page (or Markdown with PNG charts) from results files."""
         from pathlib import Path
 
-        from xpubench.report.build import write_report
+        from xpubench.report.render.build import write_report
 
         return write_report(paths, Path(output), fmt=fmt, force=force)
 

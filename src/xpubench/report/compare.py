@@ -27,17 +27,14 @@ import numpy as np
 
 from xpubench import analysis
 from xpubench.errors import UserError, warn_caller
-from xpubench.report.environment import differences, file_fingerprints
-from xpubench.report.frame import Entry, entries, timing_name
-from xpubench.report.target import compare_fields as target_compare_fields
+from xpubench.report.base.frame import Entry, entries, timing_name
+from xpubench.report.tables.environment import differences, file_fingerprints
+from xpubench.report.tables.target import compare_fields as target_compare_fields
 from xpubench.results.fold import process_groups
+from xpubench.results.ratio import MIN_CHANGE, ratio_estimate
 from xpubench.results.schema import finite
-from xpubench.results.stats import as_groups, hierarchical_bootstrap, separated
+from xpubench.results.stats import as_groups
 
-RESAMPLES = 5000
-LEVEL = 0.95
-MIN_SAMPLES = 3
-MIN_CHANGE = 0.05
 CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "devices", "precision": "precisions",
                "batch_size": "batch sizes", "size": "matrix sizes", "devices": "device counts", "data": "data"}
 RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "training samples",
@@ -49,62 +46,6 @@ MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "matmul_precision": "m
 
 BUSIER_LOAD = 0.5     # 1-min load average (runnable tasks) more on the slower side: other work competed
 BUSIER_STEAL = 0.05   # or 5 points more of the CPU time taken by the hypervisor for other guests
-
-PROVISIONAL = ("one process on a side: the machine's noise between processes (1.8x seen on shared VMs) is "
-               "not in the interval; measure with --processes 3 or more")
-
-
-@dataclass(frozen=True)
-class RatioEstimate:
-    ratio: float            # figure(b) / figure(a), figure = median of the process medians
-    low: float              # two-level bootstrap interval of the ratio
-    high: float
-    significant: bool
-    verdict: str            # "1.52x slower", "1.10x faster", "not significant", "... (provisional)"
-    note: str = ""          # why it is not significant, or why it is provisional
-    processes_a: int = 1
-    processes_b: int = 1
-
-    @property
-    def provisional(self) -> bool:
-        return self.significant and min(self.processes_a, self.processes_b) < 2
-
-
-def ratio_estimate(a, b, *, min_change: float = MIN_CHANGE, seed: int = 0) -> RatioEstimate | None:
-    """Figure of B over figure of A with its two-level bootstrap interval (see the module docstring);
-    ``a`` and ``b`` are samples of one process or a list of per-process samples. None without data."""
-    ga, gb = as_groups(a), as_groups(b)
-    if not ga or not gb:
-        return None
-    fig_a = float(np.median([np.median(g) for g in ga]))
-    fig_b = float(np.median([np.median(g) for g in gb]))
-    if fig_a <= 0:
-        return None
-    ratio = fig_b / fig_a
-    boot = hierarchical_bootstrap(gb, resamples=RESAMPLES, seed=seed + 1) / hierarchical_bootstrap(
-        ga, resamples=RESAMPLES, seed=seed)
-    tail = (1 - LEVEL) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
-    counts = {"processes_a": len(ga), "processes_b": len(gb)}
-
-    def not_significant(note: str) -> RatioEstimate:
-        return RatioEstimate(ratio, low, high, False, "not significant", note, **counts)
-
-    if min(sum(g.size for g in ga), sum(g.size for g in gb)) < MIN_SAMPLES:
-        return not_significant(f"fewer than {MIN_SAMPLES} samples: spread unknown")
-    if low <= 1.0 <= high:
-        return not_significant("the 95% interval contains 1")
-    if abs(ratio - 1.0) < min_change:
-        return not_significant(f"a change below {min_change:.0%} (run-to-run drift)")
-    provisional = min(len(ga), len(gb)) < 2
-    if not provisional and not separated(ga, gb):
-        return not_significant("the processes overlap: a process of the faster side was slower than one of "
-                               "the other (the machine's state, not the code, can explain it)")
-    verdict = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
-    if provisional:
-        return RatioEstimate(ratio, low, high, True, f"{verdict} (provisional)", PROVISIONAL, **counts)
-    return RatioEstimate(ratio, low, high, True, verdict, **counts)
-
 
 @dataclass
 class CompareRow:
@@ -167,7 +108,7 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     if bad:
         return CompareRow(**base, ratio=None, ci_low=None, ci_high=None, significant=False,
                           verdict="n/a: " + ", ".join(bad))
-    if ra.metrics.get("target") or rb.metrics.get("target"):   # time to target over the seeds (report/target.py)
+    if ra.metrics.get("target") or rb.metrics.get("target"):   # time to target over the seeds (report/tables/target.py)
         return CompareRow(**(base | target_compare_fields(ra, rb, min_change)))
     est = ratio_estimate(ga, gb, min_change=min_change) if figure else None
     if est is None:
@@ -255,8 +196,8 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
-    from xpubench.report.charts import plain_text
-    from xpubench.report.target_chart import compared_curves as target_curves  # matplotlib: only here
+    from xpubench.report.charts.performance import plain_text
+    from xpubench.report.charts.target import compared_curves as target_curves  # matplotlib: only here
 
     fps = file_fingerprints(items)
     base = sources[0]

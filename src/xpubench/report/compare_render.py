@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from xpubench.report import html as html_out
+from xpubench.report.base.cells import fmt_seconds
+from xpubench.report.base.outputs import GENERATOR, html_comment
 from xpubench.report.compare_gate import gate_lines, geometric_mean_line, group_of, grouped
-from xpubench.report.markdown import md_bullets, md_escape, md_table
-from xpubench.report.outputs import GENERATOR, html_comment
-from xpubench.report.tables import fmt_seconds
+from xpubench.report.render import html as html_out
+from xpubench.report.render.markdown import md_bullets, md_escape, md_table
 from xpubench.results.modes import MODES
 from xpubench.results.plaintext import markup
 
@@ -141,7 +141,7 @@ def html_page(comparisons, gate: dict | None = None) -> str:
             body.append(f"<h3>{html_out.esc(_group_title(name, rows))}</h3>")
             body.append(html_out.table_html(rows_frame(c, rows), text_columns=2))
         body.append(f"<p>{html_out.esc(geometric_mean_line(c))}</p>")
-        if c.chart is not None:   # cases with a target: the metric against wall time (report/target_chart.py)
+        if c.chart is not None:   # cases with a target: the metric against wall time (report/charts/target.py)
             body.append(html_out.image_html(c.chart.png, c.chart.title))
     if gate is not None:
         body.append(html_out.warnings_html(gate_lines(gate), "Regression gate (--fail-on)"))

@@ -1,8 +1,8 @@
-"""The one ordered list of report sections. `xpubench run --verbose` (report/terminal.py) prints the tables
-of every section marked ``terminal``; `xpubench report` (report/build.py) shows every section marked
+"""The one ordered list of report sections. `xpubench run --verbose` (report/render/terminal.py) prints the tables
+of every section marked ``terminal``; `xpubench report` (report/render/build.py) shows every section marked
 ``report``, with its charts and bullets. Neither keeps a list of its own.
 
-A section returns one shape: ``Table``s (report/table_model.py) and, for the report, ``Chart``s and
+A section returns one shape: ``Table``s (report/base/table.py) and, for the report, ``Chart``s and
 sentences; it is shown when it has any, else left out (or, with ``empty``, shown with that intro alone).
 A new section: its tables and charts in a module of this package, and one ``register(ReportSection(...))``.
 """
@@ -14,25 +14,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from xpubench.report import (
-    advice,
-    charts,
-    charts_roofline,
-    charts_training,
-    costs,
-    frameworks,
-    generation,
-    llm,
-    serving,
-    spread,
-    tables,
-    target,
-    target_chart,
-)
-from xpubench.report.content import Chart
-from xpubench.report.environment import environment_tables
-from xpubench.report.frame import ResultSet
-from xpubench.report.table_model import Table, text_table
+from xpubench.report.base.content import Chart
+from xpubench.report.base.frame import ResultSet
+from xpubench.report.base.table import Table, text_table
+from xpubench.report.charts import generation as generation_charts
+from xpubench.report.charts import performance, roofline, training
+from xpubench.report.charts import serving as serving_charts
+from xpubench.report.charts import target as target_chart
+from xpubench.report.sentences import advice
+from xpubench.report.tables import cases, costs, frameworks, generation, llm, serving, spread, target
+from xpubench.report.tables.environment import environment_tables
 
 
 def _nothing(data: ResultSet) -> list:
@@ -67,7 +58,7 @@ def _made(*makers: Callable[[pd.DataFrame], object]) -> Callable[[ResultSet], li
 
 
 def _sentences(lines: list[str]) -> list[str]:
-    """The terminal answer's lines (report/llm.py: "for smollm-135m generation, ...") as the report's
+    """The terminal answer's lines (report/tables/llm.py: "for smollm-135m generation, ...") as the report's
     bullets write them: a capital first, a full stop last."""
     return [line[:1].upper() + line[1:] + ("" if line.endswith(".") else ".") for line in lines]
 
@@ -121,18 +112,18 @@ register(ReportSection(
         "one."), empty="No case finished ok: nothing to advise."))
 register(ReportSection(
     "Serving", "serving", tables=_made(serving.serving_table), bullets=lambda data: _sentences(
-        serving.answer_lines(data.frame)), charts=_made(serving.latency_chart, serving.pareto_chart), intro=(
+        serving.answer_lines(data.frame)), charts=_made(serving_charts.latency_chart, serving_charts.pareto_chart), intro=(
         "xpubench serve (docs/serving.md): streamed requests to an OpenAI-compatible server, timed on the client. "
         "TTFT = sent to the first chunk with text; TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL = "
         "every gap between consecutive chunks; E2E = sent to the stream's end; as vLLM's bench serve defines them "
         "(AIPerf calls TPOT inter-token latency). Output tok/s over the point's window; failures counted.")))
 register(ReportSection(
-    "Training", "training", tables=_made(tables.training_table),
+    "Training", "training", tables=_made(cases.training_table),
     report_tables=lambda data: [text_table("Epoch time and step/sample time by batch size x device",
-                                           tables.batch_pivot(data.frame))],
-    charts=lambda data: [c for c in (charts.throughput_chart(data.frame), charts.batch_chart(data.frame),
-                                     charts_training.curves_chart(data.frame, data.items),
-                                     charts_training.curves_chart(data.frame, data.items, synthetic=True)) if c],
+                                           cases.batch_pivot(data.frame))],
+    charts=lambda data: [c for c in (performance.throughput_chart(data.frame), performance.batch_chart(data.frame),
+                                     training.curves_chart(data.frame, data.items),
+                                     training.curves_chart(data.frame, data.items, synthetic=True)) if c],
     intro=("Compile and the first epoch are apart from the steady state: epoch = median over epochs 2+, "
            "step = median steady step (IQR beside it).")))
 register(ReportSection(
@@ -144,16 +135,16 @@ register(ReportSection(
         "each). The clock runs from the first training step to the end of the evaluation that reached the "
         "target: evaluations on it, set-up and compilation off it, as MLPerf Training counts.")))
 register(ReportSection(
-    "Matrix multiply", "matmul", tables=_made(tables.matmul_table), charts=_made(charts.matmul_chart), intro=(
+    "Matrix multiply", "matmul", tables=_made(cases.matmul_table), charts=_made(performance.matmul_chart), intro=(
         "Cold = the first product (compile, library and thread-pool start included); warm = median of "
         "calibrated windows after warm-up. % of peak against the chip's dense peak (CPU: an estimate).")))
 register(ReportSection(
     "Efficiency, energy and cost", "efficiency", tables=_made(costs.efficiency_table, costs.cost_energy_table),
-    charts=_made(charts_roofline.roofline_chart), bullets=lambda data: costs.cost_energy_unknown(data.frame), intro=(
+    charts=_made(roofline.roofline_chart), bullets=lambda data: costs.cost_energy_unknown(data.frame), intro=(
         "Every result's achieved FLOP/s against what the chip can do (spec peak) and what this machine was "
         "measured to reach (ceilings), with its energy and what it costs at the given price.")))
 register(ReportSection(
-    "Speedup over the CPU", "speedup", tables=_made(tables.speedup_table), table_titles=False, intro=(
+    "Speedup over the CPU", "speedup", tables=_made(cases.speedup_table), table_titles=False, intro=(
         "Each accelerator case over the same case on the CPU (same file when it has one). Matmul: FLOP/s "
         "ratios; training: cold = first-epoch time ratio, warm = steady samples/s ratio."),
     empty="No accelerator case with a matching CPU case in these files: no speedup to show."))
@@ -163,19 +154,19 @@ register(ReportSection(
         "the faster of the two and by how much (the ratio of median times), with the 95% bootstrap interval "
         "over the worker processes and their samples; significant when the interval excludes 1.")))
 register(ReportSection(
-    "Framework comparison", "keras", tables=_made(frameworks.keras_table), terminal=False, intro=(
+    "Framework comparison", "keras", tables=_made(frameworks.layered_table), terminal=False, intro=(
         "Keras 3 (model.fit / predict_on_batch on its JAX or PyTorch backend) beside the same case in native "
         "JAX and PyTorch, same file, device, precision and batch. Ratio = native / Keras of the headline "
         "throughput (training: steady samples/s; inference: samples/s over the evaluation set; matmul: warm "
         "FLOP/s): above 1, native is faster. n/a: that framework has no such case in the file.")))
 register(ReportSection(
-    "Inference and precision", "inference", tables=_made(tables.inference_table),
-    charts=_made(charts.inference_chart), table_titles=False, intro=(
+    "Inference and precision", "inference", tables=_made(cases.inference_table),
+    charts=_made(performance.inference_chart), table_titles=False, intro=(
         "Latency of one synchronised batch; throughput of a full pass over the evaluation set; quality "
         "of the converted model and its change against fp32 on the same samples.")))
 register(ReportSection(
     "Generation", "generation", tables=_made(generation.generation_table),
-    charts=_made(generation.throughput_latency_chart), intro=(
+    charts=_made(generation_charts.throughput_latency_chart), intro=(
         "Greedy decoding with a KV cache (docs/workloads.md, GPT; a Llama-family model is in the next section). "
         "TTFT = the prefill of the whole prompt batch until the first token exists on the device; decode "
         "tok/s = batch x decode steps / their total time; end-to-end tok/s = new tokens / the whole "
@@ -184,7 +175,7 @@ register(ReportSection(
         "not FLOPs.")))
 register(ReportSection(
     "Language models: prompt processing and generation", "llm", tables=lambda data: llm.format_tables(data.frame),
-    charts=_made(llm.batch_chart), intro=(
+    charts=_made(generation_charts.tokens_batch_chart), intro=(
         "The llama-bench figures per weight format: pp = prompt tokens/s (the prefill of the whole prompt "
         "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
         "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
@@ -194,11 +185,11 @@ register(ReportSection(
 register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
     "Token models", "tokens", tables=_made(generation.token_training_table), report=False))
 register(ReportSection(
-    "Data-parallel scaling", "scaling", tables=_made(tables.scaling_table), charts=_made(charts.scaling_chart),
+    "Data-parallel scaling", "scaling", tables=_made(cases.scaling_table), charts=_made(performance.scaling_chart),
     table_titles=False))
 register(ReportSection(
     "Misclassified test images", "gallery", terminal=False,
-    charts=lambda data: charts_training.gallery_charts(data.frame, data.items), intro=(
+    charts=lambda data: training.gallery_charts(data.frame, data.items), intro=(
         "Image classifiers trained on real data: the test images the model got wrong, most confident "
         "mistakes first.")))
 SPREAD = ("The raw samples behind each headline figure, at both levels: each case ran in several worker "
@@ -214,7 +205,7 @@ register(ReportSection(
         "Cases whose worker processes disagreed far more than the samples inside each process: the "
         "machine's state changed between processes (another job, the hypervisor, thread placement). "
         "What the machine was doing around each process: load average, clock, steal time (on a VM).")))
-register(ReportSection("Cases that did not finish ok", "failed", tables=_made(tables.status_table),
+register(ReportSection("Cases that did not finish ok", "failed", tables=_made(cases.status_table),
                        table_titles=False))
 register(ReportSection(
     "Environments", "environments", terminal=False, intro=(

@@ -8,7 +8,7 @@ were repeated read exactly as before). With several:
   numbers: the lower median, a value that occurred), so every rate derived from the headline time (samples/s,
   FLOP/s, MFU) stays consistent with it; other values are kept when the processes agree, else the
   first process's. The headline time (its mode's ``samples``, results/modes.py) is the median of the
-  process medians, its 95% interval a bootstrap over both levels (harness/stats.py two_level), and these are added:
+  process medians, its 95% interval a bootstrap over both levels (results/stats.py two_level), and these are added:
   ``processes``, ``process_between_spread`` and ``process_within_spread`` (the two levels' spread),
   ``process_disagreement`` ("bimodal", "machine state changed" or None) and its sentence in ``warning``.
 - samples: each ok process's samples one after the other (``runs`` keeps them apart); series, artifacts

@@ -202,7 +202,7 @@ class GenerateMetrics(Common, LanguageModelGeneration, RuntimeFacts):
 
 @dataclass
 class Efficiency(Metrics):
-    """Against the chip: spec peak (harness/metrics.py) and measured ceilings (ceilings/)."""
+    """Against the chip: spec peak (analysis/peak.py) and measured ceilings (ceilings/)."""
 
     GROUP: ClassVar[str] = "efficiency"
     peak_flops_per_s: float | None = figure("FLOP/s", "the chip's dense peak at this precision (CPU: an estimate; "
@@ -241,7 +241,7 @@ class Efficiency(Metrics):
 
 @dataclass
 class Scaling(Metrics):
-    """Data parallel (harness/scaling.py)."""
+    """Data parallel (analysis/scaling.py)."""
 
     GROUP: ClassVar[str] = "scaling"
     devices: int | None = figure("count", "devices the case ran on", optional=True)
@@ -262,7 +262,7 @@ class Scaling(Metrics):
 
 @dataclass
 class Processes(Metrics):
-    """The case's worker processes folded together (results/aggregate.py)."""
+    """The case's worker processes folded together (results/fold.py)."""
 
     GROUP: ClassVar[str] = "processes"
     processes: int | None = figure("count", "worker processes whose figures made the result", optional=True)
@@ -325,7 +325,8 @@ class Model(Metrics):
                                                    "the task, the model's config or embedding)", optional=True)
 
 
-MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)  # results/modes.py
+# the modes' groups (results/modes.py)
+MODE_GROUPS: tuple[type[Metrics], ...] = (MatmulMetrics, TrainMetrics, InferMetrics, GenerateMetrics)
 SHARED: tuple[type[Metrics], ...] = (Common, Efficiency, Scaling, Processes, Energy, Cost, Model,
                                      TimeToTarget)   # training to a quality target (metrics_target.py)
 REGISTRY: dict[str, Metric] = {}

@@ -78,11 +78,16 @@ class Mode:
     peak_share: str | None = None      # flop_rate / the chip's peak: "pct_of_peak" or "mfu"
     ranked: bool = False               # ranked against the measured ceiling (efficiency table, roofline)
     cost: Figure | None = None         # dollars per result (priced modes)
+    priced: tuple[tuple[str, str], ...] = ()   # (cost figure, the figure it prices): a rate (per s: dollars
+                                       # per 1M of it) or a time (s: dollars for it); analysis/cost.py
+    bandwidth_bound: bool = False      # its headline is bound by memory bandwidth (decode): a run wants the
+                                       # device's bandwidth whatever its precision (ceilings/runtime.py)
 
     def __post_init__(self) -> None:
         own = set(self.metrics.names())
         names = [*self.samples, *self.rate_samples, *(f.metric for f in self.headline + self.details if not f.named_by),
-                 *(f.named_by for f in self.details if f.named_by), *(n for n in (self.flop_rate, self.per, self.cold) if n)]
+                 *(f.named_by for f in self.details if f.named_by),
+                 *(n for n in (self.flop_rate, self.per, self.cold) if n)]
         bad = [n for n in names if n not in own]
         bad += [n for n in (self.peak_share, self.cost.metric if self.cost else None) if n and n not in REGISTRY]
         if bad or not self.samples or not self.headline:
@@ -139,16 +144,18 @@ register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size
 register(Mode("train", TrainMetrics, "training", samples=("step_s",),
               headline=(Figure("tokens_per_s", after="tok/s"), SAMPLES_PER_S), cold="first_epoch_s",
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
-              cost=Figure("usd_per_1m_samples", after="1M samples")))
+              cost=Figure("usd_per_1m_samples", after="1M samples"),
+              priced=(("usd_per_1m_samples", "samples_per_s"), ("usd_per_epoch", "epoch_s"))))
 register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"), headline=(SAMPLES_PER_S,),
               rate_samples=("pass_s",), per="eval_samples",
               details=(Figure("latency_s", after="/batch"), Figure("metric", named_by="metric_name")),
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
-              cost=Figure("usd_per_1m_predictions", after="1M predictions")))
+              cost=Figure("usd_per_1m_predictions", after="1M predictions"),
+              priced=(("usd_per_1m_predictions", "samples_per_s"),)))
 register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_s",),
               headline=(Figure("decode_tokens_per_s", before="decode", after="tok/s"),),
               details=(Figure("ttft_s", before="TTFT"), Figure("decode_token_p50_s", after="/token")),
-              rate_is_median=False, flop_rate="achieved_flops_per_s", peak_share="mfu"))
+              rate_is_median=False, flop_rate="achieved_flops_per_s", peak_share="mfu", bandwidth_bound=True))
 register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size_text=("{} users", "c{}"),
               headline=(Figure("output_tokens_per_s", before="output", after="tok/s"),),
               details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90")),

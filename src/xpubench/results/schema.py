@@ -66,7 +66,7 @@ class Run:
 
 @dataclass
 class Result:
-    """One case: its processes' runs folded together (results/aggregate.py). With one process, every
+    """One case: its processes' runs folded together (results/fold.py). With one process, every
     field is that run's own; with several, ``metrics`` hold the median over the processes that ended ok
     (the headline time's interval from both levels), ``samples`` every such process's samples in turn."""
 

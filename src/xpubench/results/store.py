@@ -1,5 +1,5 @@
 """Results files: JSON Lines, one Run (one worker process of one case) per line, appended and flushed as
-soon as the process ends; loading folds each case's runs into one Result (results/aggregate.py)."""
+soon as the process ends; loading folds each case's runs into one Result (results/fold.py)."""
 
 from __future__ import annotations
 

@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from xpubench.backends.fingerprint import fingerprint, package_versions
 from xpubench.case import Case
 from xpubench.results import machine
-from xpubench.results.fingerprint import fingerprint, package_versions, utc_now
 from xpubench.results.metrics import check
 from xpubench.results.schema import Run
 from xpubench.serve.figures import Slo, point_figures
 from xpubench.serve.sweep import PointRun
+from xpubench.units import utc_now
 
 BACKEND = "http"     # the load generator: every serve case is measured through the OpenAI HTTP API
 KEY_OPTIONS = ("load", "input_len", "output_len", "endpoint")

@@ -8,8 +8,6 @@ tables with per-channel / per-row scales (``quant.py``; ``options.int8_mode`` = 
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import numpy as np
 from flax import traverse_util
@@ -18,10 +16,9 @@ from xpubench import backends
 from xpubench.backends.jax_ import quant
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
 from xpubench.backends.jax_.train import cast_floats, make_apply
-from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows, train_untimed
 from xpubench.harness.memory import PeakMemoryFrom
-from xpubench.workloads import get_workload
+from xpubench.harness.session import TrainedSession
 
 
 def tree_arrays(variables: dict) -> dict[str, np.ndarray]:
@@ -71,18 +68,26 @@ class JaxPredictor(PeakMemoryFrom):
         return placement(self.predict(0))
 
 
-
-class JaxSession:
+class JaxSession(TrainedSession):
     def __init__(self, case):
+        super().__init__(case)
+        self.model = backends.get("jax").build(self.workload, self.spec)
+
+    def make_trainer(self, case):
         from xpubench.backends.jax_.train import JaxTrainer
 
-        self.case = case
-        self.trainer = JaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        workload = get_workload(case.workload)
-        self.spec = self.trainer.spec
-        self.model = backends.get("jax").build(workload, self.spec)
-        self.forward_flops = workload.forward_flops(self.spec)
-        self.y_eval = np.asarray(self.trainer.y_eval)
+        return JaxTrainer(case)
+
+    def framework(self) -> str:
+        return f"jax {jax.__version__}"
+
+    def training_data(self) -> tuple[np.ndarray, ...]:
+        return np.asarray(self.trainer.xs), np.asarray(self.trainer.ys)
+
+    def code_modules(self) -> tuple:
+        from xpubench.backends.jax_ import train
+
+        return (train,)
 
     def precheck(self, precision: str) -> None:
         if precision == "int8":
@@ -94,16 +99,6 @@ class JaxSession:
                 raise NotApplicable(problem)
         elif precision not in DTYPES:
             raise NotApplicable(f"no inference path for precision {precision}")
-
-    def key_extra(self) -> dict:
-        from xpubench.backends.jax_ import train
-        from xpubench.harness import casedata
-
-        t = self.trainer
-        return {"framework": f"jax {jax.__version__}",
-                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
-                "data": weights.data_digest(np.asarray(t.xs), np.asarray(t.ys)),
-                "spec": repr(self.spec)}
 
     def variables(self) -> dict:
         params, _, extra = self.trainer.state

@@ -41,7 +41,6 @@ from xpubench.backends.jax_.train import (
     make_train_step,
     take_batch,
 )
-from xpubench.harness import inference
 from xpubench.harness.inference import predict_all
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
@@ -155,27 +154,19 @@ class ShardedSession(JaxSession):
 
     data_parallel = True
 
-    def __init__(self, case):
-        import dataclasses
+    def make_trainer(self, case):
+        return ShardedJaxTrainer(case)
 
-        self.case = case
-        self.trainer = ShardedJaxTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        workload = get_workload(case.workload)
-        self.spec = self.trainer.spec
-        self.model = backends.get("jax").build(workload, self.spec)
-        self.forward_flops = workload.forward_flops(self.spec)
-        self.y_eval = np.asarray(self.trainer.y_eval)
+    def training_data(self) -> tuple[np.ndarray, ...]:
+        return self.trainer.host_xs, self.trainer.host_ys
 
-    def key_extra(self) -> dict:
+    def code_modules(self) -> tuple:
         import sys
 
-        from xpubench.backends.jax_ import train
-        from xpubench.harness import casedata, weights
+        return (*super().code_modules(), sys.modules[__name__])
 
-        t = self.trainer
-        code = weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference, sys.modules[__name__])
-        return {"framework": f"jax {jax.__version__}", "code": code, "spec": repr(self.spec),
-                "data": weights.data_digest(t.host_xs, t.host_ys), "devices": int(t.mesh.size)}
+    def key_extra(self) -> dict:
+        return {**super().key_extra(), "devices": int(self.trainer.mesh.size)}
 
     def make_predictor(self, fn, params, extra):
         t = self.trainer

@@ -15,15 +15,12 @@ Training before inference is untimed: ``model.fit`` for the case's epochs and st
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from xpubench.backends.keras_.train import KerasTrainer
-from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows
 from xpubench.harness.memory import PeakMemoryFrom
-from xpubench.workloads import get_workload
+from xpubench.harness.session import TrainedSession
 
 POLICIES = {"fp32": None, "tf32": None, "bf16": "bfloat16", "fp16": "float16"}
 INT8_LAYERS = ("Dense", "EinsumDense", "Embedding")
@@ -83,13 +80,20 @@ def int8_report(model) -> dict:
             "method": "keras Model.quantize('int8')"}
 
 
-class KerasSession:
-    def __init__(self, case):
-        self.case = case
-        self.trainer = KerasTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        self.spec = self.trainer.spec
-        self.forward_flops = get_workload(case.workload).forward_flops(self.spec)
-        self.y_eval = np.asarray(self.trainer.y_eval)
+class KerasSession(TrainedSession):
+    def make_trainer(self, case):
+        return KerasTrainer(case)
+
+    def framework(self) -> str:
+        return f"keras {self.trainer.keras.__version__} on {self.trainer.keras_backend}"
+
+    def training_data(self) -> tuple[np.ndarray, ...]:
+        return self.trainer.x, self.trainer.y
+
+    def code_modules(self) -> tuple:
+        from xpubench.backends.keras_ import train
+
+        return (train,)
 
     def describe(self) -> dict:
         from xpubench.backends.keras_.train import keras_metrics
@@ -101,15 +105,6 @@ class KerasSession:
             check_int8_share(int8_report(self.trainer.model), self.case.workload)
         elif precision not in POLICIES:
             raise NotApplicable(f"no Keras inference path for precision {precision}")
-
-    def key_extra(self) -> dict:
-        from xpubench.backends.keras_ import train
-        from xpubench.harness import casedata
-
-        t = self.trainer
-        return {"framework": f"keras {t.keras.__version__} on {t.keras_backend}",
-                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
-                "data": weights.data_digest(t.x, t.y), "spec": repr(self.spec)}
 
     def train(self) -> dict[str, np.ndarray]:
         t, case = self.trainer, self.trainer.case

@@ -22,6 +22,9 @@ class TorchBackend(Backend):
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.torch_.ceiling"
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
+    compile_fallback = "compile=auto trains eager on this device"
+    decode_steps = ("eager", "compiled")   # --decode (backends/torch_/generate.py)
+    needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address
     compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
 
     def detect(self, host_cpu: dict) -> dict:

@@ -9,17 +9,15 @@ with TF32 matmuls allowed; ``int8`` (``quant.py``, CPU only): static int8 for mo
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 import torch
 
 from xpubench.backends.torch_ import quant
 from xpubench.backends.torch_.device import DTYPES, PeakMemory, placement, set_precision_mode, sync
-from xpubench.harness import inference, weights
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, train_untimed
 from xpubench.harness.memory import PeakMemoryFrom
-from xpubench.workloads import get_workload
+from xpubench.harness.session import TrainedSession
 
 
 def state_arrays(model: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -76,16 +74,25 @@ class TorchPredictor(PeakMemoryFrom):
         return placement(self.predict(0))
 
 
-
-class TorchSession:
-    def __init__(self, case):
+class TorchSession(TrainedSession):
+    def make_trainer(self, case):
         from xpubench.backends.torch_.train import TorchTrainer
 
-        self.case = case
-        self.trainer = TorchTrainer(dataclasses.replace(case, mode="train", precision="fp32"))
-        self.spec = self.trainer.spec
-        self.forward_flops = get_workload(case.workload).forward_flops(self.spec)
-        self.y_eval = self.trainer.y_eval.cpu().numpy()
+        return TorchTrainer(case)
+
+    def host(self, array) -> np.ndarray:
+        return array.cpu().numpy()
+
+    def framework(self) -> str:
+        return f"torch {torch.__version__}"
+
+    def training_data(self) -> tuple[np.ndarray, ...]:
+        return self.trainer.x.cpu().numpy(), self.trainer.y.cpu().numpy()
+
+    def code_modules(self) -> tuple:
+        from xpubench.backends.torch_ import train
+
+        return (train,)
 
     def precheck(self, precision: str) -> None:
         if precision == "int8":
@@ -97,16 +104,6 @@ class TorchSession:
             check_int8_share({"int8": int8, "fp32": fp32, "int8_param_fraction": share}, self.case.workload)
         elif precision not in DTYPES:
             raise NotApplicable(f"no inference path for precision {precision}")
-
-    def key_extra(self) -> dict:
-        from xpubench.backends.torch_ import train
-        from xpubench.harness import casedata
-
-        t = self.trainer
-        return {"framework": f"torch {torch.__version__}",
-                "code": weights.code_digest(*get_workload(self.case.workload).sources, train, casedata, inference),
-                "data": weights.data_digest(t.x.cpu().numpy(), t.y.cpu().numpy()),
-                "spec": repr(self.spec)}
 
     def train(self) -> dict[str, np.ndarray]:
         train_untimed(self.trainer, self.trainer.case)

@@ -1,0 +1,257 @@
+"""Results files -> one flat pandas DataFrame, one row per case; and the helpers that pick rows.
+
+Columns: where the row came from (``source``: a short label of its file, ``path``, ``host``), what was
+measured (``key``, ``workload``, ``backend``, ``device``, ``device_name``, ``mode``, ``precision``,
+``batch_size``, ``size``, ``devices``, ``data``), how it ended (``status``, ``message``, ``placement``,
+``duration_s``), the chip's ``memory_bandwidth`` (bytes/s, from the fingerprint; None when unknown) and
+how the CPU's fp32 peak was estimated (``cpu_peak_basis``), then every metric of the record under its own
+name (a metric whose name is already a column is kept as ``metric.<name>``; ``eval_samples`` falls back
+to the case's setting), and three derived columns:
+``timing`` (the name of the case's headline raw samples, e.g. ``step_s``), ``n_samples`` (how many)
+and ``noisy`` (the harness flagged the figure, or its samples vary by 10% or more). ``entry`` is the
+row's position in :func:`entries` (for its raw samples, curves and gallery).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from xpubench.results.fold import headline_name, process_groups
+from xpubench.results.modes import Mode, mode_of
+from xpubench.results.plaintext import shown
+from xpubench.results.schema import Result
+
+CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
+NOISY_CV = 0.10          # the harness's own rule (results/stats.py CV_WARN)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One result and the file it came from."""
+
+    source: str          # short, unique label of the file (its stem; more of the path when stems clash)
+    path: Path
+    result: Result
+
+
+def source_labels(paths: list[Path]) -> list[str]:
+    """File stems, lengthened with parent folders until every label is unique; a file given twice gets
+    " #2" (comparing a file with itself is a fair check)."""
+    paths = [Path(p) for p in paths]
+    labels = [str(p) for p in paths]
+    for depth in range(1, 8):
+        short = ["/".join(p.with_suffix("").parts[-depth:]) for p in paths]
+        if len(set(short)) == len(set(paths)):
+            labels = short
+            break
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        labels[i] = label if seen[label] == 1 else f"{label} #{seen[label]}"
+    return labels
+
+
+def entries(loaded) -> list[Entry]:
+    """store.LoadedFile list (or one LoadedFile, or a bare list of Result or Entry) -> Entry list."""
+    if hasattr(loaded, "results"):
+        loaded = [loaded]
+    loaded = list(loaded)
+    if loaded and isinstance(loaded[0], Entry):
+        return loaded
+    if loaded and isinstance(loaded[0], Result):
+        return [Entry("results", Path("results"), r) for r in loaded]
+    labels = source_labels([f.path for f in loaded])
+    return [Entry(label, Path(f.path), r) for label, f in zip(labels, loaded) for r in f.results]
+
+
+def timing_name(result: Result) -> str | None:
+    """The raw samples that carry the case's headline time (its mode's ``samples``, results/modes.py)."""
+    return headline_name(result)
+
+
+def timing_samples(result: Result) -> np.ndarray:
+    name = timing_name(result)
+    values = [v for v in result.samples.get(name, []) if v is not None] if name else []
+    return np.asarray(values, dtype=np.float64)
+
+
+def device_name(result: Result) -> str | None:
+    """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
+    c, fp = result.case, result.fingerprint or {}
+    name = device_record(result).get("name")
+    if name is None and c.get("device") == "cpu":
+        return ((fp.get("host") or {}).get("cpu") or {}).get("model")
+    return name
+
+
+def device_record(result: Result) -> dict:
+    """The case's device record in its fingerprint (a Keras case's: its framework's, backends/peaks.py);
+    {} for a backend this xpubench has no record of (a file from another version still reports)."""
+    from xpubench.backends.peaks import device_record as record
+
+    fp = result.fingerprint or {}
+    try:
+        return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
+                      str(result.case.get("device")))
+    except KeyError:   # backends.get: no record of that backend name here
+        return {}
+
+
+def _dig(record: Any, *keys: str) -> Any:
+    """``record[k1][k2]...``, None where a level is missing or not a mapping."""
+    for key in keys:
+        record = record.get(key) if isinstance(record, dict) else None
+    return record
+
+
+def _flat(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _noisy(result: Result, samples: np.ndarray) -> bool:
+    if result.metrics.get("warning"):
+        return True
+    if samples.size >= 2 and samples.mean() > 0:
+        return bool(samples.std(ddof=1) / samples.mean() >= NOISY_CV)
+    return False
+
+
+def row_of(entry: Entry, position: int) -> dict[str, Any]:
+    r, c = entry.result, entry.result.case
+    fp = r.fingerprint or {}
+    samples = timing_samples(r)
+    row: dict[str, Any] = {
+        "entry": position, "source": entry.source, "path": str(entry.path),
+        "host": fp.get("hostname") or (fp.get("host") or {}).get("hostname"),
+        "key": r.key,
+    }
+    for name in CASE_COLUMNS:
+        row[name] = c.get(name)
+    row["devices"] = row["devices"] or 1
+    row["device_name"] = device_name(r)
+    row["memory_bandwidth"] = device_record(r).get("memory_bandwidth")  # bytes/s of the chip, or None
+    row["cpu_peak_basis"] = _dig(fp, "host", "cpu", "peak_estimate", "fp32", "basis")  # or None
+    row.update(status=r.status, message=r.message, placement=r.placement, started_at=r.started_at,
+               duration_s=r.duration_s, timing=timing_name(r), n_samples=int(samples.size),
+               noisy=_noisy(r, samples) if r.status == "ok" else None)
+    for metric, value in r.metrics.items():
+        row[f"metric.{metric}" if metric in row else metric] = _flat(value)
+    row.setdefault("eval_samples", c.get("eval_samples"))  # the case's setting where the metrics lack it
+    row.setdefault("target", (c.get("options") or {}).get("target"))   # a quality target, as asked (not run)
+    return {k: shown(v) if isinstance(v, str) else v for k, v in row.items()}   # text from files: printable
+
+
+def results_frame(loaded) -> pd.DataFrame:
+    """One row per case, flat columns (see the module docstring). Accepts what store.load_results returns."""
+    rows = [row_of(e, i) for i, e in enumerate(entries(loaded))]
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    for col in ("batch_size", "size", "devices"):
+        frame[col] = frame[col].astype("Int64")
+    return frame
+
+
+@dataclass
+class ResultSet:
+    """The entries and their frame together: the frame for selecting, the entries for raw data."""
+
+    items: list[Entry]
+    frame: pd.DataFrame
+
+    @classmethod
+    def load(cls, loaded) -> ResultSet:
+        items = entries(loaded)
+        return cls(items, results_frame(items))
+
+    def result(self, row) -> Result:
+        return self.items[int(row["entry"])].result
+
+    def samples(self, row) -> np.ndarray:
+        return timing_samples(self.result(row))
+
+    def groups(self, row) -> list[np.ndarray]:
+        """The headline samples of each of the row's ok worker processes (results/ratio.py ratio_estimate's input)."""
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(self.result(row))]
+
+
+def series_label(row, *, with_source: bool, with_precision: bool = True, with_batch: bool = False) -> str:
+    """How a row is named in a legend: "jax cpu", "torch gpu:0 bf16", "torch cpu [run-a]"."""
+    parts = [str(row["backend"]), str(row["device"])]
+    if row.get("devices") and int(row["devices"]) > 1:
+        parts[-1] += f" x{int(row['devices'])}"
+    if with_precision and row.get("precision") != "fp32":
+        parts.append(str(row["precision"]))
+    if with_batch and pd.notna(row.get("batch_size")):
+        parts.append(f"b{int(row['batch_size'])}")
+    label = " ".join(parts)
+    return f"{label} [{row['source']}]" if with_source else label
+
+
+def num(row, name: str | None):
+    """A figure of a row (a frame row, or a dict of case fields and metrics): None when the row, the name or
+    the value is missing (NaN and pandas' NA included). Every table cell reads its figures through it."""
+    if row is None or name is None:
+        return None
+    value = row.get(name)
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value
+
+
+def row_mode(row) -> Mode | None:
+    """The record of a row's mode (results/modes.py), None for a mode nobody declared."""
+    return mode_of(row.get("mode"))
+
+
+def setting(row, *, short: bool = False) -> str:
+    """What a case is measured at, as its mode names it: "N=1024", "batch 32" ("b32" when ``short``);
+    "" when the row has no such figure."""
+    mode = row_mode(row)
+    field, text = (mode.size, mode.size_text) if mode else ("batch_size", ("batch {}", "b{}"))
+    value = num(row, field)
+    return "" if value is None else text[1 if short else 0].format(int(value))
+
+
+@functools.cache
+def own_measurements() -> frozenset[str]:
+    """The registered workloads that are their own measurement (their record's ``run``: the selftest, an
+    isolation check), not a benchmark: no table, chart or summary ranks them."""
+    from xpubench.workloads import REGISTRY, get_workload
+
+    return frozenset(name for name in REGISTRY if get_workload(name).run is not None)
+
+
+def benchmarks(frame: pd.DataFrame) -> pd.Series:
+    """Per row: whether its workload is a benchmark (not one of ``own_measurements``)."""
+    return ~frame["workload"].isin(own_measurements())
+
+
+def ok_rows(frame: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """The rows that finished ok (of one mode: "matmul", "train", "infer"), own measurements left out."""
+    if frame.empty:
+        return frame
+    keep = (frame["status"] == "ok") & benchmarks(frame)
+    if mode is not None:
+        keep &= frame["mode"] == mode
+    return frame[keep]
+
+
+def many_sources(frame: pd.DataFrame) -> bool:
+    return not frame.empty and frame["source"].nunique() > 1
+
+
+def column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A metric column, or all-missing when no row has that metric."""
+    if name in frame.columns:
+        return pd.to_numeric(frame[name], errors="coerce")
+    return pd.Series(np.nan, index=frame.index)

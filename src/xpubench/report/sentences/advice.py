@@ -1,0 +1,289 @@
+""""Which device for what": plain sentences written from the measurements, and only from them.
+
+Every comparison goes through results/ratio.py ratio_estimate (bootstrap interval over the raw samples, a 5%
+minimum change): a difference that is not significant is said to be within noise, never ranked.
+A *setup* is one file x backend x device x precision x device count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from xpubench.report.base.cells import fmt_seconds
+from xpubench.report.base.frame import (
+    ResultSet,
+    column,
+    many_sources,
+    num,
+    ok_rows,
+    row_mode,
+    series_label,
+    setting,
+)
+from xpubench.report.tables.headline import better, figure_text, headline_rate
+from xpubench.results.fold import process_groups
+from xpubench.results.modes import MODES
+from xpubench.results.ratio import RatioEstimate, ratio_estimate
+
+SETUP = ["source", "backend", "device", "precision", "devices"]
+
+
+def _name(row, multi: bool) -> str:
+    chip = f" ({row['device_name']})" if row.get("device_name") and row["device"] != "cpu" else ""
+    return series_label(row, with_source=multi) + chip
+
+
+def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
+    """Raw times per sample, one array per worker process, so cases at different batch sizes compare
+    fairly: the samples behind the mode's rate over what they count (inference: passes over the
+    evaluation set, results/modes.py ``rate_samples`` / ``per``), else the headline samples over the
+    global batch (training steps), the batch, or as is (matmul windows)."""
+    result, mode = data.result(row), row_mode(row)
+    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
+    if name and mode.per and num(row, mode.per):
+        return [np.asarray(g, dtype=float) / float(row[mode.per]) for g in process_groups(result, name)]
+    sizes = [row.get(name) for name in ("global_batch", "batch", "batch_size")]
+    per = next((float(v) for v in sizes if v is not None and pd.notna(v) and v), 1.0)
+    return [g / per for g in data.groups(row)]
+
+
+def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
+    """How many times faster ``fast`` is than ``slow`` (time of slow / time of fast), with its interval."""
+    return ratio_estimate(_per_sample(data, fast), _per_sample(data, slow))
+
+
+def _within(est: RatioEstimate | None) -> str:
+    if est is None:
+        return "no raw samples to test the difference"
+    return f"95% CI {est.low:.2f}-{est.high:.2f}x" + ("" if est.significant else ", within noise")
+
+
+def _ranked(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their headline figure (``rate``), best first (results/modes.py's direction)."""
+    rows = rows.assign(rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["rate"])
+    return rows.sort_values("rate", ascending=not (rows.empty or better(rows.iloc[0])), kind="mergesort")
+
+
+def _rate(row) -> str:
+    return figure_text(row, row["rate"])
+
+
+def fastest(data: ResultSet) -> list[str]:
+    """The fastest setup per workload of every mode measured at a batch size (training, inference), and per
+    precision of a mode measured at a size (matmul): the modes whose headline the samples' interval tests
+    (results/modes.py ``rate_is_median``)."""
+    frame, lines = data.frame, []
+    tested = [m for m in MODES.values() if m.rate_is_median]
+    batched = [m for m in tested if m.size == "batch_size"]
+    for mode in batched:
+        rows = _ranked(ok_rows(frame, mode.name))
+        multi = many_sources(rows)
+        for workload, sub in rows.groupby("workload", sort=True):
+            best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
+            top = best.iloc[0]
+            text = (f"{workload} {mode.label}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
+                    f"{_rate(top)}")
+            if len(best) == 1:
+                lines.append(text + " (the only setup measured).")
+                continue
+            second = best.iloc[1]
+            est = speedup(data, top, second)
+            ratio = top["rate"] / second["rate"] if better(top) else second["rate"] / top["rate"]
+            verdict = (f"{ratio:.2f}x the next, {_name(second, multi)} ({_rate(second)} at batch "
+                       f"{int(second['batch_size'])}; {_within(est)})")
+            if est is not None and not est.significant:
+                verdict = (f"but {_name(second, multi)} ({_rate(second)}) is within noise of it "
+                           f"({est.note}): no clear winner")
+            lines.append(f"{text}; {verdict}.")
+    for mode in (m for m in tested if m not in batched):
+        rows = _ranked(ok_rows(frame, mode.name))   # a figure n/a: not ranked
+        multi = many_sources(rows)
+        for precision, sub in rows.groupby("precision", sort=True):
+            top, figure = sub.iloc[0], mode.headline_figure(sub.iloc[0])
+            lines.append(f"{mode.label} {precision}: highest {figure.before} rate {_rate(top)} on {_name(top, multi)} "
+                         f"at {setting(top)}" + (f" ({sub['device'].nunique()} devices compared)."
+                                                 if sub["device"].nunique() > 1 else "."))
+    return lines
+
+
+def crossovers(data: ResultSet) -> list[str]:
+    """Where one setup overtakes another as the batch size grows (training throughput)."""
+    rows = ok_rows(data.frame, "train")
+    multi, lines, pairs = many_sources(rows), [], 0
+    for workload, sub in (rows.groupby("workload") if not rows.empty else []):
+        setups = [g.set_index("batch_size") for _, g in sub.groupby(SETUP, dropna=False)]
+        for i, a in enumerate(setups):
+            for b in setups[i + 1:]:
+                common = sorted(set(a.index.dropna()) & set(b.index.dropna()))
+                if len(common) < 2:
+                    continue
+                pairs += 1
+                faster = [column(a.loc[[n]], "samples_per_s").iloc[0] > column(b.loc[[n]], "samples_per_s").iloc[0]
+                          for n in common]
+                for k in range(1, len(common)):
+                    if faster[k] == faster[k - 1]:
+                        continue
+                    winner, loser = (a, b) if faster[k] else (b, a)
+                    w_row, l_row = winner.loc[common[k]], loser.loc[common[k]]
+                    est = speedup(data, w_row, l_row)
+                    lines.append(f"{workload}: {_name(w_row, multi)} overtakes {_name(l_row, multi)} between batch "
+                                 f"{common[k - 1]} and {common[k]} ({w_row['samples_per_s']:,.0f} vs "
+                                 f"{l_row['samples_per_s']:,.0f} samples/s at {common[k]}; {_within(est)}).")
+    if pairs and not lines:
+        lines.append("No setup overtakes another within the batch sizes measured: the order is the same at every "
+                     "common batch size.")
+    return lines
+
+
+def _startup(row) -> tuple[float, float] | None:
+    """(time before steady state, steady time per step or call) of a case."""
+    if row["mode"] == "matmul":
+        cold, warm = row.get("cold_s"), row.get("warm_s")
+        return (cold - warm, warm) if pd.notna(cold) and pd.notna(warm) else None
+    step, first = row.get("step_s"), row.get("first_step_s")
+    if pd.isna(step) or pd.isna(first):
+        return None
+    compile_s = row.get("compile_s")
+    return (float(first) - float(step) + (0.0 if pd.isna(compile_s) else float(compile_s)), float(step))
+
+
+def break_even(data: ResultSet) -> list[str]:
+    """Where the fastest setup's compile/start-up time outweighs its speed for a short run: for each case
+    (workload, batch size or N, precision), the fastest steady setup against every setup that starts
+    faster, when the steady difference is significant and the break-even is at least 2 steps."""
+    rows = ok_rows(data.frame)
+    rows = rows[rows["mode"].isin(["train", "matmul"])] if not rows.empty else rows
+    lines = []
+    keys = ["workload", "mode", "batch_size", "size", "precision"]
+    for _, group in (rows.groupby(keys, dropna=False) if not rows.empty else []):
+        group = group[[(_startup(r) is not None) for _, r in group.iterrows()]]
+        if len(group) < 2:
+            continue
+        multi = many_sources(group)
+        fast = group.loc[min(group.index, key=lambda i: _startup(group.loc[i])[1])]
+        ov_f, t_f = _startup(fast)
+        for _, slow in group.iterrows():
+            ov_s, t_s = _startup(slow)
+            if not (t_f < t_s and ov_f > ov_s):
+                continue
+            est = speedup(data, fast, slow)
+            n = math.ceil((ov_f - ov_s) / (t_s - t_f))
+            if est is None or not est.significant or n < 2:
+                continue
+            unit = "step" if fast["mode"] == "train" else "product"
+            what = f"batch {int(fast['batch_size'])}" if fast["mode"] == "train" else f"N={int(fast['size'])}"
+            extra = ""
+            if fast["mode"] == "train" and pd.notna(fast.get("global_batch")):
+                extra = f" (~{n * int(fast['global_batch']):,} samples)"
+            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_name(fast, multi)} runs {est.ratio:.2f}x "
+                         f"faster per {unit} than {_name(slow, multi)} but needs {fmt_seconds(ov_f - ov_s)} more to "
+                         f"start (compile and first {unit}); it wins only after {n:,} {unit}s{extra}.")
+    return lines
+
+
+def _metric_direction(row) -> tuple[str, int]:
+    from xpubench.report.charts.training import metric_name
+
+    name = str(row.get("metric_name") or metric_name(str(row["workload"])))
+    return name, (-1 if name in ("mse", "loss", "mae") else 1)
+
+
+def precision_tradeoffs(data: ResultSet) -> list[str]:
+    """Faster precisions (bf16, fp16, int8...) against fp32 of the same case: speed and quality."""
+    rows = ok_rows(data.frame)
+    rows = rows[rows["mode"].isin(["train", "infer"])] if not rows.empty else rows
+    multi, lines = many_sources(rows), []
+    keys = ["source", "workload", "backend", "device", "mode", "batch_size", "devices"]
+    for _, group in (rows.groupby(keys, dropna=False) if not rows.empty else []):
+        base = group[group["precision"] == "fp32"]
+        if base.empty:
+            continue
+        ref = base.iloc[0]
+        for _, other in group[group["precision"] != "fp32"].iterrows():
+            name, sign = _metric_direction(other)
+            q_key = name if other["mode"] == "infer" and pd.notna(other.get(name)) else "final_metric"
+            q_new, q_ref = other.get(q_key), ref.get(q_key)
+            est = speedup(data, other, ref)
+            speed = "n/a" if est is None else f"{est.ratio:.2f}x the fp32 speed ({_within(est)})"
+            who = f"{other['workload']} {other['mode']} on {_name(other, multi)}: {other['precision']} ran at {speed}"
+            if pd.isna(q_new) or pd.isna(q_ref):
+                lines.append(who + f"; {name} not recorded for both.")
+                continue
+            drop = (q_ref - q_new) * sign
+            n = other.get("eval_samples") if pd.notna(other.get("eval_samples")) else None
+            noise = _binomial_noise(q_ref, q_new, n) if name == "accuracy" else None
+            quality = f"{name} {q_new:.4f} vs {q_ref:.4f} in fp32"
+            if drop <= 0 or (noise is not None and drop <= noise):
+                tail = " (no loss beyond sampling noise)" if drop > 0 else " (no loss)"
+                lines.append(f"{who}; {quality}{tail}.")
+            else:
+                faster = est is not None and est.significant and est.ratio > 1
+                lines.append(f"{who}; {quality}: {'the faster precision ' if faster else ''}lost {drop:.4f} of {name}"
+                             + ("" if noise is not None else " (sampling noise unknown)") + ".")
+    return lines
+
+
+def _binomial_noise(p1: float, p2: float, n) -> float | None:
+    """Two standard errors of the difference of two accuracies measured on n samples each."""
+    if not n:
+        return None
+    return 2 * math.sqrt((p1 * (1 - p1) + p2 * (1 - p2)) / float(n))
+
+
+def noise_note(data: ResultSet) -> list[str]:
+    rows = ok_rows(data.frame)
+    if rows.empty or "noisy" not in rows:
+        return []
+    noisy = int(rows["noisy"].fillna(False).astype(bool).sum())
+    if not noisy:
+        return ["No figure was flagged noisy."]
+    return [(f"{noisy} of {len(rows)} cases have noisy figures (marked !): a re-run may reorder setups whose "
+             "difference is small.")]
+
+
+def time_and_cost(data: ResultSet) -> list[str]:
+    """With prices: per workload and mode, the setups ranked by time and by cost (each at its fastest
+    batch size), and where the two rankings differ (cost.rank_time_and_cost)."""
+    from xpubench.analysis.cost import rank_time_and_cost
+
+    lines = []
+    for mode in (m for m in MODES.values() if m.cost is not None):
+        name, unit = mode.cost.metric, mode.cost.after
+        rows = ok_rows(data.frame, mode.name)
+        if rows.empty or name not in rows or column(rows, name).dropna().empty:
+            continue
+        multi = many_sources(rows)
+        for workload, sub in rows.groupby("workload"):
+            sub = sub.assign(sps=column(sub, "samples_per_s"))
+            sub = sub[sub["sps"].notna()]
+            if sub.empty:
+                continue
+            best = sub.loc[sub.groupby(SETUP, dropna=False)["sps"].idxmax()]
+            options = {_name(r, multi): (1e6 / r["sps"], None if pd.isna(r.get(name)) else float(r[name]))
+                       for _, r in best.iterrows()}
+            ranking = rank_time_and_cost(options)
+            what = f"{workload} {mode.label}"
+            priced = ", ".join(f"{k} ${options[k][1]:.4g}" for k in ranking.by_cost)
+            timed = ", ".join(f"{k} {fmt_seconds(options[k][0])}" for k in ranking.by_time)
+            text = (f"{what}, per {unit}: by time {timed}; by cost {priced or 'n/a'}"
+                    + (f" (no price: {', '.join(ranking.unpriced)})" if ranking.unpriced else ""))
+            if len(ranking.by_cost) < 2:
+                lines.append(text + ".")
+            elif ranking.same_order:
+                lines.append(text + ": the fastest is also the cheapest.")
+            else:
+                lines.append(text + ": the rankings differ: " + "; ".join(ranking.differences) + ".")
+    return lines
+
+
+def advice(data: ResultSet) -> list[str]:
+    """All the sentences, in reading order; an empty list when nothing finished ok."""
+    if ok_rows(data.frame).empty:
+        return []
+    lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
+    if set(ok_rows(data.frame)["device"]) == {"cpu"}:
+        lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
+    return lines + noise_note(data)

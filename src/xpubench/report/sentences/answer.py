@@ -1,0 +1,131 @@
+"""The answer at the end of `xpubench run`: a few lines a person acts on.
+
+- per workload, the fastest backend and device here and by how much against the next one, with the
+  95% interval of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the
+  samples inside them), or "not significant";
+- which figures were noisy (processes that disagreed, or a flagged spread);
+- which cases did not finish and why;
+- where the results file is and the command that makes the report.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+
+from xpubench.report.base.frame import ResultSet, ok_rows, setting
+from xpubench.report.tables import llm
+from xpubench.report.tables.headline import better, headline_rate, rate_groups
+from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
+from xpubench.results.ratio import ratio_estimate
+
+LISTED = 4  # at most this many cases named per line; the rest counted
+
+
+def _name(row) -> str:
+    devices = int(row.get("devices") or 1)
+    parts = [str(row["backend"]), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
+    if row.get("precision") != "fp32":
+        parts.append(str(row["precision"]))
+    return " ".join(parts)
+
+
+def _comparable(a, b) -> bool:
+    return all((pd.isna(a.get(k)) and pd.isna(b.get(k))) or a.get(k) == b.get(k)
+               for k in ("batch_size", "size", "devices"))
+
+
+def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -> str:
+    """One workload (and mode) of one file: its fastest case against the fastest other backend/device;
+    ``named``: the line names the mode (the file holds the workload in several)."""
+    rows = rows.assign(_rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["_rate"])
+    if rows.empty:
+        return ""
+    rows = rows.sort_values("_rate", ascending=not better(rows.iloc[0]))
+    best = rows.iloc[0]
+    what = f"{best['workload']} ({best['mode']})" if named else best["workload"]
+    head = f"{what}: fastest here {_name(best)}"
+    others = rows[[_name(r) != _name(best) for _, r in rows.iterrows()]]
+    if others.empty:
+        return f"{head} (the only backend/device measured)"
+    same = others[[_comparable(best, r) for _, r in others.iterrows()]]
+    if same.empty:
+        other = others.iloc[0]
+        return (f"{head} ({setting(best)}), {best['_rate'] / other['_rate']:.2f}x {_name(other)} "
+                f"({setting(other)}: different settings, no interval)")
+    other = same.iloc[0]
+    est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))  # time of other / time of best
+    if est is not None and est.ratio < 1:  # the samples say the other is the faster one: they decide
+        best, other = other, best
+        head = f"{what}: fastest here {_name(best)}"
+        est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))
+    where = f" at {setting(best)}" if setting(best) else ""
+    if est is None:
+        return f"{head}{where}, {best['_rate'] / other['_rate']:.2f}x {_name(other)} (no raw samples: no interval)"
+    if not est.significant:
+        return (f"{head}{where}, but not significant against {_name(other)} "
+                f"({est.ratio:.2f}x, 95% interval {est.low:.2f}-{est.high:.2f}: {est.note})")
+    note = " (provisional: one process a side)" if est.provisional else ""
+    return (f"{head}{where}: {est.ratio:.2f}x as fast as {_name(other)} "
+            f"(95% interval {est.low:.2f}-{est.high:.2f}){note}")
+
+
+
+
+def _listed(items: list[str]) -> str:
+    more = len(items) - LISTED
+    return "; ".join(items[:LISTED]) + (f"; and {more} more" if more > 0 else "")
+
+
+def noisy_line(frame: pd.DataFrame) -> str:
+    rows = ok_rows(frame)
+    if rows.empty:
+        return ""
+    items = []
+    for _, r in rows.iterrows():
+        disagreement = r.get("process_disagreement")
+        if isinstance(disagreement, str) and disagreement:
+            items.append(f"{r['key']} (processes: {disagreement})")
+        elif r.get("noisy"):
+            items.append(f"{r['key']} ({str(r.get('warning') or 'samples vary by 10% or more').split('; ')[0]})")
+    return "noisy: " + _listed(items) if items else "noisy: none flagged"
+
+
+def skipped_line(frame: pd.DataFrame) -> str:
+    bad = frame[frame["status"] != "ok"]
+    if bad.empty:
+        return ""
+    items = []
+    for _, r in bad.iterrows():
+        why = " ".join(str(r.get("message") or "").split())
+        why = why if len(why) <= 80 else why[:77] + "..."
+        items.append(f"{r['key']}: {r['status']}" + (f" ({why})" if why else ""))
+    return "did not finish: " + _listed(items)
+
+
+def answer_lines(data: ResultSet, output=None) -> list[str]:
+    """The answer as lines of plain text (see the module docstring)."""
+    frame = data.frame
+    lines = ["", "Answer:"]
+    if not frame.empty:
+        rows = ok_rows(frame)
+        if not rows.empty:
+            rows = rows[~rows.index.isin(target_rows(frame).index)]   # cases with a target: ranked below
+            modes = rows.groupby(["source", "workload"])["mode"].nunique()
+            for (source, workload, _), group in rows.groupby(["source", "workload", "mode"], sort=True):
+                line = workload_line(data, group, named=modes[(source, workload)] > 1)
+                if line:
+                    lines.append("- " + line)
+            # time to target: setups ranked with the interval, then what precision / batch size change
+            lines += ["- " + line for line in ranking_lines(data) + sweep_lines(data)]
+            lines += ["- " + line for line in llm.answer_lines(frame)]   # language models against their bound
+        for line in (noisy_line(frame), skipped_line(frame)):
+            if line:
+                lines.append("- " + line)
+    if output is not None:
+        path = shlex.quote(str(output))
+        lines.append(f"- results: {output}")
+        lines.append("- the report (charts and every table):")
+        lines.append(f"  xpubench report {path} -o report.html")
+    return lines if len(lines) > 2 else []

@@ -1,0 +1,156 @@
+"""Language models at real sizes (llama) in the terminal, the report and the closing answer: a pp/tg table
+per weight format that reads like llama-bench's (model, size, params, backend and its decode step,
+threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd over the rounds), with
+the shares against the chip (a tg row: the decode rate of its bandwidth bound; a pp row: pp MFU), the
+energy per token and the KV cache and the answer's line (its tokens/s-against-batch chart: report/charts/generation.py)
+ ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
+result belongs here when it carries the bytes read per generated token (workloads' ``generation_counts``;
+analysis/generation.py derives the shares)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from xpubench.report.base.cells import fmt, fmt_seconds, noisy
+from xpubench.report.base.frame import many_sources, num, ok_rows
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
+from xpubench.units import fmt_bytes, fmt_rate
+
+FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
+TESTS = (("pp", "prompt_len", "prefill_tokens_per_s"), ("tg", "new_tokens", "decode_tokens_per_s"))
+
+
+def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ok generation rows that carry a language model's counts, in a stable order."""
+    rows = ok_rows(frame, "generate")
+    if rows.empty or "decode_bytes_per_token" not in rows:
+        return rows.iloc[:0].assign(model=None)
+    rows = rows[rows["decode_bytes_per_token"].notna()]
+    named = rows["architecture"] if "architecture" in rows else pd.Series(None, index=rows.index, dtype=object)
+    rows = rows.assign(model=named.fillna(rows["workload"]))
+    if "depth" not in rows:
+        rows = rows.assign(depth=None)
+    return rows.sort_values(["workload", "model", "backend", "device", "precision", "batch_size", "depth"],
+                            na_position="first")
+
+
+def bound_reason(row) -> str:
+    """Why a row has no share of its bandwidth bound, in a few words (analysis/generation.py's note whole
+    is in the result)."""
+    note = str(num(row, "bandwidth_bound_note") or "")
+    if note.startswith("a defect"):
+        return "above 100%: the bytes per token or the bandwidth are wrong"
+    return "no bandwidth known: run `xpubench ceilings`" if note else "not computed"
+
+
+def bound_cell(row) -> str:
+    """The decode rate's share of its bandwidth bound; "n/a" with the reason's first words where none."""
+    share = num(row, "pct_of_bandwidth_bound")
+    if share is not None:
+        return f"{share:.0%}"
+    note = str(num(row, "bandwidth_bound_note") or "")
+    return "n/a (>100%: a defect)" if note.startswith("a defect") else "n/a"
+
+
+def _pct(row, name: str) -> str:
+    value = num(row, name)
+    return "n/a" if value is None else f"{value:.1%}" + (" (est.)" if num(row, "peak_is_estimate") else "")
+
+
+def test_name(row, kind: str) -> str:
+    """llama-bench's test name: pp512, tg128, tg128 @ d4096 (llama-bench's own spelling of a depth)."""
+    length = fmt(num(row, "prompt_len" if kind == "pp" else "new_tokens"), ".0f")
+    depth = num(row, "depth")
+    return f"{kind}{length}" + (f" @ d{depth:.0f}" if depth else "")
+
+
+def runtime(row) -> str:
+    """The backend and, where its record offers a choice of decode steps (``decode_steps``) and the result
+    says which ran, that step: "torch compiled", "torch eager"; "jax" (XLA always compiles it)."""
+    from xpubench import backends
+
+    step = str(num(row, "decode_step") or "")
+    chosen = next((s for s in backends.record(str(row["backend"])).decode_steps if step.startswith(s)), "")
+    return f"{row['backend']} {chosen}".strip()
+
+
+def params_cell(row) -> str:
+    """llama-bench's params: 134.52 M, 1.24 B."""
+    n = num(row, "params")
+    if n is None:
+        return "n/a"
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
+
+
+def joules_cell(row) -> str:
+    """J/token of the row's test (net of idle power where it was read); n/a with the reason's first words."""
+    kind = row["test_kind"]
+    value = num(row, f"{kind}_net_joules_per_token")
+    value = num(row, f"{kind}_joules_per_token") if value is None else value
+    if value is not None:
+        return f"{value:.3g}"
+    reason = str(num(row, "energy_na") or "").removeprefix("n/a: ").split(":")[0].strip()   # its first clause
+    return f"n/a ({reason[:48]})" if reason else "n/a"
+
+
+def rate_cell(row) -> str:
+    rate = fmt_rate(num(row, row["test_rate"]))
+    sd = num(row, row["test_rate"] + "_sd")
+    return noisy(row, rate + (f" ± {fmt_rate(sd)}" if sd is not None else ""))
+
+
+def test_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each result twice, as its pp row then its tg row (llama-bench's layout)."""
+    parts = [rows.assign(test_kind=kind, test_rate=rate, test_order=i) for i, (kind, _, rate) in
+             enumerate(TESTS)]
+    both = pd.concat(parts)
+    return both.iloc[[i for pair in zip(range(len(rows)), range(len(rows), 2 * len(rows))) for i in pair]]
+
+
+def _columns(rows: pd.DataFrame) -> list[Column]:
+    cols = [Column("file", lambda r: str(r["source"]), priority=LOW, text=True)] if many_sources(rows) else []
+    return cols + [
+        Column("model", lambda r: str(r["model"]), text=True),
+        Column("size", lambda r: fmt_bytes(num(r, "model_bytes") or num(r, "weight_bytes")), priority=1),
+        Column("params", params_cell, priority=1),
+        Column("backend", runtime, text=True),
+        Column("device", lambda r: str(r["device"]), text=True, priority=2),
+        Column("threads", lambda r: fmt(num(r, "threads"), ".0f"), priority=2),
+        Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
+        Column("test", lambda r: test_name(r, r["test_kind"]), text=True, priority=ALWAYS),
+        Column("t/s", rate_cell, priority=ALWAYS),
+        Column("of bw bound", lambda r: bound_cell(r) if r["test_kind"] == "tg" else "", priority=ALWAYS),
+        Column("pp MFU", lambda r: _pct(r, "prefill_mfu") if r["test_kind"] == "pp" else "", priority=2),
+        Column("J/token", joules_cell, priority=2),
+        Column("TTFT / per token p50", lambda r: fmt_seconds(num(r, "ttft_s" if r["test_kind"] == "pp" else
+                                                                    "decode_token_p50_s")), priority=LOW),
+        Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=LOW),
+    ]
+
+
+def format_tables(frame: pd.DataFrame) -> list[Table]:
+    """One pp/tg table per weight format (fp32, bf16, fp16, int8, int4; tf32 with fp32's weights apart)."""
+    rows = llm_rows(frame)
+    out = []
+    for precision in [*FORMATS, *sorted(set(rows["precision"]) - set(FORMATS))] if not rows.empty else []:
+        part = rows[rows["precision"] == precision]
+        if not part.empty:
+            out.append(Table(f"{precision} weights: prompt processing (pp) and generation (tg), tokens/s",
+                             _columns(part), test_rows(part)))
+    return out
+
+
+def answer_lines(frame: pd.DataFrame) -> list[str]:
+    """Per model, its fastest generation case here: "for smollm-135m generation, torch cpu bf16: 41 tok/s,
+    78% of the bandwidth bound" (the share n/a with its reason where it is unknown)."""
+    rows = llm_rows(frame)
+    lines = []
+    for model, part in rows.groupby("model", sort=True):
+        best = part.loc[pd.to_numeric(part["decode_tokens_per_s"]).idxmax()]
+        batch = int(num(best, "batch_size") or 1)
+        who = f"{best['backend']} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
+        share = num(best, "pct_of_bandwidth_bound")
+        bound = (f"{share:.0%} of the bandwidth bound" if share is not None else
+                 f"share of the bandwidth bound n/a ({bound_reason(best)})")
+        lines.append(f"for {model} generation, {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} tok/s, {bound}")
+    return lines

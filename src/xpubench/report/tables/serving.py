@@ -1,0 +1,119 @@
+"""Serving (``xpubench serve``, docs/serving.md) in the report's tables: one row per sweep point (latency
+percentiles, tokens/s in total and per user, failures, the SLO's share and goodput, $ per million output
+tokens), and the answer's capacity line per server and model ("smollm-135m-q8_0 on llama.cpp ... serves 4
+concurrent users within TTFT 500 ms ... for 90% of requests"). Its charts: report/charts/serving.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from xpubench.report.base.frame import many_sources, num
+from xpubench.report.base.table import ALWAYS, LOW, Column, Table
+from xpubench.serve.figures import capacity, capacity_line, parse_slo
+
+
+def serving_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every serve point (failed ones too: a point where no request completed still says why)."""
+    if frame.empty or "mode" not in frame:
+        return frame.iloc[:0]
+    rows = frame[frame["mode"] == "serve"]
+    if rows.empty:
+        return rows
+    rate = rows["request_rate"] if "request_rate" in rows else pd.Series(0.0, index=rows.index)
+    return rows.assign(_rate=rate.fillna(0.0)).sort_values(["source", "workload", "device", "_rate", "batch_size"])
+
+
+def _group(row, multi: bool) -> str:
+    label = f"{row['workload']} {row['device']}"
+    return f"{label} [{row['source']}]" if multi else label
+
+
+def _ms(name: str):
+    def cell(r) -> str:
+        v = num(r, name)
+        return "n/a" if v is None else f"{v * 1e3:,.1f}"
+    return cell
+
+
+def _rate(name: str, digits: int = 1):
+    def cell(r) -> str:
+        v = num(r, name)
+        return "n/a" if v is None else f"{v:,.{digits}f}"
+    return cell
+
+
+def load_text(r) -> str:
+    rate = num(r, "request_rate")
+    users = int(r["batch_size"])
+    return f"Poisson {rate:g} req/s" if rate else f"{users} user{'s' if users != 1 else ''}"
+
+
+def _failed(r) -> str:
+    sent = num(r, "requests")
+    if sent is None:
+        return f"all ({str(num(r, 'message') or '')[:60]})"
+    failed = int(num(r, "failed") or 0)
+    timeouts = int(num(r, "timeouts") or 0)
+    return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
+
+
+def _lengths(r) -> str:
+    return "/".join("n/a" if num(r, n) is None else str(int(num(r, n))) for n in ("input_len", "output_len"))
+
+
+def _share(r) -> str:
+    v = num(r, "slo_attained")
+    return "-" if v is None else f"{v:.0%}"
+
+
+def serving_table(frame: pd.DataFrame) -> Table:
+    rows = serving_rows(frame)
+    multi = many_sources(rows) if not rows.empty else False
+    cols = [Column("setup", lambda r: _group(r, multi), priority=ALWAYS, text=True),
+            Column("load", load_text, priority=ALWAYS, text=True),
+            Column("in/out", _lengths, "tokens", priority=2)]
+    for name, what, prio in (("ttft", "TTFT", ALWAYS), ("tpot", "TPOT", ALWAYS), ("itl", "ITL", 2), ("e2e", "E2E", 1)):
+        for q in ("p50", "p90", "p99"):
+            cols.append(Column(f"{what} {q}", _ms(f"{name}_{q}_s"), "ms", priority=prio if q != "p99" else LOW,
+                               group="latency"))
+    cols += [Column("output tok/s", _rate("output_tokens_per_s"), priority=ALWAYS, group="throughput"),
+             Column("total tok/s", _rate("total_tokens_per_s"), priority=2, group="throughput"),
+             Column("per user tok/s", _rate("user_tokens_per_s"), priority=1, group="throughput"),
+             Column("req/s", _rate("requests_per_s", 2), priority=2, group="throughput"),
+             Column("failed", _failed, priority=1, group="throughput"),
+             Column("SLO met", _share, priority=1, group="throughput"),
+             Column("goodput", _rate("goodput_requests_per_s", 2), "req/s", priority=LOW, group="throughput"),
+             Column("$ per 1M out", lambda r: "n/a" if num(r, "usd_per_1m_output_tokens") is None
+                    else f"{num(r, 'usd_per_1m_output_tokens'):,.2f}", priority=LOW, group="throughput")]
+    return Table("Serving sweep", cols, rows, parts={"latency": "latencies", "throughput": "throughput"},
+                 note="latencies of the completed requests; tokens/s over the point's window (first send to last "
+                      "end); per user = median of 1 / TPOT")
+
+
+def groups_of(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    rows = serving_rows(frame)
+    rows = rows[rows["status"] == "ok"] if not rows.empty else rows
+    if rows.empty:
+        return {}
+    multi = many_sources(rows)
+    return {name: g for name, g in rows.groupby(rows.apply(lambda r: _group(r, multi), axis=1), sort=False)}
+
+
+
+def answer_lines(frame: pd.DataFrame) -> list[str]:
+    """Per setup with an SLO: its capacity line (serve/figures.py), with its server."""
+    lines = []
+    for name, g in groups_of(frame).items():
+        slo_text = next((s for s in g.get("slo", pd.Series(dtype=object)).dropna()), None)
+        if not slo_text:
+            continue
+        slo = parse_slo(str(slo_text))
+        points = [{"concurrency": int(r["batch_size"]), "request_rate": num(r, "request_rate"),
+                   "slo_attained": num(r, "slo_attained"), "output_tokens_per_s": num(r, "output_tokens_per_s"),
+                   "usd_per_1m_output_tokens": num(r, "usd_per_1m_output_tokens")} for _, r in g.iterrows()]
+        server = str(num(g.iloc[0], "server") or "the server")
+        for subset in ([p for p in points if not p["request_rate"]], [p for p in points if p["request_rate"]]):
+            if subset:
+                lines.append("Serving: " + capacity_line(capacity(subset, slo.percent), slo, len(subset),
+                                                         subject=f"{name} ({server})"))
+    return lines

@@ -1,0 +1,293 @@
+"""The summary `xpubench run` prints first, in the shape of llama-bench's table: one row per workload x
+test (matrix size, batch, a language model's pp and tg) x dtype, a column per backend/device holding its
+headline figure ± half its 95% interval, then the fastest column and its ratio to the next one. Rows are
+grouped by workload (matmul, training, inference, generation), columns no row fills are dropped, and every
+mark a cell carries is defined under the table (``legend``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from xpubench.report.base.frame import ResultSet, benchmarks, num, row_mode
+from xpubench.report.base.table import ALWAYS, Column, Table
+from xpubench.report.tables import target
+from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
+from xpubench.report.tables.llm import bound_cell
+from xpubench.results.fold import process_groups
+from xpubench.results.metrics import unit
+from xpubench.units import fmt_rate
+
+MODE_ORDER = {"matmul": 0, "train": 1, "infer": 2, "generate": 3}
+TEST_WORDS = {"train": "", "infer": "infer ", "generate": "gen "}   # training: the batch alone
+NOISY, UNSURE, NOT_RUN = "!", "~", "-"
+PP_SAMPLES = "prefill_s"   # the raw samples of a pp figure (harness/generation.py)
+
+
+@dataclass
+class Cell:
+    row: pd.Series
+    value: float | None            # the headline figure (None: did not finish ok)
+    spread: str = ""               # "±4%", or "" where unknown
+    samples: str | None = None     # the raw samples the figure comes from (None: the mode's headline ones)
+
+
+@dataclass
+class Line:
+    order: tuple
+    workload: str
+    test: str
+    dtype: str
+    unit: str
+    higher: bool
+    cells: dict[str, Cell] = field(default_factory=dict)
+    tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
+
+
+def _model(row) -> str:
+    """A language model as llama-bench names it: "smollm-135m 4/30 layers" (a preset cut to fewer layers)."""
+    name = str(num(row, "architecture") or row["workload"])
+    cut = re.fullmatch(r"(\S+) \(n_layers (\d+)\)", name)
+    if cut:
+        from xpubench.workloads.llama.config import PRESETS
+
+        total = PRESETS[cut[1]].n_layers if cut[1] in PRESETS else None
+        return f"{cut[1]} {cut[2]}/{total} layers" if total else f"{cut[1]} {cut[2]} layers"
+    return name
+
+
+def _column(row) -> str:
+    devices = int(row.get("devices") or 1)
+    return f"{row['backend']} {row['device']}" + (f" x{devices}" if devices > 1 else "")
+
+
+def _unit(row) -> str:
+    """The unit of the row's headline figure as its mode declares it ("samples/s", "tok/s", "FLOP/s")."""
+    if target.is_target_row(row):
+        return "s to target"
+    if row["mode"] == "generate":
+        return "tok/s"
+    mode = row_mode(row)
+    figure = mode.headline_figure(row) if mode else None
+    if figure is None:
+        return ""
+    return figure.after or ("FLOP/s" if unit(figure.metric) == "FLOP/s" else "")
+
+
+def _test(row) -> str:
+    mode = str(row["mode"])
+    if mode == "matmul":
+        return f"N={int(row['size'])}" if pd.notna(row.get("size")) else "matmul"
+    batch = f"b{int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
+    if target.is_target_row(row):
+        return f"to {row.get('target')} {batch}"
+    return (TEST_WORDS.get(mode, f"{mode} ") + batch).strip() or mode
+
+
+def _spread(row) -> str:
+    text = spread(row).replace(" IQR", "")
+    return "" if text == "-" else text
+
+
+def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
+    """± half the 95% interval of the median of ``cell.samples`` (two-level bootstrap), "" unknown."""
+    from xpubench.results.stats import two_level
+
+    groups = [g for g in _groups(data, cell) if g.size]
+    if not groups or sum(g.size for g in groups) < 3:
+        return ""
+    stats = two_level(groups)
+    return f"±{(stats.ci95_high - stats.ci95_low) / 2 / stats.median:.0%}" if stats.median > 0 else ""
+
+
+def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> set:
+    """A language model's pp and tg rows, labelled like llama-bench (the model and its layers, pp64, tg16),
+    into ``lines``; a case of it that did not finish shows its status in both. Returns the rows placed."""
+    placed, families = set(), {}
+    for index, row in frame.iterrows():
+        if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
+            continue
+        batch = int(num(row, "batch_size") or 1)
+        for kind, (metric, length) in {"pp": ("prefill_tokens_per_s", "prompt_len"),
+                                       "tg": ("decode_tokens_per_s", "new_tokens")}.items():
+            size = num(row, length)
+            test = f"{kind}{int(size) if size else '?'}" + (f" b{batch}" if batch > 1 else "")
+            model, precision = _model(row), str(row["precision"])
+            line = lines.setdefault(("llm", model, kind, test, precision), Line(
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
+                precision, "tok/s", True, tg=kind == "tg"))
+            line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
+                                            PP_SAMPLES if kind == "pp" else None)
+            families.setdefault((row["workload"], precision, batch), []).append(line)
+        placed.add(index)
+    for index, row in frame.iterrows():   # the cases of the same model that did not finish
+        family = families.get((row["workload"], str(row["precision"]), int(num(row, "batch_size") or 1)))
+        if row["mode"] == "generate" and row.get("status") != "ok" and family:
+            for line in family:
+                line.cells.setdefault(_column(row), Cell(row, None))
+            placed.add(index)
+    return placed
+
+
+def _lines(frame: pd.DataFrame) -> list[Line]:
+    lines: dict[tuple, Line] = {}
+    order = {name: i for i, name in enumerate(dict.fromkeys(frame["workload"]))}
+    placed = _llm_lines(frame, order, lines)
+    for index, row in frame.iterrows():
+        if index in placed:
+            continue
+        ok = row.get("status") == "ok"
+        column, mode = _column(row), str(row["mode"])
+        label, test = str(row["workload"]), _test(row)
+        line = lines.setdefault((label, mode, test, row["precision"]), Line(
+            (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
+             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])),
+            label, test, str(row["precision"]), _unit(row),
+            better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
+        if target.is_target_row(row):
+            value = num(row, "time_to_target_s") if ok and row.get("target_reached") else None
+        else:
+            value = headline_rate(row) if ok else None
+        line.cells[column] = Cell(row, value, _spread(row) if ok and value is not None else "")
+    return sorted(lines.values(), key=lambda li: li.order)
+
+
+def _scaled(line: Line) -> tuple[str, float]:
+    """The unit a line prints its figures in and the divisor: FLOP/s with the prefix of its largest figure."""
+    if line.unit != "FLOP/s":
+        return line.unit, 1.0
+    top = max((c.value for c in line.cells.values() if c.value), default=0.0)
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if top >= scale:
+            return f"{prefix}FLOP/s", scale
+    return "FLOP/s", 1.0
+
+
+def _number(value: float) -> str:
+    return fmt_rate(value) if value >= 1 or value == 0 else f"{value:.3g}"
+
+
+def _cell_text(cell: Cell | None, scale: float, target_row: bool) -> str:
+    if cell is None:
+        return NOT_RUN
+    if cell.value is None:
+        status = cell.row.get("status")
+        if target_row and status == "ok":
+            return "not reached"
+        return str(status)
+    figure = f"{cell.value:.1f}" if target_row else _number(cell.value / scale)
+    text = f"{figure} {cell.spread}".strip()
+    return text + (NOISY if cell.row.get("noisy") else "")
+
+
+def _groups(data: ResultSet | None, cell: Cell) -> list[np.ndarray]:
+    if data is None:
+        return []
+    if cell.samples:
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(data.result(cell.row), cell.samples)]
+    return rate_groups(data, cell.row)
+
+
+def _winner(line: Line, data: ResultSet | None) -> tuple[str, str, bool]:
+    """(the fastest column, its ratio to the next one, whether the ratio is unsure: the 95% interval of the
+    two-level bootstrap over processes and samples contains 1, or no interval); ("", "", False) with
+    fewer than two figures."""
+    from xpubench.results.ratio import ratio_estimate
+
+    ranked = sorted(((col, c) for col, c in line.cells.items() if c.value), key=lambda item: item[1].value,
+                    reverse=line.higher)
+    if len(ranked) < 2:
+        return (ranked[0][0] if ranked else ""), "", False
+    (best, a), (_, b) = ranked[0], ranked[1]
+    ratio = a.value / b.value if line.higher else b.value / a.value
+    if target.is_target_row(a.row):
+        return best, f"{ratio:.2f}x", False
+    est = ratio_estimate(_groups(data, a), _groups(data, b))   # time of b over time of a: the answer's figure
+    unsure = est is None or not est.significant or est.ratio < 1
+    return best, f"{est.ratio if est is not None and est.ratio >= 1 else ratio:.2f}x", unsure
+
+
+def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
+    """The summary (module docstring) of ``frame``; ``data`` (the ResultSet the frame is of) gives the
+    ratios their intervals."""
+    rows = frame[benchmarks(frame)] if not frame.empty else frame
+    lines = _lines(rows) if not rows.empty else []
+    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
+    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
+    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    records, unsure_any, marks = [], False, set()
+    finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
+    unfinished, lines = len(lines) - len(finished), finished
+    units = _group_units(lines)
+    for i, line in enumerate(lines):
+        for cell in line.cells.values():
+            if cell.samples and cell.value is not None and not cell.spread:
+                cell.spread = _sample_spread(data, cell)
+        shown_unit, scale = units[line.workload]
+        best, ratio, unsure = _winner(line, data)
+        unsure_any |= unsure and bool(ratio)
+        is_target = line.unit == "s to target"
+        cells = {header[c]: _cell_text(line.cells.get(c), scale, is_target) for c in columns}
+        marks |= {m for text in cells.values() for m in (NOISY, NOT_RUN) if text.endswith(m)}
+        first = i == 0 or lines[i - 1].workload != line.workload
+        share = bound_cell(line.cells[best].row) if line.tg and best else ""
+        records.append({"workload": f"{line.workload} {shown_unit}" if first else "", "test": line.test,
+                        "dtype": line.dtype, **cells, "fastest": header.get(best, "") if len(columns) > 1 else "",
+                        "ratio": ratio + (UNSURE if unsure and ratio else ""), "of bw bound": share})
+    table_rows = pd.DataFrame(records)
+    kept = [name for name in table_rows.columns if (table_rows[name].astype(str) != "").any()] if records else []
+    wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
+    cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
+                   text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
+    where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
+    title = f"Summary{where}: median ± half its 95% interval, per backend"
+    note = legend(marks, unsure_any, "of bw bound" in kept)
+    if unfinished:
+        note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
+    return Table(title, cols, table_rows, note=note, compact=True)
+
+
+def _group_units(lines: list[Line]) -> dict[str, tuple[str, float]]:
+    """Per workload: the unit its rows print in and the divisor (FLOP/s with the prefix of its largest)."""
+    out: dict[str, tuple[str, float]] = {}
+    for line in lines:
+        unit, scale = _scaled(line)
+        if line.workload not in out or scale > out[line.workload][1]:
+            out[line.workload] = (unit, scale)
+    return out
+
+
+def legend(marks: set[str], unsure: bool, bound: bool) -> str:
+    """What the table's marks mean, one line each: only the marks it carries."""
+    lines = [("± half the 95% interval of the median as a share of it (processes, then samples; a figure of one "
+              "process: its samples only)"), "fastest: the column with the best figure; ratio: it against the next"]
+    if NOISY in marks:
+        lines.append(f"{NOISY} noisy: the processes disagree or the samples vary by 10% or more "
+                     "(`xpubench run --verbose` says which)")
+    if unsure:
+        lines.append(f"{UNSURE} not significant: the 95% interval of the ratio contains 1 (or has too few samples)")
+    if NOT_RUN in marks:
+        lines.append(f"{NOT_RUN} not run: that backend has no such case")
+    if bound:
+        lines.append("of bw bound: the fastest tg against the decode rate its memory bandwidth allows "
+                     "(weights and KV cache read once per token)")
+    return "\n".join(lines)
+
+
+def ceiling_note(data: ResultSet) -> str | None:
+    """Once for the run: the FLOP/s ceilings it has no measured figure for (the "% of ceiling" figures are
+    n/a there) and the command that measures them; None when none is missing."""
+    missing: dict[str, None] = {}
+    for entry in data.items:
+        for key in ((entry.result.fingerprint or {}).get("ceilings") or {}).get("missing") or []:
+            missing.setdefault(str(key).split(":")[0])
+    if not missing:
+        return None
+    listed = list(missing)
+    said = ", ".join(listed[:4]) + (f" and {len(listed) - 4} more" if len(listed) > 4 else "")
+    return (f"FLOP/s ceilings not measured on this machine ({said}), so no figure is ranked against one: "
+            "`xpubench ceilings` measures them once (about 30 s per precision on a CPU) for the runs after it; "
+            "`xpubench run --measure-ceilings` does so before its cases")
