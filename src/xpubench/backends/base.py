@@ -45,6 +45,8 @@ class Backend:
     compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
     precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run
     models: Mapping[str, Any] = MappingProxyType({})   # its own builders for workloads (name -> builder(spec))
+    honours: tuple[str, ...] = ()   # the workloads' backend options its loops read (torch: llama's "decode"):
+    #   only its cases carry them (plan._cases_for), so another backend's key never names a choice it ignores
 
     # ---- names ------------------------------------------------------------------------------------
 
