@@ -145,3 +145,24 @@ def test_save_weights_is_resolved_by_the_planner_not_the_cli(tmp_path, monkeypat
     with pytest.raises(UserError, match="that is a file, not a folder"):
         build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["torch"], options={"weights_dir": "a-file"}),
                     cpu_env())
+
+
+def test_an_older_files_keys_are_read_as_this_version_gives_them():
+    """A recorded jax llama case carried torch's decode step in its key (default-zen3-quiet.jsonl, before
+    --decode was torch's alone): loaded, it is keyed as a new plan keys it, so the files compare; torch's
+    own decode step stays in its key, and the line in the file is left as written."""
+    from xpubench import analysis
+    from xpubench.plan.resolve import current_key
+
+    path = Path(__file__).parent / "data" / "runs" / "default-zen3-quiet.jsonl"
+    assert "llama/jax/cpu/generate/fp32/b1/4/64/16/eager" in path.read_text()
+    keys = {r.key for f in analysis.load([path]) for r in f.results if r.case["workload"] == "llama"}
+    new = {c.key for c in build_cases(PlanRequest(quick=True), cpu_env()) if c.workload == "llama"}
+    assert keys == new == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/eager"}
+    old = {"workload": "llama", "backend": "torch", "device": "cpu", "mode": "generate", "precision": "fp32",
+           "batch_size": 1, "key": "llama/torch/cpu/generate/fp32/b1//home/me/ckpt/eager",
+           "key_options": ["weights", "decode"],
+           "options": {"weights": "/home/me/ckpt", "weights_path": "/home/me/ckpt", "weights_sha256": "ab" * 32,
+                       "decode": "eager"}}
+    assert current_key(old) == "llama/torch/cpu/generate/fp32/b1/ckpt@abababababab/eager"
+    assert current_key({**old, "workload": "not-a-workload"}) == old["key"]   # unknown: its own key

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from xpubench import backends
+from xpubench.case import Case
 from xpubench.errors import UserError
+from xpubench.workloads import REGISTRY, get_workload
 from xpubench.workloads.base import Workload
 
 
@@ -44,6 +46,31 @@ def weights_dir(value) -> str:
 def pinned(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
     """The options with what they point at pinned by the workload (``Workload.pin_options``)."""
     return workload.pin_options(options) if workload.pin_options else dict(options)
+
+
+def current_key(case: dict) -> str:
+    """The key this xpubench gives a recorded case, so older files compare with newer ones: a ``--weights``
+    case pinned before ``weights_id`` existed is keyed by its model's name and digest (not the path as
+    typed), and a case carrying a backend option its backend does not honour (a jax llama case's
+    ``decode``, which JAX never read) is keyed without it. Any other record keeps its own key."""
+    key = case.get("key", "")
+    if case.get("workload") not in REGISTRY:
+        return key
+    workload = get_workload(case["workload"])
+    options = case.get("options") or {}
+    current = for_backend(workload, str(case.get("backend", "")), pinned_record(workload, options))
+    if current == options:
+        return key
+    try:
+        return Case.from_dict({**case, "options": current, "key_options": workload.key_options}).key
+    except (TypeError, ValueError):   # a record this xpubench can't rebuild as a case: its own key
+        return key
+
+
+def pinned_record(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
+    """A recorded case's options as the workload pins them now, without reading anything (only options the
+    plan pinned: ``weights_sha256`` present)."""
+    return pinned(workload, options) if options.get("weights_sha256") else dict(options)
 
 
 def for_backend(workload: Workload, backend: str, options: dict[str, Any]) -> dict[str, Any]:

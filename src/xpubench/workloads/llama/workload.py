@@ -91,6 +91,9 @@ def _checkpoint(path: str, sha256: str | None = None) -> Any:
     return ckpt
 
 
+_checkpoint.cache_clear = _OPENED.clear   # forget what this process read (as a fresh worker process has)
+
+
 def pin_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options with their ``--weights`` checkpoint pinned (the planner's one resolution of it, read
     fresh: the checkpoint as it is now): ``weights_path``, the folder's absolute path (the worker reads it,
@@ -99,8 +102,10 @@ def pin_options(options: dict[str, Any]) -> dict[str, Any]:
     and ``weights_id``, the model's name and the digest's first 12 hex digits: the case's key names what is
     measured, not where it lay. ``weights`` stays as typed (for messages)."""
     weights = options.get("weights")
-    if not weights or "weights_sha256" in options:
-        return dict(options)
+    if not weights or "weights_sha256" in options:   # pinned already (a record older than weights_id: named now)
+        pinned = options.get("weights_path"), options.get("weights_sha256")
+        return dict(options) if "weights_id" in options or not all(pinned) else \
+            {**options, "weights_id": weights_id(*pinned)}
     if not isinstance(weights, str) or not weights.strip():
         raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
     from xpubench.workloads.llama.checkpoint import open_checkpoint
@@ -108,8 +113,17 @@ def pin_options(options: dict[str, Any]) -> dict[str, Any]:
     ckpt = open_checkpoint(weights)
     root = str(Path(ckpt.path).expanduser().resolve())
     _OPENED[(root, ckpt.sha256)] = ckpt
-    return {**options, "weights_path": root, "weights_sha256": ckpt.sha256,
-            "weights_id": f"{ckpt.config.name}@{ckpt.sha256[:12]}"}
+    return {**options, "weights_path": root, "weights_sha256": ckpt.sha256, "weights_id": weights_id(root, ckpt.sha256)}
+
+
+def weights_id(root: str, sha256: str) -> str:
+    """A checkpoint's part of a case's key: its model's name (the folder's; in a Hugging Face cache,
+    ``models--ORG--NAME/snapshots/COMMIT``, NAME) and the first 12 hex digits of its digest."""
+    folder = Path(root)
+    name = folder.name
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        name = folder.parent.parent.name.split("--")[-1]
+    return f"{name}@{sha256[:12]}"
 
 
 def _positive(key: str, value: Any, least: int = 1) -> int:
