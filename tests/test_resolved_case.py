@@ -166,3 +166,30 @@ def test_an_older_files_keys_are_read_as_this_version_gives_them():
                        "decode": "eager"}}
     assert current_key(old) == "llama/torch/cpu/generate/fp32/b1/ckpt@abababababab/eager"
     assert current_key({**old, "workload": "not-a-workload"}) == old["key"]   # unknown: its own key
+
+
+def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
+    """The plan (validation, the pin, every case's spec and estimate) reads them once; a worker (its spec,
+    the model builder) once; a changed file is read again, and a changed digest refused."""
+    from xpubench.errors import UserError
+    from xpubench.workloads import get_workload
+    from xpubench.workloads.llama import workload
+
+    root = _checkpoint(tmp_path / "tiny")
+    reads = []
+    opened = ck.open_checkpoint
+    monkeypatch.setattr(ck, "open_checkpoint", lambda *a, **k: reads.append(a) or opened(*a, **k))
+    workload._checkpoint.cache_clear()
+    cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch", "jax"], precisions=["fp32", "bf16"],
+                                    options={"weights": str(root)}), cpu_env())
+    assert len(cases) == 4 and len(reads) == 1
+    workload._checkpoint.cache_clear()   # a worker process
+    llama = get_workload("llama")
+    spec = llama.spec_for(cases[0].options)
+    assert workload.checkpoint_of(spec).sha256 == cases[0].options["weights_sha256"]
+    assert llama.spec_for(cases[0].options) == spec and len(reads) == 2
+    config = root / "config.json"
+    config.write_text(config.read_text().replace("1e-05", "1e-06"))
+    with pytest.raises(UserError, match="changed since the run was planned"):
+        llama.spec_for(cases[0].options)
+    assert len(reads) == 3

@@ -73,21 +73,34 @@ class LlamaSpec(WorkloadSpec):
         return self.input_shape[0]
 
 
-_OPENED: dict[tuple[str, str], Any] = {}   # (resolved folder, digest) -> the Checkpoint read in this process
+_OPENED: dict[tuple[str, tuple], Any] = {}   # (resolved folder, its files' stamp) -> the Checkpoint read
+
+
+def _stamp(root: Path) -> tuple | None:
+    """Name, size and mtime of a checkpoint's JSON and safetensors files: a reading is reused only while
+    they hold (None: the folder can't be listed; open_checkpoint says why)."""
+    try:
+        files = sorted(p for p in root.iterdir() if p.suffix in (".json", ".safetensors"))
+        return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
+    except OSError:
+        return None
 
 
 def _checkpoint(path: str, sha256: str | None = None) -> Any:
     """The checked checkpoint (checkpoint.open_checkpoint: UserError of one line for a bad directory, or one
-    whose digest is not the ``sha256`` the plan pinned). Its headers are read once per process: the plan
-    reads them when it pins the options (``pin_options``), a worker when it resolves its spec, and the
-    model builders reuse that reading."""
-    from xpubench.workloads.llama.checkpoint import open_checkpoint
+    whose digest is not the ``sha256`` the plan pinned). Its headers are read once per process while its
+    files are unchanged: the plan's validation, its pin (``pin_options``) and its estimates share one
+    reading, and so do a worker's spec, model builders and GGUF writer (``checkpoint_of``)."""
+    from xpubench.workloads.llama.checkpoint import check_pinned, open_checkpoint
 
-    root = str(Path(path).expanduser().resolve())
-    if sha256 and (root, sha256) in _OPENED:
-        return _OPENED[(root, sha256)]
-    ckpt = open_checkpoint(root, sha256)
-    _OPENED[(root, ckpt.sha256)] = ckpt
+    root = Path(path).expanduser().resolve()
+    stamp = _stamp(root)
+    ckpt = _OPENED.get((str(root), stamp)) if stamp is not None else None
+    if ckpt is None:
+        ckpt = open_checkpoint(path, sha256)
+        if stamp is not None:
+            _OPENED[(str(root), stamp)] = ckpt
+    check_pinned(root, sha256, ckpt.sha256)
     return ckpt
 
 
@@ -95,8 +108,8 @@ _checkpoint.cache_clear = _OPENED.clear   # forget what this process read (as a 
 
 
 def pin_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options with their ``--weights`` checkpoint pinned (the planner's one resolution of it, read
-    fresh: the checkpoint as it is now): ``weights_path``, the folder's absolute path (the worker reads it,
+    """The options with their ``--weights`` checkpoint pinned (the planner's one resolution of it):
+    ``weights_path``, the folder's absolute path (the worker reads it,
     so ``--resume`` works from any folder), ``weights_sha256``, the digest of its config.json, shard index
     and safetensors headers (checkpoint.digest: the worker and ``--resume`` refuse a changed checkpoint),
     and ``weights_id``, the model's name and the digest's first 12 hex digits: the case's key names what is
@@ -108,11 +121,8 @@ def pin_options(options: dict[str, Any]) -> dict[str, Any]:
             {**options, "weights_id": weights_id(*pinned)}
     if not isinstance(weights, str) or not weights.strip():
         raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
-    from xpubench.workloads.llama.checkpoint import open_checkpoint
-
-    ckpt = open_checkpoint(weights)
+    ckpt = _checkpoint(weights)   # the checkpoint as it is now (read again if its files changed)
     root = str(Path(ckpt.path).expanduser().resolve())
-    _OPENED[(root, ckpt.sha256)] = ckpt
     return {**options, "weights_path": root, "weights_sha256": ckpt.sha256, "weights_id": weights_id(root, ckpt.sha256)}
 
 
