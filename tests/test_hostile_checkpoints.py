@@ -287,7 +287,8 @@ def test_the_plan_pins_the_checkpoint_by_absolute_path_and_digest(tmp_path, monk
     assert cases
     for case in cases:
         assert case.options["weights"] == "ckpt" and "ckpt" not in case.key.split("/")   # as typed, not the key:
-        assert f"tiny@{ck.open_checkpoint(root).sha256[:12]}" in case.key.split("/")    # the model and its digest
+        assert f"ckpt@{ck.open_checkpoint(root).sha256[:12]}" in case.key.split("/")    # the model (its folder's
+        #                                                                                  name) and its digest
         assert case.options["weights_path"] == str(root.resolve())
         assert case.options["weights_sha256"] == ck.open_checkpoint(root).sha256
         assert len(case.options["weights_sha256"]) == 64
