@@ -1,4 +1,5 @@
-"""The Python API (for notebooks and scripts) and the orchestration the CLI shares.
+"""The Python API (for notebooks and scripts), which the CLI shares; a run's steps are launch/'s
+(``launch.orchestration.Launch``), handed here what the layers above launch/ know.
 
     import xpubench
     results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[1024])
@@ -20,7 +21,7 @@ from xpubench.ceilings.runtime import brief_bandwidth
 from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.launch.hooks import RunHooks
-from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, check_run_settings  # noqa: F401
+from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, check_run_settings  # noqa: F401 - api's
 from xpubench.launch.runfile import default_output, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
