@@ -35,9 +35,9 @@ def cpu_env(*names: str) -> dict:
     ({"workload": "llama", "mode": "generate"}, "without a batch size"),
     ({"workload": "mnist_cnn", "mode": "infer", "batch_size": 0}, "batch_size is a whole number"),
     ({"workload": "mnist_cnn", "mode": "infer", "batch_size": True}, "batch_size is a whole number"),
-    ({"workload": "matmul", "mode": "matmul"}, "without a matrix size"),
+    ({"workload": "matmul", "mode": "matmul", "size": 0}, "size is a whole number"),
     ({"workload": "matmul", "mode": "matmul", "size": 1024, "devices": 0}, "devices is a whole number"),
-    ({"workload": "mnist_cnn", "mode": "benchmark", "batch_size": 8}, "mode is one of"),
+    ({"workload": "mnist_cnn", "mode": "train", "batch_size": 8, "epochs": 2.5}, "epochs is a whole number"),
 ])
 def test_a_case_missing_what_the_planner_decides_is_refused_when_made(fields, missing):
     with pytest.raises(UnresolvedCase, match=missing):

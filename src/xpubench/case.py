@@ -8,8 +8,9 @@ from globals.
 
 A Case is *resolved* (docs/architecture.md, "The resolved case"): the planner made every choice, so
 nothing downstream applies a default of its own. It is checked when it is made: a model case (train,
-infer, generate) without a batch size, a matmul case without a matrix size, or a count that is not a
-whole number is refused (``UnresolvedCase``), and its ``options`` are read-only.
+infer, generate) without a batch size, or a count that is not a whole number, is refused
+(``UnresolvedCase``), and its ``options`` are read-only. (A matmul case's size is the planner's too; a
+case without one is how ``xpubench doctor`` asks a backend for its matmul of any size.)
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
-CASE_MODES = ("matmul", "train", "infer", "generate")   # the loops a case runs (launch/dispatch.py)
-MODEL_MODES = ("train", "infer", "generate")            # the modes that run a model at a batch size
+MODEL_MODES = ("train", "infer", "generate")   # the modes that run a model at a batch size (launch/dispatch.py)
 
 
 class UnresolvedCase(ValueError):
@@ -70,16 +70,12 @@ class Case:
     def __post_init__(self) -> None:
         if not isinstance(self.options, Options):
             object.__setattr__(self, "options", Options(self.options or {}))
-        if self.mode not in CASE_MODES:
-            raise UnresolvedCase(f"a case's mode is one of {', '.join(CASE_MODES)}, got {self.mode!r}")
         for name in ("batch_size", "size", "devices", "epochs", "steps", "train_samples", "eval_samples"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UnresolvedCase(f"a case's {name} is a whole number of at least 1, got {value!r}")
         if self.mode in MODEL_MODES and self.batch_size is None:
             raise UnresolvedCase(f"{self.workload} {self.mode} case without a batch size: the planner resolves it")
-        if self.mode == "matmul" and self.size is None:
-            raise UnresolvedCase(f"{self.workload} matmul case without a matrix size: the planner resolves it")
 
     @property
     def key(self) -> str:
