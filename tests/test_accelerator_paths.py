@@ -345,7 +345,7 @@ def test_autocast_that_disables_itself_is_an_error(monkeypatch):
 def test_result_changing_variables_are_recorded_in_the_fingerprint_and_named_once(monkeypatch):
     from xpubench.backends.fingerprint import fingerprint
     from xpubench.devices import envvars
-    from xpubench.report.tables import environment
+    from xpubench.report.tables.cases import environment
 
     for name in ("NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "TPU_VISIBLE_CHIPS", "HIP_VISIBLE_DEVICES"):
         monkeypatch.setenv(name, "1")
@@ -418,10 +418,10 @@ def test_jax_tf32_is_tensorfloat32_in_matmul_as_in_training():
 def test_placement_compares_the_device_index_not_only_its_kind():
     from xpubench.launch.runner import placement_problem
 
-    case = Case(workload="matmul", backend="torch", device="gpu:0", mode="matmul")
+    case = Case(workload="matmul", backend="torch", device="gpu:0", mode="matmul", size=1024)
     assert placement_problem(case, "gpu:1") == "ran on gpu:1, not on the requested gpu:0"
     assert placement_problem(case, "cuda:0") is None and placement_problem(case, "cpu") is not None
-    many = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", devices=8)
+    many = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", batch_size=256, devices=8)
     assert placement_problem(many, "cpu:0..7 (8 devices)") is None
 
 

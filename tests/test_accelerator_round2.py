@@ -44,7 +44,7 @@ def test_a_multi_process_jax_case_joins_the_cluster_before_any_device_query(monk
     monkeypatch.setattr(distributed, "check_same_case", lambda key, gather=None: events.append("same case"))
     monkeypatch.setattr(distributed, "mesh_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
     monkeypatch.setattr(device, "jax_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
-    case = Case(workload="mnist_cnn", backend="jax", device="gpu:0", mode="train", precision="tf32", devices=2)
+    case = Case(workload="mnist_cnn", backend="jax", device="gpu:0", mode="train", precision="tf32", batch_size=256, devices=2)
     assert jax_.BACKEND.unsupported(case) is None          # H100: tf32 applies
     assert events == ["initialize", "same case", "devices"]   # jax 0.10 refuses initialize after jax.devices()
 
@@ -159,7 +159,7 @@ def test_torch_gpu_energy_reads_the_board_by_its_uuid_whatever_cuda_visible_devi
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda d: SimpleNamespace(uuid="ffc79498-8ff3-c2dc-3b0d-fafd804516ae"))
-    case = Case(workload="mnist_cnn", backend="torch", device="gpu:0", mode="train")
+    case = Case(workload="mnist_cnn", backend="torch", device="gpu:0", mode="train", batch_size=256)
     meter = meter_for_case(case, backends.get("torch").gpu_identity)
     assert isinstance(meter, NvmlMeter)
     meter._module = nvml = FakeNvml()
@@ -176,7 +176,7 @@ def test_jax_on_an_amd_gpu_reads_amd_smi_on_the_visible_board(monkeypatch):
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("gpu", "AMD Instinct MI300X", "gfx942")])
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "4,5")
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
-    case = Case(workload="mnist_cnn", backend="jax", device="gpu:1", mode="train")
+    case = Case(workload="mnist_cnn", backend="jax", device="gpu:1", mode="train", batch_size=256)
     meter = meter_for_case(case, backends.get("jax").gpu_identity)
     assert isinstance(meter, AmdSmiMeter) and meter.index == 5            # not NVML (n/a), not board 1
 
@@ -286,7 +286,7 @@ def test_the_worker_gives_its_private_folder_as_the_scratch(monkeypatch, tmp_pat
     monkeypatch.setattr(worker, "prepare_environment", lambda device, scratch=None: seen.update(scratch=scratch))
     monkeypatch.setattr(worker, "execute", lambda case: Outcome(status="ok"))
     case_path = tmp_path / "case.json"
-    case_path.write_text(json.dumps(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul").as_dict()))
+    case_path.write_text(json.dumps(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", size=1024).as_dict()))
     assert worker.main([str(case_path), str(tmp_path / "result.json")]) == 0
     assert seen["scratch"] == tmp_path
 
@@ -306,7 +306,7 @@ def test_a_tpu_plans_no_fp16_and_an_fp16_case_there_is_skipped(monkeypatch, caps
     assert "/tpu:0/" in out and not [line for line in out.splitlines() if "/tpu:0/" in line and "/fp16/" in line]
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("tpu", "TPU v5 lite", None)])
     for backend in (jax_.BACKEND, keras_.BACKEND):
-        case = Case(workload="matmul", backend=backend.name, device="tpu:0", mode="matmul", precision="fp16")
+        case = Case(workload="matmul", backend=backend.name, device="tpu:0", mode="matmul", precision="fp16", size=1024)
         assert "fp16 is not a TPU format" in backend.unsupported(case)
 
 
@@ -333,13 +333,13 @@ def test_keras_tf32_runs_only_where_tf32_exists(monkeypatch):
     from xpubench.backends.jax_ import device
 
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("tpu", "TPU v5 lite", None)])
-    tpu = Case(workload="mnist_cnn", backend="keras:jax", device="tpu:0", mode="train", precision="tf32")
+    tpu = Case(workload="mnist_cnn", backend="keras:jax", device="tpu:0", mode="train", precision="tf32", batch_size=256)
     assert "not of a tpu device" in keras_.BACKEND.unsupported(tpu)     # Keras's "tensorfloat32" = 3 bf16 passes
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("gpu", "AMD Instinct MI300X", "gfx942")])
     assert "not on amd GPUs" in keras_.BACKEND.unsupported(dataclasses.replace(tpu, device="gpu:0"))
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device()])
     assert keras_.BACKEND.unsupported(dataclasses.replace(tpu, device="gpu:0")) is None     # an H100: it applies
-    cpu = Case(workload="mnist_cnn", backend="keras:torch", device="cpu", mode="train", precision="tf32")
+    cpu = Case(workload="mnist_cnn", backend="keras:torch", device="cpu", mode="train", precision="tf32", batch_size=256)
     assert "not of a cpu device" in keras_.BACKEND.unsupported(cpu)
 
 
@@ -393,7 +393,7 @@ def step_error(steps: int, launch_s=1e-3, device_s=1e-3, sync_s=0.2e-3) -> float
     from xpubench.harness.training import run_training
 
     clock = FakeClock()
-    case = Case(workload="mnist_cnn", backend="fake", device="gpu:0", mode="train", epochs=3, steps=steps)
+    case = Case(workload="mnist_cnn", backend="fake", device="gpu:0", mode="train", batch_size=256, epochs=3, steps=steps)
     outcome = run_training(AsyncDevice(clock, steps, launch_s, device_s, sync_s), case, 1.0, clock=clock)
     return outcome.metrics["step_s"] / device_s - 1
 
@@ -430,5 +430,5 @@ def test_the_m2s_16_bit_training_is_fp16_or_a_stated_note(monkeypatch):
     assert {c.precision for c in build_cases(PlanRequest(devices=["mps"], quick=True), newer)
             if c.mode == "train"} == {"fp32", "bf16"}
     monkeypatch.setattr(torch, "__version__", "2.4.1")
-    fp16 = Case(workload="mnist_cnn", backend="torch", device="mps", mode="train", precision="fp16")
+    fp16 = Case(workload="mnist_cnn", backend="torch", device="mps", mode="train", precision="fp16", batch_size=256)
     assert "needs torch >= 2.8" in torch_.BACKEND.unsupported(fp16)

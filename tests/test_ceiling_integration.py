@@ -36,8 +36,8 @@ def test_price_matching_exact_id_then_kind():
 
 
 def test_priced_cases_carry_their_price_in_the_options():
-    cases = [Case("mnist_cnn", "torch", "gpu:1", "train", options={"sync": "step"}),
-             Case("mnist_cnn", "torch", "tpu:0", "train")]
+    cases = [Case("mnist_cnn", "torch", "gpu:1", "train", batch_size=256, options={"sync": "step"}),
+             Case("mnist_cnn", "torch", "tpu:0", "train", batch_size=256)]
     out = priced(cases, {"CUDA:1": 1.2, "cpu": "0.1"})       # spellings normalised, as the CLI's parser does
     assert out[0].options == {"sync": "step", "price_per_hour": 1.2}
     assert out[1] is cases[1]                                # no matching price: unchanged
@@ -106,7 +106,7 @@ def test_above_the_cpu_estimate_the_label_explains_and_ranks_by_the_ceiling():
     m = results[0].metrics
     assert m["peak_label"] == "above est. peak"
     assert "estimated CPU peak" in m["efficiency_note"] and "ranked against the measured ceiling" in m["efficiency_note"]
-    from xpubench.report.tables.costs import peak_cell
+    from xpubench.report.tables.cases.costs import peak_cell
     assert peak_cell(m) == "above est. peak"       # the tables print the label, never "109%"
 
 
@@ -162,7 +162,7 @@ def test_a_run_records_the_cached_ceilings_and_names_the_missing(tmp_path):
     c = Ceiling("numpy", "cpu", "fp32", 90e9, (2048, 2048, 2048), 91e9, 0.01, 89e9, 91e9)
     cache.store(cache.machine_key(env), [c], [], path)
     cases = [Case("matmul", "numpy", "cpu", "matmul", "fp32", size=1024),
-             Case("mnist_cnn", "torch", "cpu", "train", "bf16"), Case("x", "keras", "cpu", "train")]
+             Case("mnist_cnn", "torch", "cpu", "train", "bf16", 256), Case("x", "keras", "cpu", "train", batch_size=1)]
     got = runtime.for_run(env, cases, path=path)
     assert got["ceilings"]["numpy/cpu/fp32"]["flops_per_s"] == 90e9
     assert got["ceilings"]["numpy/cpu/fp32"]["rel_noise"] == pytest.approx(1e9 / 90e9)

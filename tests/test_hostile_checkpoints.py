@@ -286,7 +286,9 @@ def test_the_plan_pins_the_checkpoint_by_absolute_path_and_digest(tmp_path, monk
     cases = planned(tmp_path, monkeypatch)
     assert cases
     for case in cases:
-        assert case.options["weights"] == "ckpt" and "ckpt" in case.key.split("/")   # the key: as typed
+        assert case.options["weights"] == "ckpt" and "ckpt" not in case.key.split("/")   # as typed, not the key:
+        assert f"ckpt@{ck.open_checkpoint(root).sha256[:12]}" in case.key.split("/")    # the model (its folder's
+        #                                                                                  name) and its digest
         assert case.options["weights_path"] == str(root.resolve())
         assert case.options["weights_sha256"] == ck.open_checkpoint(root).sha256
         assert len(case.options["weights_sha256"]) == 64

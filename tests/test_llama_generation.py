@@ -214,4 +214,4 @@ def test_jax_fp16_is_skipped_exactly_where_its_attention_does_not_compile():
         with pytest.raises(ValueError):
             gen.compile()
     assert backends.get("jax").unsupported(Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train",
-                                                precision="fp16")) is None   # no attention: not gated
+                                                precision="fp16", batch_size=256)) is None   # no attention: not gated

@@ -195,7 +195,6 @@ def test_a_case_without_llama_bench_is_skipped_with_the_reason(tmp_path, monkeyp
     assert "no llama-bench found" in get("llamacpp").unsupported(case)
     for other, why in (({"mode": "train"}, "generation only"), ({"precision": "tf32"}, "no tf32"),
                        ({"batch_size": 4}, "batch 1"), ({"device": "gpu:0"}, "CPU build"),
-                       ({"options": {"decode": "eager"}}, "--decode eager is torch's"),
                        ({"precision": "int4", "options": {"int4_group_size": 128}}, "groups of 32")):
         assert why in get("llamacpp").unsupported(dataclasses.replace(case, **other))
     assert os.environ["PATH"] == str(tmp_path)

@@ -141,7 +141,7 @@ def test_the_memory_line_of_stderr_is_the_one_that_counts(tmp_path):
 
 
 def selftest(behaviour, **opts) -> Case:
-    return Case(workload="selftest", backend="numpy", device="cpu", mode="train",
+    return Case(workload="selftest", backend="numpy", device="cpu", mode="train", batch_size=1,
                 options={"behaviour": behaviour, **opts})
 
 

@@ -8,7 +8,7 @@ from xpubench.results import store
 
 
 def selftest(behaviour, **opts):
-    return Case(workload="selftest", backend="numpy", device="cpu", mode="train",
+    return Case(workload="selftest", backend="numpy", device="cpu", mode="train", batch_size=1,
                 options={"behaviour": behaviour, **opts})
 
 

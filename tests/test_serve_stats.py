@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from xpubench.report.charts.serving import pareto
 
 from xpubench.errors import UserError
+from xpubench.report.charts.serving import pareto
 from xpubench.serve.client import Sample
 from xpubench.serve.figures import capacity, capacity_line, meets, parse_slo, point_figures, reasons
 from xpubench.serve.prompts import fraction, lengths

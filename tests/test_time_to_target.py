@@ -116,7 +116,7 @@ def test_keras_skips_a_target_case_that_evaluates_inside_an_epoch():
     from xpubench.case import Case
 
     def case(backend, **options):
-        return Case(workload="mnist_cnn", backend=backend, device="cpu", mode="train", data="real",
+        return Case(workload="mnist_cnn", backend=backend, device="cpu", mode="train", data="real", batch_size=256,
                     options={"target": "accuracy>=0.975", **options})
 
     assert "evaluates after every epoch only" in backends.get("keras").unsupported(case("keras:jax", eval_every=2))

@@ -77,8 +77,9 @@ def test_a_task_selects_the_data_and_the_loss():
 
 def _case(ref, mode="train", backend="auto", **options):
     name = ref.rpartition(":")[2]
-    return Case(workload=name, backend=backend, device="cpu", mode=mode, epochs=2, steps=4, train_samples=256,
-                eval_samples=64, time_budget_s=2, options={"model": str(ref), "weights_dir": "off", **options})
+    return Case(workload=name, backend=backend, device="cpu", mode=mode, batch_size=32, epochs=2, steps=4,
+                train_samples=256, eval_samples=64, time_budget_s=2,
+                options={"model": str(ref), "weights_dir": "off", **options})
 
 
 @pytest.mark.slow

@@ -74,7 +74,8 @@ def test_every_registered_module_exports_its_record():
         assert (record.spec is None) == (not record.models), name   # a model has a spec, and the reverse
         if record.spec is not None:
             assert record.spec.name == name and record.forward_flops(record.spec) > 0, name
-        assert set(record.key_options) <= {row.key for row in record.options} | {"behaviour"}, name
+        pinned = {"weights_id"} if record.pin_options else set()   # what the plan pins (llama's checkpoint id)
+        assert set(record.key_options) <= {row.key for row in record.options} | {"behaviour"} | pinned, name
 
 
 def test_the_record_declares_every_attribute_and_is_read_only():

@@ -35,7 +35,7 @@ def main(ref: str, backend: str, options: str = "{}") -> None:
     from xpubench.case import Case
     from xpubench.usermodel.load import load
 
-    case = Case(workload=ref.rpartition(":")[2], backend=backend, device="cpu", mode="train",
+    case = Case(workload=ref.rpartition(":")[2], backend=backend, device="cpu", mode="train", batch_size=32,
                 options={"model": ref, **json.loads(options)})
     loaded = load(case)
     out = {**loaded.metrics(), "flops": loaded.flops, "vocab_size": loaded.spec.vocab_size}

@@ -5,6 +5,12 @@ layer may import it.
 A case is one workload x backend x device x mode x precision x batch size (or matrix size) x device
 count, with the run-length knobs beside. Everything the worker needs is in the Case; nothing is read
 from globals.
+
+A Case is *resolved* (docs/architecture.md, "The resolved case"): the planner made every choice, so
+nothing downstream applies a default of its own. It is checked when it is made: a model case (train,
+infer, generate) without a batch size, or a count that is not a whole number, is refused
+(``UnresolvedCase``), and its ``options`` are read-only. (A matmul case's size is the planner's too; a
+case without one is how ``xpubench doctor`` asks a backend for its matmul of any size.)
 """
 
 from __future__ import annotations
@@ -16,6 +22,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
+MODEL_MODES = ("train", "infer", "generate")   # the modes that run a model at a batch size (launch/dispatch.py)
+
+
+class UnresolvedCase(ValueError):
+    """A case missing what the planner decides (a batch size, a matrix size): nothing downstream of the
+    planner fills it in."""
+
+
+class Options(dict):
+    """A case's options, read-only (a dict for JSON and for readers; every mutation refused). A changed
+    case is a new one: ``dataclasses.replace(case, options={**case.options, key: value})``."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a case's options are read-only: make a new case (dataclasses.replace)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self):   # pickle and copy build it whole (they would set item by item)
+        return Options, (dict(self),)
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,16 @@ class Case:
     # the options that are part of the case's identity (its workload's key options: gpt's preset, the
     # selftest's behaviour); set by the planner from the workload's record
     key_options: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, Options):
+            object.__setattr__(self, "options", Options(self.options or {}))
+        for name in ("batch_size", "size", "devices", "epochs", "steps", "train_samples", "eval_samples"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UnresolvedCase(f"a case's {name} is a whole number of at least 1, got {value!r}")
+        if self.mode in MODEL_MODES and self.batch_size is None:
+            raise UnresolvedCase(f"{self.workload} {self.mode} case without a batch size: the planner resolves it")
 
     @property
     def key(self) -> str:

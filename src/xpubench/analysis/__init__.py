@@ -33,7 +33,12 @@ def analyse(results: list[Result]) -> list[Result]:
 
 def load(paths) -> list[store.LoadedFile]:
     """Results files, each folded into one Result per case and analysed."""
+    from xpubench.plan.resolve import current_key
+
     loaded = store.load_results(paths)
     for f in loaded:
+        for record in (*f.runs, *f.results):   # an older file's keys as this xpubench gives them (plan/resolve.py)
+            if record.case.get("key"):
+                record.case["key"] = current_key(record.case)
         analyse(f.results)
     return loaded

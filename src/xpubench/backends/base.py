@@ -49,6 +49,8 @@ class Backend:
                                          # report names the one that ran only where there is a choice
     precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run
     models: Mapping[str, Any] = MappingProxyType({})   # its own builders for workloads (name -> builder(spec))
+    honours: tuple[str, ...] = ()   # the workloads' backend options its loops read (torch: llama's "decode"):
+    #   only its cases carry them (plan._cases_for), so another backend's key never names a choice it ignores
 
     # ---- names ------------------------------------------------------------------------------------
 

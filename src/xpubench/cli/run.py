@@ -25,8 +25,6 @@ def request_from(args) -> tuple[PlanRequest, dict]:
         fields["data_dir"] = _default_data_dir()
     if opts.get("download"):
         _make_data_dir(fields["data_dir"])
-    if "weights_dir" in opts:
-        opts["weights_dir"] = _weights_dir(opts["weights_dir"])
     return PlanRequest(**fields), {k: run_opts.get(k) for k in ("output", "timeout", "memory_limit", "processes")}
 
 
@@ -38,15 +36,6 @@ def _make_data_dir(path) -> None:
         Path(path).expanduser().mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create data directory {path}: {exc.strerror or exc}") from None
-
-
-def _weights_dir(value) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise UserError(f"--save-weights needs a folder name, got {value!r}")
-    path = Path(value).expanduser()
-    if path.exists() and not path.is_dir():
-        raise UserError(f"--save-weights {value}: that is a file, not a folder")
-    return str(path.resolve())
 
 
 def _default_data_dir() -> str:

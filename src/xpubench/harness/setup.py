@@ -33,7 +33,7 @@ class TrainingSetup:
 def training_setup(case, world: int = 1) -> TrainingSetup:
     workload = get_workload(case.workload)
     ds, spec = case_data(case, workload.spec_for(case.options))
-    batch = case.batch_size or spec.batch_sizes[0]
+    batch = case.batch_size   # resolved by the planner: a case without one is refused when made (case.py)
     global_batch = batch * world
     steps = len(ds.x_train) // global_batch
     n = steps * global_batch

@@ -136,7 +136,7 @@ def read_plan(output: Path) -> tuple[list[Case], dict]:
             check_case(d, f"plan.cases[{i}]")
         SETTINGS(settings, "plan.settings")
         cases = [with_identity(Case.from_dict(d)) for d in raw]
-    except (Invalid, TypeError) as exc:
+    except (Invalid, TypeError, ValueError) as exc:   # ValueError: a case the planner had not resolved (case.py)
         raise UserError(f"{where} is unreadable ({exc})") from None
     if [d.get("run_id") for d in raw] != [c.run_id for c in cases]:  # identity changed: matching is unsafe
         raise UserError(f"cannot resume {output}: its plan was written by another xpubench version; start a new run")

@@ -137,7 +137,8 @@ def run_cases(
     refuse: Callable[[Case], str | None] | None = None,
 ) -> list[Run]:
     """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
-    appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call.
+    appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call. (The
+    keywords are ``Sweep``'s, which does the work.)
 
     ``earlier`` are runs already in the file (``--resume``): those processes are not run again, and
     their OOMs still skip larger batches. A case whose process did not end ok runs no further processes
@@ -156,60 +157,114 @@ def run_cases(
 
     ``refuse(case)`` is the plan's reason a case can't run here (plan/fit.py: it can't fit its device's
     memory): such a case is recorded as skipped with it, no worker started, no budget spent."""
-    runs: list[Run] = []
-    oom_at: dict[tuple, int] = {}
-    lockstep = from_env().multi   # several hosts: only the plan decides what runs (harness/cluster.py)
-    earlier = list(earlier)
-    done = {(r.case.get("run_id"), r.process) for r in earlier}
-    stopped = {r.case.get("run_id") for r in earlier if r.status != "ok"}
-    for r in earlier:
-        _note_oom(oom_at, Case.from_dict(r.case), r.status)
-    cases = budget.order(cases) if budget else list(cases)
-    for case, process in schedule(cases, processes):
-        if (case.run_id, process) in done or case.run_id in stopped:
-            continue
-        refused = refuse(case) if refuse and process == 0 else None
-        over = budget.admit(case, process) if budget and not refused else None
+    sweep = Sweep(out_path, fingerprint=fingerprint, processes=processes, timeout_s=timeout_s,
+                  memory_limit_bytes=memory_limit_bytes, budget=budget, refuse=refuse,
+                  on_start=on_start, on_result=on_result, on_cut=on_cut)
+    return sweep.run(cases, earlier)
+
+
+@dataclasses.dataclass
+class Sweep:
+    """One pass over a plan's (case, process) pairs, in named steps: ``due`` (not yet run, not stopped),
+    ``verdict`` (refused by the plan, over the budget, larger than a batch that ran out of memory: recorded
+    without a worker), ``measure`` (a worker), ``judge`` (a placement on another device is an error; an
+    OOM or a failure stops what follows), ``record`` (appended at once)."""
+
+    out_path: Path | None
+    fingerprint: dict
+    processes: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_limit_bytes: int | None = None
+    budget: Budget | None = None
+    refuse: Callable[[Case], str | None] | None = None
+    on_start: Callable[[Case, int], None] | None = None
+    on_result: Callable[[Run], None] | None = None
+    on_cut: Callable[[Case, int], None] | None = None
+    # several hosts: only the plan decides what runs (harness/cluster.py), never a host's own failures
+    lockstep: bool = dataclasses.field(default_factory=lambda: from_env().multi)
+    oom_at: dict[tuple, int] = dataclasses.field(default_factory=dict)    # OOM group -> smallest batch that ran out
+    done: set[tuple[str, int]] = dataclasses.field(default_factory=set)   # (run_id, process) already in the file
+    stopped: set[str] = dataclasses.field(default_factory=set)            # run_ids that start no more processes
+
+    def run(self, cases: Iterable[Case], earlier: Iterable[Run] = ()) -> list[Run]:
+        for r in earlier:
+            self.done.add((r.case.get("run_id"), r.process))
+            if r.status != "ok":
+                self.stopped.add(r.case.get("run_id"))
+            _note_oom(self.oom_at, Case.from_dict(r.case), r.status)
+        runs: list[Run] = []
+        cases = self.budget.order(cases) if self.budget else list(cases)
+        for case, process in schedule(cases, self.processes):
+            if not self.due(case, process):
+                continue
+            skipped = self.verdict(case, process)
+            if skipped is CUT:
+                if self.on_cut:
+                    self.on_cut(case, process)
+                continue
+            if self.on_start:
+                self.on_start(case, process)
+            started, before = utc_now(), machine.snapshot()
+            outcome, wall = (skipped, 0.0) if skipped else self.measure(case, process)
+            state = machine.state(before, machine.snapshot())
+            self.judge(case, outcome)
+            run = Run(
+                case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
+                metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
+                series=finite(outcome.get("series") or {}),
+                artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
+                fingerprint=self.fingerprint, started_at=started, duration_s=round(wall, 3),
+                process=process, processes=self.processes, machine=state,
+            )
+            runs.append(run)
+            self.record(run)
+        return runs
+
+    def due(self, case: Case, process: int) -> bool:
+        """Whether this process is still to run: not in the file, its case not stopped."""
+        return (case.run_id, process) not in self.done and case.run_id not in self.stopped
+
+    def verdict(self, case: Case, process: int) -> dict | object | None:
+        """What the plan and the run so far decide before any worker: a skipped outcome (larger than a
+        batch that ran out of memory, refused by the plan, over the budget at its first process), ``CUT``
+        (a further process the budget has no time for), or None: measure it."""
+        refused = self.refuse(case) if self.refuse and process == 0 else None
+        over = self.budget.admit(case, process) if self.budget and not refused else None
         if over and process > 0:
-            if on_cut:
-                on_cut(case, process)
-            continue
-        if on_start:
-            on_start(case, process)
-        started = utc_now()
+            return CUT
         group = _oom_group(case)
-        before = machine.snapshot()
-        if case.batch_size and group in oom_at and case.batch_size > oom_at[group]:
-            outcome, wall = {"status": "skipped", "message": (
-                f"larger than batch size {oom_at[group]}, which ran out of memory")}, 0.0
-        elif refused or over:
-            outcome, wall = {"status": "skipped", "message": refused or over}, 0.0
-        else:
-            limit = None if is_accelerator(case.device) else memory_limit_bytes  # CPU cases only (worker.py)
-            outcome, wall = _run_within(budget, case, timeout_s, limit, process)
-        state = machine.state(before, machine.snapshot())
-        if not lockstep:   # a host's own failures would take it out of step with the others
-            _note_oom(oom_at, case, outcome["status"])
+        if case.batch_size and group in self.oom_at and case.batch_size > self.oom_at[group]:
+            return {"status": "skipped", "message": f"larger than batch size {self.oom_at[group]}, which ran out of memory"}
+        if refused or over:
+            return {"status": "skipped", "message": refused or over}
+        return None
+
+    def measure(self, case: Case, process: int) -> tuple[dict, float]:
+        """One worker (its address space capped on a CPU, its timeout by the budget)."""
+        limit = None if is_accelerator(case.device) else self.memory_limit_bytes  # CPU cases only (worker.py)
+        return _run_within(self.budget, case, self.timeout_s, limit, process)
+
+    def judge(self, case: Case, outcome: dict) -> None:
+        """Never a silent fallback: work that ran on another device than asked is an error (its numbers
+        kept); an OOM skips larger batches, any failure the case's further processes (not in lockstep)."""
+        if not self.lockstep:   # a host's own failures would take it out of step with the others
+            _note_oom(self.oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
             problem = placement_problem(case, outcome.get("placement"))
-            if problem:  # never a silent fallback: the numbers are kept, the status says what happened
+            if problem:
                 outcome.update(status="error", message=problem)
-        if outcome["status"] != "ok" and not lockstep:
-            stopped.add(case.run_id)
-        run = Run(
-            case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
-            metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
-            series=finite(outcome.get("series") or {}),
-            artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
-            fingerprint=fingerprint, started_at=started, duration_s=round(wall, 3),
-            process=process, processes=processes, machine=state,
-        )
-        runs.append(run)
-        if out_path is not None:
-            _append_or_save(out_path, run)
-        if on_result:
-            on_result(run)
-    return runs
+        if outcome["status"] != "ok" and not self.lockstep:
+            self.stopped.add(case.run_id)
+
+    def record(self, run: Run) -> None:
+        """Appended to the results file the moment it exists, then told to the progress hook."""
+        if self.out_path is not None:
+            _append_or_save(self.out_path, run)
+        if self.on_result:
+            self.on_result(run)
+
+
+CUT = object()   # Sweep.verdict: a further process the budget has no time for (not recorded)
 
 
 def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None,

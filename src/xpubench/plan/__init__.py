@@ -35,7 +35,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
 from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
 from xpubench.plan.prices import priced
 from xpubench.plan.readable import readable
-from xpubench.plan.usermodel import pin_checkpoint
+from xpubench.plan.resolve import for_backend, pinned, resolve_paths
 from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
 from xpubench.workloads.base import Workload
 
@@ -214,8 +214,8 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         precisions=_unique(req.precisions), modes=_unique(req.modes),
         batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
-        device_counts=_unique(req.device_counts),
-        data_dir=str(Path(req.data_dir).expanduser().resolve()) if req.data_dir else None)  # resume from anywhere
+        device_counts=_unique(req.device_counts))
+    req = resolve_paths(req)   # data_dir, --save-weights: absolute, in one place (plan/resolve.py)
     cluster = _cluster()
     defaults = [w for w in default_run() if not (cluster.multi and get_workload(w).kind == "matmul")]
     workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
@@ -275,13 +275,13 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
         per_case = workload.case_options(req.options) if workload.case_options else [dict(req.options)]
         return [Case(workload=workload.name, backend=backend, device=device, mode=workload.modes[0], seed=req.seed,
                      batch_size=bs, options=opts, key_options=workload.key_options)
-                for opts in per_case for bs in (req.batch_sizes or [None])]
+                for opts in per_case for bs in (req.batch_sizes or [1])]   # resolved: a batch of 1 unless asked
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
     others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
     chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
     quick = dict(workload.quick_options) if req.quick and not chosen else {}
     options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
-    options = pin_checkpoint(options)   # --weights: its absolute path and digest (plan/usermodel.py)
+    options = pinned(workload, options)   # --weights: its folder, digest and model name (plan/resolve.py)
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
@@ -320,10 +320,11 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
             # the epochs, and a target's options (target, eval_every), of this mode (plan/target.py)
             fields = length | target.case_fields(req, asked, workload, spec, epochs, options)
             sizes = target.batch_sizes(req, asked, req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes))
-            # a generation case per value of the workload's swept options (llama's --depth, --decode)
+            # a generation case per value of the workload's swept options (llama's --depth; --decode: torch's only)
             swept = workload.case_options(fields["options"]) if mode == "generate" and workload.case_options else \
                 [fields["options"]]
-            for n, bs, opts in ((n, bs, o) for n in counts for bs in sizes for o in swept):
+            swept = {repr(sorted(o.items())): o for o in (for_backend(workload, backend, o) for o in swept)}
+            for n, bs, opts in ((n, bs, o) for n in counts for bs in sizes for o in swept.values()):
                 cases.append(Case(
                     mode=mode, precision=precision, batch_size=bs, devices=n,
                     steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),

@@ -65,7 +65,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         return start, True
     spec = workload.spec_for(case.options)   # gpt's preset and sizes
     forward = workload.forward_flops(spec)
-    global_batch = (case.batch_size or spec.batch_sizes[0]) * case.devices
+    global_batch = case.batch_size * case.devices   # resolved: the case has it (case.py)
     per_epoch = (case.train_samples or spec.train_samples) // global_batch
     steps = min(case.steps or per_epoch, per_epoch)
     epochs = case.epochs or spec.epochs
@@ -93,7 +93,7 @@ def generation_seconds(case, env: dict, workload, spec, peak: float | None) -> f
     if workload.generation_counts is None:
         return budget
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
-    batch = case.batch_size or 1
+    batch = case.batch_size
     counts = workload.generation_counts(spec, batch, prompt_len, new_tokens, case.precision)
     bandwidth = device_record(env, case.backend, case.device).get("memory_bandwidth") or (
         CPU_BANDWIDTH if case.device.startswith("cpu") else None)

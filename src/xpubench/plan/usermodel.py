@@ -17,8 +17,8 @@ resume).
   input_dtype, task, vocab_size}, "model_sha256": the file's digest, "model_file": a file's absolute
   path}``; the worker imports ``model_file`` (so ``--resume`` works from any folder, runfile.check_models
   refusing a file whose digest changed); its values given here win over the keys of the dict FUNCTION returns.
-- **checkpoints** (``--weights DIR``, ``pin_checkpoint``): pinned the same way, by the folder's absolute
-  path and the digest of its config and safetensors headers.
+- **checkpoints** (``--weights DIR``): pinned the same way, by the folder's absolute path and the digest
+  of its config and safetensors headers (the workload's ``pin_options``, called by plan/resolve.py).
 - **identity**: ``Case.key`` carries the file as written (``my_models.py``), so two models with the same
   function name in different files are two cases; an edited file keeps its key (compare a model before
   and after a change) while ``run_id`` and every result's ``model_sha256`` tell the versions apart.
@@ -27,7 +27,6 @@ resume).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -75,21 +74,6 @@ def model_plan(req, env: dict) -> ModelPlan:
     if ref.module is None:   # a file: its absolute path, so --resume works from anywhere
         options["model_file"] = str(ref.path)
     return ModelPlan(ref.function, {b: _device_source(env, b) for b in backends}, options)
-
-
-def pin_checkpoint(options: dict[str, Any]) -> dict[str, Any]:
-    """A case's options with its ``--weights`` checkpoint pinned as a ``--model`` file is: ``weights_path``,
-    the folder's absolute path (the worker reads it, so ``--resume`` works from any folder), and
-    ``weights_sha256``, the digest of its config.json, shard index and safetensors headers
-    (checkpoint.digest), which the worker and ``--resume`` compare (a changed checkpoint is refused, never
-    recorded under the same case). ``weights`` stays as typed: the case's key."""
-    weights = options.get("weights")
-    if not weights or "weights_sha256" in options:
-        return options
-    from xpubench.workloads.llama.checkpoint import open_checkpoint
-
-    ckpt = open_checkpoint(weights)   # not cached: the digest of the checkpoint as it is now
-    return {**options, "weights_path": str(Path(ckpt.path).resolve()), "weights_sha256": ckpt.sha256}
 
 
 def model_input_options(req) -> dict[str, Any]:

@@ -98,6 +98,8 @@ class WorkloadOption:
     is_list: bool = False             # several values: comma-separated on the command line, a TOML array
     selects: bool = False             # giving it asks for this workload (-w defaults to it); it is this
     #                                   workload's alone: other workloads' cases do not carry it
+    backend_option: bool = False      # a choice of one backend's loop (llama's --decode: PyTorch's decode
+    #                                   step): only the cases of a backend whose record ``honours`` it carry it
 
     @property
     def option_name(self) -> str:
@@ -151,6 +153,8 @@ class Workload:
     check_options: Callable[[Mapping[str, Any]], Any] | None = None   # refuses bad values (UserError)
     key_options: tuple[str, ...] = ()             # options that are part of a case's identity (Case.key)
     case_options: Callable[[Mapping[str, Any]], list[dict]] | None = None  # one options dict per case
+    pin_options: Callable[[Mapping[str, Any]], dict] | None = None   # the planner's one resolution of what
+    #   the options point at (llama: --weights' absolute folder, digest and model name), read once
     run: Callable[[Any], Any] | None = None       # a workload that is its own measurement (selftest)
     in_default_run: bool = True                   # planned by ``xpubench run`` without -w
     target: DefaultTarget | None = None           # its default quality target (--mode time-to-target)
@@ -165,6 +169,10 @@ class Workload:
         """The spec of a case with these options: ``configure(options)`` where the workload takes
         options, else ``spec``."""
         return self.configure(options or {}) if self.configure else self.spec
+
+    def backend_options(self) -> frozenset[str]:
+        """The keys of its options that one backend's loop reads (``WorkloadOption.backend_option``)."""
+        return frozenset(row.key for row in self.options if row.backend_option)
 
     def case_mode(self, mode: str) -> str:
         """The loop a case of ``mode`` runs: "infer" of a generative workload is "generate"

@@ -200,11 +200,11 @@ def generator_for(case) -> JaxGenerator:
     spec = workload.spec_for(case.options)
     prompt_len, new_tokens = workload.generation_lengths(spec, case.options)
     (device,) = jax_devices(case.device)
-    prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+    prompt = prompt_tokens(spec.vocab_size, case.batch_size, prompt_len, case.seed)
     if own is not None:
         module, params = own(spec, case.precision, device, case.seed)
         precision = case.precision if case.precision in DTYPES else module.compute_precision
-        return OwnCacheJaxGenerator(module, params, prompt, new_tokens, device, precision, getattr(spec, "depth", 0))
+        return OwnCacheJaxGenerator(module, params, prompt, new_tokens, device, precision, spec.depth)
     model = backends.get("jax").build(workload, spec)
     with jax.default_device(device):
         params = jax.jit(model.init)(jax.random.key(case.seed), prompt[:1, :1])["params"]

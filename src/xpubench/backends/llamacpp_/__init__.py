@@ -60,12 +60,10 @@ class LlamaCppBackend(Backend):
             return "llama.cpp runs generation only (llama-bench): train with torch or jax"
         if not case.device.startswith("cpu"):
             return f"xpubench runs llama.cpp's CPU build only; {case.device} is not a CPU"
-        if case.devices > 1 or (case.batch_size or 1) > 1:
+        if case.devices > 1 or case.batch_size > 1:
             return "llama-bench generates one sequence at a time (batch 1, one device)"
         if case.precision not in GGUF_TYPES:
             return f"llama.cpp has no {case.precision} weights (GGUF: {', '.join(GGUF_TYPES)})"
-        if case.options.get("decode", "compiled") != "compiled":
-            return "llama.cpp has one decode path (its ggml graph); --decode eager is torch's"
         if case.precision == "int4" and case.options.get("int4_group_size", 32) != 32:
             return (f"llama.cpp's q4_0 has groups of 32 weights; int4_group_size "
                     f"{case.options['int4_group_size']} has no llama.cpp format")

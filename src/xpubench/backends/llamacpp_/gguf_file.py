@@ -196,9 +196,9 @@ def gguf_for(spec, fmt: str, seed: int, quantizer: Path | None = None, threads: 
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         if direct:
-            from xpubench.workloads.llama.checkpoint import open_checkpoint
+            from xpubench.workloads.llama.workload import checkpoint_of
 
-            ckpt = open_checkpoint(spec.weights) if spec.weights else None
+            ckpt = checkpoint_of(spec)   # as this process read it resolving the spec
             write_gguf(tmp, spec.config, fmt, hf_tensors(spec.config, seed, ckpt))
         else:
             src, _ = gguf_for(spec, "fp32", seed, quantizer, threads, environ)

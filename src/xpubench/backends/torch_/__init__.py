@@ -19,6 +19,7 @@ class TorchBackend(Backend):
     packages = ("torch", "torchao")
     in_default_run = True
     precisions = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
+    honours = ("decode",)   # llama's --decode: its generation's decode step, compiled or eager (generate.py)
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.torch_.ceiling"
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import

@@ -218,13 +218,13 @@ def generator_for(case) -> TorchGenerator:
     torch.manual_seed(case.seed)
     own = workload.generation_models.get("torch")
     if own is not None:
-        prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+        prompt = prompt_tokens(spec.vocab_size, case.batch_size, prompt_len, case.seed)
         return OwnCacheGenerator(own(spec, case.precision, device, case.seed), prompt, new_tokens, device,
-                                 getattr(spec, "depth", 0), case.options.get("decode", "eager"))
+                                 spec.depth, spec.decode)   # the workload's resolved spec (llama's)
     model = backends.get("torch").build(workload, spec)
     if case.precision == "int8":
         model = int8_model(model, device)
     else:
         model = model.to(device=device, dtype=DTYPES[case.precision])
-    prompt = prompt_tokens(spec.vocab_size, case.batch_size or 1, prompt_len, case.seed)
+    prompt = prompt_tokens(spec.vocab_size, case.batch_size, prompt_len, case.seed)
     return TorchGenerator(model, spec, prompt, new_tokens, device)

@@ -224,6 +224,14 @@ def digest(config: bytes, index: bytes, headers: list[tuple[str, bytes]]) -> str
     return h.hexdigest()
 
 
+def check_pinned(root: Path, sha256: str | None, now: str) -> None:
+    """UserError when the digest the plan pinned (``sha256``) is not the checkpoint's (``now``)."""
+    if sha256 and now != sha256:
+        raise UserError(f"--weights {root} changed since the run was planned (config.json and safetensors headers: "
+                        f"sha256 {sha256[:12]} then, {now[:12]} now); put the planned version back, or start a "
+                        "new run")
+
+
 def open_checkpoint(path: str | Path, sha256: str | None = None) -> Checkpoint:
     """Check a checkpoint directory (module docstring) and return what reading it needs; with ``sha256``
     (the digest the plan recorded), a checkpoint whose digest differs is refused."""
@@ -235,10 +243,7 @@ def open_checkpoint(path: str | Path, sha256: str | None = None) -> Checkpoint:
     files, weight_map, index_bytes = _weight_files(root)
     found, raw = _headers(root, files)
     now = digest(config_bytes, index_bytes, [(f.name, data) for f, data in zip(files, raw)])
-    if sha256 and now != sha256:
-        raise UserError(f"--weights {root} changed since the run was planned (config.json and safetensors headers: "
-                        f"sha256 {sha256[:12]} then, {now[:12]} now); put the planned version back, or start a "
-                        "new run")
+    check_pinned(root, sha256, now)
     if weight_map is not None:
         for name, file in weight_map.items():
             if name in found and found[name][0].name != file:

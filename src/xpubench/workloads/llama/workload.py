@@ -27,7 +27,6 @@ hidden_size / n_heads. ``--weights DIR`` takes the architecture from DIR/config.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,8 @@ GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp51
 # takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
 QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16, "decode": "eager"}
 TRAIN_CONTEXT = 256
-KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights", "context", "prompt_len", "new_tokens", "depth", "decode",
+# a checkpoint's key part is its model's name and digest (``weights_id``, pin_options), not the path as typed
+KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights_id", "context", "prompt_len", "new_tokens", "depth", "decode",
                "int4_group_size")
 DECODE_STEPS = ("compiled", "eager")   # --decode: PyTorch's decode step (backends/torch_/generate.py)
 SWEPT = ("depth", "decode")            # list options: one generation case per value (``case_options``)
@@ -60,6 +60,7 @@ class LlamaSpec(WorkloadSpec):
     config: LlamaConfig | None = None
     preset: str = DEFAULT_PRESET
     weights: str | None = None        # a checked local checkpoint directory (resolved), or None: random
+    weights_sha256: str | None = None  # its digest, pinned by the plan (pin_options)
     attention: str = "auto"           # the SDPA kernel is recorded, not chosen (training reads it)
     depth: int = 0                    # tokens in the KV cache before the timed rounds (the largest of a sweep)
     decode: str = "compiled"          # the decode step PyTorch runs (DECODE_STEPS)
@@ -72,15 +73,67 @@ class LlamaSpec(WorkloadSpec):
         return self.input_shape[0]
 
 
-@functools.lru_cache(maxsize=8)
-def _checkpoint(path: str, sha256: str | None = None) -> tuple[LlamaConfig, str]:
-    """(config, resolved directory) of a checked checkpoint (checkpoint.open_checkpoint: UserError of one
-    line for a bad directory, or one whose digest is not the ``sha256`` the plan pinned); read once per
-    process."""
-    from xpubench.workloads.llama.checkpoint import open_checkpoint
+_OPENED: dict[tuple[str, tuple], Any] = {}   # (resolved folder, its files' stamp) -> the Checkpoint read
 
-    ckpt = open_checkpoint(path, sha256)
-    return ckpt.config, str(Path(ckpt.path).resolve())
+
+def _stamp(root: Path) -> tuple | None:
+    """Name, size and mtime of a checkpoint's JSON and safetensors files: a reading is reused only while
+    they hold (None: the folder can't be listed; open_checkpoint says why)."""
+    try:
+        files = sorted(p for p in root.iterdir() if p.suffix in (".json", ".safetensors"))
+        return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
+    except OSError:
+        return None
+
+
+def _checkpoint(path: str, sha256: str | None = None) -> Any:
+    """The checked checkpoint (checkpoint.open_checkpoint: UserError of one line for a bad directory, or one
+    whose digest is not the ``sha256`` the plan pinned). Its headers are read once per process while its
+    files are unchanged: the plan's validation, its pin (``pin_options``) and its estimates share one
+    reading, and so do a worker's spec, model builders and GGUF writer (``checkpoint_of``)."""
+    from xpubench.workloads.llama.checkpoint import check_pinned, open_checkpoint
+
+    root = Path(path).expanduser().resolve()
+    stamp = _stamp(root)
+    ckpt = _OPENED.get((str(root), stamp)) if stamp is not None else None
+    if ckpt is None:
+        ckpt = open_checkpoint(path, sha256)
+        if stamp is not None:
+            _OPENED[(str(root), stamp)] = ckpt
+    check_pinned(root, sha256, ckpt.sha256)
+    return ckpt
+
+
+_checkpoint.cache_clear = _OPENED.clear   # forget what this process read (as a fresh worker process has)
+
+
+def pin_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options with their ``--weights`` checkpoint pinned (the planner's one resolution of it):
+    ``weights_path``, the folder's absolute path (the worker reads it,
+    so ``--resume`` works from any folder), ``weights_sha256``, the digest of its config.json, shard index
+    and safetensors headers (checkpoint.digest: the worker and ``--resume`` refuse a changed checkpoint),
+    and ``weights_id``, the model's name and the digest's first 12 hex digits: the case's key names what is
+    measured, not where it lay. ``weights`` stays as typed (for messages)."""
+    weights = options.get("weights")
+    if not weights or "weights_sha256" in options:   # pinned already (a record older than weights_id: named now)
+        pinned = options.get("weights_path"), options.get("weights_sha256")
+        return dict(options) if "weights_id" in options or not all(pinned) else \
+            {**options, "weights_id": weights_id(*pinned)}
+    if not isinstance(weights, str) or not weights.strip():
+        raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
+    ckpt = _checkpoint(weights)   # the checkpoint as it is now (read again if its files changed)
+    root = str(Path(ckpt.path).expanduser().resolve())
+    return {**options, "weights_path": root, "weights_sha256": ckpt.sha256, "weights_id": weights_id(root, ckpt.sha256)}
+
+
+def weights_id(root: str, sha256: str) -> str:
+    """A checkpoint's part of a case's key: its model's name (the folder's; in a Hugging Face cache,
+    ``models--ORG--NAME/snapshots/COMMIT``, NAME) and the first 12 hex digits of its digest."""
+    folder = Path(root)
+    name = folder.name
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        name = folder.parent.parent.name.split("--")[-1]
+    return f"{name}@{sha256[:12]}"
 
 
 def _positive(key: str, value: Any, least: int = 1) -> int:
@@ -100,8 +153,8 @@ def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
             raise UserError(f"--weights {weights} takes the architecture from its config.json: drop "
                             f"{', '.join('--preset' if k == 'preset' else k for k in given)}")
         # a planned case reads the folder the plan resolved and pinned (plan/usermodel.py pin_checkpoint)
-        cfg, root = _checkpoint(options.get("weights_path", weights), options.get("weights_sha256"))
-        return cfg, "checkpoint", root
+        ckpt = _checkpoint(options.get("weights_path", weights), options.get("weights_sha256"))
+        return ckpt.config, "checkpoint", str(Path(ckpt.path).expanduser().resolve())
     name = options.get("preset", DEFAULT_PRESET)
     if name not in PRESETS:
         raise UserError(f"llama: unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
@@ -148,6 +201,7 @@ def configure(options: dict[str, Any]) -> LlamaSpec:
         num_outputs=cfg.vocab_size, loss="softmax_ce", metric="accuracy", optimizer="adamw", learning_rate=3e-4,
         batch_sizes=(4,), quick_batch_size=1, epochs=1, train_samples=32, eval_samples=8,
         vocab_size=cfg.vocab_size, target_shape=(context,), config=cfg, preset=preset, weights=weights,
+        weights_sha256=options.get("weights_sha256") if weights else None,
         depth=max(depths), decode=decodes[0], int4_group_size=group)
     generation_lengths(spec, options)
     return spec
@@ -237,7 +291,7 @@ class TrainingNeed:
 
 def memory_needed(spec: LlamaSpec, case: Any) -> Any:
     """The bytes a case needs on its device (costs.memory_needed for generation; TrainingNeed for training)."""
-    batch = case.batch_size or 1
+    batch = case.batch_size   # resolved by the planner (case.py)
     if case.mode == "train":
         cfg = spec.config
         return TrainingNeed(cfg.name, batch, spec.block_size, 16 * costs.param_count(cfg),
@@ -272,10 +326,9 @@ def check_int4_group(cfg: Any, group: int) -> None:
                         f"{cfg.intermediate_size} and the heads' {cfg.q_size}")
 
 
-def _checkpoint_of(spec: LlamaSpec) -> Any:
-    from xpubench.workloads.llama.checkpoint import open_checkpoint
-
-    return open_checkpoint(spec.weights) if spec.weights else None
+def checkpoint_of(spec: LlamaSpec) -> Any:
+    """The spec's checkpoint, as this process read it when it resolved the spec (None: random weights)."""
+    return _checkpoint(spec.weights, spec.weights_sha256) if spec.weights else None
 
 
 def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> Any:
@@ -284,7 +337,7 @@ def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: i
 
     if weight_format(precision) == "int4":
         check_int4_group(spec.config, spec.int4_group_size)
-    return build(spec.config, weight_format(precision), device, seed, _checkpoint_of(spec),
+    return build(spec.config, weight_format(precision), device, seed, checkpoint_of(spec),
                  group=spec.int4_group_size)
 
 
@@ -301,7 +354,7 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
     # XLA:CPU has no bf16 dot (flax_model's docstring): quantised weights are dequantised straight to fp32 there
     dequant = "fp32" if fmt in costs.QUANTISED and device.platform == "cpu" else None
     module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
-    ckpt = _checkpoint_of(spec)
+    ckpt = checkpoint_of(spec)
     if ckpt is not None:
         return module, load_checkpoint(module, ckpt)
     with jax.default_device(device):
@@ -323,7 +376,8 @@ OPTIONS = (
     WorkloadOption("depth", "llama generation: tokens already in the KV cache when pp and tg are timed (llama-bench's "
                             "-d; a comma list sweeps: 0,512,4096)", flag="--depth", least=0, is_list=True),
     WorkloadOption("decode", "llama generation: PyTorch's decode step, compiled (static KV cache + torch.compile; "
-                             "the default) or eager (a comma list sweeps)", flag="--decode", is_list=True),
+                             "the default) or eager (a comma list sweeps)", flag="--decode", is_list=True,
+                   backend_option=True),   # torch's cases only (its record honours it)
     WorkloadOption("int4_group_size", "llama int4: weights per scale and zero point (32, 64, 128, 256; default 32)"),
 )
 _HERE = Path(__file__).parent
@@ -338,4 +392,5 @@ WORKLOAD = Workload(
     generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
-    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options)
+    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,
+    pin_options=pin_options)
