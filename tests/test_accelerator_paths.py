@@ -345,7 +345,7 @@ def test_autocast_that_disables_itself_is_an_error(monkeypatch):
 def test_result_changing_variables_are_recorded_in_the_fingerprint_and_named_once(monkeypatch):
     from xpubench.backends.fingerprint import fingerprint
     from xpubench.devices import envvars
-    from xpubench.report.tables.cases import environment
+    from xpubench.report.tables import environment
 
     for name in ("NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "TPU_VISIBLE_CHIPS", "HIP_VISIBLE_DEVICES"):
         monkeypatch.setenv(name, "1")
