@@ -92,7 +92,8 @@ def xpubench_rate(backend: str, preset: str, batch: int, steps: int, env: dict, 
     with tempfile.TemporaryDirectory() as tmp:
         (r,) = xpubench.run(workloads=["gpt"], backends=[backend], devices=["cpu"], batch_sizes=[batch],
                             epochs=3, steps=steps, train_samples=batch * steps, eval_samples=batch,
-                            options={"preset": preset, **({"sync": sync} if sync else {})}, processes=1, output=Path(tmp) / "r.jsonl",
+                            options={"preset": preset, **({"sync": sync} if sync else {})}, processes=1,
+                            output=Path(tmp) / "r.jsonl",
                             environment=env)
     if r.status != "ok":
         raise SystemExit(f"xpubench case failed: {r.status}: {r.message}")

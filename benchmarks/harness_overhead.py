@@ -51,7 +51,8 @@ t = time.perf_counter(); run(S); print(B * S / (time.perf_counter() - t))
 JAX = COMMON + """
 import jax, jax.numpy as jnp, optax
 model = wl.models["jax"](spec)
-params = model.init({{"params": jax.random.key(0), "dropout": jax.random.key(1)}}, ds.x_train[:1], train=False)["params"]
+params = model.init({{"params": jax.random.key(0), "dropout": jax.random.key(1)}}, ds.x_train[:1], \
+train=False)["params"]
 tx = optax.adam(1e-3); state = (params, tx.init(params))
 xs = jnp.asarray(ds.x_train.reshape(S, B, 28, 28, 1)); ys = jnp.asarray(ds.y_train.reshape(S, B))
 @jax.jit
@@ -101,8 +102,9 @@ def main() -> None:
     env = detect_environment()
     rows = []
     for backend in args.backends.split(","):
-        rows.append({"backend": backend, **alternate(args.rounds, partial(xpubench_rate, backend, args.batch, args.steps, env),
-                                                      partial(hand_rate, backend, args.batch, args.steps))})
+        rows.append({"backend": backend,
+                     **alternate(args.rounds, partial(xpubench_rate, backend, args.batch, args.steps, env),
+                                 partial(hand_rate, backend, args.batch, args.steps))})
         ratio = rows[-1]["ratio"]
         print(f"{backend:5} batch {args.batch}: xpubench {rows[-1]['xpubench']:8.0f} samples/s   minimal loop "
               f"{rows[-1]['hand']:8.0f} samples/s   ratio {ratio:.3f}  {'ok' if ratio >= 0.97 else 'BELOW 0.97'}",

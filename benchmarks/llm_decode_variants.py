@@ -114,7 +114,8 @@ def main() -> None:
                  (f"jax {fmt} fp32 dequant (now)", f"jax {fmt} bf16 dequant (before)", "jax dequant fp32 / bf16")]
         for new, old, what in pairs:
             if new in rows and old in rows:
-                print(f"{fmt}: {what}: tg {rows[new]['tg'] / rows[old]['tg']:.2f}x, pp {rows[new]['pp'] / rows[old]['pp']:.2f}x")
+                print(f"{fmt}: {what}: tg {rows[new]['tg'] / rows[old]['tg']:.2f}x, "
+                      f"pp {rows[new]['pp'] / rows[old]['pp']:.2f}x")
     print(json.dumps({"bandwidth_gb_s": bw, "rows": rows}))
 
 

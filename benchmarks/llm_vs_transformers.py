@@ -3,7 +3,8 @@
 For ``smollm-135m`` (random weights written once as a Hugging Face checkpoint and loaded by both) in
 each dtype, alternating round by round in one process:
 
-- A, xpubench: ``harness.generation.measure`` of the llama torch model in ``backends.torch_.generate.OwnCacheGenerator`` at batch 1:
+- A, xpubench: ``harness.generation.measure`` of the llama torch model in
+  ``backends.torch_.generate.OwnCacheGenerator`` at batch 1:
   pp tokens/s = prompt / median prefill, tg tokens/s = decode steps / their total time.
 - B, transformers ``LlamaForCausalLM`` (SDPA attention, same dtype): pp = prompt / median time of
   ``model(prompt, use_cache=True, logits_to_keep=1)`` (what ``generate`` runs as its prefill); tg from

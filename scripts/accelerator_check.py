@@ -217,7 +217,8 @@ class Check:
             code = self.runner(argv, self.folder / command.stdout if command.stdout else log, log, left, env)
             if code is None:
                 step.status = "cut"
-                step.reason = f"killed at its {limit:.0f} s limit during `{shlex.join(argv[1:5])} ...`; what it wrote is kept"
+                step.reason = (f"killed at its {limit:.0f} s limit during `{shlex.join(argv[1:5])} ...`; "
+                               "what it wrote is kept")
                 return
             if code != 0 and not failure:
                 failure = f"exit {code}: {last_line(log)}"
@@ -310,7 +311,8 @@ def main(argv: list[str] | None = None, *, clock: Callable[[], float] = time.mon
                     help="results root (default results/reference; env XPUBENCH_CHECK_OUT)")
     ap.add_argument("--dry-run", action="store_true", default=environ.get("XPUBENCH_CHECK_DRY") == "1",
                     help="print the plan and record the commands, run none (env XPUBENCH_CHECK_DRY=1)")
-    ap.add_argument("--env-file", help="plan for the machine this `xpubench env --json` file describes (with --dry-run)")
+    ap.add_argument("--env-file",
+                    help="plan for the machine this `xpubench env --json` file describes (with --dry-run)")
     args = ap.parse_args(argv)
     if args.env_file and not args.dry_run:
         print("accelerator_check: --env-file describes another machine: use it with --dry-run", file=sys.stderr)

@@ -131,7 +131,8 @@ def _environment(host: dict, torch: dict | None = None, jax: dict | None = None,
         backends["torch"] = {"installed": False, "version": None, "devices": []}
     else:
         devices = [_cpu_device(host_cpu)]
-        devices += [records.torch_gpu(i, p, torch["hip_version"], torch.get("driver")) for i, p in enumerate(torch["gpus"])]
+        devices += [records.torch_gpu(i, p, torch["hip_version"], torch.get("driver"))
+                    for i, p in enumerate(torch["gpus"])]
         if "mps_memory" in torch:
             devices.append(records.mps(host_cpu, torch["mps_memory"]))
         backends["torch"] = {"installed": True, "version": torch["version"], "cuda_version": torch["cuda_version"],

@@ -231,7 +231,8 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     done = check("--dry-run", "--env-file", str(bad), "--out", str(tmp_path))
     assert done.returncode == 2 and "is not an environment record" in done.stderr and len(done.stderr.splitlines()) == 1
     done = check("--minutes", "0", "--out", str(tmp_path))
-    assert done.returncode == 2 and "expected minutes between 0 and 1440" in done.stderr and "Traceback" not in done.stderr
+    assert (done.returncode == 2 and "expected minutes between 0 and 1440" in done.stderr
+            and "Traceback" not in done.stderr)
 
 
 def test_plain_pytest_without_the_test_extras_plugins_collects_the_device_tests(tmp_path):

@@ -80,7 +80,8 @@ def test_cached_ceilings_are_compared_with_their_known_good_figure():
     cpu = {**ceiling, "device": "cpu", "precision": "fp32", "flops_per_s": 1e12}
     lines = known_good_lines(env, {"ceilings": {"a": ceiling, "b": cpu, "c": {**ceiling, "backend": "jax"}}})
     assert len(lines) == 2
-    assert lines[0].startswith("torch gpu:0 bf16: 600.0 TFLOP/s is 24% below the known-good 794.5") and "[WARN]" in lines[0]
+    assert (lines[0].startswith("torch gpu:0 bf16: 600.0 TFLOP/s is 24% below the known-good 794.5")
+            and "[WARN]" in lines[0])
     assert lines[1] == "torch cpu: known-good: none published for Intel(R) Xeon(R) Platinum 8480C"
 
 

@@ -41,7 +41,8 @@ def test_int8_convolutions_are_not_applicable_on_a_jax_gpu_but_dense_layers_and_
     said = quant.platform_problem("gpu", "dynamic", cnn)
     assert "XLA:GPU has no int8 convolution" in said and "jax-ml/jax#7637" in said and "weight_only" in said
     assert quant.platform_problem("gpu", "weight_only", cnn) is None
-    assert quant.platform_problem("cpu", "dynamic", cnn) is None and quant.platform_problem("tpu", "dynamic", cnn) is None
+    assert (quant.platform_problem("cpu", "dynamic", cnn) is None
+            and quant.platform_problem("tpu", "dynamic", cnn) is None)
     assert quant.platform_problem("gpu", "dynamic", lstm) is None
 
 

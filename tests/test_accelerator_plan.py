@@ -147,7 +147,8 @@ def test_dry_run_here_is_the_plan_a_run_would_execute(capsys, monkeypatch, tmp_p
 @pytest.mark.parametrize(("content", "says"), [
     (None, "no such file"), ("not json", "not JSON"), ("[1, 2]", "is not an environment record"),
     ('{"host": {}, "backends": {"jax": {"devices": []}}}', "has no \"installed\" flag"),
-    ('{"host": {}, "backends": {"jax": {"installed": true, "devices": [{"id": "gpu:0"}]}}}', "needs an \"id\" and a \"kind\"")])
+    ('{"host": {}, "backends": {"jax": {"installed": true, "devices": [{"id": "gpu:0"}]}}}',
+     "needs an \"id\" and a \"kind\"")])
 def test_a_bad_env_file_is_one_line_and_exit_2(content, says, tmp_path, capsys):
     path = tmp_path / "env.json"
     if content is not None:

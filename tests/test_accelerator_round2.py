@@ -44,7 +44,8 @@ def test_a_multi_process_jax_case_joins_the_cluster_before_any_device_query(monk
     monkeypatch.setattr(distributed, "check_same_case", lambda key, gather=None: events.append("same case"))
     monkeypatch.setattr(distributed, "mesh_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
     monkeypatch.setattr(device, "jax_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
-    case = Case(workload="mnist_cnn", backend="jax", device="gpu:0", mode="train", precision="tf32", batch_size=256, devices=2)
+    case = Case(workload="mnist_cnn", backend="jax", device="gpu:0", mode="train", precision="tf32", batch_size=256,
+                devices=2)
     assert jax_.BACKEND.unsupported(case) is None          # H100: tf32 applies
     assert events == ["initialize", "same case", "devices"]   # jax 0.10 refuses initialize after jax.devices()
 
@@ -202,7 +203,8 @@ def test_an_nvml_index_is_trusted_only_where_cuda_numbers_gpus_as_nvml_does():
     meter._module = mixed
     meter.start()
     assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in meter.stop().reason
-    ordered = meter_for("gpu:0", vendor="nvidia", environ={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    ordered = meter_for("gpu:0", vendor="nvidia",
+                        environ={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     ordered._module = mixed
     ordered.start()
     assert ordered.stop().joules is not None and ("index", 1) in mixed.opened
@@ -286,7 +288,8 @@ def test_the_worker_gives_its_private_folder_as_the_scratch(monkeypatch, tmp_pat
     monkeypatch.setattr(worker, "prepare_environment", lambda device, scratch=None: seen.update(scratch=scratch))
     monkeypatch.setattr(worker, "execute", lambda case: Outcome(status="ok"))
     case_path = tmp_path / "case.json"
-    case_path.write_text(json.dumps(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", size=1024).as_dict()))
+    case_path.write_text(json.dumps(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul",
+                                         size=1024).as_dict()))
     assert worker.main([str(case_path), str(tmp_path / "result.json")]) == 0
     assert seen["scratch"] == tmp_path
 
@@ -333,13 +336,15 @@ def test_keras_tf32_runs_only_where_tf32_exists(monkeypatch):
     from xpubench.backends.jax_ import device
 
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("tpu", "TPU v5 lite", None)])
-    tpu = Case(workload="mnist_cnn", backend="keras:jax", device="tpu:0", mode="train", precision="tf32", batch_size=256)
+    tpu = Case(workload="mnist_cnn", backend="keras:jax", device="tpu:0", mode="train", precision="tf32",
+               batch_size=256)
     assert "not of a tpu device" in keras_.BACKEND.unsupported(tpu)     # Keras's "tensorfloat32" = 3 bf16 passes
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device("gpu", "AMD Instinct MI300X", "gfx942")])
     assert "not on amd GPUs" in keras_.BACKEND.unsupported(dataclasses.replace(tpu, device="gpu:0"))
     monkeypatch.setattr(device, "jax_devices", lambda *a: [fake_jax_device()])
     assert keras_.BACKEND.unsupported(dataclasses.replace(tpu, device="gpu:0")) is None     # an H100: it applies
-    cpu = Case(workload="mnist_cnn", backend="keras:torch", device="cpu", mode="train", precision="tf32", batch_size=256)
+    cpu = Case(workload="mnist_cnn", backend="keras:torch", device="cpu", mode="train", precision="tf32",
+               batch_size=256)
     assert "not of a cpu device" in keras_.BACKEND.unsupported(cpu)
 
 
@@ -393,7 +398,8 @@ def step_error(steps: int, launch_s=1e-3, device_s=1e-3, sync_s=0.2e-3) -> float
     from xpubench.harness.training import run_training
 
     clock = FakeClock()
-    case = Case(workload="mnist_cnn", backend="fake", device="gpu:0", mode="train", batch_size=256, epochs=3, steps=steps)
+    case = Case(workload="mnist_cnn", backend="fake", device="gpu:0", mode="train", batch_size=256, epochs=3,
+                steps=steps)
     outcome = run_training(AsyncDevice(clock, steps, launch_s, device_s, sync_s), case, 1.0, clock=clock)
     return outcome.metrics["step_s"] / device_s - 1
 

@@ -24,7 +24,8 @@ def model_file(tmp_path: Path) -> str:
 def fake_plan(monkeypatch, loaded: list) -> None:
     """A plan of no cases with one note (run() says a plan's notes as warnings), and a load that records
     the files it was given: what bench does around them is what is tested."""
-    monkeypatch.setattr(api, "plan", lambda *a, **k: api.Plan([], ["a note about the plan"], {"host": {}, "backends": {}}))
+    monkeypatch.setattr(api, "plan",
+                        lambda *a, **k: api.Plan([], ["a note about the plan"], {"host": {}, "backends": {}}))
     monkeypatch.setattr(api, "load", lambda paths: loaded.extend(paths) or pd.DataFrame({"case": []}))
 
 

@@ -105,7 +105,8 @@ def test_above_the_cpu_estimate_the_label_explains_and_ranks_by_the_ceiling():
     annotate(results)
     m = results[0].metrics
     assert m["peak_label"] == "above est. peak"
-    assert "estimated CPU peak" in m["efficiency_note"] and "ranked against the measured ceiling" in m["efficiency_note"]
+    assert ("estimated CPU peak" in m["efficiency_note"]
+            and "ranked against the measured ceiling" in m["efficiency_note"])
     from xpubench.report.tables.costs import peak_cell
     assert peak_cell(m) == "above est. peak"       # the tables print the label, never "109%"
 

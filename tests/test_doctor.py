@@ -77,7 +77,8 @@ def test_silent_environment_variables_fail_and_others_warn():
 
 def test_every_failed_measurement_becomes_a_fail_row():
     config = doctor.probe_config({"backends": {}}, "jax", "gpu:0")
-    rows = doctor.verdicts({"backends": {}}, config, {"errors": {"setup": "UserError: device gpu:0 x1 is not available"}})
+    rows = doctor.verdicts({"backends": {}}, config,
+                           {"errors": {"setup": "UserError: device gpu:0 x1 is not available"}})
     assert [(r.check, r.status) for r in rows] == [("setup", FAIL)]
     measured = {"asynchronous": True, "placement": "gpu:0", "errors": {"precision": "AssertionError: boom"}}
     rows = doctor.verdicts({"backends": {}}, config, measured)

@@ -28,8 +28,8 @@ def _env() -> dict:
 @pytest.mark.slow
 def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
     out = tmp_path / "mm.jsonl"
-    proc = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size", "128,256", "--time-budget", "0.3",
-                        "-o", str(out))
+    proc = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size", "128,256",
+                        "--time-budget", "0.3", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
     backends = {r.case["backend"] for r in results}
@@ -51,8 +51,9 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
 @pytest.mark.slow
 def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
     out = tmp_path / "sweep.jsonl"
-    proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu", "--batch-size", "64,32",
-                        "--epochs", "3", "--steps", "3", "--eval-samples", "64", "-o", str(out))
+    proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu",
+                        "--batch-size", "64,32", "--epochs", "3", "--steps", "3", "--eval-samples", "64",
+                        "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     results = load_file(out).results
     assert [r.case["batch_size"] for r in results] == [32, 64]          # ascending

@@ -242,7 +242,8 @@ def test_derived_figures():
     r = EnergyReading(joules=120.0, seconds=4.0, source="rapl: package-0")
     f = energy_figures(r, steps=40, samples=10_240, epochs=2)
     assert f["joules_per_step"] == 3.0 and f["joules_per_epoch"] == 60.0
-    assert f["joules_per_sample"] == pytest.approx(120 / 10_240) and f["samples_per_joule"] == pytest.approx(10_240 / 120)
+    assert (f["joules_per_sample"] == pytest.approx(120 / 10_240)
+            and f["samples_per_joule"] == pytest.approx(10_240 / 120))
     assert f["average_watts"] == 30.0 and f["energy_na"] is None
     na = energy_figures(EnergyReading(None, 4.0, "n/a", "no CPU energy counter"), samples=10)
     assert na["joules_per_sample"] is None and na["samples_per_joule"] is None

@@ -90,5 +90,6 @@ def test_list_shows_llama_as_generation_and_hides_the_selftest():
     cells = [c.strip() for c in llama.strip("│").split("│")]
     assert cells[3:] == ["1", "-", "-", "-"]                      # generation batch 1, no training columns
     assert "--mode train: batch 4" in text and "selftest" not in text
-    gpt = [c.strip() for c in next(line for line in text.splitlines() if line.startswith("│ gpt ")).strip("│").split("│")]
+    gpt = [c.strip() for c in next(line for line in text.splitlines()
+                                   if line.startswith("│ gpt ")).strip("│").split("│")]
     assert gpt[4] == "2"                                          # gpt trains by default: its epochs stay

@@ -348,7 +348,8 @@ def test_torch_cuda_records_the_kernel_asked_for(attention) -> None:
 
 @pytest.mark.gpu
 def test_jax_gpu_records_cudnn() -> None:
-    if jax.default_backend() != "gpu":   # asked here, not at import: that would start JAX in pytest (a TPU is then held)
+    # asked here, not at import: that would start JAX in pytest (a TPU is then held)
+    if jax.default_backend() != "gpu":
         pytest.skip("needs a GPU for jax")
     spec = gpt.configure({"n_layer": 1, "n_head": 4, "n_embd": 256, "block_size": 64, "attention": "cudnn"})
     model, x = gpt.build_jax(spec), tokens(spec)

@@ -126,7 +126,8 @@ def plausible(key: str, value) -> bool:
 def test_a_checkpoint_file_of_any_form_is_read_or_refused_in_one_line(shards, which, form, data, raw, header):
     with tempfile.TemporaryDirectory() as folder:
         root = ck.write_checkpoint(Path(folder) / "ckpt", TINY, ck.random_hf_tensors(TINY), shards=shards)
-        files = ["config.json", *([ck.INDEX] if shards > 1 else []), *sorted(p.name for p in root.glob("*.safetensors"))]
+        files = ["config.json", *([ck.INDEX] if shards > 1 else []),
+                 *sorted(p.name for p in root.glob("*.safetensors"))]
         target = root / files[which % len(files)]
         if form == "bytes" and target.suffix == ".safetensors":
             data = header.to_bytes(8, "little") + data   # a header length of any size, then what follows

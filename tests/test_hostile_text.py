@@ -406,7 +406,8 @@ def test_an_ascii_locale_prints_ascii_look_alikes(argv):
 def test_a_deleted_working_folder_is_one_line(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
-    proc = _python(["run", "-w", "matmul", "-b", "numpy", "--dry-run"], shell_prefix=f"cd '{gone}' && rmdir '{gone}' &&")
+    proc = _python(["run", "-w", "matmul", "-b", "numpy", "--dry-run"],
+                   shell_prefix=f"cd '{gone}' && rmdir '{gone}' &&")
     one_line(proc.returncode, proc.stderr.decode(), "the current folder no longer exists")
 
 

@@ -322,7 +322,8 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
     out = tmp_path / "r.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "imdb_lstm", "-b", "torch",
-         "--precision", "fp32,bf16,int8", "--mode", "infer", "--epochs", "1", "--steps", "2", "--train-samples", "128", "--eval-samples", "128",
+         "--precision", "fp32,bf16,int8", "--mode", "infer", "--epochs", "1", "--steps", "2",
+         "--train-samples", "128", "--eval-samples", "128",
          "--time-budget", "0.2", "--no-progress", "-o", str(out)],
         capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,7 +1,7 @@
 """Llama generation (the workload's generation models in backends/*/generate.py's OwnCache generators):
-KV-cache decoding gives the tokens and logits of the uncached forward in both frameworks; JAX's decode step compiles once for all
-tokens; int8 weight-only stays close to fp32; the bytes the generators allocate are the bytes
-``llama.costs`` computes; the harness's measurement runs over both.
+KV-cache decoding gives the tokens and logits of the uncached forward in both frameworks; JAX's decode
+step compiles once for all tokens; int8 weight-only stays close to fp32; the bytes the generators
+allocate are the bytes ``llama.costs`` computes; the harness's measurement runs over both.
 
 Weights are drawn with std 0.3 (as tests/test_gpt_generation.py explains: with 0.02 an untrained model
 mostly repeats one token and a broken cache goes unnoticed)."""

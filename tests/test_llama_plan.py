@@ -32,7 +32,8 @@ def cpu_env(memory: int = 24 * GIB, flags=("avx2", "avx512f", "avx512_bf16")) ->
     device = {"id": "cpu", "kind": "cpu", "memory_bytes": memory}
     return {"host": {"cpu": {"flags": list(flags), "usable_cores": 2, "peak_estimate": {
         p: {"value": 2e11} for p in ("fp32", "bf16", "fp16", "int8")}}},
-        "backends": {b: {"installed": True, "version": "1", "devices": [dict(device)]} for b in ("numpy", "torch", "jax")},
+        "backends": {b: {"installed": True, "version": "1", "devices": [dict(device)]}
+                     for b in ("numpy", "torch", "jax")},
         "variables": {}}
 
 
@@ -108,7 +109,8 @@ def test_llama_8b_fp32_does_not_fit_24_gib_and_is_skipped_with_the_arithmetic():
     cases = {c.precision: c for c in build_cases(
         PlanRequest(workloads=["llama"], backends=["torch"], options={"preset": "llama-8b"}), env)}
     why = refusal(cases["fp32"], env)
-    assert why.startswith("does not fit the device's memory, not attempted: llama-8b fp32 needs 32.4 GB: weights 32.1 GB")
+    assert why.startswith("does not fit the device's memory, not attempted: "
+                          "llama-8b fp32 needs 32.4 GB: weights 32.1 GB")
     assert f"cpu has 25.8 GB, {24 * GIB * (1 - HEADROOM) / 1e9:.1f} GB usable" in why
     assert refusal(cases["bf16"], env) is None and fit_of(cases["bf16"], env).fits
     assert case_seconds(cases["fp32"], env) == (0.0, True)            # skipped: no time planned for it
@@ -161,4 +163,5 @@ def test_the_estimate_grows_with_the_model_and_the_bandwidth_bounds_decode():
     small, _ = case_seconds(Case(**{**case.__dict__, "options": {}}), env)
     assert known and big > small
     # 127 decode steps reading 16 GB each at 3.35 TB/s: about 0.6 s a round
-    assert big > 4 * 127 * costs.decode_bytes_per_step(configure({"preset": "llama-8b"}).config, "bf16", 1, 576) / 3.35e12
+    assert big > 4 * 127 * costs.decode_bytes_per_step(configure({"preset": "llama-8b"}).config,
+                                                       "bf16", 1, 576) / 3.35e12

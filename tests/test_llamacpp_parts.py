@@ -172,7 +172,8 @@ def test_a_finished_build_is_adopted_into_the_cache_and_found_there(tmp_path, mo
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(RuntimeError, match="GGML_AVX512, which this CPU lacks"):
         build.adopt(done, binaries.cpu_flags(AVX2_CPU))
-    (done / "CMakeCache.txt").write_text((done / "CMakeCache.txt").read_text().replace("AVX512:BOOL=ON", "AVX512:BOOL=OFF"))
+    (done / "CMakeCache.txt").write_text((done / "CMakeCache.txt").read_text()
+                                         .replace("AVX512:BOOL=ON", "AVX512:BOOL=OFF"))
     dest = build.adopt(done, binaries.cpu_flags(AVX2_CPU))
     record = json.loads((dest / "build.json").read_text())
     assert record["commit"] == "0c1e57098" and record["adopted_from"] == str(done)

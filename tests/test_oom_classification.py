@@ -89,7 +89,8 @@ def test_an_oom_carrying_its_kind_keeps_it():
     exc = OutOfMemory("rank 1 ran out of memory: OutOfMemoryError: " + TORCH_CUDA, kind="device")
     assert isinstance(exc, MemoryError) and classify_exception(exc) == "oom"
     assert oom_kind(exc, "gpu:0") == "device"
-    assert raised(exc, "gpu:0").message.startswith("device out of memory: rank 1 ran out of memory: OutOfMemoryError: CUDA")
+    assert raised(exc, "gpu:0").message.startswith(
+        "device out of memory: rank 1 ran out of memory: OutOfMemoryError: CUDA")
     assert oom_kind(OutOfMemory("rank 0 was killed by SIGKILL", kind="host"), "gpu:0") == "host"
 
 

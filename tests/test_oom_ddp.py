@@ -51,7 +51,8 @@ def test_a_gpu_rank_out_of_device_memory_is_device_oom(tmp_path):
     assert isinstance(err, OutOfMemory) and err.kind == "device"
     assert outcome.status == "oom"
     assert outcome.message.startswith("device out of memory: ")
-    assert "rank 1 ran out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in outcome.message
+    assert ("rank 1 ran out of memory: OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 2.00 GiB") in outcome.message
     # the same failure text in a cpu case is host memory
     _, outcome = failure_outcome(child_failed(tmp_path, 1), first_error, "cpu")
     assert outcome.message.startswith("host out of memory: rank 1 ran out of memory")

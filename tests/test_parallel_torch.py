@@ -82,7 +82,8 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling",
          "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
-         "--no-progress", "--verbose"], capture_output=True, text=True, timeout=400, check=False, env={**os.environ, "COLUMNS": "200"})
+         "--no-progress", "--verbose"], capture_output=True, text=True, timeout=400, check=False,
+        env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     (loaded,) = analysis.load([out])     # the efficiency is derived on loading (analysis/scaling.py)
     results = sorted(loaded.results, key=lambda r: r.case["devices"])

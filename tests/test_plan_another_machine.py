@@ -26,7 +26,8 @@ def test_an_8b_model_on_an_h100_node_hints_the_gpu_and_says_each_memory_figure_o
         assert flat.count(f"llama-8b {fmt} needs") == 1, fmt
     assert flat.count("cpu has 2,199.0 GB") == 1 and flat.count("gpu:0 (torch) has 85.0 GB, 76.5 GB usable") == 1
     jax_line = next(line for line in out.splitlines() if "gpu:0 (jax) has 63.8 GB" in line)
-    assert "XLA's allocator limit, 75% of the card's 85.0 GB" in jax_line and "XLA_PYTHON_CLIENT_MEM_FRACTION" in jax_line
+    assert ("XLA's allocator limit, 75% of the card's 85.0 GB" in jax_line
+            and "XLA_PYTHON_CLIENT_MEM_FRACTION" in jax_line)
     assert "fits every device" in flat and "src/xpubench" not in flat
     assert '"What the estimate assumes"' in flat
     assert "### What the estimate assumes" in (ROOT / "docs" / "accelerators.md").read_text()

@@ -45,7 +45,8 @@ def test_a_clear_winner_is_named_with_its_interval(tmp_path):
     text = answer(path)
     line = next(x for x in text.splitlines() if x.startswith("- matmul"))
     assert "fastest here numpy cpu at N=384" in line and "as fast as jax cpu" in line, text  # the runner-up
-    ratio, low, high = (float(v) for v in re.search(r"([\d.]+)x as fast as .*interval ([\d.]+)-([\d.]+)", line).groups())
+    ratio, low, high = (float(v)
+                        for v in re.search(r"([\d.]+)x as fast as .*interval ([\d.]+)-([\d.]+)", line).groups())
     assert low <= ratio <= high and 1.2 < ratio < 1.5 and low > 1, line
     assert "noisy:" in text and "matmul/jax/cpu/matmul/fp32/n384 (processes: bimodal)" in text
     assert "did not finish: matmul/keras/cpu/matmul/fp32/n384: skipped (keras is not installed)" in text

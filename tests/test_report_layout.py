@@ -50,7 +50,8 @@ def training_results():
                                       for b in ("torch", "jax")}}
     out = []
     for i, (w, b, d, batch) in enumerate((w, b, d, batch) for w in ("cifar10_resnet18", "mnist_cnn")
-                                         for b in ("torch", "jax") for d in ("cpu", "gpu:0") for batch in (32, 256, 4096)):
+                                         for b in ("torch", "jax") for d in ("cpu", "gpu:0")
+                                         for batch in (32, 256, 4096)):
         r = record(workload=w, backend=b, device=d, batch=batch, step=0.0123 * (i + 1), seed=i, compile_s=12.345,
                    first_epoch_s=123.4, epoch_s=98.76, step_iqr_s=0.00123, us_per_sample=1234.0,
                    achieved_flops_per_s=1.234e13, mfu=0.1234, peak_is_estimate=True, peak_memory_bytes=12.3e9)

@@ -40,8 +40,8 @@ class EmbedMetrics(Common):
     vectors_per_s: float | None = figure("1/s", "vectors embedded per second")
 
 
-EMBED = Mode("embed", EmbedMetrics, "embedding", samples=("embed_s",), headline=(Figure("vectors_per_s", after="vec/s"),),
-             details=(Figure("embed_s", after="/batch"),))
+EMBED = Mode("embed", EmbedMetrics, "embedding", samples=("embed_s",),
+             headline=(Figure("vectors_per_s", after="vec/s"),), details=(Figure("embed_s", after="/batch"),))
 
 
 @pytest.fixture

@@ -123,7 +123,8 @@ def test_the_brief_run_does_not_skip_llamacpp_for_torchs_eager_decode(monkeypatc
     refused for it: it does not carry the option."""
     from xpubench import backends
 
-    cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch", "llamacpp"], quick=True), cpu_env("llamacpp"))
+    cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch", "llamacpp"], quick=True),
+                        cpu_env("llamacpp"))
     torch_case = next(c for c in cases if c.backend == "torch")
     cpp_case = next(c for c in cases if c.backend == "llamacpp")
     assert torch_case.options["decode"] == "eager" and "decode" not in cpp_case.options

@@ -80,7 +80,8 @@ SHOWN = "Array.from(document.querySelectorAll('#cases tbody tr')).filter(r => !r
 def test_filters_and_sorting_in_headless_chromium(tmp_path):
     build_site(RUNS, tmp_path / "site")
     html = (tmp_path / "site" / "w" / "matmul.html").read_text()
-    rows = re.findall(r'<tr data-device="[^"]*" data-framework="([^"]*)" data-precision="[^"]*" data-date="([^"]*)"', html)
+    rows = re.findall(r'<tr data-device="[^"]*" data-framework="([^"]*)" data-precision="[^"]*" '
+                      r'data-date="([^"]*)"', html)
     torch = [d for f, d in rows if f == "torch"]
     torch_27 = [d for d in torch if d >= "2026-11-27"]
     assert len(rows) == 22 and 0 < len(torch_27) < len(torch) < 22   # the filters below have rows to hide
@@ -101,14 +102,18 @@ def test_filters_and_sorting_in_headless_chromium(tmp_path):
         assert set(page.js(f"{SHOWN}.map(r => r.dataset.date)")) == {"2026-11-27"}
         assert page.js(f"{SHOWN}.length") == len(torch_27)
         # sorting by the time column (numbers by data-sort), twice: ascending then descending
-        column = page.js("Array.from(document.querySelectorAll('#cases thead th')).findIndex(h => h.textContent === 'time')")
+        column = page.js("Array.from(document.querySelectorAll('#cases thead th'))"
+                         ".findIndex(h => h.textContent === 'time')")
         page.js(f"document.querySelectorAll('#cases thead th')[{column}].click()")
-        times = page.js(f"Array.from(document.querySelectorAll('#cases tbody tr')).map(r => Number(r.cells[{column}].dataset.sort))")
+        times = page.js("Array.from(document.querySelectorAll('#cases tbody tr'))"
+                        f".map(r => Number(r.cells[{column}].dataset.sort))")
         assert times == sorted(times) and len(times) == 22
         page.js(f"document.querySelectorAll('#cases thead th')[{column}].click()")
-        times = page.js(f"Array.from(document.querySelectorAll('#cases tbody tr')).map(r => Number(r.cells[{column}].dataset.sort))")
+        times = page.js("Array.from(document.querySelectorAll('#cases tbody tr'))"
+                        f".map(r => Number(r.cells[{column}].dataset.sort))")
         assert times == sorted(times, reverse=True)
-        assert page.js(f"document.querySelectorAll('#cases thead th')[{column}].getAttribute('aria-sort')") == "descending"
+        assert page.js(f"document.querySelectorAll('#cases thead th')[{column}]"
+                       ".getAttribute('aria-sort')") == "descending"
         # the filter still holds after sorting; "all" shows every row again
         assert page.js(f"{SHOWN}.length") == len(torch_27)
         page.js("var s = document.querySelector('form.filters select[name=framework]'); s.value = '';"

@@ -134,7 +134,8 @@ class FakeDevice:
 
 
 def train_case(**kw):
-    return Case(workload="mnist_cnn", backend="jax", mode="train", **{"device": "cpu", "batch_size": 256, "epochs": 3, **kw})
+    return Case(workload="mnist_cnn", backend="jax", mode="train",
+                **{"device": "cpu", "batch_size": 256, "epochs": 3, **kw})
 
 
 def test_sync_mode_defaults_to_step_on_cpus_and_epoch_on_accelerators():

@@ -32,7 +32,8 @@ def matmul(backend: str, precision: str, gflops: float, seed: int = 0) -> Result
     t = 2 * 2048 ** 3 / (gflops * 1e9)
     samples = [t * (1 + 0.01 * ((i * 7 + seed) % 5 - 2)) for i in range(7)]
     return dataclasses.replace(r, case=case, metrics={"warm_s": t, "warm_flops_per_s": gflops * 1e9, "warning": None,
-                                                         "warm_ci95_low_s": min(samples), "warm_ci95_high_s": max(samples)},
+                                                         "warm_ci95_low_s": min(samples),
+                                                         "warm_ci95_high_s": max(samples)},
                                samples={"warm_s": samples})
 
 

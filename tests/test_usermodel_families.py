@@ -1,13 +1,13 @@
 """Models people really have (docs/examples/model_families.py, built from configurations, no weights),
 loaded as a case's worker loads them (tests/usermodel_probe.py), each with its forward FLOPs per sample
-within 2% of an independent count, or n/a with a reason:
+within 2% of an independent count, or n/a with a reason (model: its independent count):
 
-| model | independent count |
-|---|---|
-| torchvision resnet18, vit_b_16 | torchvision's published GMACs x 2 (1.814, 17.564) |
-| Hugging Face BERT-base, GPT-2 (128 tokens, sdpa attention, their default) | the same model with eager attention, whose matmuls FlopCounterMode counts one by one |
-| keras.applications MobileNetV2 | its Conv2D, DepthwiseConv2D and Dense layers' multiply-adds from their configurations |
-| xpubench's own gpt (small) | the built-in workload's formula, T(2N + 4LCT) |
+- torchvision resnet18, vit_b_16: torchvision's published GMACs x 2 (1.814, 17.564);
+- Hugging Face BERT-base, GPT-2 (128 tokens, sdpa attention, their default): the same model with eager
+  attention, whose matmuls FlopCounterMode counts one by one;
+- keras.applications MobileNetV2: its Conv2D, DepthwiseConv2D and Dense layers' multiply-adds from their
+  configurations;
+- xpubench's own gpt (small): the built-in workload's formula, T(2N + 4LCT).
 
 torchvision's CPU build must match torch's (docs/your-model.md, "Install torchvision"); where it does
 not import, its cases are skipped with the import error. And the model whose output is a Hugging Face
@@ -31,8 +31,9 @@ PROBE = Path(__file__).with_name("usermodel_probe.py")
 
 
 def _probe(function: str, backend: str = "auto") -> dict:
-    done = subprocess.run([sys.executable, str(PROBE), f"{FAMILIES}:{function}", backend], check=False, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    done = subprocess.run([sys.executable, str(PROBE), f"{FAMILIES}:{function}", backend], check=False,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

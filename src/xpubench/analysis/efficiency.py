@@ -112,11 +112,13 @@ def _peak_label(achieved, peak, pct, estimate, basis, pct_ceiling, top) -> tuple
               if pct_ceiling is not None else "; no measured ceiling to rank against yet")
     if estimate:
         clock = re.search(r"([\d.]+) GHz", basis or "")
-        observed = (f"; at the estimate's cores and FLOP/cycle the result needs at least {float(clock.group(1)) * pct:.2f} "
-                    f"GHz (observed) against the {float(clock.group(1)):.2f} GHz reported" if clock else "")
+        observed = (f"; at the estimate's cores and FLOP/cycle the result needs at least "
+                    f"{float(clock.group(1)) * pct:.2f} GHz (observed) against the "
+                    f"{float(clock.group(1)):.2f} GHz reported" if clock else "")
         return "above est. peak", (
             f"{_gflops(achieved)} is {_pct(pct)} of the estimated CPU peak of {_gflops(peak)}: the estimate "
-            f"is too low, most likely because the clock it uses is below the clock the cores really ran at" + (f" ({basis})" if basis else "") + observed + ranked)
+            f"is too low, most likely because the clock it uses is below the clock the cores really ran at"
+            + (f" ({basis})" if basis else "") + observed + ranked)
     return "above spec peak", (
         f"{_gflops(achieved)} is {_pct(pct)} of the vendor peak of {_gflops(peak)}: impossible on this chip, so "
         f"the chip table, the FLOP count or the precision that really ran is wrong" + ranked)

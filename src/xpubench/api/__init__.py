@@ -133,7 +133,8 @@ def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | Non
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
     from xpubench.plan.estimate import case_seconds
 
-    total = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model or request.all_cases))
+    total = default_budget(request.budget_s,
+                           workloads_given=bool(request.workloads or request.model or request.all_cases))
     lockstep = budget_note(from_env())
     if total and lockstep:
         (hooks or RunHooks()).warn(lockstep)

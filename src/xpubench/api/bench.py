@@ -54,7 +54,8 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
         given = [k for k, v in {"input_shape": input_shape, "input_dtype": input_dtype, "task": task,
                                 "vocab_size": vocab_size}.items() if v is not None]
         if given:
-            raise UserError(f"{checkpoint} is a checkpoint: its config.json describes the model; drop {', '.join(given)}")
+            raise UserError(f"{checkpoint} is a checkpoint: its config.json describes the model; "
+                            f"drop {', '.join(given)}")
         options = {**(run_options.pop("options", None) or {}), "weights": checkpoint}
         api.run(workloads=["llama"], options=options, output=output, **run_options)
         return _frame(output)

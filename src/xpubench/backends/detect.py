@@ -5,9 +5,10 @@ libraries chose.
 Run as ``python -m xpubench.backends.detect [BACKEND ...]`` to print :func:`environment` (of those
 backends only: a plan's ``needed``) as JSON: the parent process calls it in a child
 (backends/fingerprint.py ``detect_environment``) so that it never initialises CUDA or a TPU itself. A
-backend that is not installed is never imported (its record's ``module`` is looked up with ``importlib.util.find_spec``); one whose import or
-initialisation fails is recorded with ``"error"`` and detection goes on. Every backend's worker settings
-are applied first (JAX: no GPU memory preallocation), so detection never grabs GPU memory.
+backend that is not installed is never imported (its record's ``module`` is looked up with
+``importlib.util.find_spec``); one whose import or initialisation fails is recorded with ``"error"`` and
+detection goes on. Every backend's worker settings are applied first (JAX: no GPU memory preallocation), so
+detection never grabs GPU memory.
 """
 
 from __future__ import annotations

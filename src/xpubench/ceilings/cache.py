@@ -77,7 +77,8 @@ def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) ->
     accelerators = sorted({(d.get("kind"), d.get("id"), d.get("name"), d.get("compute_capability"))
                            for info in backends.values() for d in info.get("devices", []) if d.get("kind") != "cpu"},
                           key=str)
-    drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", []) if d.get("driver")})
+    drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", [])
+                      if d.get("driver")})
     return {
         "hardware": {"cpu": {k: cpu.get(k) for k in CPU_FIELDS}, "memory_bytes": host.get("memory_bytes"),
                      "accelerators": [list(a) for a in accelerators]},
@@ -167,7 +168,8 @@ def summary_rows(entry: dict | None) -> list[dict]:
         b = Bandwidth.from_dict(data)
         best = max((k for k in b.kernels.values() if not k.error), key=lambda k: k.gb_per_s, default=None)
         rows.append({"backend": b.backend, "device": b.device, "what": "bandwidth", "value": b.gb_per_s,
-                     "unit": "GB/s", "where": best.kernel if best else (b.warning or "n/a"), "written": entry.get("written")})
+                     "unit": "GB/s", "where": best.kernel if best else (b.warning or "n/a"),
+                     "written": entry.get("written")})
     return rows
 
 

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["md", "csv", "json", "jsonl"], help="with -o -: the cases on stdout "
                      "in this format, nothing else there (progress on stderr; results to the default file)")
 
-    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; WARNs when the machine is busy)")
+    doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; "
+                                        "WARNs when the machine is busy)")
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")

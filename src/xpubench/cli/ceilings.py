@@ -157,5 +157,6 @@ def _dry_run(env: dict, planned: list, args: argparse.Namespace, console: Consol
                                           not args.no_bandwidth and "copy/triad bandwidth")))
         console.print(f"{b} {device}: would measure the {what}", markup=False, highlight=False)
         if usable:
-            console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}", markup=False, highlight=False)
+            console.print(f"  {knowngood.planned(device_record(env, b, device), b, usable)}",
+                          markup=False, highlight=False)
     return 0

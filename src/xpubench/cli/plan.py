@@ -46,7 +46,8 @@ def _length(case) -> str:
 def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
     env = planned.environment
     where = f" (from {source})" if source else " (this machine)"
-    console.print(f"[bold]Dry run[/bold] for {markup(machine_summary(env))}{markup(where)}: nothing runs, nothing is written.",
+    console.print(f"[bold]Dry run[/bold] for {markup(machine_summary(env))}{markup(where)}: "
+                  "nothing runs, nothing is written.",
                   highlight=False, soft_wrap=True)
     for note in planned.notes:
         console.print(f"[yellow]note:[/] {markup(note)}", highlight=False, soft_wrap=True)
@@ -67,7 +68,8 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     total, unknown = estimate.plan_seconds(planned.cases, env)
     console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
                   "per case)"
-                  + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)" if unknown else "")
+                  + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)"
+                     if unknown else "")
                   + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
                     "the peak; docs/accelerators.md, \"What the estimate assumes\", says how rough)", highlight=False,
                   soft_wrap=True)

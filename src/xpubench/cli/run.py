@@ -75,7 +75,8 @@ def _dry_run(args, console) -> int:
     if opts.get("output"):
         api.check_new_output(Path(opts["output"]))
     env = load_environment(args.env_file) if args.env_file else None
-    budget = default_budget(request.budget_s, workloads_given=bool(request.workloads or request.model or request.all_cases))
+    budget = default_budget(request.budget_s,
+                            workloads_given=bool(request.workloads or request.model or request.all_cases))
     planned = api.plan(request, environment=env)
     processes = opts.get("processes") or default_processes(planned.cases, api.DEFAULT_PROCESSES)  # a target: 5
     return print_plan(planned, console, args.env_file, budget_s=budget, processes=processes)

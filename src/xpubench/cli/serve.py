@@ -157,7 +157,8 @@ def points_table(points: list[dict]):
         t.add_column(col, justify="left" if col == "load" else "right")
     for p in points:
         at = _at(p)
-        lat = ["/".join(_ms(p.get(f"{n}_{q}_s")) for q in ("p50", "p90", "p99")) for n in ("ttft", "tpot", "itl", "e2e")]
+        lat = ["/".join(_ms(p.get(f"{n}_{q}_s")) for q in ("p50", "p90", "p99"))
+               for n in ("ttft", "tpot", "itl", "e2e")]
         rate = [f"{p[k]:,.1f}" if p.get(k) is not None else "n/a"
                 for k in ("output_tokens_per_s", "user_tokens_per_s", "requests_per_s")]
         met = f"{p['slo_attained']:.0%}" if p.get("slo_attained") is not None else "-"

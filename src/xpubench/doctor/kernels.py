@@ -88,7 +88,8 @@ def row(found: list[kernels.Finding], costs: dict, record: dict | None, flags) -
     if level is None:
         return Row("kernels", PASS, f"SIMD levels are judged on x86 CPUs only; recorded: {chosen or 'nothing'}",
                    details={"kernels": record or {}})
-    return Row("kernels", PASS, f"no library runs below this CPU's {kernels.LEVEL_NAMES[level]}: {chosen or 'nothing recorded'}",
+    return Row("kernels", PASS,
+               f"no library runs below this CPU's {kernels.LEVEL_NAMES[level]}: {chosen or 'nothing recorded'}",
                details={"kernels": record or {}})
 
 

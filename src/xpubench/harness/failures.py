@@ -118,7 +118,8 @@ def stderr_tail(path: Path, lines: int = 3) -> str:
             text = [t.strip() for t in fh.read().decode(errors="replace").splitlines() if t.strip()]
     except OSError:
         return ""
-    for markers in (OOM_LINE_MARKERS, THREAD_OOM_MARKERS, ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
+    for markers in (OOM_LINE_MARKERS, THREAD_OOM_MARKERS,
+                    ("Check failed", "what():", "Error", "error:", "Fatal", "FATAL")):
         telling = [t for t in text if any(m in t for m in markers)]
         if telling:
             return telling[0][:600]

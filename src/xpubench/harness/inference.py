@@ -235,7 +235,8 @@ def run_inference(case, session: Session, gpu_identity=None):
         reference = quality(spec, predict_all(fp32), session.y_eval, prefix="fp32_")
         fp32_bytes = fp32.model_bytes()
     predictor, report = session.predictor(case.precision)
-    metrics, samples, outputs = measure(predictor, case.time_budget_s, energy=EnergyWindows(meter_for_case(case, gpu_identity)))
+    metrics, samples, outputs = measure(predictor, case.time_budget_s,
+                                        energy=EnergyWindows(meter_for_case(case, gpu_identity)))
     metrics.update(quality(spec, outputs, session.y_eval))
     if reference:
         compare_to_fp32(spec, metrics, reference, fp32_bytes)

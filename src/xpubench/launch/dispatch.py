@@ -79,7 +79,8 @@ def train_one(case, rank: int = 0, world: int = 1) -> Outcome:
     time_init(outcome, case, set_up_s)   # a case with a target records it: its clock leaves it out
     add_described(outcome.metrics, trainer)
     if outcome.metrics.get("flops_per_sample") is not None:   # training FLOPs: forward x the spec's factor (3)
-        outcome.metrics["forward_flops_per_sample"] = outcome.metrics["flops_per_sample"] / trainer.spec.train_flops_factor
+        outcome.metrics["forward_flops_per_sample"] = (outcome.metrics["flops_per_sample"]
+                                                       / trainer.spec.train_flops_factor)
     per_sample = get_workload(case.workload).tokens_per_sample   # token models (gpt)
     if per_sample is not None and outcome.metrics.get("samples_per_s"):
         outcome.metrics["tokens_per_s"] = outcome.metrics["samples_per_s"] * per_sample(trainer.spec)

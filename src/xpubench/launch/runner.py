@@ -234,7 +234,8 @@ class Sweep:
             return CUT
         group = _oom_group(case)
         if case.batch_size and group in self.oom_at and case.batch_size > self.oom_at[group]:
-            return {"status": "skipped", "message": f"larger than batch size {self.oom_at[group]}, which ran out of memory"}
+            return {"status": "skipped",
+                    "message": f"larger than batch size {self.oom_at[group]}, which ran out of memory"}
         if refused or over:
             return {"status": "skipped", "message": refused or over}
         return None

@@ -115,7 +115,8 @@ def left_out_line(full: list[Case], kept: list[Case]) -> str | None:
     for c in out:
         kind, item = _what(c, accelerated)
         kinds.setdefault(kind, {}).setdefault(item)
-    said = "; ".join(f"{kind} {', '.join(list(items)[:LISTED])}" + (f" +{len(items) - LISTED}" if len(items) > LISTED else "")
+    said = "; ".join(f"{kind} {', '.join(list(items)[:LISTED])}"
+                     + (f" +{len(items) - LISTED}" if len(items) > LISTED else "")
                      for kind, items in kinds.items())
     return (f"brief run: {len(kept)} cases, {MIN_PROCESSES}+ processes each; left out {len(out)} ({said}): "
             f"`xpubench run {FLAG}` runs them")

@@ -29,8 +29,9 @@ def available_count(env: dict, backend: str, device: str) -> int:
 
 
 def device_counts(req: Any, env: dict, backend: str, device: str) -> list[int]:
-    """The data-parallel device counts N of the request (a plan.PlanRequest): --devices, or N = 1, 2, 4, ... with --scaling
-    (with P processes: multiples of P, P devices at least). Refuses more than there are (one line)."""
+    """The data-parallel device counts N of the request (a plan.PlanRequest): --devices, or N = 1, 2, 4, ...
+    with --scaling (with P processes: multiples of P, P devices at least). Refuses more than there are (one
+    line)."""
     have, processes = available_count(env, backend, device), _cluster().num_processes
     if req.scaling:
         counts, n = [], processes

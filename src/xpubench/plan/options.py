@@ -82,7 +82,8 @@ OPTIONS: tuple[Option, ...] = (
     _list(str, "workload", "workload", "-w --workload", "request.workloads", "comma list (default: all)"),
     _list(str, "backend", "backend", "-b --backend", "request.backends", "numpy, torch, jax (default: installed)"),
     _list(str, "device", "device", "-d --device", "request.devices", "cpu, gpu, gpu:1, tpu, mps (default: all)"),
-    _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions", "fp32,tf32,bf16,fp16,int8,int4"),
+    _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions",
+          "fp32,tf32,bf16,fp16,int8,int4"),
     _list(int, "batch size", "batch_size", "--batch-size", "request.batch_sizes", "per-device batch sizes"),
     _list(int, "matrix size", "size", "--size", "request.sizes", "matmul N (default 1024,2048,4096)"),
     _list(str, "mode", "mode", "--mode", "request.modes", "train, infer, time-to-target (train to the workload's "

@@ -109,13 +109,15 @@ def index_tables(runs: list[RunRecord], workloads: dict[str, str]) -> dict[str, 
     for run in runs:
         machines[run.machine_label].append(run)
     machine_rows = [({}, [label, ", ".join(rs[-1].chips) or "n/a", Cell(str(len(rs)), sort=len(rs)),
-                         Cell(rs[0].date[:10] or "n/a", sort=rs[0].date), Cell(rs[-1].date[:10] or "n/a", sort=rs[-1].date),
+                         Cell(rs[0].date[:10] or "n/a", sort=rs[0].date),
+                         Cell(rs[-1].date[:10] or "n/a", sort=rs[-1].date),
                          ", ".join(sorted({r.xpubench for r in rs}))])
                     for label, rs in sorted(machines.items())]
     run_rows = [({"date": run.date[:10]}, [
         Cell(run.date[:16].replace("T", " ") or "n/a", sort=run.date), run.machine_label,
         Cell(run.file, href=f"r/{run.id}.html"), Cell(str(len(run.cases)), sort=len(run.cases)),
-        Cell(str(sum(c.get("status") == "ok" for c in run.cases)), sort=sum(c.get("status") == "ok" for c in run.cases)),
+        Cell(str(sum(c.get("status") == "ok" for c in run.cases)),
+             sort=sum(c.get("status") == "ok" for c in run.cases)),
         ", ".join(sorted({str(c.get("workload")) for c in run.cases})), run.xpubench]) for run in reversed(runs)]
     counts: dict[str, int] = defaultdict(int)
     for run in runs:
@@ -129,11 +131,12 @@ def index_tables(runs: list[RunRecord], workloads: dict[str, str]) -> dict[str, 
 
 
 def index_page(tables: dict, skipped: list[tuple[str, str]]) -> str:
-    parts = [('<p class="lead">Results of <code>xpubench run</code> from many machines and dates. Every figure links to '
-             "its run: the command, the environment, the raw samples.</p>")]
+    parts = [('<p class="lead">Results of <code>xpubench run</code> from many machines and dates. '
+              "Every figure links to its run: the command, the environment, the raw samples.</p>")]
     for name in ("workloads", "machines", "runs"):
         head, rows = tables[name]
-        parts.append(f"<h2>{esc(name.capitalize())}</h2>" + csv_links(name, f"{name}.csv") + html_table(name, head, rows))
+        parts.append(f"<h2>{esc(name.capitalize())}</h2>" + csv_links(name, f"{name}.csv")
+                     + html_table(name, head, rows))
     if skipped:
         parts.append("<h2>Files left out</h2><ul>" + "".join(f"<li>{esc(f)}: {esc(why)}</li>" for f, why in skipped)
                      + "</ul>")
@@ -157,7 +160,8 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
         ci = ("n/a" if c.get("time_ci95_low_s") is None
               else f"{seconds_text(c['time_ci95_low_s'])} - {seconds_text(c['time_ci95_high_s'])}")
         rows.append(({}, [Cell(str(i), sort=i), Cell(c.get("key") or "n/a", href=f"#case-{i}"), c.get("status"),
-                          figure_cell(c, f"#case-{i}"), time_cell(c), ci, Cell(str(c.get("processes")), sort=c.get("processes") or 0),
+                          figure_cell(c, f"#case-{i}"), time_cell(c), ci,
+                          Cell(str(c.get("processes")), sort=c.get("processes") or 0),
                           Cell(str(c.get("samples")), sort=c.get("samples") or 0), c.get("message") or ""]))
     report = (f'<p><a href="{esc(report_href)}">The report of this run</a> (xpubench report, built with the site).</p>'
               if report_href else "")
@@ -167,9 +171,11 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
     parts = ["<table>" + "".join(f"<tr><th class=\"text\">{k}</th><td class=\"text\">{v}</td></tr>" for k, v in facts)
              + "</table>", report,
              ("<h2>Command</h2><p class=\"note\">A results file does not record its command line. The report of the "
-             f"file: <code>xpubench report {esc(shlex.quote(run.file))}</code>. Each case again (its workload options below):</p>"),
+             f"file: <code>xpubench report {esc(shlex.quote(run.file))}</code>. "
+             "Each case again (its workload options below):</p>"),
              "<pre>" + esc("\n".join(dict.fromkeys(_rerun_command(c) for c in run.cases))) + "</pre>",
-             "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv", every_row=False) + html_table("run-cases", head, rows),
+             "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv", every_row=False)
+             + html_table("run-cases", head, rows),
              "<h2>Raw samples</h2>"]
     for i, c in enumerate(run.cases):
         groups = c.get("process_samples") or []

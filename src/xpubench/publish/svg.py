@@ -88,7 +88,8 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>'),
            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" class="axis"/>']
     for tick in np.linspace(0, y1, 5):
-        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick / scale:.3g}</text>'
+        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">'
+                   f'{tick / scale:.3g}</text>'
                    f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{W - RIGHT}" y2="{y(tick):.1f}" class="grid"/>')
     out.append(f'<text x="{LEFT}" y="{TOP - 2}" class="tick">{esc(unit)}</text>')
     dates = sorted({p.date for p in points}, key=_seconds)

@@ -112,7 +112,8 @@ register(ReportSection(
         "one."), empty="No case finished ok: nothing to advise."))
 register(ReportSection(
     "Serving", "serving", tables=_made(serving.serving_table), bullets=lambda data: _sentences(
-        serving.answer_lines(data.frame)), charts=_made(serving_charts.latency_chart, serving_charts.pareto_chart), intro=(
+        serving.answer_lines(data.frame)),
+    charts=_made(serving_charts.latency_chart, serving_charts.pareto_chart), intro=(
         "xpubench serve (docs/serving.md): streamed requests to an OpenAI-compatible server, timed on the client. "
         "TTFT = sent to the first chunk with text; TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL = "
         "every gap between consecutive chunks; E2E = sent to the stream's end; as vLLM's bench serve defines them "

@@ -20,7 +20,8 @@ class LanguageModelGeneration(Metrics):
                                              "new - 1) positions", optional=True)
     weight_bytes: int | None = figure("B", "the model's weights as allocated (int8: values and scales)", optional=True)
     weight_format: str | None = figure("text", "fp32, bf16, fp16, int8 weight-only (per-channel scales) or int4 "
-                                               "weight-only (two per byte, a scale and a zero per group)", optional=True)
+                                               "weight-only (two per byte, a scale and a zero per group)",
+                                       optional=True)
     int8_method: str | None = figure("text", "how int8 / int4 weights enter the timed steps", optional=True)
     int4_group_size: int | None = figure("count", "int4: weights per scale and zero point", optional=True)
     params: int | None = figure("count", "the model's parameters, the tied embedding once (llama-bench's params)",
@@ -38,7 +39,8 @@ class LanguageModelGeneration(Metrics):
     decode_step: str | None = figure("text", "the decode step that ran: eager, or compiled (how)", optional=True)
     prefill_joules_per_token: float | None = figure("J", "energy of the timed prefills / their prompt tokens",
                                                     optional=True)
-    decode_joules_per_token: float | None = figure("J", "energy of the timed decode steps / their tokens", optional=True)
+    decode_joules_per_token: float | None = figure("J", "energy of the timed decode steps / their tokens",
+                                                   optional=True)
     prefill_net_joules_per_token: float | None = figure("J", "prefill_joules_per_token less idle_watts x its "
                                                              "time", optional=True)
     decode_net_joules_per_token: float | None = figure("J", "decode_joules_per_token less idle_watts x its time",
@@ -59,7 +61,8 @@ class LanguageModelGeneration(Metrics):
                                                   "ceilings) or else the device's spec", optional=True)
     bound_bandwidth_source: str | None = figure("text", "where bound_bandwidth came from", optional=True)
     bandwidth_bound_tokens_per_s: float | None = figure("1/s", "bound_bandwidth / decode_bytes_per_token: the decode "
-                                                               "rate that reading only those bytes allows", optional=True)
+                                                               "rate that reading only those bytes allows",
+                                                       optional=True)
     pct_of_bandwidth_bound: float | None = figure("ratio", "decode_tokens_per_s / bandwidth_bound_tokens_per_s; "
                                                            "never above 1 (see bandwidth_bound_note)", optional=True)
     bandwidth_bound_note: str | None = figure("text", "why the share of the bandwidth bound is n/a (no bandwidth "

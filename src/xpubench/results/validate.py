@@ -37,7 +37,8 @@ class Invalid(ValueError):
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (dict, list)) else f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+    text = (repr(value) if not isinstance(value, (dict, list))
+            else f"a JSON {'object' if isinstance(value, dict) else 'list'}")
     return text if len(text) <= 40 else text[:37] + "..."
 
 

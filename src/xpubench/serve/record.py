@@ -47,7 +47,8 @@ def case_of(target: Target, load, input_len: int, output_len: int, endpoint: str
     kind = "closed" if load.rate is None else f"poisson {load.rate:g} rps"
     return Case(workload=target.label, backend=BACKEND, device=target.device, mode="serve",
                 precision=target.precision, batch_size=load.concurrency, seed=seed,
-                options={"load": kind, "input_len": input_len, "output_len": output_len, "endpoint": "chat" if "chat" in endpoint else "completions",
+                options={"load": kind, "input_len": input_len, "output_len": output_len,
+                         "endpoint": "chat" if "chat" in endpoint else "completions",
                          "url": target.url, "requests": load.requests, "warmup": load.warmup},
                 key_options=KEY_OPTIONS)
 

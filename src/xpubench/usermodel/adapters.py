@@ -1,6 +1,6 @@
 """One adapter per framework around a user's model, in the worker (load.py): the builder the backend's
-trainer and inference session call (``builder``, registered under the model family ``family``), one forward pass for the checks, the parameter
-count and the FLOP count.
+trainer and inference session call (``builder``, registered under the model family ``family``), one
+forward pass for the checks, the parameter count and the FLOP count.
 
 Every adapter: ``forward(x)`` -> the model's raw output for a numpy batch (eval mode, no gradients);
 ``use(pick)`` makes every later output the logits (outputs.Pick); ``to_numpy(logits)``; ``params()``;

@@ -3,8 +3,9 @@
 A worker imports the user's function from a file; a notebook's function has no file. ``isolate(fn)``
 writes a module that rebuilds it from source, always to the same file for the same function name
 (``xpubench-notebook/nb_NAME.py`` in the temp folder), so its results keep one key across edits, as a
-file's do (each result's ``model_sha256`` tells the versions apart): the function's own source (``inspect.getsource``; IPython
-keeps every cell's source in ``linecache``), preceded by what its body uses from the notebook's globals:
+file's do (each result's ``model_sha256`` tells the versions apart): the function's own source
+(``inspect.getsource``; IPython keeps every cell's source in ``linecache``), preceded by what its body
+uses from the notebook's globals:
 
 - a module -> ``import module as name``;
 - a function or class from an importable module -> ``from module import qualname as name``;

@@ -5,8 +5,8 @@ result).
 Forms: ``path/to/file.py:FUNCTION`` (a file; relative paths from the current folder) or
 ``package.module:FUNCTION`` (found on sys.path by ``find_module``, which runs no code, not even the
 parent packages' ``__init__``: the worker imports them). Checks, each a ``UserError`` (one line, exit 2):
-the file exists, is Python that parses (``ast``), and defines FUNCTION at module level (``def``, an assignment or an import
-under that name); the given input shape, dtype and task parse (``spec.model_input``).
+the file exists, is Python that parses (``ast``), and defines FUNCTION at module level (``def``, an
+assignment or an import under that name); the given input shape, dtype and task parse (``spec.model_input``).
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ Tasks (the synthetic targets and the loss; models return logits, the loss applie
 
 Inputs: float32 gets values in [0, 1) (images, when the shape has 3 axes: uint8 / 255); integer
 int32 gets token ids in [0, vocab): the vocabulary is V for ``tokens:V``, else ``vocab_size``
-(``--vocab-size``, the returned dict, or read from the model in the worker: load.py). Training: Adam, learning rate 1e-3 (``learning_rate`` overrides), batch 32, 2,048 synthetic
-training samples and 512 evaluation samples unless the case says otherwise.
+(``--vocab-size``, the returned dict, or read from the model in the worker: load.py). Training: Adam,
+learning rate 1e-3 (``learning_rate`` overrides), batch 32, 2,048 synthetic training samples and 512
+evaluation samples unless the case says otherwise.
 """
 
 from __future__ import annotations

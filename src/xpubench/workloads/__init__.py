@@ -41,7 +41,8 @@ def get_workload(name: str) -> Workload:
         return RUNTIME[name]
     if name not in REGISTRY:
         offered = [n for n in REGISTRY if get_workload(n).kind != "selftest"]   # the isolation check stays unlisted
-        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(offered)} (`xpubench list` describes them)")
+        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(offered)} "
+                        "(`xpubench list` describes them)")
     return importlib.import_module(REGISTRY[name]).WORKLOAD
 
 

@@ -128,7 +128,8 @@ class Workload:
     spec: Any = None                              # the default WorkloadSpec (None: no model)
     configure: Callable[[Mapping[str, Any]], Any] | None = None   # case options -> spec (gpt's presets)
     models: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)   # model family -> builder(spec)
-    optimizers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)  # family -> its own optimizer (gpt's AdamW)
+    # family -> its own optimizer (gpt's AdamW)
+    optimizers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     forward_flops: Callable[[Any], float] | None = None          # analytic forward FLOPs of ONE sample
     tokens_per_sample: Callable[[Any], int] | None = None        # token models: tokens/s = samples/s x this
     modes: tuple[str, ...] = ("train", "infer")                  # the modes it runs (``--mode``)

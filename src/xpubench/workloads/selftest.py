@@ -87,7 +87,8 @@ def run(case) -> Outcome:
     return Outcome(metrics=metrics, placement=case.options.get("placement", case.device))
 
 
-BEHAVIOURS_OPTION = WorkloadOption("behaviours", "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)",
+BEHAVIOURS_OPTION = WorkloadOption("behaviours",
+                                   "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)",
                                    flag="--selftest", name="selftest", is_list=True, selects=True)
 WORKLOAD = Workload(name="selftest", title="deliberate faults (isolation check)", kind="selftest",
                     sources=(__file__,), modes=("train",), options=(BEHAVIOURS_OPTION,), check_options=case_options,

@@ -61,7 +61,8 @@ def stream_ops(device_id: str, array_bytes: int | None = None) -> bandwidth.Stre
     if array_bytes is None:
         cpu = kind_of(device) == "cpu"
         array_bytes = bandwidth.array_bytes_for(bandwidth.llc_bytes() if cpu else None,
-                                                bandwidth.available_memory_bytes() if cpu else None, accelerator=not cpu)
+                                                bandwidth.available_memory_bytes() if cpu else None,
+                                                accelerator=not cpu)
     n = array_bytes // 4
     b = jax.device_put(np.full(n, 2.0, np.float32), device)
     x0 = jax.device_put(np.full(n, 1.0, np.float32), device)

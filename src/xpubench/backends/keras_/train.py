@@ -121,7 +121,8 @@ class KerasTrainer(PeakMemoryFrom):
         keras.utils.set_random_seed(case.seed)
         self.jit = {"on": True, "off": False}.get(case.compile, "auto")
         with self.device.scope():
-            self.model = backends.get(case.backend).build(workload, self.spec, case.backend)   # after import_keras chose the backend
+            # after import_keras chose the backend
+            self.model = backends.get(case.backend).build(workload, self.spec, case.backend)
             compile_model(keras, self.model, self.spec, self.jit)
         self._placement = self.device.check_placement(self.model)
 

@@ -106,8 +106,8 @@ def adopt(build_dir: Path, flags: set[str]) -> Path:
     commit = vendored_commit(Path(source.group(1)).parents[1]) if source else "unknown"
     record = {"version": f"llama-cpp-python {PINNED} (llama.cpp {commit})", "llama_cpp_python": PINNED,
               "commit": commit, "cpu_options": options, "adopted_from": str(build_dir),
-              "cmake": sorted(f"{k}={v}" for k, v in re.findall(r"^((?:GGML|LLAMA)_\w+|CMAKE_BUILD_TYPE|BUILD_SHARED_LIBS)"
-                                                                 r":\w+=(.*)$", text, re.MULTILINE)
+              "cmake": sorted(f"{k}={v}" for k, v in re.findall(r"^((?:GGML|LLAMA)_\w+|CMAKE_BUILD_TYPE"
+                                                                 r"|BUILD_SHARED_LIBS):\w+=(.*)$", text, re.MULTILINE)
                               if k in FIXED or k in options),
               "built": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     return install(build_dir / "bin", dest, record)

@@ -76,7 +76,8 @@ def rope_factors(cfg) -> np.ndarray | None:
         return None
     dim = cfg.head_dim
     freqs = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
-    low, high = s.original_max_position_embeddings / s.low_freq_factor, s.original_max_position_embeddings / s.high_freq_factor
+    low, high = (s.original_max_position_embeddings / s.low_freq_factor,
+                 s.original_max_position_embeddings / s.high_freq_factor)
     out = []
     for f in freqs:
         wavelen = 2 * math.pi / f
@@ -85,7 +86,8 @@ def rope_factors(cfg) -> np.ndarray | None:
         elif wavelen > low:
             out.append(s.factor)
         else:
-            smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+            smooth = ((s.original_max_position_embeddings / wavelen - s.low_freq_factor)
+                      / (s.high_freq_factor - s.low_freq_factor))
             out.append(1 / ((1 - smooth) / s.factor + smooth))
     return np.asarray(out, dtype=np.float32)
 
@@ -159,7 +161,8 @@ def source_identity(spec, seed: int) -> dict:
     shape = {k: v for k, v in dataclasses.asdict(spec.config).items() if k != "name"}
     if not spec.weights:
         return {"config": shape, "seed": seed}
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(spec.weights).iterdir() if p.is_file())
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in Path(spec.weights).iterdir() if p.is_file())
     return {"config": shape, "checkpoint": str(spec.weights), "files": files}
 
 

@@ -179,7 +179,8 @@ class OwnCacheGenerator(TorchGenerator):
     def info(self) -> dict:
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
-        step = "eager" if self._step is None else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache)"
+        step = ("eager" if self._step is None
+                else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache)")
         threads = torch.get_num_threads() if self.device.type == "cpu" else None
         return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)), "decode_step": step,
                 "threads": threads, **self.model.generation_facts()}

@@ -72,7 +72,8 @@ def unpack_int4(packed, axis: int):
 def dequant_int4(packed, scale, zero, axis: int, group: int, dtype):
     """(q - 8)·scale + zero, the scales and zeros repeated over their groups along ``axis``."""
     q = unpack_int4(packed, axis).astype(dtype)
-    return (q - 8) * jnp.repeat(scale.astype(dtype), group, axis=axis) + jnp.repeat(zero.astype(dtype), group, axis=axis)
+    return ((q - 8) * jnp.repeat(scale.astype(dtype), group, axis=axis)
+            + jnp.repeat(zero.astype(dtype), group, axis=axis))
 
 
 class Proj(nn.Module):

@@ -106,7 +106,8 @@ class Proj(nn.Module):
             self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
             self.register_buffer("scale", torch.ones(out_features, dtype=dtype, device=device))
         elif int4:
-            self.register_buffer("weight", torch.zeros(out_features, in_features // 2, dtype=torch.uint8, device=device))
+            self.register_buffer("weight", torch.zeros(out_features, in_features // 2, dtype=torch.uint8,
+                                                       device=device))
             self.register_buffer("scale", torch.ones(out_features, in_features // group, dtype=dtype, device=device))
             self.register_buffer("zero", torch.zeros(out_features, in_features // group, dtype=dtype, device=device))
         else:
@@ -355,7 +356,8 @@ class LlamaTorch(nn.Module):
         dev = self.inv_freq.device
         return torch.zeros(shape, dtype=self.dtype, device=dev), torch.zeros(shape, dtype=self.dtype, device=dev)
 
-    def forward(self, idx: torch.Tensor, cache=None, pos: int | torch.Tensor = 0, last_only: bool = False) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache=None, pos: int | torch.Tensor = 0,
+                last_only: bool = False) -> torch.Tensor:
         """(B, t) ids -> logits (B, t, V), or (B, 1, V) with ``last_only``; module docstring for the cache."""
         t = idx.shape[1]
         positions = (pos + torch.arange(t, device=idx.device)).to(torch.float32)
