@@ -148,7 +148,7 @@ def pytest_cmdline_main(config):
             and config.args_source == pytest.Config.ArgsSource.TESTPATHS):
         config.option.numprocesses = XDIST_WORKERS
         if config.option.dist == "no":
-            config.option.dist = "loadgroup"   # the tests of one shared results file on one worker
+            config.option.dist = "loadfile"   # a module's tests share one process's imports and compiled code
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -197,16 +197,6 @@ def pytest_make_collect_report(collector):
             report.outcome = "skipped"
             report.longrepr = (str(collector.path), int(line.group(1)) if line else 0,
                                f"Skipped: needs {missing.group(1)}, not installed here")
-
-
-def pytest_itemcollected(item):
-    """The slow tests of a module that reads the report runs' results files (tests/report_runs.py) go to
-    one xdist worker (``--dist loadgroup``), which makes the files while the other runs the rest instead
-    of waiting for them."""
-    module = getattr(item, "module", None)
-    if module and item.get_closest_marker("slow") and any(getattr(v, "__name__", "") == "report_runs"
-                                                          for v in vars(module).values()):
-        item.add_marker(pytest.mark.xdist_group("report_runs"))
 
 
 @pytest.hookimpl(trylast=True)
