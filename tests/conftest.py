@@ -39,6 +39,7 @@ import pytest
 
 DEVICE_MARKS = ("gpu", "tpu", "mps")
 _OWN_SESSION_DIR = pytest.StashKey[Path]()
+DETECTION_FAILED = "detection_failed"
 TEST_TIMEOUT_S = 600   # per test, where pytest-timeout is installed
 XDIST_WORKERS = 2      # worker processes for the whole suite, where pytest-xdist is installed (2 cores in CI)
 SESSION_DIR = "XPUBENCH_TEST_SESSION_DIR"   # environment variable: the run's shared folder (session_dir)
@@ -116,8 +117,8 @@ def report_slow_file() -> Path:
 
 @functools.cache
 def machine_environment() -> dict:
-    """This machine's ``xpubench env --json`` record ({} when detection fails), detected once per run
-    (the xdist workers read the first one's)."""
+    """This machine's ``xpubench env --json`` record (only DETECTION_FAILED, saying why, when detection
+    fails), detected once per test run (the xdist workers read the first one's)."""
     from xpubench.results.fingerprint import detect_environment
 
     saved = session_dir() / "environment.json"
@@ -126,10 +127,17 @@ def machine_environment() -> dict:
             return json.loads(saved.read_text())
         try:
             env = detect_environment()
-        except Exception:  # noqa: BLE001 - no environment: every device test skips
-            env = {}
+        except Exception as exc:  # noqa: BLE001 - no environment: every device test skips
+            env = {DETECTION_FAILED: str(exc)}
         saved.write_text(json.dumps(env))
         return env
+
+
+def this_machine() -> dict:
+    """machine_environment() for a test that records runs with it: fails saying why where detection failed."""
+    env = machine_environment()
+    assert DETECTION_FAILED not in env, env[DETECTION_FAILED]
+    return env
 
 
 def device_kinds(env: dict, backend: str | None = None) -> set[str]:
