@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs xpubench with PyTorch and JAX into the current Python (3.10+).
 #   bash scripts/setup.sh        -> what `xpubench run` needs
-#   bash scripts/setup.sh test   -> plus pytest, Debian's chromium (the report screenshot test) and a llama.cpp
-#                                   build (scripts/build_llamacpp.sh: the llama.cpp runtime's tests)
+#   bash scripts/setup.sh test   -> plus pytest (with pytest-xdist: the suite in 2 processes), Debian's chromium
+#                                   (the report screenshot test) and a llama.cpp build (scripts/build_llamacpp.sh:
+#                                   the llama.cpp runtime's tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -4,9 +4,15 @@
   detection runs once, in a child process (so pytest itself never initialises CUDA or takes the TPU),
   and only when such tests are still selected after ``-m``.
 - Plain pytest is enough (a compute node's site install): the suite is shuffled (pytest-random-order)
-  with a 600 s limit per test (pytest-timeout) only where those plugins are installed, and a test module
-  that imports an optional package that is absent (a framework, the test extra's hypothesis or
-  transformers) is skipped saying which, instead of stopping the collection.
+  with a 600 s limit per test (pytest-timeout) and, when no test path is given (the whole suite, or
+  ``-m "not slow"``), run by XDIST_WORKERS worker processes (pytest-xdist; ``-n 0`` runs it in one) only
+  where those plugins are installed, and a test module that imports an optional package that is absent
+  (a framework, the test extra's hypothesis or transformers) is skipped saying which, instead of
+  stopping the collection.
+- Every test is order- and process-safe: its files in tmp_path, ports asked of the kernel, caches under
+  a monkeypatched XDG_CACHE_HOME. What a whole run makes once (a real run's results file, this machine's
+  detected devices) lies in ``session_dir()``, one folder for the run's processes (the xdist workers
+  and plain pytest alike), each file made by whichever process asks first, under ``session_lock``.
 - ``slow`` (registered in pyproject.toml) marks every test that trains a model or starts worker
   processes: ``python -m pytest -m "not slow"`` is the quick loop.
 - The small real datasets: ``SHARED_DATASETS`` (``shared/datasets`` beside the checkout, the first such
@@ -19,14 +25,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 DEVICE_MARKS = ("gpu", "tpu", "mps")
+_OWN_SESSION_DIR = pytest.StashKey[Path]()
+DETECTION_FAILED = "detection_failed"
 TEST_TIMEOUT_S = 600   # per test, where pytest-timeout is installed
+XDIST_WORKERS = 2      # worker processes for the whole suite, where pytest-xdist is installed (2 cores in CI)
+SESSION_DIR = "XPUBENCH_TEST_SESSION_DIR"   # environment variable: the run's shared folder (session_dir)
 OPTIONAL_PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "hypothesis", "transformers")
 _TESTS = Path(__file__).resolve().parent
 SHARED_DATASETS = next((p / "shared" / "datasets" for p in _TESTS.parents if (p / "shared" / "datasets").is_dir()),
@@ -36,6 +52,26 @@ SHARED_DATASETS = next((p / "shared" / "datasets" for p in _TESTS.parents if (p 
 def shared_dataset(name: str) -> Path:
     """A dataset's folder in SHARED_DATASETS (it may not exist: check before use, or use the fixtures)."""
     return SHARED_DATASETS / name
+
+
+def session_dir() -> Path:
+    """The folder this test run's processes share (made by pytest_configure in the first process, removed
+    when it ends); a private one where a test module is imported outside pytest."""
+    if SESSION_DIR not in os.environ:
+        os.environ[SESSION_DIR] = tempfile.mkdtemp(prefix="xpubench-tests-")
+    return Path(os.environ[SESSION_DIR])
+
+
+@contextlib.contextmanager
+def session_lock(name: str):
+    """Held by one process of the run at a time: the first to ask makes the shared file ``name``, the
+    others wait and then read it."""
+    with open(session_dir() / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
@@ -81,13 +117,27 @@ def report_slow_file() -> Path:
 
 @functools.cache
 def machine_environment() -> dict:
-    """This machine's ``xpubench env --json`` record ({} when detection fails)."""
+    """This machine's ``xpubench env --json`` record (only DETECTION_FAILED, saying why, when detection
+    fails), detected once per test run (the xdist workers read the first one's)."""
     from xpubench.backends.fingerprint import detect_environment
 
-    try:
-        return detect_environment()
-    except Exception:  # noqa: BLE001 - no environment: every device test skips
-        return {}
+    saved = session_dir() / "environment.json"
+    with session_lock(saved.name):
+        if saved.exists():
+            return json.loads(saved.read_text())
+        try:
+            env = detect_environment()
+        except Exception as exc:  # noqa: BLE001 - no environment: every device test skips
+            env = {DETECTION_FAILED: str(exc)}
+        saved.write_text(json.dumps(env))
+        return env
+
+
+def this_machine() -> dict:
+    """machine_environment() for a test that records runs with it: fails saying why where detection failed."""
+    env = machine_environment()
+    assert DETECTION_FAILED not in env, env[DETECTION_FAILED]
+    return env
 
 
 def device_kinds(env: dict, backend: str | None = None) -> set[str]:
@@ -96,14 +146,49 @@ def device_kinds(env: dict, backend: str | None = None) -> set[str]:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (no test path given: pyproject's testpaths) runs in XDIST_WORKERS processes where
+    pytest-xdist is installed; ``-n N`` overrides (``-n 0``: one process). A file or a test named on the
+    command line runs in this process, without the workers' start-up. Not in pyproject's addopts: without
+    the plugin pytest would refuse ``-n``."""
+    if (config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
+            and config.getoption("numprocesses", default=None) is None
+            and config.args_source == pytest.Config.ArgsSource.TESTPATHS):
+        config.option.numprocesses = XDIST_WORKERS
+        if config.option.dist == "no":
+            config.option.dist = "loadfile"   # a module's tests share one process's imports and compiled code
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """The test extra's plugins, where installed: a shuffled order (pytest-random-order; off with
     ``-p no:random_order`` or ``--random-order-bucket=none``) and TEST_TIMEOUT_S per test (pytest-timeout;
-    ``--timeout`` overrides). Not in pyproject's addopts: without the plugins pytest would refuse them."""
+    ``--timeout`` overrides). Not in pyproject's addopts: without the plugins pytest would refuse them.
+    The first process of the run makes session_dir() (xdist's workers inherit it through the environment),
+    and xdist's workers see the terminal size variables as that process did (they start with COLUMNS=80
+    set: a CLI test's rich tables would fold at 80 columns instead of being printed wide, as when piped)."""
+    if SESSION_DIR not in os.environ:
+        config.stash[_OWN_SESSION_DIR] = session_dir()
+    terminal = session_dir() / "terminal.json"
+    if not hasattr(config, "workerinput") and not terminal.exists():
+        terminal.write_text(json.dumps({name: os.environ.get(name) for name in ("COLUMNS", "LINES")}))
+    elif hasattr(config, "workerinput"):
+        for name, value in json.loads(terminal.read_text()).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     if config.pluginmanager.hasplugin("random_order"):
         config.option.random_order_enabled = True
     if config.pluginmanager.hasplugin("timeout") and config.getoption("timeout", default=None) is None:
         config.option.timeout = TEST_TIMEOUT_S
+
+
+def pytest_unconfigure(config):
+    own = config.stash.get(_OWN_SESSION_DIR, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+        os.environ.pop(SESSION_DIR, None)
 
 
 @pytest.hookimpl(hookwrapper=True)

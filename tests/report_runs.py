@@ -9,24 +9,23 @@
   so a verdict drawn from them does not depend on how quiet this machine is.
 - ``slow_file()``: the numpy matmul case again, made slower on purpose by a real handicap: its worker
   process is stopped for 30 ms of every 35 ms (about a seventh of the CPU time it would have had).
-All are cached for the whole session (functools.cache), shared by every test module that imports this one.
+Each is made once per test run, by whichever of the run's processes (pytest-xdist's workers) asks first,
+in conftest.session_dir() under conftest.session_lock: the others wait for it and read it. Shared by every
+test module that imports this one.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from conftest import shared_dataset
+from conftest import session_dir, session_lock, shared_dataset
 
 MNIST = shared_dataset("mnist")
 MATMUL_N = 384
@@ -36,9 +35,20 @@ MATMUL_NUMPY = ("-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMU
 
 @functools.cache
 def folder() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="xpubench-report-tests-"))
-    atexit.register(shutil.rmtree, path, True)
+    path = session_dir() / "report-runs"
+    path.mkdir(exist_ok=True)
     return path
+
+
+def made_once(name: str, make) -> Path:
+    """folder()/name, made by ``make(path)`` (which returns it finished) unless another process of this test
+    run made it: only a finished file is renamed into place, so a failed make leaves none behind."""
+    out = folder() / name
+    with session_lock(name):
+        if not out.exists():
+            partial = make(folder() / f"partial-{os.getpid()}-{name}")
+            partial.replace(out)
+    return out
 
 
 def real_data() -> bool:
@@ -64,7 +74,10 @@ def _finish(run: subprocess.Popen, out: Path) -> Path:
 
 @functools.cache
 def base_file() -> Path:
-    out = folder() / "base.jsonl"
+    return made_once("base.jsonl", _make_base)
+
+
+def _make_base(out: Path) -> Path:
     data = ["--data", "real", "--data-dir", str(MNIST)] if real_data() else []
     run = xpubench_run(out, "-w", "matmul,mnist_cnn", "-b", "numpy,torch,jax", "-p", "fp32", "--size", str(MATMUL_N),
                        "--batch-size", "32,64", "--epochs", "2", "--steps", "3", "--train-samples", "384",
@@ -113,7 +126,10 @@ def slow_file() -> Path:
     """The numpy matmul case of base_file(), measured while its worker is stopped (SIGSTOP) for 30 ms of
     every 35 ms, as cpulimit does: it gets about a seventh of the CPU time it would have had (less
     slowdown when the machine is loaded and the throttle wakes late; still several times slower)."""
-    out = folder() / "slow.jsonl"
+    return made_once("slow.jsonl", _make_slow)
+
+
+def _make_slow(out: Path) -> Path:
     run = xpubench_run(out, *MATMUL_NUMPY)
     workers: list[int] = []
     try:
@@ -140,6 +156,7 @@ def rewritten(path: Path, name: str, change) -> Path:
         record = change(json.loads(line))
         if record is not None:
             lines.append(json.dumps(record))
-    target = folder() / name
+    target = folder() / f"rewritten-{os.getpid()}" / name   # this process's: another may write the same name
+    target.parent.mkdir(exist_ok=True)
     target.write_text("\n".join(lines) + "\n")
     return target

@@ -198,12 +198,20 @@ def test_sigterm_during_a_step_ends_the_check_saying_so(at, tmp_path):
     assert statuses[at] == "stopped" and statuses["tests"] == "skipped"
 
 
-def running(pid: int) -> bool:
-    """Whether ``pid`` still runs (a killed process whose parent died may linger as a zombie until reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
+def running(pid: int, within_s: float = 5.0) -> bool:
+    """Whether ``pid`` still runs ``within_s`` after a signal was sent to it (a signalled process ends when
+    the kernel next schedules it: on a loaded machine not always before the caller reads /proc; one whose
+    parent died may linger as a zombie until reaped)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] == "Z":
+                return False
+        except FileNotFoundError:
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")

@@ -6,7 +6,6 @@ from the real messages.
 """
 
 import errno
-import functools
 import json
 import os
 import shlex
@@ -15,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import this_machine
 
 from xpubench import cli
 from xpubench.results import store
@@ -209,17 +209,11 @@ def tmp(tmp_path):
     return tmp_path
 
 
-@functools.cache
-def _environment():
-    from xpubench.backends.fingerprint import detect_environment
-
-    return detect_environment()
-
-
 @pytest.fixture
 def machine(monkeypatch):
-    """Detect the machine once per session (detection runs a child process that imports frameworks)."""
-    env = _environment()
+    """The machine detected once per test run (conftest.this_machine: detection runs a child process that
+    imports frameworks)."""
+    env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import machine_environment
+from conftest import this_machine
 
 from xpubench import api, cli
 from xpubench.launch import runfile
@@ -32,8 +32,8 @@ SLEEPY = 'selftest = [{behaviour = "sleep", seconds = 1.0}]\nbackend = ["numpy"]
 
 @pytest.fixture
 def machine(monkeypatch):
-    """This machine's environment, detected once per session (conftest.machine_environment)."""
-    env = machine_environment()
+    """This machine's environment, detected once per test run (conftest.this_machine)."""
+    env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
 

@@ -4,9 +4,9 @@ The faults come from the selftest workload (workloads/selftest.py); the good cas
 matmuls. Each failure is recorded with the right status and message, in plan order, in the file.
 """
 
-import functools
 
 import pytest
+from conftest import this_machine
 
 import xpubench
 from xpubench.api import plan_path
@@ -14,11 +14,9 @@ from xpubench.case import Case
 from xpubench.results import store
 
 
-@functools.cache
 def environment():
-    from xpubench.backends.fingerprint import detect_environment
-
-    return detect_environment()
+    """The machine detected once per test run (conftest.this_machine)."""
+    return this_machine()
 
 
 FAULTS = {"segfault": "crash", "oom": "oom", "hang": "timeout", "raise": "error"}
