@@ -223,9 +223,6 @@ def test_a_step_at_its_limit_is_killed_with_its_whole_process_group(tmp_path):
     code = check_mod.run_command([sys.executable, "-c", script], out, tmp_path / "x.log", plan_mod.KILL_GRACE_S + 12,
                                  dict(os.environ))
     grandchild = int(out.read_text().split()[0])
-    gone = time.monotonic() + 10   # SIGKILL is sent; on a loaded machine the kernel may take a moment to end it
-    while running(grandchild) and time.monotonic() < gone:
-        time.sleep(0.1)
     assert code is None and not running(grandchild)
     assert check_mod.run_command([sys.executable, "-c", "import sys; sys.exit(3)"], out, tmp_path / "x.log", 30,
                                  dict(os.environ)) == 3
