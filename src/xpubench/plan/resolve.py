@@ -4,10 +4,11 @@ plan, or applies a default again (docs/architecture.md, "The resolved case").
 
 - ``resolve_paths(req)``: ``data_dir`` and ``[run.options] weights_dir`` (``--save-weights``) made
   absolute (and checked), so a plan resumes from any folder;
-- ``case_options(workload, backend, options)``: a workload's pinned options (``Workload.pin_options``:
-  llama's ``--weights`` folder, digest and model name, its headers read once) less the backend options
-  this backend does not honour (``Backend.honours``: llama's ``--decode`` is PyTorch's decode step, so a
-  jax or llama.cpp case neither carries it nor is keyed by it).
+- ``pinned(workload, options)``: a workload's pinned options (``Workload.pin_options``: llama's
+  ``--weights`` folder, digest and model name, its headers read once); ``for_backend(workload, backend,
+  options)``: those less the backend options this backend does not honour (``Backend.honours``:
+  llama's ``--decode`` is PyTorch's decode step, so a jax or llama.cpp case neither carries it nor is
+  keyed by it).
 """
 
 from __future__ import annotations
