@@ -64,15 +64,68 @@ def test_a_cases_options_are_read_only_and_travel_whole():
     case = Case(workload="gpt", backend="torch", device="cpu", mode="train", batch_size=8,
                 options={"preset": "tiny", "model_input": {"input_shape": [4]}})
     for mutate in (lambda o: o.__setitem__("preset", "small"), lambda o: o.update(preset="small"),
-                   lambda o: o.pop("preset"), lambda o: o.setdefault("x", 1), lambda o: o.clear()):
-        with pytest.raises(TypeError, match="read-only"):
+                   lambda o: o.pop("preset"), lambda o: o.clear(), lambda o: setattr(o, "extra", {})):
+        with pytest.raises((TypeError, AttributeError)):
             mutate(case.options)
+    case.options.as_dict()["preset"] = "small"                # a copy: the case's own are unchanged
     assert case.options == {"preset": "tiny", "model_input": {"input_shape": [4]}}
     assert pickle.loads(pickle.dumps(case)) == case            # DDP ranks and spawn receive it pickled
     again = Case.from_dict(json.loads(json.dumps(case.as_dict())))   # the worker's case.json, the plan sidecar
     assert again == case and again.run_id == case.run_id and again.key == case.key
-    changed = dataclasses.replace(case, options={**case.options, "preset": "small"})
+    changed = dataclasses.replace(case, options=case.options.replace(preset="small"))
     assert changed.options["preset"] == "small" and case.options["preset"] == "tiny"
+
+
+def test_a_planned_case_carries_its_workloads_typed_options_and_a_worker_reads_them_back():
+    """The planner builds the workload's own options (``Workload.Options``) once; the record holds what was
+    given (the format of older files), and the worker's case file reads back the same typed options, key
+    and run id (``with_identity``), so nothing downstream reads an option through a default of its own."""
+    from xpubench.workloads import get_workload, with_identity
+    from xpubench.workloads.gpt import GPTOptions
+    from xpubench.workloads.llama.options import LlamaOptions
+
+    cases = build_cases(PlanRequest(workloads=["llama", "gpt"], backends=["torch"], precisions=["fp32"],
+                                    modes=["infer"], batch_sizes=[1], options={"n_layers": 2, "prompt_len": 8,
+                                                                               "sync": "step"}), cpu_env())
+    llama = next(c for c in cases if c.workload == "llama")
+    gpt = next(c for c in cases if c.workload == "gpt")
+    assert type(llama.options) is LlamaOptions and type(gpt.options) is GPTOptions
+    assert (llama.options.n_layers, llama.options.prompt_len, llama.options.decode) == (2, 8, "compiled")
+    assert llama.options.hidden_size is None and gpt.options.preset == "small"   # declared defaults, typed
+    assert llama.options.as_dict() == {"n_layers": 2, "prompt_len": 8, "sync": "step", "decode": "compiled"}
+    assert gpt.options.as_dict() == {"prompt_len": 8, "n_layers": 2, "sync": "step"}   # others' kept as given
+    assert gpt.options.extra == {"n_layers": 2, "sync": "step"} and gpt.options.n_layer is None
+    assert llama.as_dict()["options"] == llama.options.as_dict()        # the record: a JSON object, as before
+    for case in (llama, gpt):
+        read = with_identity(Case.from_dict(json.loads(json.dumps(case.as_dict()))))
+        assert type(read.options) is type(case.options) and read.options == case.options
+        assert (read.key, read.run_id) == (case.key, case.run_id)
+        workload = get_workload(case.workload)
+        assert workload.spec_for(read.options) == workload.spec_for(case.options)
+
+
+@pytest.mark.parametrize("options, lacks", [
+    ({"weights": "/models/tiny"}, "--weights not pinned"),
+    ({"weights": "/models/tiny", "weights_path": "/models/tiny"}, "--weights not pinned"),
+    ({"depth": [0, 512]}, "a list of depth"),
+    ({"decode": ["compiled", "eager"]}, "a list of decode"),
+])
+def test_a_case_whose_options_lack_what_the_planner_decides_is_refused_when_made(tmp_path, options, lacks):
+    """A llama case whose --weights checkpoint was not pinned (its folder and digest: the worker would have to
+    find and read it for itself) or whose sweep was not split is refused when its typed options are its
+    case's: in the worker, before anything runs, not resolved there."""
+    from xpubench.launch import worker
+    from xpubench.workloads.llama.options import LlamaOptions
+
+    with pytest.raises(UnresolvedCase, match=lacks):
+        Case(workload="llama", backend="torch", device="cpu", mode="generate", batch_size=1,
+             options=LlamaOptions.of(options))
+    as_recorded = Case(workload="llama", backend="torch", device="cpu", mode="generate", batch_size=1,
+                       options=options)   # read without its workload (a record): kept as given
+    (tmp_path / "case.json").write_text(json.dumps(as_recorded.as_dict()))
+    with pytest.raises(UnresolvedCase, match=lacks):
+        worker.main([str(tmp_path / "case.json"), str(tmp_path / "result.json")])
+    assert not (tmp_path / "result.json").exists()
 
 
 def test_every_planned_case_is_resolved():
@@ -170,8 +223,9 @@ def test_an_older_files_keys_are_read_as_this_version_gives_them():
 
 
 def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
-    """The plan (validation, the pin, every case's spec and estimate) reads them once; a worker (its spec,
-    the model builder) once; a changed file is read again, and a changed digest refused."""
+    """The plan (validation, the pin, every case's spec and estimate) reads them once and pins the
+    architecture in the case; a worker makes its spec from the case without opening the checkpoint, and
+    its model builder opens it once, refusing a changed one (the pinned digest)."""
     from xpubench.errors import UserError
     from xpubench.workloads import get_workload
     from xpubench.workloads.llama import workload
@@ -187,10 +241,12 @@ def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
     workload._checkpoint.cache_clear()   # a worker process
     llama = get_workload("llama")
     spec = llama.spec_for(cases[0].options)
-    assert workload.checkpoint_of(spec).sha256 == cases[0].options["weights_sha256"]
-    assert llama.spec_for(cases[0].options) == spec and len(reads) == 2
+    assert spec.config == opened(root).config                              # the architecture the plan pinned
+    reads.clear()
+    assert llama.spec_for(cases[0].options) == spec and reads == []        # the spec: from the case alone
+    assert workload.checkpoint_of(spec).sha256 == cases[0].options["weights_sha256"] and len(reads) == 1
     config = root / "config.json"
     config.write_text(config.read_text().replace("1e-05", "1e-06"))
     with pytest.raises(UserError, match="changed since the run was planned"):
-        llama.spec_for(cases[0].options)
-    assert len(reads) == 3
+        workload.checkpoint_of(spec)
+    assert len(reads) == 2

@@ -353,3 +353,56 @@ def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function(tmp_
     assert cycles(graph) == [["xpubench.a", "xpubench.c", "xpubench.sub.b"]]
     (pkg / "c.py").write_text("import numpy\n")
     assert cycles(import_graph(tmp_path)) == []
+
+
+# A framework's or a workload's name belongs to its package (backends/, workloads/): elsewhere, a string that
+# is one is a branch on a name where the backend's or the workload's record should say what it needs. These
+# files name one for a reason of their own (``matmul`` is a mode too, and not checked):
+OWN_NAMES = ("torch", "jax", "flax", "keras", "tensorflow", "llamacpp", "llama", "gpt", "selftest", "mnist_cnn",
+             "fashion_cnn", "cifar10_resnet", "imdb_lstm", "shakespeare_lstm", "weather_gru")
+NAMED_FOR_A_REASON = {
+    "backends/": "the backends' own package",
+    "workloads/": "the workloads' own package",
+    "usermodel/": "a user's model file names its framework (torch, jax/flax, keras)",
+    "devices/kernels.py": "the kernel libraries each framework links (cuBLAS through torch, XLA through jax)",
+    "devices/knowngood.py": "published figures, each measured with a named framework",
+    "api/bench.py": "bench(checkpoint=...) runs llama on a user's checkpoint",
+    "plan/brief.py": "the brief default run's order of workloads (PRIORITY)",
+    "serve/": "xpubench serve loads llama.cpp's llama-server with a llama GGUF",
+    "cli/serve.py": "--server llamacpp: the server xpubench serve can start",
+    "results/validate.py": "older files' selftest records hold no size and no time, and a record has no field "
+                           "that says a case measured nothing",
+}
+
+
+def names_outside_packages(src: Path = SRC) -> list[str]:
+    """``file:line: name`` for every string constant (docstrings aside) that is exactly a framework's or a
+    workload's name, in a file that ``NAMED_FOR_A_REASON`` does not list."""
+    found = []
+    root = src / PACKAGE
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(rel.startswith(allowed) for allowed in NAMED_FOR_A_REASON):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        found += [f"{rel}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in OWN_NAMES and id(node) not in docstrings]
+    return sorted(found)
+
+
+def test_framework_and_workload_names_stay_in_their_packages():
+    named = names_outside_packages()
+    assert not named, ("a framework's or workload's name outside its package (declare what it needs on its "
+                       "record, or list the file in NAMED_FOR_A_REASON with why):\n  " + "\n  ".join(named))
+
+
+def test_the_name_check_finds_a_branch_on_a_workloads_name(tmp_path):
+    pkg = tmp_path / PACKAGE / "report"
+    pkg.mkdir(parents=True)
+    (pkg / "rows.py").write_text('"""Rows; the selftest\'s are left out."""\n\ndef keep(case):\n'
+                                 '    """Not "gpt"."""\n    return case["workload"] != "selftest"\n')
+    assert names_outside_packages(tmp_path) == ["report/rows.py:5: 'selftest'"]

@@ -15,9 +15,11 @@ case without one is how ``xpubench doctor`` asks a backend for its matmul of any
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,17 +32,55 @@ class UnresolvedCase(ValueError):
     planner fills it in."""
 
 
-class Options(dict):
-    """A case's options, read-only (a dict for JSON and for readers; every mutation refused). A changed
-    case is a new one: ``dataclasses.replace(case, options={**case.options, key: value})``."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Options(Mapping):
+    """A case's options, read-only. A workload declares its own as a subclass (``Workload.Options``: frozen,
+    one typed field with its default per option); the planner builds it once (``Options.of``) and the
+    worker, the estimates and the reports read its fields. What the subclass does not declare (the run's
+    ``sync``, ``target``, ``price_per_hour``, a user's ``model``; keys of older files) is kept as given in
+    ``extra``. As a mapping, and in the record, it is what was given (``as_dict``): a field at its default
+    that was not given is left out, so a case's key and run id are those of its options as given."""
 
-    def _refuse(self, *args, **kwargs):
-        raise TypeError("a case's options are read-only: make a new case (dataclasses.replace)")
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    given: frozenset[str] = frozenset()   # the declared fields that were given (``of``)
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+    @classmethod
+    def declared(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "given"))
 
-    def __reduce__(self):   # pickle and copy build it whole (they would set item by item)
-        return Options, (dict(self),)
+    @classmethod
+    def of(cls, options: Mapping[str, Any] | None) -> Options:
+        """The options of a case's options mapping (a record's, a request's): the declared fields from
+        their keys, every other key in ``extra``. An instance of ``cls`` already is its own."""
+        if type(options) is cls:
+            return options
+        rest = dict(options or {})
+        own = {k: rest.pop(k) for k in cls.declared() if k in rest}
+        return cls(**own, extra=rest, given=frozenset(own))
+
+    def unresolved(self) -> str | None:
+        """What a case with these options lacks that only the planner decides (None: nothing); a
+        workload's ``Options`` says (llama: a --weights checkpoint not pinned, a sweep not split)."""
+        return None
+
+    def replace(self, **changes: Any) -> Options:
+        """These options with ``changes`` (a new instance: a case's options are never changed)."""
+        return type(self).of({**self.as_dict(), **changes})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in self.declared() if k in self.given}, **self.extra}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.as_dict()!r})"
 
 
 @dataclass(frozen=True)
@@ -62,20 +102,22 @@ class Case:
     data_dir: str | None = None
     compile: str = "auto"            # "auto" | "on" | "off"
     seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)  # backend/workload specific extras
+    options: Options = field(default_factory=Options)  # the workload's own (typed) and the run's extras
     # the options that are part of the case's identity (its workload's key options: gpt's preset, the
     # selftest's behaviour); set by the planner from the workload's record
     key_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.options, Options):
-            object.__setattr__(self, "options", Options(self.options or {}))
+        if not isinstance(self.options, Options):   # a mapping (a record's, a test's): its keys as given
+            object.__setattr__(self, "options", Options.of(self.options))
         for name in ("batch_size", "size", "devices", "epochs", "steps", "train_samples", "eval_samples"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UnresolvedCase(f"a case's {name} is a whole number of at least 1, got {value!r}")
         if self.mode in MODEL_MODES and self.batch_size is None:
             raise UnresolvedCase(f"{self.workload} {self.mode} case without a batch size: the planner resolves it")
+        if (lacks := self.options.unresolved()) is not None:
+            raise UnresolvedCase(f"{self.workload} {self.mode} case {lacks}: the planner resolves it")
 
     @property
     def key(self) -> str:
@@ -92,16 +134,20 @@ class Case:
     def run_id(self) -> str:
         """Identity of the whole case, run-length knobs included: used by --resume. ``key_options`` is
         left out (it follows from the workload), so plans written before it existed keep their ids."""
-        fields = dataclasses.asdict(self)
+        fields = self._fields()
         fields.pop("key_options")
         return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = self._fields()
         d["key_options"] = list(self.key_options)
         d["key"] = self.key
         d["run_id"] = self.run_id
         return d
+
+    def _fields(self) -> dict[str, Any]:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        return {**copy.deepcopy(fields), "options": copy.deepcopy(self.options.as_dict())}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:

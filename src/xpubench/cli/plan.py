@@ -31,10 +31,11 @@ def machine_summary(env: dict) -> str:
 def _length(case) -> str:
     if case.mode == "matmul":
         return f"N={case.size}, budget {case.time_budget_s or estimate.MATMUL_BUDGET_S:g} s"
-    if case.workload == "selftest":
-        return case.options.get("behaviour", "ok")
-    if case.mode == "generate" and case.workload in REGISTRY:
-        workload = get_workload(case.workload)
+    workload = get_workload(case.workload) if case.workload in REGISTRY else None
+    if workload is not None and workload.run is not None:   # its own measurement (the selftest): what it does
+        options = workload.options_of(case.options)
+        return ", ".join(str(getattr(options, k, options.get(k))) for k in workload.key_options)
+    if case.mode == "generate" and workload is not None:
         prompt_len, new_tokens = workload.generation_lengths(workload.spec_for(case.options), case.options)
         return f"prompt {prompt_len} + {new_tokens} new"
     epochs = case.epochs if case.epochs else "default"

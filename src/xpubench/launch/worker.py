@@ -75,10 +75,12 @@ def watch_parent(interval_s: float = 0.5) -> None:
 
 def main(argv: list[str]) -> int:
     from xpubench.case import Case
+    from xpubench.workloads import with_identity
 
     watch_parent()
     case_path, result_path = Path(argv[0]), Path(argv[1])
-    case = Case.from_dict(json.loads(case_path.read_text()))   # imports no framework
+    # the planned case as it was resolved, its options its workload's (typed); imports no framework
+    case = with_identity(Case.from_dict(json.loads(case_path.read_text())))
     apply_memory_limit(case.device)
     prepare_environment(case.device, scratch=result_path.parent)   # the runner's private folder for this worker
     try:

@@ -274,14 +274,14 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     if workload.run is not None:   # its own measurement (the selftest): one case per options dict
         per_case = workload.case_options(req.options) if workload.case_options else [dict(req.options)]
         return [Case(workload=workload.name, backend=backend, device=device, mode=workload.modes[0], seed=req.seed,
-                     batch_size=bs, options=opts, key_options=workload.key_options)
+                     batch_size=bs, options=workload.options_of(opts), key_options=workload.key_options)
                 for opts in per_case for bs in (req.batch_sizes or [1])]   # resolved: a batch of 1 unless asked
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
     others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
     chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
     quick = dict(workload.quick_options) if req.quick and not chosen else {}
     options = quick | {k: v for k, v in req.options.items() if k not in others} | (model_options or {})
-    options = pinned(workload, options)   # --weights: its folder, digest and model name (plan/resolve.py)
+    options = workload.options_of(pinned(workload, options))   # --weights pinned, once (plan/resolve.py)
     common = {"workload": workload.name, "backend": backend, "device": device, "seed": req.seed,
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
@@ -329,7 +329,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
                     mode=mode, precision=precision, batch_size=bs, devices=n,
                     steps=steps, train_samples=train_samples or (bs * n * steps if req.quick else None),
                     eval_samples=eval_samples or (bs * n * QUICK["eval_batches"] if req.quick else None),
-                    data=req.data, data_dir=req.data_dir, **(fields | {"options": opts})))
+                    data=req.data, data_dir=req.data_dir, **(fields | {"options": workload.options_of(opts)})))
     return cases
 
 

@@ -20,7 +20,7 @@ from xpubench.case import SYNC_MODES
 from xpubench.errors import UserError
 from xpubench.plan import PlanRequest
 from xpubench.plan import options_text as read
-from xpubench.workloads import get_workload, option_rows
+from xpubench.workloads import option_rows
 from xpubench.workloads.base import WorkloadOption
 
 
@@ -69,7 +69,7 @@ def _workload_options() -> tuple[Option, ...]:
         workload, row = rows[0]
         choices = tuple(dict.fromkeys(c for _, r in rows for c in r.choices))
         said = "; ".join(r.help for _, r in rows)
-        if all(get_workload(w).kind == "selftest" for w, _ in rows):   # the isolation check: not offered in --help
+        if all(r.hidden for _, r in rows):   # the selftest's --selftest, an isolation check: not offered in --help
             said = argparse.SUPPRESS
         out.append(Option(row.option_name, (flag_,), f"options.{row.key}", said, choices=choices or None,
                           type=read.csv(int if row.least is not None else str, f"{workload} {row.key}")

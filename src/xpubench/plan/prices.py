@@ -122,5 +122,5 @@ def priced(cases: list, prices: Mapping[str, float] | None) -> list:
     out = []
     for case in cases:
         price = price_for_case(prices, case.device, case.devices)
-        out.append(case if price is None else replace(case, options={**case.options, "price_per_hour": price}))
+        out.append(case if price is None else replace(case, options=case.options.replace(price_per_hour=price)))
     return out

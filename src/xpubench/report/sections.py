@@ -155,7 +155,7 @@ register(ReportSection(
         "the faster of the two and by how much (the ratio of median times), with the 95% bootstrap interval "
         "over the worker processes and their samples; significant when the interval excludes 1.")))
 register(ReportSection(
-    "Framework comparison", "keras", tables=_made(frameworks.layered_table), terminal=False, intro=(
+    "Framework comparison", "layered", tables=_made(frameworks.layered_table), terminal=False, intro=(
         "Keras 3 (model.fit / predict_on_batch on its JAX or PyTorch backend) beside the same case in native "
         "JAX and PyTorch, same file, device, precision and batch. Ratio = native / Keras of the headline "
         "throughput (training: steady samples/s; inference: samples/s over the evaluation set; matmul: warm "

@@ -82,8 +82,14 @@ def check_options(options: dict, workloads: list[str] | None = None) -> None:
 
 
 def with_identity(case):
-    """A case read from a record written before cases carried their ``key_options``: the workload's
-    (case.py: ``Case.key`` reads them). Workloads this xpubench does not know keep none."""
-    if case.key_options or case.workload not in REGISTRY:
+    """A case read from a record or a case file, with its workload's typed options (``Workload.Options``,
+    read from the recorded mapping: nothing is resolved again) and, for a record written before cases
+    carried them, its ``key_options`` (case.py: ``Case.key`` reads them). A workload this xpubench does
+    not know keeps its options as given and no key options."""
+    if case.workload not in REGISTRY:
         return case
-    return dataclasses.replace(case, key_options=get_workload(case.workload).key_options)
+    workload = get_workload(case.workload)
+    options = workload.options_of(case.options)
+    if case.key_options and options is case.options:
+        return case
+    return dataclasses.replace(case, key_options=case.key_options or workload.key_options, options=options)

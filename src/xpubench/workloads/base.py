@@ -33,6 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from xpubench.case import Options as CaseOptions
 from xpubench.errors import UserError
 from xpubench.results.targets import Target
 
@@ -98,6 +99,7 @@ class WorkloadOption:
     is_list: bool = False             # several values: comma-separated on the command line, a TOML array
     selects: bool = False             # giving it asks for this workload (-w defaults to it); it is this
     #                                   workload's alone: other workloads' cases do not carry it
+    hidden: bool = False              # not offered in --help (the selftest's --selftest: an isolation check)
     backend_option: bool = False      # a choice of one backend's loop (llama's --decode: PyTorch's decode
     #                                   step): only the cases of a backend whose record ``honours`` it carry it
 
@@ -151,6 +153,7 @@ class Workload:
     memory_needed: Callable[[Any, Any], Any] | None = None   # (spec, case) -> the bytes a case needs on its
     #   device (``.total``, ``.explain()``) or None: a case that can't fit is skipped at plan time (plan/fit.py)
     options: tuple[WorkloadOption, ...] = ()      # its own option rows
+    Options: type[CaseOptions] = CaseOptions      # its own options, typed (a frozen subclass of case.Options)
     check_options: Callable[[Mapping[str, Any]], Any] | None = None   # refuses bad values (UserError)
     key_options: tuple[str, ...] = ()             # options that are part of a case's identity (Case.key)
     case_options: Callable[[Mapping[str, Any]], list[dict]] | None = None  # one options dict per case
@@ -166,10 +169,16 @@ class Workload:
         for name in ("models", "optimizers", "quick_options", "generation_models"):   # read-only, as the record is
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
+    def options_of(self, options: Mapping[str, Any] | None) -> CaseOptions:
+        """Its ``Options`` of a case's (or a request's) options: built once by the planner, so a planned
+        case's are returned as they are; a record's are read (every other key kept as given)."""
+        return self.Options.of(options)
+
     def spec_for(self, options: Mapping[str, Any] | None = None) -> Any:
-        """The spec of a case with these options: ``configure(options)`` where the workload takes
-        options, else ``spec``."""
-        return self.configure(options or {}) if self.configure else self.spec
+        """The spec of a case with these options (its ``Options``): ``configure`` where the workload
+        takes options, else ``spec``. It reads the options' fields and nothing else (no file: a
+        checkpoint's architecture is pinned in them by the plan)."""
+        return self.configure(self.options_of(options)) if self.configure else self.spec
 
     def backend_options(self) -> frozenset[str]:
         """The keys of its options that one backend's loop reads (``WorkloadOption.backend_option``)."""

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from xpubench.errors import UserError
 from xpubench.workloads import gpt_models
 from xpubench.workloads.base import Workload, WorkloadOption, WorkloadSpec
-from xpubench.workloads.gpt_generation import GENERATION_BATCH_SIZES, generation_lengths
+from xpubench.workloads.gpt_generation import GENERATION_BATCH_SIZES, GPTOptions, generation_lengths
 from xpubench.workloads.gpt_models import (  # noqa: F401 - check_attention re-exported: gpt's names in one place
     JAX_ATTENTION,
     TORCH_ATTENTION,
@@ -79,30 +78,26 @@ GENERATION_OPTIONS = ("prompt_len", "new_tokens")
 KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "attention", *GENERATION_OPTIONS)   # configure() reads them; Case.key
 
 
-def configure(options: dict[str, Any]) -> GPTSpec:
-    """The spec a case asks for: ``options["preset"]`` (default "small"), then any of n_layer, n_head,
-    n_embd, block_size (positive ints; n_embd a multiple of n_head) and attention. Other keys are
-    ignored (they belong to other parts of the case). Bad values raise UserError."""
-    name = options.get("preset", "small")
-    if name not in PRESETS:
-        raise UserError(f"gpt: unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
-    spec = PRESETS[name]
-    sizes = {}
-    for key in SIZE_OPTIONS:
-        if key in options:
-            value = options[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"gpt: {key} must be a positive integer, got {value!r}")
-            sizes[key] = value
+def configure(options: GPTOptions) -> GPTSpec:
+    """The spec a case asks for: its preset, then any of n_layer, n_head, n_embd, block_size (positive
+    ints; n_embd a multiple of n_head) and attention. Bad values raise UserError (plan time)."""
+    options = GPTOptions.of(options)
+    if options.preset not in PRESETS:
+        raise UserError(f"gpt: unknown preset {options.preset!r}; choose from: {', '.join(PRESETS)}")
+    spec = PRESETS[options.preset]
+    sizes = {key: getattr(options, key) for key in SIZE_OPTIONS if getattr(options, key) is not None}
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"gpt: {key} must be a positive integer, got {value!r}")
     if "block_size" in sizes:
         t = sizes.pop("block_size")
         sizes.update(input_shape=(t,), target_shape=(t,))
-    attention = options.get("attention", spec.attention)
+    attention = options.attention or spec.attention
     if attention not in set(TORCH_ATTENTION) | set(JAX_ATTENTION):
         raise UserError(f"gpt: attention must be one of {', '.join(dict.fromkeys(TORCH_ATTENTION + JAX_ATTENTION))}, "
                         f"got {attention!r}")
     spec = dataclasses.replace(spec, attention=attention, **sizes)
-    if set(GENERATION_OPTIONS) & set(options):
+    if options.prompt_len is not None or options.new_tokens is not None:
         generation_lengths(spec, options)   # checked when planned (the defaults fit any context)
     if spec.n_embd % spec.n_head:
         raise UserError(f"gpt: n_embd ({spec.n_embd}) must be a multiple of n_head ({spec.n_head})")
@@ -164,4 +159,4 @@ WORKLOAD = Workload(
     optimizers={"torch": torch_optimizer, "jax": jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, generates=True, generation_lengths=generation_lengths,
     decode_flops_per_token=decode_flops_per_token, generation_batch_sizes=GENERATION_BATCH_SIZES,
-    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS)
+    options=OPTIONS, Options=GPTOptions, check_options=configure, key_options=KEY_OPTIONS)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from dataclasses import dataclass
 
 from xpubench import envnames
+from xpubench.case import Options
 from xpubench.results.outcome import Outcome
 from xpubench.workloads.base import Workload, WorkloadOption
 
@@ -53,8 +55,24 @@ def case_options(options: dict) -> list[dict]:
     return out
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SelftestOptions(Options):
+    """The selftest's own options (``Workload.Options``): one case's behaviour, its exit code ("exit"), its
+    sleep ("sleep") and the placement it reports; ``behaviours`` until ``case_options`` splits it."""
+
+    behaviour: str = "ok"
+    code: int = 3
+    seconds: float = 0.1
+    placement: str | None = None
+    behaviours: list | None = None
+
+    def unresolved(self) -> str | None:
+        return "with a list of behaviours (one case per behaviour)" if self.behaviours is not None else None
+
+
 def run(case) -> Outcome:
-    behaviour = case.options.get("behaviour", "ok")
+    options = SelftestOptions.of(case.options)
+    behaviour = options.behaviour
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"unknown selftest behaviour {behaviour!r}; choose from: {', '.join(BEHAVIOURS)}")
     if behaviour == "raise":
@@ -80,16 +98,17 @@ def run(case) -> Outcome:
             for i in range(0, len(hog[-1]), 4096):  # touch every page so the memory is really used
                 hog[-1][i] = 1
     if behaviour == "exit":
-        os._exit(int(case.options.get("code", 3)))
+        os._exit(int(options.code))
     if behaviour == "sleep":
-        time.sleep(float(case.options.get("seconds", 0.1)))
+        time.sleep(float(options.seconds))
     metrics = {"behaviour": behaviour, "value": float("nan") if behaviour == "nan" else 1.0}
-    return Outcome(metrics=metrics, placement=case.options.get("placement", case.device))
+    return Outcome(metrics=metrics, placement=options.placement or case.device)
 
 
 BEHAVIOURS_OPTION = WorkloadOption("behaviours",
                                    "deliberate faults, e.g. ok,raise,segfault,hang,oom (checks isolation)",
-                                   flag="--selftest", name="selftest", is_list=True, selects=True)
+                                   flag="--selftest", name="selftest", is_list=True, selects=True, hidden=True)
 WORKLOAD = Workload(name="selftest", title="deliberate faults (isolation check)", kind="selftest",
-                    sources=(__file__,), modes=("train",), options=(BEHAVIOURS_OPTION,), check_options=case_options,
+                    sources=(__file__,), modes=("train",), options=(BEHAVIOURS_OPTION,), Options=SelftestOptions,
+                    check_options=case_options,
                     key_options=("behaviour",), case_options=case_options, run=run, in_default_run=False)

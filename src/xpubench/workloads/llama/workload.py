@@ -35,9 +35,9 @@ from xpubench.errors import UserError
 from xpubench.workloads import gpt_models
 from xpubench.workloads.base import Workload, WorkloadOption, WorkloadSpec
 from xpubench.workloads.llama import costs
-from xpubench.workloads.llama.config import PRESETS, LlamaConfig
+from xpubench.workloads.llama.config import PRESETS, LlamaConfig, from_hf_config
+from xpubench.workloads.llama.options import DEFAULT_PRESET, LlamaOptions, _checkpoint, pin_options, weights_id  # noqa: F401
 
-DEFAULT_PRESET = "smollm-135m"
 SIZE_OPTIONS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp512 / tg128
 # the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
@@ -73,92 +73,33 @@ class LlamaSpec(WorkloadSpec):
         return self.input_shape[0]
 
 
-_OPENED: dict[tuple[str, tuple], Any] = {}   # (resolved folder, its files' stamp) -> the Checkpoint read
-
-
-def _stamp(root: Path) -> tuple | None:
-    """Name, size and mtime of a checkpoint's JSON and safetensors files: a reading is reused only while
-    they hold (None: the folder can't be listed; open_checkpoint says why)."""
-    try:
-        files = sorted(p for p in root.iterdir() if p.suffix in (".json", ".safetensors"))
-        return tuple((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in files)
-    except OSError:
-        return None
-
-
-def _checkpoint(path: str, sha256: str | None = None) -> Any:
-    """The checked checkpoint (checkpoint.open_checkpoint: UserError of one line for a bad directory, or one
-    whose digest is not the ``sha256`` the plan pinned). Its headers are read once per process while its
-    files are unchanged: the plan's validation, its pin (``pin_options``) and its estimates share one
-    reading, and so do a worker's spec, model builders and GGUF writer (``checkpoint_of``)."""
-    from xpubench.workloads.llama.checkpoint import check_pinned, open_checkpoint
-
-    root = Path(path).expanduser().resolve()
-    stamp = _stamp(root)
-    ckpt = _OPENED.get((str(root), stamp)) if stamp is not None else None
-    if ckpt is None:
-        ckpt = open_checkpoint(path, sha256)
-        if stamp is not None:
-            _OPENED[(str(root), stamp)] = ckpt
-    check_pinned(root, sha256, ckpt.sha256)
-    return ckpt
-
-
-_checkpoint.cache_clear = _OPENED.clear   # forget what this process read (as a fresh worker process has)
-
-
-def pin_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options with their ``--weights`` checkpoint pinned (the planner's one resolution of it):
-    ``weights_path``, the folder's absolute path (the worker reads it,
-    so ``--resume`` works from any folder), ``weights_sha256``, the digest of its config.json, shard index
-    and safetensors headers (checkpoint.digest: the worker and ``--resume`` refuse a changed checkpoint),
-    and ``weights_id``, the model's name and the digest's first 12 hex digits: the case's key names what is
-    measured, not where it lay. ``weights`` stays as typed (for messages)."""
-    weights = options.get("weights")
-    if not weights or "weights_sha256" in options:   # pinned already (a record older than weights_id: named now)
-        pinned = options.get("weights_path"), options.get("weights_sha256")
-        return dict(options) if "weights_id" in options or not all(pinned) else \
-            {**options, "weights_id": weights_id(*pinned)}
-    if not isinstance(weights, str) or not weights.strip():
-        raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
-    ckpt = _checkpoint(weights)   # the checkpoint as it is now (read again if its files changed)
-    root = str(Path(ckpt.path).expanduser().resolve())
-    return {**options, "weights_path": root, "weights_sha256": ckpt.sha256, "weights_id": weights_id(root, ckpt.sha256)}
-
-
-def weights_id(root: str, sha256: str) -> str:
-    """A checkpoint's part of a case's key: its model's name (the folder's; in a Hugging Face cache,
-    ``models--ORG--NAME/snapshots/COMMIT``, NAME) and the first 12 hex digits of its digest."""
-    folder = Path(root)
-    name = folder.name
-    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        name = folder.parent.parent.name.split("--")[-1]
-    return f"{name}@{sha256[:12]}"
-
-
 def _positive(key: str, value: Any, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise UserError(f"llama: {key} must be a whole number of at least {least}, got {value!r}")
     return value
 
 
-def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
-    """(architecture, preset name, checkpoint directory) of a case's options."""
-    weights = options.get("weights")
+def _config(options: LlamaOptions) -> tuple[LlamaConfig, str, str | None]:
+    """(architecture, preset name, checkpoint directory) of a case's options: a planned ``--weights``
+    case's architecture is the one the plan pinned (``weights_config``); one pinned before it was
+    (an older plan) is read from its folder, checked against the pinned digest."""
+    weights = options.weights
     if weights is not None:
         if not isinstance(weights, str) or not weights.strip():
             raise UserError(f"--weights must be a checkpoint directory, got {weights!r}")
-        given = [k for k in ("preset", *SIZE_OPTIONS) if k in options]
+        given = [k for k in ("preset", *SIZE_OPTIONS) if k in options.given]
         if given:
             raise UserError(f"--weights {weights} takes the architecture from its config.json: drop "
                             f"{', '.join('--preset' if k == 'preset' else k for k in given)}")
-        # a planned case reads the folder the plan resolved and pinned (plan/usermodel.py pin_checkpoint)
-        ckpt = _checkpoint(options.get("weights_path", weights), options.get("weights_sha256"))
+        if options.weights_config is not None and options.weights_path and options.weights_sha256:
+            cfg = from_hf_config(options.weights_config, name=Path(options.weights_path).name)
+            return cfg, "checkpoint", options.weights_path
+        ckpt = _checkpoint(options.weights_path or weights, options.weights_sha256)
         return ckpt.config, "checkpoint", str(Path(ckpt.path).expanduser().resolve())
-    name = options.get("preset", DEFAULT_PRESET)
+    name = options.preset
     if name not in PRESETS:
         raise UserError(f"llama: unknown preset {name!r}; choose from: {', '.join(PRESETS)}")
-    sizes = {k: _positive(k, options[k]) for k in SIZE_OPTIONS if k in options}
+    sizes = {k: _positive(k, getattr(options, k)) for k in SIZE_OPTIONS if getattr(options, k) is not None}
     if not sizes:
         return PRESETS[name], name, None
     base = PRESETS[name]
@@ -171,28 +112,29 @@ def _config(options: dict[str, Any]) -> tuple[LlamaConfig, str, str | None]:
     return dataclasses.replace(base, name=f"{name} ({said})", **sizes), name, None
 
 
-def _listed(options: dict[str, Any], key: str) -> list:
-    value = options.get(key)
+def _listed(value: Any) -> list:
     return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def configure(options: dict[str, Any]) -> LlamaSpec:
+def configure(options: LlamaOptions) -> LlamaSpec:
     """The spec a case asks for (module docstring); bad values raise UserError (plan time). A swept
     option (a list, before ``case_options`` splits it) is checked value by value; the spec holds the
     largest depth and the first decode step."""
+    options = LlamaOptions.of(options)
     cfg, preset, weights = _config(options)
-    depths = [_positive("depth", d, 0) for d in _listed(options, "depth")] or [0]
-    decodes = _listed(options, "decode") or ["compiled"]
+    depths = [_positive("depth", d, 0) for d in _listed(options.depth)] or [0]
+    decodes = _listed(options.decode) or ["compiled"]
     for step in decodes:
         if step not in DECODE_STEPS:
             raise UserError(f"--decode must be one of {', '.join(DECODE_STEPS)}, got {step!r}")
-    group = options.get("int4_group_size", costs.DEFAULT_INT4_GROUP)
+    group = options.int4_group_size
     if group not in costs.INT4_GROUP_SIZES or isinstance(group, bool):
         raise UserError(f"llama: int4_group_size must be one of {', '.join(map(str, costs.INT4_GROUP_SIZES))}, "
                         f"got {group!r}")
-    if "int4_group_size" in options:   # asked for: checked now; the default is checked by an int4 model only
+    if "int4_group_size" in options.given:   # asked for: checked now; the default is checked by an int4 model only
         check_int4_group(cfg, group)
-    context = _positive("context", options.get("context", min(TRAIN_CONTEXT, cfg.max_positions)), 2)
+    context = _positive("context", min(TRAIN_CONTEXT, cfg.max_positions) if options.context is None else
+                        options.context, 2)
     if context > cfg.max_positions:
         raise UserError(f"llama: context {context} exceeds the model's {cfg.max_positions} positions")
     spec = LlamaSpec(
@@ -201,7 +143,7 @@ def configure(options: dict[str, Any]) -> LlamaSpec:
         num_outputs=cfg.vocab_size, loss="softmax_ce", metric="accuracy", optimizer="adamw", learning_rate=3e-4,
         batch_sizes=(4,), quick_batch_size=1, epochs=1, train_samples=32, eval_samples=8,
         vocab_size=cfg.vocab_size, target_shape=(context,), config=cfg, preset=preset, weights=weights,
-        weights_sha256=options.get("weights_sha256") if weights else None,
+        weights_sha256=options.weights_sha256 if weights else None,
         depth=max(depths), decode=decodes[0], int4_group_size=group)
     generation_lengths(spec, options)
     return spec
@@ -213,18 +155,20 @@ def case_options(options: dict[str, Any]) -> list[dict]:
     before depths existed) and the decode step is always set (it is in the key: "compiled" or "eager")."""
     out = [{k: v for k, v in options.items() if k not in SWEPT}]
     for key, default in (("depth", 0), ("decode", "compiled")):
-        values = list(dict.fromkeys(_listed(options, key) or [default]))
+        values = list(dict.fromkeys(_listed(options.get(key)) or [default]))
         out = [dict(o, **({} if key == "depth" and v == 0 else {key: v})) for o in out for v in values]
     return out
 
 
-def generation_lengths(spec: LlamaSpec, options: dict[str, Any]) -> tuple[int, int]:
+def generation_lengths(spec: LlamaSpec, options: LlamaOptions) -> tuple[int, int]:
     """(prompt_len, new_tokens): the options, else 512 and 128 (a model of fewer than 1,024 positions: half
     and a quarter of them); new_tokens >= 2 (a prefill and a decode step) and depth + prompt_len +
     new_tokens - 1 within the model's positions; else UserError."""
-    positions = spec.config.max_positions
-    prompt_len = _positive("prompt_len", options.get("prompt_len", min(GENERATION[0], positions // 2)))
-    new_tokens = _positive("new_tokens", options.get("new_tokens", max(2, min(GENERATION[1], positions // 4))), 2)
+    positions, options = spec.config.max_positions, LlamaOptions.of(options)
+    prompt_len = _positive("prompt_len", min(GENERATION[0], positions // 2) if options.prompt_len is None else
+                           options.prompt_len)
+    new_tokens = _positive("new_tokens", max(2, min(GENERATION[1], positions // 4)) if options.new_tokens is None
+                           else options.new_tokens, 2)
     if spec.depth + prompt_len + new_tokens - 1 > spec.config.max_positions:
         said = f"depth {spec.depth} + " if spec.depth else ""
         raise UserError(f"llama: {said}prompt_len {prompt_len} + new_tokens {new_tokens} - 1 exceed the model's "
@@ -392,5 +336,5 @@ WORKLOAD = Workload(
     generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
-    options=OPTIONS, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,
+    options=OPTIONS, Options=LlamaOptions, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,
     pin_options=pin_options)
