@@ -337,8 +337,9 @@ def test_a_checkpoint_changed_since_the_plan_is_refused_by_resume_and_by_the_wor
     assert "changed since the run was planned" in str(err.value) and "\n" not in str(err.value)
     assert str(err.value).startswith(f"cannot resume {tmp_path / 'r.jsonl'}: --weights {root.resolve()}")
     workload._checkpoint.cache_clear()   # as in a worker process, which reads the checkpoint afresh
+    spec = get_workload("llama").spec_for(cases[0].options)   # the worker's spec: the planned architecture
     with pytest.raises(UserError, match="changed since the run was planned"):
-        get_workload("llama").spec_for(cases[0].options)   # the worker: never measures another checkpoint
+        workload.checkpoint_of(spec)   # its model builder: never measures another checkpoint
     (root / "config.json").write_bytes(planned_config)   # the planned version back
     assert runfile.check_models(tmp_path / "r.jsonl", cases) == []
 

@@ -55,6 +55,7 @@ class LlamaCppBackend(Backend):
     def unsupported(self, case) -> str | None:
         from xpubench.backends.llamacpp_.binaries import find
         from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES
+        from xpubench.workloads.llama.options import LlamaOptions
 
         if case.mode != "generate":
             return "llama.cpp runs generation only (llama-bench): train with torch or jax"
@@ -64,9 +65,9 @@ class LlamaCppBackend(Backend):
             return "llama-bench generates one sequence at a time (batch 1, one device)"
         if case.precision not in GGUF_TYPES:
             return f"llama.cpp has no {case.precision} weights (GGUF: {', '.join(GGUF_TYPES)})"
-        if case.precision == "int4" and case.options.get("int4_group_size", 32) != 32:
-            return (f"llama.cpp's q4_0 has groups of 32 weights; int4_group_size "
-                    f"{case.options['int4_group_size']} has no llama.cpp format")
+        group = LlamaOptions.of(case.options).int4_group_size   # the case's (llama.cpp writes llama GGUFs)
+        if case.precision == "int4" and group != 32:
+            return f"llama.cpp's q4_0 has groups of 32 weights; int4_group_size {group} has no llama.cpp format"
         programs = find()
         if programs.bench is None:
             return programs.missing

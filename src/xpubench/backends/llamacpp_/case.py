@@ -30,5 +30,5 @@ def llama_bench_for(case, gguf_format: str | None = None) -> LlamaBench:
                       + f" ({path.name}, {'cached' if cached else 'written for this case'})",
     }
     return LlamaBench(bench=programs.bench, model=path, prompt_len=prompt_len, new_tokens=new_tokens,
-                      depth=int(case.options.get("depth") or 0), threads=threads,
+                      depth=spec.depth, threads=threads,
                       facts={k: v for k, v in facts.items() if v is not None})

@@ -201,7 +201,7 @@ def gguf_for(spec, fmt: str, seed: int, quantizer: Path | None = None, threads: 
         if direct:
             from xpubench.workloads.llama.workload import checkpoint_of
 
-            ckpt = checkpoint_of(spec)   # as this process read it resolving the spec
+            ckpt = checkpoint_of(spec)   # opened for its tensors, checked against the pinned digest
             write_gguf(tmp, spec.config, fmt, hf_tensors(spec.config, seed, ckpt))
         else:
             src, _ = gguf_for(spec, "fp32", seed, quantizer, threads, environ)

@@ -68,7 +68,8 @@ def _checkpoint(path: str, sha256: str | None = None) -> Any:
     """The checked checkpoint (checkpoint.open_checkpoint: UserError of one line for a bad directory, or one
     whose digest is not the ``sha256`` the plan pinned). Its headers are read once per process while its
     files are unchanged: the plan's validation, its pin (``pin_options``) and its estimates share one
-    reading, and so do a worker's spec, model builders and GGUF writer (``checkpoint_of``)."""
+    reading; a worker's spec opens nothing (the pinned ``weights_config``) and its model builder or GGUF writer
+    (``checkpoint_of``) one, for the tensors."""
     from xpubench.workloads.llama.checkpoint import check_pinned, open_checkpoint
 
     root = Path(path).expanduser().resolve()

@@ -271,7 +271,8 @@ def check_int4_group(cfg: Any, group: int) -> None:
 
 
 def checkpoint_of(spec: LlamaSpec) -> Any:
-    """The spec's checkpoint, as this process read it when it resolved the spec (None: random weights)."""
+    """The spec's checkpoint, opened once in this process for its tensors and checked against the digest the
+    plan pinned (None: random weights)."""
     return _checkpoint(spec.weights, spec.weights_sha256) if spec.weights else None
 
 
