@@ -250,3 +250,35 @@ def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="changed since the run was planned"):
         workload.checkpoint_of(spec)
     assert len(reads) == 2
+
+
+def test_every_recorded_case_reads_back_as_its_workloads_typed_options_unchanged():
+    """Every case recorded under tests/data (files of earlier versions included) is read into its workload's
+    ``Options`` (keys it does not declare kept as given) and written back as the same JSON object, with the
+    same key and run id: the record format does not change. An old selftest record (no batch size) is the
+    one kind this version refuses as a case, as it refuses an old plan sidecar holding one."""
+    from xpubench.workloads import REGISTRY, get_workload, with_identity
+
+    data = Path(__file__).parent / "data"
+    read = refused = typed = 0
+    for path in sorted(data.rglob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                recorded = json.loads(line)["case"]
+            except (ValueError, KeyError, TypeError):
+                continue   # a deliberately torn or foreign line
+            if not isinstance(recorded, dict) or recorded.get("workload") not in REGISTRY:
+                continue
+            try:
+                case = with_identity(Case.from_dict(recorded))
+            except UnresolvedCase as exc:
+                assert recorded["workload"] == "selftest" and "batch size" in str(exc), (path.name, exc)
+                refused += 1
+                continue
+            assert isinstance(case.options, get_workload(case.workload).Options), path.name
+            assert case.as_dict()["options"] == (recorded.get("options") or {}), path.name
+            if "run_id" in recorded:
+                assert case.run_id == recorded["run_id"], (path.name, recorded.get("key"))
+            read += 1
+            typed += bool(case.options.given)   # a field of the workload's own read from the record
+    assert read >= 80 and typed >= 10 and refused <= 4, (read, typed, refused)
