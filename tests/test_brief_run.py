@@ -81,24 +81,27 @@ def test_a_generation_run_measures_a_brief_bandwidth_when_none_is_known(monkeypa
     from xpubench.analysis.generation import add_generation_bounds
     from xpubench.case import Case
     from xpubench.ceilings import measure, runtime
-    from xpubench.harness.bandwidth import Bandwidth
+    from xpubench.harness.bandwidth import Bandwidth, KernelRate
 
     asked = []
 
     def fake(backend, device, precisions, **kw):
         asked.append((backend, device, precisions, kw["bandwidth_budget_s"]))
-        return [], Bandwidth(backend, device, 2**28, 20.0, {}, elapsed_s=1.6)
+        kernels = {"copy": KernelRate("copy", "c = a", 2**29, 16.0, 18.0, 0.1),
+                   "triad": KernelRate("triad", "a = b + s * c", 3 * 2**28, 15.0, 20.0, 0.1),
+                   "bad": KernelRate("bad", "wrong", 2**28, 0.0, 0.0, 0.0, error="wrong result")}
+        return [], Bandwidth(backend, device, 2**28, 16.0, kernels, elapsed_s=1.6)
 
     monkeypatch.setattr(measure, "measure_in_subprocess", fake)
     cases = [Case("llama", b, "cpu", "generate", "fp32", batch_size=1) for b in ("torch", "jax")]
     record = {"ceilings": {}, "bandwidth": {}, "missing": [], "note": None}
     runtime.brief_bandwidth(record, epyc(), cases + [Case("matmul", "numpy", "cpu", "matmul", "fp32", size=64)])
     assert asked == [("torch", "cpu", [], runtime.BRIEF_BANDWIDTH_S)]  # one per device, not per backend
-    assert record["bandwidth"]["torch/cpu"]["bytes_per_s"] == 20e9
+    assert record["bandwidth"]["torch/cpu"]["bytes_per_s"] == 20e9   # the fastest window (a ceiling), not 16
     metrics = {"decode_tokens_per_s": 20.0, "decode_bytes_per_token": 200e6}
     add_generation_bounds(metrics, cases[1].as_dict(), {"ceilings": record})
     assert metrics["pct_of_bandwidth_bound"] == pytest.approx(0.2)
-    assert "a brief copy/triad before this run, 1.6 s" in metrics["bound_bandwidth_source"]
+    assert "a brief copy/triad before this run, its fastest window of 1.6 s" in metrics["bound_bandwidth_source"]
     runtime.brief_bandwidth(record, epyc(), cases)                    # known now: not measured again
     assert len(asked) == 1
 

@@ -101,6 +101,12 @@ class Bandwidth:
     note: str | None = None                 # how big the arrays were, against which cache (``array_note``)
 
     @property
+    def best_gb_per_s(self) -> float | None:
+        """The fastest window of any correct kernel (STREAM's own figure): a ceiling, what a bound needs
+        where other work shares the machine (the median reads that load; the fastest window least)."""
+        return max((r.best_gb_per_s for r in self.kernels.values() if not r.error and r.best_gb_per_s), default=None)
+
+    @property
     def pct_of_spec(self) -> float | None:
         return self.gb_per_s / self.spec_gb_per_s if (self.gb_per_s and self.spec_gb_per_s) else None
 

@@ -181,7 +181,8 @@ register(ReportSection(
         "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
         "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
         "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` "
-        "or else the device's spec; never above 100% (that would be a defect). pp MFU = prefill FLOPs / "
+        "(its fastest window: a ceiling) or else the device's spec; above 100% is printed n/a (the bound is "
+        "unreliable: the bandwidth read low on a busy machine, or the bytes are undercounted). pp MFU = prefill FLOPs / "
         "TTFT over the chip's peak (docs/methodology.md).")))
 register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
     "Token models", "tokens", tables=_made(generation.token_training_table), report=False))

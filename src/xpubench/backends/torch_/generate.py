@@ -27,7 +27,7 @@ from xpubench.harness.generation import cache_positions
 
 @dataclass
 class KVCache:
-    k: torch.Tensor     # (L, B, H, T_max, Q)
+    k: torch.Tensor     # (L, B, H, T_max, Q), or a list of L (B, H, T_max, Q) (OwnCacheGenerator's models)
     v: torch.Tensor
     pos: int = 0        # positions 0..pos-1 hold keys and values of the current sequences
 
@@ -122,14 +122,16 @@ def generate_uncached(model: torch.nn.Module, prompt: np.ndarray, new_tokens: in
 
 
 def tensor_bytes(tensors) -> int:
-    """Bytes the tensors hold (each counted once)."""
-    return sum(t.numel() * t.element_size() for t in dict.fromkeys(tensors))
+    """Bytes the tensors hold (each counted once; a list or tuple among them: its tensors)."""
+    flat = [t for x in tensors for t in (x if isinstance(x, (list, tuple)) else (x,))]
+    return sum(t.numel() * t.element_size() for t in dict.fromkeys(flat))
 
 
 class OwnCacheGenerator(TorchGenerator):
     """A TorchGenerator over a model that declares its generation layout itself (a workload's
     ``generation_models["torch"]``, e.g. workloads/llama): ``model.context`` (the positions it can attend
-    to), ``model.new_cache(batch, positions)`` -> zeroed (keys, values) on its device, and
+    to), ``model.new_cache(batch, positions)`` -> zeroed (keys, values) on its device (each a tensor
+    or a list of per-layer tensors: the model indexes them), and
     ``model.generation_facts()`` -> untimed facts to record (its weights' bytes and format). The model
     is called as gpt's: ``model(idx, (keys, values), pos, last_only=True)``.
 

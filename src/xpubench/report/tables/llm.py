@@ -38,8 +38,8 @@ def bound_reason(row) -> str:
     """Why a row has no share of its bandwidth bound, in a few words (analysis/generation.py's note whole
     is in the result)."""
     note = str(num(row, "bandwidth_bound_note") or "")
-    if note.startswith("a defect"):
-        return "above 100%: the bytes per token or the bandwidth are wrong"
+    if note.startswith("unreliable bound"):
+        return "above 100%: the bandwidth read low (a busy machine?) or the bytes per token are undercounted"
     return "no bandwidth known: run `xpubench ceilings`" if note else "not computed"
 
 
@@ -49,7 +49,7 @@ def bound_cell(row) -> str:
     if share is not None:
         return f"{share:.0%}"
     note = str(num(row, "bandwidth_bound_note") or "")
-    return "n/a (>100%: a defect)" if note.startswith("a defect") else "n/a"
+    return "n/a (>100%: bound unreliable)" if note.startswith("unreliable bound") else "n/a"
 
 
 def _pct(row, name: str) -> str:

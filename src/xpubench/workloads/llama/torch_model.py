@@ -19,7 +19,12 @@ two values per byte with a scale and a zero per group (``quantize_groups``); on 
 runs ``torch._weight_int4pack_mm_for_cpu`` (the weights in its layout, dequantised in the kernel; the
 embedding keeps its row-packed copy for lookups), elsewhere the weight is dequantised, then F.linear.
 
-KV cache (``new_cache``): keys and values (L, B, KV, T_max, D) in the compute dtype, written in place.
+KV cache (``new_cache``): keys and values, a (B, KV, T_max, D) tensor per layer in the compute dtype,
+written in place. One tensor per layer, not one (L, ...) tensor indexed per layer: ``torch.compile``
+functionalises an in-place write into a view of a graph input as a write of the whole base, so with a
+single (L, ...) cache the compiled step rebuilt every layer's slice of it once per layer at each step
+(a select_scatter chain: L x L cache-slice reads per token, measured 2.4x faster than eager at 4 layers
+and slower than eager at smollm-135m's 30); a write into a whole input is done in place.
 ``forward(idx, cache, pos)`` with t = idx.shape[1] tokens: a prefill at ``pos`` (0, or after ``pos``
 cached positions: --depth; keys/values written at pos..pos+t-1, token i attending to 0..pos+i) or a
 decode step (t = 1: written at ``pos``, attends to 0..pos, a view of the cache). ``decode_static``
@@ -350,11 +355,13 @@ class LlamaTorch(nn.Module):
         return {"weight_bytes": sum(t.numel() * t.element_size() for t in self.weight_tensors()),
                 "weight_format": self.fmt, "int8_method": self.int8_method(), "params": self.n_params()}
 
-    def new_cache(self, batch: int, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Zeroed keys and values (L, B, KV, positions, D) in the compute dtype, on the model's device."""
-        shape = (self.cfg.n_layers, batch, self.cfg.n_kv_heads, positions, self.cfg.head_dim)
+    def new_cache(self, batch: int, positions: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Zeroed keys and values, one (B, KV, positions, D) tensor per layer (separate allocations, not
+        views of one (L, ...) tensor: module docstring), in the compute dtype, on the model's device."""
+        shape = (batch, self.cfg.n_kv_heads, positions, self.cfg.head_dim)
         dev = self.inv_freq.device
-        return torch.zeros(shape, dtype=self.dtype, device=dev), torch.zeros(shape, dtype=self.dtype, device=dev)
+        return tuple([torch.zeros(shape, dtype=self.dtype, device=dev) for _ in range(self.cfg.n_layers)]
+                     for _ in "kv")
 
     def forward(self, idx: torch.Tensor, cache=None, pos: int | torch.Tensor = 0,
                 last_only: bool = False) -> torch.Tensor:
@@ -369,11 +376,12 @@ class LlamaTorch(nn.Module):
         x = self.norm(x[:, -1:] if last_only else x)
         return self.head(x)
 
-    def decode_static(self, token: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    def decode_static(self, token: torch.Tensor, k: list[torch.Tensor], v: list[torch.Tensor],
+                      pos: torch.Tensor) -> torch.Tensor:
         """One decode step of fixed shapes, what ``torch.compile`` compiles once (gpt-fast's
         ``decode_one_token``): token (B,) ids at position ``pos`` (a 0-d int64 tensor), the cache (k, v)
         as ``new_cache`` made it, written in place; attends to the whole cache, positions after ``pos``
-        masked out. Returns the next tokens (B,) (greedy)."""
+        masked out (k, v: ``new_cache``'s lists of per-layer tensors). Returns the next tokens (B,) (greedy)."""
         return self(token[:, None], (k, v), pos, last_only=True)[:, -1].argmax(-1)
 
 

@@ -1,0 +1,112 @@
+"""The decode step at the hardware's limit (issue 33): torch's KV cache is one tensor per layer, so the
+compiled step writes it in place (with one (L, ...) tensor, Inductor's code copied every layer's slice
+and blended all layers back per layer: L x L cache reads per token); an int8 decode step multiplies
+through ``torch._weight_int8pack_mm`` (the int8 weights read, dequantised in the kernel), eager and
+compiled. Tiny models only; the compiled checks read Inductor's generated code, never a timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.profiler import ProfilerActivity, profile
+
+from xpubench.backends.torch_.generate import KVCache, OwnCacheGenerator, tensor_bytes
+from xpubench.harness.generation import generate
+from xpubench.workloads.llama import costs
+from xpubench.workloads.llama.config import LlamaConfig
+from xpubench.workloads.llama.torch_model import LlamaTorch
+
+CFG = LlamaConfig("tiny", n_layers=3, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
+                  vocab_size=128, rope_theta=10_000.0, tie_embeddings=True, max_positions=64)
+CPU = torch.device("cpu")
+POSITIONS = 24
+
+
+def model(fmt: str = "fp32") -> LlamaTorch:
+    return LlamaTorch(CFG, fmt).init_random(seed=0, std=0.3).eval()
+
+
+def prompt(length: int = 9) -> np.ndarray:
+    return np.random.default_rng(1).integers(0, CFG.vocab_size, (1, length), dtype=np.int32)
+
+
+def test_the_kv_cache_is_one_separate_tensor_per_layer_and_counts_its_bytes():
+    keys, values = model().new_cache(1, POSITIONS)
+    assert len(keys) == len(values) == CFG.n_layers
+    storages = {t.untyped_storage().data_ptr() for t in (*keys, *values)}
+    assert len(storages) == 2 * CFG.n_layers                   # no view of a shared (L, ...) tensor
+    assert all(t.shape == (1, CFG.n_kv_heads, POSITIONS, CFG.head_dim) for t in keys)
+    assert tensor_bytes((keys, values)) == POSITIONS * costs.kv_bytes_per_position(CFG, "fp32")
+
+
+def test_the_static_decode_step_writes_each_layers_cache_in_place():
+    m = model()
+    gen = OwnCacheGenerator(m, prompt(), 8, CPU, decode="compiled")
+    gen._step = m.decode_static                                # uncompiled: the same function, quick
+    cache, token = gen.prefill(gen.prompt)
+    before = [t.clone() for t in cache.k]
+    cache, token = gen.decode(cache, token)
+    pos = cache.pos - 1
+    for layer, (old, new) in enumerate(zip(before, cache.k)):
+        assert not torch.equal(old[:, :, pos], new[:, :, pos]), layer     # written at pos, into gen.cache
+        assert torch.equal(old[:, :, :pos], new[:, :, :pos])
+    assert cache.k is gen.cache.k
+
+
+def int8pack_ran(fn) -> bool:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return any(e.name == "aten::_weight_int8pack_mm" for e in prof.events())
+
+
+def test_an_int8_decode_step_multiplies_through_the_packed_int8_kernel():
+    m = model("int8")
+    if not m.layers[0].qkv.packed:
+        pytest.skip("torch._weight_int8pack_mm does not run here")
+    gen = OwnCacheGenerator(m, prompt(), 8, CPU)
+    cache, token = gen.prefill(gen.prompt)
+    assert int8pack_ran(lambda: gen.decode(cache, token))
+    assert "torch._weight_int8pack_mm" in m.generation_facts()["int8_method"]
+    weights = m.generation_facts()["weight_bytes"]               # int8 values + per-row scales, stored once
+    per_row = sum(p.shape[0] * (p.shape[1] + 2) for _, p in m.projections())   # bf16 scales
+    norms = sum(n.weight.numel() * 2 for n in m.modules() if type(n).__name__ == "RMSNorm")
+    assert weights == per_row + norms
+
+
+def compiled_code(fmt: str) -> tuple[str, OwnCacheGenerator]:
+    from torch._inductor.utils import run_and_get_code
+
+    m = model(fmt)
+    gen = OwnCacheGenerator(m, prompt(), 6, CPU, decode="compiled")
+    gen.compile()
+    cache = KVCache(gen.cache.k, gen.cache.v, gen.prompt_len)
+    token = torch.zeros(1, dtype=torch.long)
+    torch._dynamo.reset()          # the code of a fresh compile of the same step
+    step = torch.compile(m.decode_static, fullgraph=True, dynamic=False)
+    with torch.inference_mode():
+        _, codes = run_and_get_code(step, token, cache.k, cache.v, torch.tensor(cache.pos))
+    return "\n".join(codes), gen
+
+
+@pytest.mark.slow
+def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
+    """Inductor's code for the step allocates nothing of a layer's cache shape (the old single-tensor
+    cache made it copy each layer's slice and blend all layers back), and generates the eager tokens."""
+    code, gen = compiled_code("fp32")
+    cache_shape = f"({', '.join(map(str, gen.cache.k[0].shape))})"
+    assert "empty_strided_cpu(" in code
+    assert f"empty_strided_cpu({cache_shape}" not in code
+    assert "select_scatter" not in code
+    eager = generate(OwnCacheGenerator(gen.model, prompt(), 6, CPU))
+    assert (generate(gen) == eager).all()
+
+
+@pytest.mark.slow
+def test_the_compiled_int8_decode_step_calls_the_packed_int8_kernel():
+    if not model("int8").layers[0].qkv.packed:
+        pytest.skip("torch._weight_int8pack_mm does not run here")
+    code, _ = compiled_code("int8")
+    assert code.count("_weight_int8pack_mm(") >= 4 * CFG.n_layers   # qkv, o, gate_up, down per layer (+ head)
