@@ -254,6 +254,7 @@ def test_torch_kernel_that_cannot_run_is_an_error(attention) -> None:
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="auto may pick cuDNN off the CPU")
+@pytest.mark.slow   # ~1 s each: a GPT forward compiled
 @pytest.mark.parametrize("attention", ["auto", "xla"])
 def test_jax_records_the_implementation(attention) -> None:
     spec = gpt.configure({"n_layer": 1, "block_size": 16, "attention": attention})
