@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from quick_compile import quick_xla_workers  # noqa: F401  (a fixture)
+from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 import xpubench
 from xpubench.results.store import load_file
@@ -70,7 +70,8 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers):
 
 
 @pytest.mark.slow
-def test_every_workload_trains_in_both_frameworks(tmp_path, one_thread_workers, quick_xla_workers):
+@pytest.mark.usefixtures("quick_xla_workers")
+def test_every_workload_trains_in_both_frameworks(tmp_path, one_thread_workers):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer, on
     # the smallest quick batch (weather_gru's 4) for all: the statement does not depend on the batch
     results = xpubench.run(processes=1, workloads=names("model"), backends=["torch", "jax"], devices=["cpu"],

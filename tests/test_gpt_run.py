@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from quick_compile import quick_xla_workers  # noqa: F401  (a fixture)
+from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 from xpubench import api
 from xpubench.errors import UserError
@@ -197,7 +196,8 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_train_and_generate_through_api_run(tmp_path: Path, one_thread_workers, quick_xla_workers) -> None:
+@pytest.mark.usefixtures("one_thread_workers", "quick_xla_workers")
+def test_train_and_generate_through_api_run(tmp_path: Path) -> None:
     request = PlanRequest(workloads=["gpt"], backends=["torch", "jax"], devices=["cpu"], modes=["train", "infer"],
                           precisions=["fp32", "int8"], batch_sizes=[2], epochs=2, steps=2, train_samples=8,
                           eval_samples=4, time_budget_s=1, options=TINY)
