@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 import xpubench
 from xpubench.results.store import load_file
@@ -49,7 +50,7 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
 
 
 @pytest.mark.slow
-def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
+def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers):
     out = tmp_path / "sweep.jsonl"
     proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu",
                         "--batch-size", "64,32", "--epochs", "3", "--steps", "3", "--eval-samples", "64",
@@ -69,6 +70,7 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quick_xla_workers")
 def test_every_workload_trains_in_both_frameworks(tmp_path, one_thread_workers):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer, on
     # the smallest quick batch (weather_gru's 4) for all: the statement does not depend on the batch

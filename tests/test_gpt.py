@@ -24,6 +24,7 @@ pytest.importorskip("flax")
 optax = pytest.importorskip("optax")
 
 import torch.nn.functional as F
+from quick_compile import QUICK_XLA_OPTIONS
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -174,7 +175,7 @@ def _xla_counted(spec, x: np.ndarray, train: bool) -> float:
     else:
         def fn(p, x):
             return model.apply({"params": p}, x)
-    cost = jax.jit(fn).lower(params, x).compile().cost_analysis()
+    cost = jax.jit(fn).lower(params, x).compile(QUICK_XLA_OPTIONS).cost_analysis()
     if isinstance(cost, (list, tuple)):   # older JAX: one dict per program
         return sum(c.get("flops", 0.0) for c in cost) / len(x)
     return cost["flops"] / len(x)
@@ -254,6 +255,7 @@ def test_torch_kernel_that_cannot_run_is_an_error(attention) -> None:
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="auto may pick cuDNN off the CPU")
+@pytest.mark.slow   # ~1 s each: a GPT forward compiled
 @pytest.mark.parametrize("attention", ["auto", "xla"])
 def test_jax_records_the_implementation(attention) -> None:
     spec = gpt.configure({"n_layer": 1, "block_size": 16, "attention": attention})

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 from xpubench import api
 from xpubench.errors import UserError
@@ -86,6 +87,7 @@ def test_torch_trainer_builds_the_workloads_adamw() -> None:
     assert opt.param_groups[0]["betas"] == spec.betas
 
 
+@pytest.mark.slow   # 1.6 s: eager optax ops, each compiled
 def test_jax_trainer_builds_the_workloads_adamw() -> None:
     import jax.numpy as jnp
 
@@ -183,7 +185,9 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
             f"o = run_case(Case(workload='gpt', backend='jax', device='cpu', mode='train', batch_size=2, devices=2, "
             f"epochs=2, steps=2, train_samples=16, eval_samples=8, options={TINY!r})); "
             "print(o.status, o.metrics['global_batch'], o.metrics['tokens_per_s'] > 0, o.metrics['attention_kernel'])")
-    environ = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    from quick_compile import QUICK_XLA
+
+    environ = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {QUICK_XLA}"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=600,
                          check=False)
     assert out.stdout.split()[-4:] == ["ok", "4", "True", "xla"], out.stderr[-2000:]
@@ -192,6 +196,7 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
 # ---- end to end -------------------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_thread_workers", "quick_xla_workers")
 def test_train_and_generate_through_api_run(tmp_path: Path) -> None:
     request = PlanRequest(workloads=["gpt"], backends=["torch", "jax"], devices=["cpu"], modes=["train", "infer"],
                           precisions=["fp32", "int8"], batch_sizes=[2], epochs=2, steps=2, train_samples=8,

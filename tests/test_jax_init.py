@@ -4,11 +4,16 @@ JAX training case's set-up. Counted with JAX's own compile events (jax.monitorin
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+from quick_compile import QUICK_XLA
 
+
+@pytest.mark.slow   # its own process (a fresh JAX: every program it compiles is counted), ~3 s
 def test_a_jax_models_init_and_optimizer_state_compile_a_few_programs_not_one_per_op():
     code = textwrap.dedent("""
         import os
@@ -35,6 +40,9 @@ def test_a_jax_models_init_and_optimizer_state_compile_a_few_programs_not_one_pe
         jax.block_until_ready((params, state))
         print(len(compiled), len(jax.tree_util.tree_leaves(params)))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    # the count, not the machine code, is asserted: XLA's optimisation level 0 compiles mnist_cnn's init in 1/4 the time
+    environ = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}".strip()}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
+                         env=environ)
     programs, leaves = map(int, out.stdout.split()[-2:])
     assert leaves >= 8 and programs <= 4, (programs, leaves)     # eager: one program per op, dozens

@@ -247,7 +247,8 @@ def test_targets_read_their_own_spelling():
 
 
 @pytest.mark.slow
-def test_real_training_to_an_unreachable_target_ends_not_reached_with_each_seed_recorded(mnist_dir, tmp_path):
+def test_real_training_to_an_unreachable_target_ends_not_reached_with_each_seed_recorded(mnist_dir, tmp_path,
+                                                                                         one_thread_workers):
     """Two worker processes really train the MNIST CNN (512 images, 2 epochs) toward 99.9%: both end
     "not reached" with their best value, each with its own seed and curve; the case has no time."""
     from xpubench import api

@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
+from quick_compile import QUICK_XLA_OPTIONS
 from torch.utils.flop_counter import FlopCounterMode
 
 from xpubench.workloads import get_workload, names
@@ -81,7 +82,7 @@ def jax_flops_per_sample(name: str, spec: WorkloadSpec) -> float:
         model = model.copy(unroll=True)  # count every step, not the loop body once (see above)
     x = sample_input(spec)
     variables = jax.eval_shape(lambda: model.init(jax.random.key(0), x, train=False))  # lowering needs shapes only
-    compiled = jax.jit(lambda v, x: model.apply(v, x, train=False)).lower(variables, x).compile()
+    compiled = jax.jit(lambda v, x: model.apply(v, x, train=False)).lower(variables, x).compile(QUICK_XLA_OPTIONS)
     return xla_flops(compiled) / BATCH
 
 
@@ -159,7 +160,7 @@ def test_training_flops_factor_matches_forward_plus_backward(name: str) -> None:
     def loss(params, x):
         return jmodel.apply({"params": params, **rest}, x, train=False).astype(np.float32).sum()
 
-    counted = xla_flops(jax.jit(jax.grad(loss)).lower(variables["params"], xs).compile()) / BATCH
+    counted = xla_flops(jax.jit(jax.grad(loss)).lower(variables["params"], xs).compile(QUICK_XLA_OPTIONS)) / BATCH
     assert abs(counted - analytic) <= TOLERANCE * analytic, ("xla", analytic, counted)
 
 

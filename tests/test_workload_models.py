@@ -212,6 +212,7 @@ def test_jax_train_mode(name: str) -> None:
         assert any(not np.allclose(a, b) for a, b in zip(before, after))
 
 
+@pytest.mark.slow   # 0.9-1.5 s each: eager JAX compiles every op of both pools and their gradients
 @pytest.mark.parametrize("shape", [(3, 28, 28, 4), (2, 7, 9, 3)])
 def test_jax_max_pool_2x2_is_flax_max_pool(shape) -> None:
     """The reshape form used for speed on the CPU: same values and gradients as flax's reduce_window
