@@ -74,7 +74,10 @@ def test_training_through_the_loop_in_both_frameworks(tmp_path):
 
 @pytest.mark.slow
 def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path):
+    """The eager decode step: torch.compile's ~25 CPU-s are the generation test's to pay (it runs the default,
+    compiled, through a worker); this test is about ``bench`` taking a checkpoint directory."""
     frame = xpubench.bench(str(checkpoint), backends=["torch"], precisions=["bf16"], processes=1,
-                           time_budget_s=0.3, output=tmp_path / "b.jsonl")
+                           time_budget_s=0.3, output=tmp_path / "b.jsonl", options={"decode": "eager"})
     assert list(frame["workload"]) == ["llama"] and list(frame["status"]) == ["ok"]
     assert list(frame["architecture"]) == ["tiny-llama"] and list(frame["weight_format"]) == ["bf16"]
+    assert results(tmp_path / "b.jsonl")[("torch", "generate")].metrics["decode_step"] == "eager"
