@@ -32,7 +32,7 @@ def results(path) -> dict:
 
 
 @pytest.mark.slow
-def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys):
+def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys, one_thread_workers):
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--weights", str(checkpoint), "-b", "torch,jax", "-p", "int8", "--processes", "1",
                      "--time-budget", "0.3", "-o", str(out)]) == 0        # --weights alone asks for llama
@@ -55,7 +55,7 @@ def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_p
 
 
 @pytest.mark.slow
-def test_training_through_the_loop_in_both_frameworks(tmp_path):
+def test_training_through_the_loop_in_both_frameworks(tmp_path, one_thread_workers):
     config = tmp_path / "run.toml"
     config.write_text('[run]\nworkload = "llama"\nmode = "train"\nbackend = ["torch", "jax"]\nepochs = 2\n'
                       'steps = 2\nbatch_size = 2\nprocesses = 1\n[run.options]\ncontext = 32\n'
@@ -73,7 +73,7 @@ def test_training_through_the_loop_in_both_frameworks(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path):
+def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path, one_thread_workers):
     """The eager decode step: torch.compile's ~25 CPU-s are the generation test's to pay (it runs the default,
     compiled, through a worker); this test is about ``bench`` taking a checkpoint directory."""
     frame = xpubench.bench(str(checkpoint), backends=["torch"], precisions=["bf16"], processes=1,
