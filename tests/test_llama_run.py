@@ -1,7 +1,8 @@
 """The llama workload through `xpubench run`, in real worker processes, at tiny shapes (seconds): generation
 on a checkpoint the test writes, in both frameworks, int8 weight-only (the figures the worker records are
 the ones llama/costs.py computes); training through the training loop in both frameworks; and
-``xpubench.bench`` on the checkpoint directory."""
+``xpubench.bench`` on the checkpoint directory (the eager decode step: the generation test runs the compiled
+one). Workers run one thread per kernel library (``one_thread_workers``): the tests check what a run records."""
 
 from __future__ import annotations
 
