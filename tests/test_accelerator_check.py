@@ -214,6 +214,7 @@ def running(pid: int, within_s: float = 5.0) -> bool:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_step_at_its_limit_is_killed_with_its_whole_process_group(tmp_path):
     """15 s of limit: time enough, on a loaded machine, for the child to start its own child and say its pid."""

@@ -81,23 +81,6 @@ def test_workers_never_preallocate_and_cpu_cases_see_no_accelerator():
     assert environ == {"XLA_PYTHON_CLIENT_PREALLOCATE": "true", "JAX_PLATFORMS": "cuda"}
 
 
-@pytest.mark.slow
-def test_the_dropout_key_is_folded_inside_the_compiled_step(monkeypatch):
-    """No eager jax.random work per step (it ran on the default device, a GPU, inside timed steps)."""
-    import jax
-
-    from xpubench.backends.jax_.train import JaxTrainer
-
-    trainer = JaxTrainer(CPU_CASE)
-    trainer.compile()
-    calls = []
-    real = jax.random.fold_in
-    monkeypatch.setattr(jax.random, "fold_in", lambda *a: calls.append(a) or real(*a))
-    trainer.start_epoch(0)
-    losses = [float(trainer.step(i)) for i in range(2)]
-    assert calls == [] and all(np.isfinite(losses))
-
-
 # --- 10: one peak-memory definition -----------------------------------------------------------------
 
 def test_host_peak_is_reset_right_before_measuring():
@@ -218,20 +201,30 @@ def test_training_and_inference_reset_the_peak_after_compiling_before_the_first_
     assert events[:3] == ["compile", "reset", "step"]
 
 
-# --- 11: JAX evaluation data on the device, its step compiled ahead -------------------------------
+# --- 9 and 11: the dropout key folded inside the compiled step; JAX evaluation data on the device, its step
+# compiled ahead (one trainer, built and compiled once, shows both) -------------------------------------
 
 @pytest.mark.slow
-def test_jax_evaluation_copies_nothing_and_compiles_nothing_in_the_timed_pass(monkeypatch):
+def test_jax_steps_draw_no_eager_keys_and_evaluation_copies_nothing_and_compiles_nothing(monkeypatch):
+    """No eager jax.random work per step (it ran on the default device, a GPU, inside timed steps), and
+    the timed evaluation pass neither copies to the device nor compiles lazily."""
     import jax
 
     from xpubench.backends.jax_.train import JaxTrainer
 
     waited = []
-    monkeypatch.setattr(JaxTrainer, "wait_for_uploads", lambda self: waited.append(True))
+    real_wait = JaxTrainer.wait_for_uploads
+    monkeypatch.setattr(JaxTrainer, "wait_for_uploads", lambda self: waited.append(True) or real_wait(self))
     trainer = JaxTrainer(CPU_CASE)
     assert waited == [True]                                     # uploads awaited before any clock
     trainer.compile()
     assert isinstance(trainer._eval, jax.stages.Compiled)       # no lazy compile in the first timed eval
+    calls = []
+    real_fold_in = jax.random.fold_in
+    monkeypatch.setattr(jax.random, "fold_in", lambda *a: calls.append(a) or real_fold_in(*a))
+    trainer.start_epoch(0)
+    losses = [float(trainer.step(i)) for i in range(2)]
+    assert calls == [] and all(np.isfinite(losses))
     monkeypatch.setattr(jax, "device_put", lambda *a, **k: pytest.fail("host-to-device copy inside eval"))
     loss, metric = trainer.evaluate()
     assert np.isfinite(loss) and 0 <= metric <= 1

@@ -77,6 +77,7 @@ def test_mismatch_finds_the_first_bad_element():
     assert "element 3" in bandwidth.mismatch(wrong, np.arange(5.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
 def test_each_backends_kernels_compute_what_they_claim(backend):
     """Real kernels on a small array: results checked, and the declared transfers per call."""

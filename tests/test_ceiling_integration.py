@@ -307,7 +307,7 @@ def test_above_the_estimate_the_note_gives_the_reported_and_observed_clock():
 
 
 @pytest.mark.slow
-def test_a_priced_training_run_carries_cost_energy_and_efficiency(tmp_path, monkeypatch):
+def test_a_priced_training_run_carries_cost_energy_and_efficiency(tmp_path, monkeypatch, one_thread_workers):
     """A real (quick) run in worker processes: $ per 1M samples from the price, energy read or n/a with
     its reason, the ceiling n/a with how to get one when the cache is empty."""
     from xpubench import api

@@ -151,6 +151,7 @@ def test_ceiling_noise_and_raise_to_observed():
     assert raised.shapes == c.shapes and raised.rel_noise is None
 
 
+@pytest.mark.slow
 def test_numpy_search_runs_on_this_cpu():
     """The real adapter, a small budget: a figure, from shapes that were checked against float64."""
     from xpubench.backends import numpy_ceiling

@@ -53,7 +53,7 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
 
 
 @pytest.mark.slow
-def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
+def test_torch_ddp_across_two_processes_on_loopback(tmp_path, one_thread_workers):
     pytest.importorskip("torch")
     results = _two_processes(tmp_path, "torch")
     for r in results:
@@ -65,7 +65,7 @@ def test_torch_ddp_across_two_processes_on_loopback(tmp_path):
 
 
 @pytest.mark.slow
-def test_jax_distributed_across_two_processes_on_loopback(tmp_path):
+def test_jax_distributed_across_two_processes_on_loopback(tmp_path, one_thread_workers):
     pytest.importorskip("jax")
     results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": ""})
     for r in results:

@@ -59,6 +59,7 @@ def written(request, tmp_path):
     return cfg, ck.write_checkpoint(tmp_path / cfg.name, cfg, ck.random_hf_tensors(cfg, 0, STD), shards=shards)
 
 
+@pytest.mark.slow
 def test_both_frameworks_give_the_same_logits(written):
     cfg, path = written
     ckpt = ck.open_checkpoint(path)
@@ -70,6 +71,7 @@ def test_both_frameworks_give_the_same_logits(written):
     np.testing.assert_allclose(a, b, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_logits_equal_transformers_llama_for_causal_lm(written):
     transformers = pytest.importorskip("transformers")
     cfg, path = written
@@ -96,6 +98,7 @@ def test_bf16_checkpoint_is_read_by_both(tmp_path):
     np.testing.assert_allclose(torch_logits(ckpt, idx), jax_logits(ckpt, idx), atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_parameter_counts_are_equal_across_frameworks():
     for cfg in CONFIGS.values():
         params = flax_model.init_random(flax_model.LlamaFlax(cfg, "fp32"))

@@ -81,6 +81,7 @@ def jax_model(fmt: str):
     return model, params
 
 
+@pytest.mark.slow
 def test_jax_depth_gives_the_tokens_of_the_longer_prompt():
     model, params = jax_model("fp32")
     p, dev = prompt(), jax.devices("cpu")[0]
@@ -89,6 +90,7 @@ def test_jax_depth_gives_the_tokens_of_the_longer_prompt():
     assert (generate(at_depth) == generate(OwnCacheJaxGenerator(model, params, longer, 8, dev, "fp32"))).all()
 
 
+@pytest.mark.slow
 def test_int4_packs_two_per_byte_and_rounds_within_half_a_step():
     w = torch.randn(32, 64) * STD
     packed, scale, zero = quantize_groups(w, 32, torch.float32)
@@ -113,6 +115,7 @@ def test_the_int4_kernel_equals_its_dequantised_matmul():
     torch.testing.assert_close(proj(x).float(), dense, atol=0.05, rtol=0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["bf16", "int8", "int4"])
 def test_reduced_formats_stay_close_to_fp32(fmt):
     """JAX (float32-accumulating dots, int8/int4 dequantised to float32) and torch: logits near fp32's."""
@@ -128,6 +131,7 @@ def test_reduced_formats_stay_close_to_fp32(fmt):
     assert (torch_got - torch_ref).abs().mean() < tolerance * torch_ref.std()
 
 
+@pytest.mark.slow
 def test_params_and_size_are_the_shapes_and_int4_allocates_what_costs_computes():
     cfg = dataclasses.replace(CFG, tie_embeddings=False)
     assert torch_model().n_params() == costs.param_count(CFG)
@@ -159,6 +163,7 @@ class Ticking(EnergyMeter):
         return {"package": 10.0 * self._clock()}
 
 
+@pytest.mark.slow
 def test_energy_per_token_is_read_where_a_counter_exists_and_na_with_the_reason_elsewhere():
     gen = OwnCacheGenerator(torch_model(), prompt(1, 5), 4, CPU)
     metrics, _ = measure(gen, 0.05, meter=Ticking())

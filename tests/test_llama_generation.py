@@ -68,6 +68,7 @@ def context_matters(tokens: np.ndarray) -> bool:
     return any(len(set(row)) > 2 for row in tokens.tolist())
 
 
+@pytest.mark.slow
 def test_torch_cached_decoding_equals_uncached():
     model = torch_model()
     gen = OwnCacheGenerator(model, prompt(), NEW, CPU)
@@ -88,6 +89,7 @@ def test_torch_cached_logits_equal_the_full_forward():
     np.testing.assert_allclose(torch.cat(steps, 1).numpy(), full[:, 4:].numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_jax_cached_decoding_equals_uncached():
     model, params = jax_params()
     gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
@@ -96,6 +98,7 @@ def test_jax_cached_decoding_equals_uncached():
     np.testing.assert_array_equal(cached, jax_uncached(model, params, prompt(), NEW))
 
 
+@pytest.mark.slow
 def test_jax_decode_does_not_recompile_per_token():
     """16 decode steps through the jitted (not AOT-compiled) functions: one trace and one XLA
     compilation of the decode step in all, counted by jax.monitoring's compile events and the jit cache."""
@@ -117,6 +120,7 @@ def test_jax_decode_does_not_recompile_per_token():
     assert gen._jit_decode._cache_size() == 1
 
 
+@pytest.mark.slow
 def test_jax_aot_compiled_generation_compiles_nothing_more():
     from jax import monitoring
 
@@ -159,6 +163,7 @@ def test_int8_packed_kernel_equals_dequantised_matmul():
     torch.testing.assert_close(packed.float(), dequantised.float(), atol=0.05, rtol=0.02)
 
 
+@pytest.mark.slow
 def test_jax_int8_weight_only_is_close_to_fp32():
     model = fm.LlamaFlax(CFG, "fp32")
     params = fm.init_random(model)
@@ -173,6 +178,7 @@ def test_jax_int8_weight_only_is_close_to_fp32():
     assert 0 < err < 0.03
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["fp32", "bf16", "int8"])
 def test_allocated_bytes_are_what_costs_computes(fmt):
     p = prompt(2, 9)
@@ -184,7 +190,7 @@ def test_allocated_bytes_are_what_costs_computes(fmt):
     assert (t["int8_method"] is None) == (j["int8_method"] is None) == (fmt != "int8")
 
 
-@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("framework", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
 def test_the_harness_measures_llama_generation(framework):
     p = prompt(1, 8)
     if framework == "torch":
@@ -198,6 +204,7 @@ def test_the_harness_measures_llama_generation(framework):
     assert metrics["weight_format"] == "bf16"
 
 
+@pytest.mark.slow
 def test_jax_fp16_is_skipped_exactly_where_its_attention_does_not_compile():
     """jax 0.10 on the CPU: fp16 attention logits need an fp16 x fp16 -> fp32 dot XLA's CPU refuses. The
     backend's gate probes it, so the case is skipped with the reason where (and only where) it fails."""

@@ -1,7 +1,8 @@
 """The llama workload through `xpubench run`, in real worker processes, at tiny shapes (seconds): generation
 on a checkpoint the test writes, in both frameworks, int8 weight-only (the figures the worker records are
 the ones llama/costs.py computes); training through the training loop in both frameworks; and
-``xpubench.bench`` on the checkpoint directory."""
+``xpubench.bench`` on the checkpoint directory (the eager decode step: the generation test runs the compiled
+one). Workers run one thread per kernel library (``one_thread_workers``): the tests check what a run records."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def results(path) -> dict:
 
 
 @pytest.mark.slow
-def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys):
+def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys, one_thread_workers):
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--weights", str(checkpoint), "-b", "torch,jax", "-p", "int8", "--processes", "1",
                      "--time-budget", "0.3", "-o", str(out)]) == 0        # --weights alone asks for llama
@@ -55,7 +56,7 @@ def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_p
 
 
 @pytest.mark.slow
-def test_training_through_the_loop_in_both_frameworks(tmp_path):
+def test_training_through_the_loop_in_both_frameworks(tmp_path, one_thread_workers):
     config = tmp_path / "run.toml"
     config.write_text('[run]\nworkload = "llama"\nmode = "train"\nbackend = ["torch", "jax"]\nepochs = 2\n'
                       'steps = 2\nbatch_size = 2\nprocesses = 1\n[run.options]\ncontext = 32\n'
@@ -73,8 +74,11 @@ def test_training_through_the_loop_in_both_frameworks(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path):
+def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path, one_thread_workers):
+    """The eager decode step: torch.compile's ~25 CPU-s are the generation test's to pay (it runs the default,
+    compiled, through a worker); this test is about ``bench`` taking a checkpoint directory."""
     frame = xpubench.bench(str(checkpoint), backends=["torch"], precisions=["bf16"], processes=1,
-                           time_budget_s=0.3, output=tmp_path / "b.jsonl")
+                           time_budget_s=0.3, output=tmp_path / "b.jsonl", options={"decode": "eager"})
     assert list(frame["workload"]) == ["llama"] and list(frame["status"]) == ["ok"]
     assert list(frame["architecture"]) == ["tiny-llama"] and list(frame["weight_format"]) == ["bf16"]
+    assert results(tmp_path / "b.jsonl")[("torch", "generate")].metrics["decode_step"] == "eager"

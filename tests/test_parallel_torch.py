@@ -77,7 +77,7 @@ def test_an_exception_in_one_rank_is_the_case_error():
 
 
 @pytest.mark.slow
-def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path):
+def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, one_thread_workers):
     out = tmp_path / "scaling.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling",

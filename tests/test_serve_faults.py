@@ -154,6 +154,7 @@ def test_an_unreachable_server_is_a_failure_not_an_exception():
     assert all(s.error.startswith("cannot connect") for s in run.samples)
 
 
+@pytest.mark.slow
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
     # the first point's server answers 500s, the second streams: each point is a line, the 500s an error result
@@ -183,6 +184,7 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, earlier)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path, ctrl_c_raises):
     out = tmp_path / "serve.jsonl"
     Fake.seen = 0
@@ -202,6 +204,7 @@ def test_a_duration_stops_new_requests(fake_url):
     assert 1 <= len(run.samples) < 10 and all(s.ok for s in run.samples)
 
 
+@pytest.mark.slow
 def test_open_loop_points_and_repeated_sweeps_are_recorded_as_processes(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
     target = Target(url=f"{fake_url}/ok", label="fake", device="remote", precision="as-served", server="fake",

@@ -43,6 +43,7 @@ def _servers_of(path: Path) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
+@pytest.mark.slow
 def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_gguf, tmp_path, capsys):
     from xpubench import analysis
     from xpubench.api import report
@@ -79,6 +80,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
     assert said.count("e2e_s") >= 2 and "/b1/" in said and "/b2/" in said
 
 
+@pytest.mark.slow
 def test_the_chat_endpoint_streams_too(tiny_gguf, tmp_path, capsys):
     from xpubench.results import store
 
