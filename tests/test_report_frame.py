@@ -101,6 +101,7 @@ def test_faster_precision_that_lost_accuracy_is_named():
     assert "fp16 ran at" in text and "(no loss beyond sampling noise)" in text
 
 
+@pytest.mark.slow
 def test_inference_scaling_gpu_and_failed_cases_get_their_sections():
     results = [record(mode="infer", precision="fp32", step=0.01, metric=0.97),
                record(mode="infer", precision="int8", step=0.02, metric=0.97, seed=1),
