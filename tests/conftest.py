@@ -125,8 +125,8 @@ def machine_environment() -> dict:
     with session_lock(saved.name):
         if saved.exists():
             return json.loads(saved.read_text())
-        try:
-            env = detect_environment()
+        try:   # TEST_TIMEOUT_S, not detection's 120 s: at load ~30 on 2 cores it took longer, and every test
+            env = detect_environment(timeout_s=TEST_TIMEOUT_S)   # asking for this machine then failed in setup
         except Exception as exc:  # noqa: BLE001 - no environment: every device test skips
             env = {DETECTION_FAILED: str(exc)}
         saved.write_text(json.dumps(env))
