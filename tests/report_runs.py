@@ -69,6 +69,10 @@ def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
 def _finish(run: subprocess.Popen, out: Path) -> Path:
     _, err = run.communicate(timeout=600)
     assert run.returncode == 0, err
+    return _all_ok(out)
+
+
+def _all_ok(out: Path) -> Path:
     bad = [line for line in out.read_text().splitlines() if '"status": "ok"' not in line]
     assert not bad, bad
     return out
@@ -95,9 +99,7 @@ def _make_base(out: Path) -> Path:
         api.run(output=parts[0], backends=["numpy", "torch"], batch_sizes=[32, 64], **common)
         api.run(output=parts[1], backends=["jax"], batch_sizes=[32], **common)
     out.write_text("".join(part.read_text() for part in parts))
-    bad = [line for line in out.read_text().splitlines() if '"status": "ok"' not in line]
-    assert not bad, bad
-    return out
+    return _all_ok(out)
 
 
 @contextlib.contextmanager
