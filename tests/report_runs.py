@@ -1,7 +1,7 @@
 """Results files for the report and compare tests, made by real (small) runs once per test session.
 
-- ``base_file()``: one `xpubench run` on this machine: matmul N=384 (numpy, torch, jax) and the MNIST CNN
-  (torch and jax, batch 32 and 64, 2 epochs of 3 steps; real MNIST test images when the shared data
+- ``base_file()``: a run on this machine: matmul N=384 (numpy, torch, jax) and the MNIST CNN
+  (torch at batch 32 and 64, jax at 32, 2 epochs of 3 steps; real MNIST test images when the shared data
   set is there, so the report has a misclassified-image gallery).
 - ``recorded_pair()``, ``recorded_slow()``: results files of the same numpy matmul case recorded once
   (tests/data/compare/, measured on a 2-core AMD EPYC VM, not on the machine running the tests): two
@@ -16,6 +16,7 @@ test module that imports this one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -25,11 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import session_dir, session_lock, shared_dataset
+from conftest import session_dir, session_lock, shared_dataset, this_machine
 
 MNIST = shared_dataset("mnist")
 MATMUL_N = 384
 SLOW_CASE = f"matmul/numpy/cpu/matmul/fp32/n{MATMUL_N}"
+BLAS_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 MATMUL_NUMPY = ("-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")
 
 
@@ -58,7 +60,7 @@ def real_data() -> bool:
 def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
     """`xpubench run ... -o out`, single-threaded BLAS (a loaded 2-core machine makes two BLAS threads
     erratic: both files are measured the same way, so only the deliberate handicap differs)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = dict(os.environ, **BLAS_THREADS)
     return subprocess.Popen([sys.executable, "-m", "xpubench", "run", *args, "-o", str(out), "--no-progress",
                              "--processes", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -67,6 +69,10 @@ def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
 def _finish(run: subprocess.Popen, out: Path) -> Path:
     _, err = run.communicate(timeout=600)
     assert run.returncode == 0, err
+    return _all_ok(out)
+
+
+def _all_ok(out: Path) -> Path:
     bad = [line for line in out.read_text().splitlines() if '"status": "ok"' not in line]
     assert not bad, bad
     return out
@@ -78,11 +84,37 @@ def base_file() -> Path:
 
 
 def _make_base(out: Path) -> Path:
-    data = ["--data", "real", "--data-dir", str(MNIST)] if real_data() else []
-    run = xpubench_run(out, "-w", "matmul,mnist_cnn", "-b", "numpy,torch,jax", "-p", "fp32", "--size", str(MATMUL_N),
-                       "--batch-size", "32,64", "--epochs", "2", "--steps", "3", "--train-samples", "384",
-                       "--eval-samples", "256", "--time-budget", "1", *data)
-    return _finish(run, out)
+    """Two in-process api.run calls (this machine's environment detected once per test run, as every test
+    that records runs reads it: no detection subprocess importing torch and JAX again), their records
+    joined: the JAX CNN at batch 32 only, as one JAX batch size is all a report test reads (torch's two
+    make the batch-size chart and table)."""
+    from xpubench import api
+
+    data = {"data": "real", "data_dir": str(MNIST)} if real_data() else {}
+    common = {"workloads": ["matmul", "mnist_cnn"], "precisions": ["fp32"], "sizes": [MATMUL_N], "epochs": 2,
+              "steps": 3, "train_samples": 384, "eval_samples": 256, "time_budget_s": 1, "processes": 1,
+              "environment": this_machine(), **data}
+    parts = [out.with_name(f"{out.name}.{i}") for i in range(2)]
+    with one_blas_thread():
+        api.run(output=parts[0], backends=["numpy", "torch"], batch_sizes=[32, 64], **common)
+        api.run(output=parts[1], backends=["jax"], batch_sizes=[32], **common)
+    out.write_text("".join(part.read_text() for part in parts))
+    return _all_ok(out)
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """Single-threaded BLAS in the worker processes started inside (as xpubench_run)."""
+    saved = {name: os.environ.get(name) for name in BLAS_THREADS}
+    os.environ.update(BLAS_THREADS)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
 
 
 def _workers_of(parent: int) -> list[int]:

@@ -66,9 +66,11 @@ def test_a_plugin_backend_runs_reports_and_compares_end_to_end(tmp_path):
     small = ["-b", "fakefw", "-w", "matmul,mnist_cnn", "--size", "128", "--batch-size", "32", "--epochs", "2",
              "--steps", "2", "--train-samples", "64", "--eval-samples", "32", "--processes", "1",
              "--time-budget", "1", "--no-progress"]
-    for name in ("a.jsonl", "b.jsonl"):
-        run = xpubench(env, "run", *small, "-o", name, cwd=tmp_path)
-        assert run.returncode == 0, run.stdout + run.stderr
+    run = xpubench(env, "run", *small, "-o", "a.jsonl", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # the second file the report and compare read: a copy (a second run of the same cases showed nothing more
+    # about the plugin, and cost a third of the test)
+    (tmp_path / "b.jsonl").write_bytes((tmp_path / "a.jsonl").read_bytes())
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert {(r["case"]["workload"], r["case"]["backend"], r["status"]) for r in records} == {
         ("matmul", "fakefw", "ok"), ("mnist_cnn", "fakefw", "ok")}

@@ -236,7 +236,11 @@ def snapshot(folder: Path) -> dict:
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
 
 
-@pytest.mark.parametrize("argv,says", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+SLOW_CASES = {"--save-weights is a file"}   # over 1 s: builds the model to check the folder (slow: not the quick loop)
+
+
+@pytest.mark.parametrize("argv,says", [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.slow] * (c[0] in SLOW_CASES))
+                                       for c in CASES])
 def test_bad_input_is_one_line_and_exit_2(argv, says, tmp, capsys):
     before = snapshot(tmp)
     code, lines = run_cli(argv, tmp, capsys)
@@ -418,7 +422,8 @@ SUBPROCESS = ["unknown workload", "config malformed", "results file not JSON", "
               "--timeout 0"]
 
 
-@pytest.mark.parametrize("name", SUBPROCESS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] * (n != "results file not JSON"))
+                                  for n in SUBPROCESS])   # over 1 s each but the one that reads no framework
 def test_real_process_exits_2_without_traceback(name, tmp):
     argv, says = next(c[1:] for c in CASES if c[0] == name)
     proc = subprocess.run([sys.executable, "-m", "xpubench", *shlex.split(argv.format(tmp=tmp))],

@@ -135,6 +135,7 @@ def in_a_fresh_process(body: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_probe_measures_every_check_and_all_pass_here():
     out = in_a_fresh_process("""
         measured = probe.measure(config(), jax_cpu)
@@ -199,6 +200,7 @@ def test_a_peak_counter_that_misses_memory_in_use_fails(jax_cpu):
     assert row.status == FAIL and "misses memory in use" in row.reason
 
 
+@pytest.mark.slow
 def test_the_memory_check_passes_after_xla_allocated_and_freed_in_the_process():
     """The order-dependence that failed a fresh clone's suite: earlier XLA work leaves freed memory
     resident in the allocator, which the next allocation reuses without raising any counter."""

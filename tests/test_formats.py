@@ -63,6 +63,7 @@ def test_report_rows_as_csv_json_and_jsonl_agree(capsys):
     assert float(row["value"]) == pytest.approx(llama["value"])
 
 
+@pytest.mark.slow
 def test_report_markdown_on_stdout_is_the_report_without_charts(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "report", QUIET, "-o", "-", "--format", "md")

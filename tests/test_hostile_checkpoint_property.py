@@ -153,6 +153,7 @@ def test_any_value_under_any_key_of_config_json_is_read_or_refused_in_one_line(k
             assert plausible(key, value), (key, value)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @SETTINGS
 @given(names=st.lists(st.text(max_size=30) | st.sampled_from(["../model-00001-of-00002.safetensors", "/dev/zero",
@@ -169,6 +170,7 @@ def test_any_shard_name_in_the_index_is_read_or_refused_in_one_line(names, value
         check_outcome(root)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(config=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=8), base=st.booleans())
 def test_from_hf_config_of_any_dict_is_a_config_or_one_line(config, base):

@@ -190,6 +190,7 @@ def test_a_checkpoint_in_the_hugging_face_cache_layout_is_read_through_its_links
     assert set(ck.open_checkpoint(root).files.values()) <= {root / f.name for f in blobs.iterdir()}
 
 
+@pytest.mark.slow
 def test_a_fifo_checkpoint_through_the_cli_is_one_line_and_exit_2(tmp_path):
     _fifo_weights(tmp_path / "ckpt")
     proc = subprocess.run([sys.executable, "-m", "xpubench", "run", "--weights", str(tmp_path / "ckpt"), "--dry-run"],

@@ -94,6 +94,7 @@ def test_report_and_compare_refuse_to_overwrite(argv, says, results, tmp_path, c
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,suffix", [("html", "html"), ("md", "md")])
 def test_a_report_rewrites_its_own_output_and_force_replaces_another_file(fmt, suffix, results, tmp_path, capsys):
     a, _ = results
@@ -325,6 +326,7 @@ def test_dry_run_estimate_counts_the_processes(capsys, tmp_path):
     assert "(1 worker process(es) per case)" in texts[1] and "(4 worker process(es) per case)" in texts[4]
 
 
+@pytest.mark.slow
 def test_real_process_reads_dev_zero_without_traceback():
     proc = subprocess.run([sys.executable, "-m", "xpubench", "report", "/dev/zero"], capture_output=True, text=True,
                           timeout=60, check=False)
@@ -333,6 +335,7 @@ def test_real_process_reads_dev_zero_without_traceback():
                                                 "regular file")]
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_decompressed_only_as_far_as_the_header_allows(tmp_path):
     import gzip
     import struct

@@ -101,6 +101,7 @@ def quick_charts(monkeypatch):
     monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)
 
 
+@pytest.mark.slow
 @FAST
 @given(text=mutated_records())
 def test_hostile_records_are_read_or_refused_in_one_line(text, tmp_path, capsys, quick_charts):
@@ -159,6 +160,7 @@ def drawn_charts(monkeypatch):
     monkeypatch.setattr(Figure, "savefig", savefig)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=timedelta(seconds=30), database=None,   # a hang, on a busy 2-core CI box
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(drawn=hostile_text_records())
@@ -178,6 +180,7 @@ def test_hostile_text_in_any_field_is_printed_as_text_or_refused_in_one_line(dra
         assert "\x1b" not in report and "\x07" not in report
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=RAW)
 def test_any_bytes_are_read_or_refused_in_one_line(content, tmp_path, capsys):

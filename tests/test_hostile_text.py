@@ -292,6 +292,7 @@ def _charts(tmp_path: Path, capsys) -> list[Path]:
     return charts
 
 
+@pytest.mark.slow
 def test_links_in_the_charts_folder_are_refused_and_replaced_with_force_never_followed(tmp_path, capsys,
                                                                                          quick_charts):
     charts = _charts(tmp_path, capsys)
@@ -334,6 +335,7 @@ def test_a_file_that_only_mentions_the_mark_is_the_users(tmp_path, capsys, quick
     assert doc.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_an_output_link_is_replaced_not_written_through(tmp_path, capsys, quick_charts):
     first = tmp_path / "old.md"
     assert cli_run(capsys, "report", SEED, "-o", first)[0] == 0
@@ -346,6 +348,7 @@ def test_an_output_link_is_replaced_not_written_through(tmp_path, capsys, quick_
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]   # no temporary left behind
 
 
+@pytest.mark.slow
 def test_a_plan_sidecar_xpubench_did_not_write_is_not_replaced(tmp_path, capsys):
     out = tmp_path / "r.jsonl"
     sidecar = tmp_path / "r.jsonl.plan.json"
@@ -394,7 +397,7 @@ def _python(argv: list[str], *, env: dict | None = None, cwd: str | None = None,
     return subprocess.run(command, env=environ, cwd=cwd, capture_output=True, timeout=120, check=False)
 
 
-@pytest.mark.parametrize("argv", [["list"], ["compare", str(SEED), str(SEED)]])
+@pytest.mark.parametrize("argv", [["list"], pytest.param(["compare", str(SEED), str(SEED)], marks=pytest.mark.slow)])
 def test_an_ascii_locale_prints_ascii_look_alikes(argv):
     proc = _python(argv, env={"PYTHONUTF8": "0", "LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": ""})
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-600:]

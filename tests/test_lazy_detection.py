@@ -39,6 +39,7 @@ def test_a_plan_of_numpy_detects_numpy_alone(monkeypatch):
     assert asked[-1] is None                                    # no -b: every backend
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(detect.accelerator_here(), reason="an accelerator is part of the identity: detected in full")
 def test_a_numpy_detection_imports_no_torch_and_keeps_the_machines_identity():
     code = textwrap.dedent("""

@@ -86,6 +86,7 @@ def overflowing_tables(page: str, tmp_path, width: int) -> list[str]:
     return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
 def test_training_tables_fit_a_laptop_page(tmp_path):
     from xpubench.report.render import html
@@ -100,6 +101,7 @@ def test_training_tables_fit_a_laptop_page(tmp_path):
     assert overflowing_tables(html.render(report), tmp_path, 500), "the probe finds a table that overflows"
 
 
+@pytest.mark.slow
 def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_prominent():
     from xpubench.report.render import html
     from xpubench.report.render.build import build_report

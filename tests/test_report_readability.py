@@ -58,6 +58,7 @@ class _Ids(HTMLParser):
         self.ids += [value for name, value in attrs if name == "id"]
 
 
+@pytest.mark.slow
 def test_every_id_on_the_page_is_unique():
     """A section's anchor and its chart's figure were both id="matmul" (and "generation")."""
     parser = _Ids()
@@ -67,6 +68,7 @@ def test_every_id_on_the_page_is_unique():
     assert {"matmul", "generation", "chart-matmul", "chart-generation"} <= set(parser.ids)
 
 
+@pytest.mark.slow
 def test_the_default_file_name_follows_the_format(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["report", str(DEFAULT), "--format", "md"]) == 0
@@ -76,7 +78,7 @@ def test_the_default_file_name_follows_the_format(tmp_path, monkeypatch):
     assert default_output(None) == default_output("html") == "xpubench-report.html"
 
 
-@pytest.mark.parametrize("path", [DEFAULT, RICH])
+@pytest.mark.parametrize("path", [DEFAULT, pytest.param(RICH, marks=pytest.mark.slow)])   # RICH: 3 s
 def test_no_table_of_many_rows_repeats_one_value_in_every_row(path):
     for sec in report_of(path).sections:
         for block in sec.tables:
@@ -85,6 +87,7 @@ def test_no_table_of_many_rows_repeats_one_value_in_every_row(path):
                 assert not same_in_every_row(block.frame), (sec.title, block.title, list(block.frame.columns))
 
 
+@pytest.mark.slow
 def test_a_value_every_row_shares_is_said_once_above_the_table(tmp_path):
     report = report_of(DEFAULT)
     blocks = [b for s in report.sections for b in s.tables]

@@ -189,6 +189,7 @@ def test_resume_from_another_folder_finishes_the_model_case(tmp_path, monkeypatc
 
 # ---- a case that failed on bad input runs again on --resume ---------------------------------------------
 
+@pytest.mark.slow
 def test_a_case_that_failed_on_bad_input_is_run_again(tmp_path, capsys, machine):
     out = tmp_path / "r.jsonl"
     code, _, err = run_cli(capsys, "run", "--selftest", "ok,baddata", "-b", "numpy", "--processes", "1",

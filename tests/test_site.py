@@ -149,6 +149,7 @@ def test_a_site_of_1000_results_files(tmp_path):
     assert re.search(r'<circle[^>]*class="slower"', matmul)   # machine 0's 1.3x slowdown marked on its chart
 
 
+@pytest.mark.slow
 def test_reports_are_built_once_per_file(tmp_path):
     folder = tmp_path / "results"
     folder.mkdir()

@@ -76,6 +76,7 @@ class Page:
 SHOWN = "Array.from(document.querySelectorAll('#cases tbody tr')).filter(r => !r.hidden)"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_filters_and_sorting_in_headless_chromium(tmp_path):
     build_site(RUNS, tmp_path / "site")

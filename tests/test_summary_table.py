@@ -126,6 +126,7 @@ def test_the_ceiling_note_is_below_the_table_once_in_cli_words():
     assert "`xpubench ceilings`" in text and "measure_ceilings=" not in text
 
 
+@pytest.mark.slow
 def test_every_recorded_run_still_loads_and_prints():
     from xpubench.analysis import load
 
