@@ -180,10 +180,10 @@ register(ReportSection(
         "The llama-bench figures per weight format: pp = prompt tokens/s (the prefill of the whole prompt "
         "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
         "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
-        "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` "
-        "(its fastest window: a ceiling) or else the device's spec; above 100% is printed n/a (the bound is "
-        "unreliable: the bandwidth read low on a busy machine, or the bytes are undercounted). pp MFU = prefill FLOPs / "
-        "TTFT over the chip's peak (docs/methodology.md).")))
+        "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` or "
+        "by the run's brief measurement (its fastest window: a ceiling), else the device's spec; above 100% "
+        "is printed n/a (the bound is unreliable: the bandwidth read low on a busy machine, or the bytes are "
+        "undercounted). pp MFU = prefill FLOPs / TTFT over the chip's peak (docs/methodology.md).")))
 register(ReportSection(   # the report's training table has tokens/s: this is the terminal's token view
     "Token models", "tokens", tables=_made(generation.token_training_table), report=False))
 register(ReportSection(
