@@ -59,7 +59,7 @@ def main(cases_path: str, out_path: str) -> None:
                 continue
             try:
                 outcome = execute(case)
-            except Exception as exc:   # every failure becomes this case's result, as in the worker
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the case's result, as in the worker
                 outcome = outcome_of_exception(exc, case.device)
             outcomes.append(json.loads(json.dumps(dataclasses.asdict(outcome), default=_jsonable)))
     Path(out_path).write_text(json.dumps(outcomes))
