@@ -99,13 +99,21 @@ UNOPTIMISED = "--xla_backend_optimization_level=0"
 def keras_runs():
     """keras_runs(process)[name]: what RUNS[process][name] gave, all of that process's made at its first use."""
     done: dict[str, dict] = {}
+    failed: dict[str, BaseException] = {}   # a process that failed fails every test that asks it, once
 
     def runs(process: str) -> dict:
+        if process in failed:
+            raise failed[process]
         if process not in done:
             items = RUNS[process]
             env = ({"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {UNOPTIMISED}"} if process.endswith("unoptimised")
                    else {})
-            done[process] = dict(zip(items, run_cases(list(items.values()), timeout_s=1200, env=env), strict=True))
+            try:
+                done[process] = dict(zip(items, run_cases(list(items.values()), timeout_s=1200, env=env),
+                                         strict=True))
+            except BaseException as exc:
+                failed[process] = exc
+                raise
         return done[process]
 
     return runs
