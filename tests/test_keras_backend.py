@@ -1,55 +1,128 @@
 """The keras backend: the built-in workloads as Keras models with the native parameter counts, trained
-with Keras's own fit and predicted with predict_on_batch in worker processes on Keras's jax and torch
-backends, measured by the harness's timer (compile apart, steady steps, budget)."""
+with Keras's own fit and predicted with predict_on_batch on Keras's jax and torch backends, measured by
+the harness's timer (compile apart, steady steps, budget).
+
+Keras picks its backend at import, so each Keras backend's cases and checks run in one worker process of
+their own (tests/batch_worker.py: each case as launch/worker.py runs it), made once per module and read by
+every test of that backend: one process start and one Keras import per backend, not one per case."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from batch_worker import run_cases
 
 from xpubench.case import Case
-from xpubench.launch.runner import run_one
 from xpubench.workloads import imdb_lstm, names, shakespeare_lstm
 
 LSTM_LAYERS = {"imdb_lstm": 1, "shakespeare_lstm": 2}   # Keras's LSTM has one bias vector, torch's two
 HIDDEN = {"imdb_lstm": imdb_lstm.HIDDEN, "shakespeare_lstm": shakespeare_lstm.HIDDEN}
 
-PARITY = """
-import sys, json, numpy as np, torch, jax
-from xpubench.backends.keras_.device import import_keras
-from xpubench.workloads import get_workload, names
-from xpubench.backends.jax_.train import init_variables
-keras = import_keras(sys.argv[1])
-out = {}
-for name in names("model"):
-    wl = get_workload(name)
-    spec = wl.spec
-    k = sum(int(np.prod(v.shape)) for v in wl.models["keras"](spec).trainable_weights)
-    t = sum(p.numel() for p in wl.models["torch"](spec).parameters())
-    x = np.zeros((1, *spec.input_shape), np.int32 if spec.input_kind == "tokens" else np.float32)
-    # the shapes init would give, traced without running it (a real init compiles each model: ~1 min)
-    params, _ = jax.eval_shape(lambda: init_variables(wl.models["jax"](spec), spec, x, 0))
-    f = sum(int(np.prod(a.shape)) for a in jax.tree.leaves(params))
-    out[name] = [k, t, f]
-print(json.dumps(out))
-"""
+
+def parity_counts(keras_backend: str) -> dict:
+    """Each built-in model's trainable parameters: [Keras on ``keras_backend``, torch, flax]; run in the
+    Keras backend's worker process (batch_worker)."""
+    import jax
+    import torch  # noqa: F401  (the torch models)
+
+    from xpubench.backends.jax_.train import init_variables
+    from xpubench.backends.keras_.device import import_keras
+    from xpubench.workloads import get_workload
+
+    import_keras(keras_backend)
+    out = {}
+    for name in names("model"):
+        wl = get_workload(name)
+        spec = wl.spec
+        k = sum(int(np.prod(v.shape)) for v in wl.models["keras"](spec).trainable_weights)
+        t = sum(p.numel() for p in wl.models["torch"](spec).parameters())
+        x = np.zeros((1, *spec.input_shape), np.int32 if spec.input_kind == "tokens" else np.float32)
+        # the shapes init would give, traced without running it (a real init compiles each model: ~1 min)
+        params, _ = jax.eval_shape(lambda wl=wl, spec=spec, x=x: init_variables(wl.models["jax"](spec), spec, x, 0))
+        f = sum(int(np.prod(a.shape)) for a in jax.tree.leaves(params))
+        out[name] = [k, t, f]
+    return out
+
+
+def compile_undone() -> list:
+    """[whether KerasTrainer.compile left every model and optimizer variable as it found them, how many]."""
+    from xpubench.backends.keras_.train import KerasTrainer
+
+    case = Case(workload="mnist_cnn", backend="keras:jax", device="cpu", mode="train", batch_size=32,
+                train_samples=64, eval_samples=32)
+    t = KerasTrainer(case)
+    before = [v.numpy().copy() for v in [*t.model.variables, *t.model.optimizer.variables]]
+    assert t.compile() > 0
+    after = [v.numpy() for v in [*t.model.variables, *t.model.optimizer.variables]]
+    # the variables there before (the optimizer builds its slots in compile: those come after them)
+    return [all(np.array_equal(a, b) for a, b in zip(before, after[:len(before)], strict=True)), len(before)]
+
+
+def _case(backend, mode="train", workload="mnist_cnn", **kw):
+    fields = {"batch_size": 64, "epochs": 3, "steps": 5, "train_samples": 512, "eval_samples": 100, **kw}
+    fields["options"] = {"weights_dir": "off", **kw.get("options", {})}
+    return Case(workload=workload, backend=backend, device="cpu", mode=mode, **fields)
+
+
+def _infer(keras_backend, precision):
+    return _case(f"keras:{keras_backend}", "infer", precision=precision, epochs=1, time_budget_s=1)
+
+
+def _matmul(keras_backend):
+    return Case(workload="matmul", backend=f"keras:{keras_backend}", device="cpu", mode="matmul", size=256,
+                time_budget_s=0.5)
+
+
+# what each worker process runs, by name: the cases and checks of every test below. The parameter counts
+# and the compile check run in a process of their own, with XLA's unoptimised backend: Keras on JAX
+# compiles each initializer's random draw (one XLA program per weight shape), which it does in about half
+# the time; the timed cases run with XLA's defaults
+RUNS = {
+    "jax": {"fit": _case("keras:jax"),
+            "epoch_sync": _case("keras:jax", epochs=2, steps=8, options={"sync": "epoch"}),
+            "budget_cut": _case("keras:jax", epochs=3, steps=8, time_budget_s=0.001, options={"sync": "step"}),
+            "infer_fp32": _infer("jax", "fp32"), "infer_bf16": _infer("jax", "bf16"),
+            "matmul": _matmul("jax")},
+    "jax unoptimised": {"parity": ("test_keras_backend:parity_counts", "jax"),
+                        "compile_undone": ("test_keras_backend:compile_undone",)},
+    "torch": {"parity": ("test_keras_backend:parity_counts", "torch"),
+              "fit": _case("keras:torch"),
+              "infer_int8": _infer("torch", "int8"),
+              "matmul": _matmul("torch")},
+}
+UNOPTIMISED = "--xla_backend_optimization_level=0"
+
+
+@pytest.fixture(scope="module")
+def keras_runs():
+    """keras_runs(process)[name]: what RUNS[process][name] gave, all of that process's made at its first use."""
+    done: dict[str, dict] = {}
+    failed: dict[str, BaseException] = {}   # a process that failed fails every test that asks it, once
+
+    def runs(process: str) -> dict:
+        if process in failed:
+            raise failed[process]
+        if process not in done:
+            items = RUNS[process]
+            env = ({"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {UNOPTIMISED}"} if process.endswith("unoptimised")
+                   else {})
+            try:
+                done[process] = dict(zip(items, run_cases(list(items.values()), timeout_s=1200, env=env),
+                                         strict=True))
+            except BaseException as exc:
+                failed[process] = exc
+                raise
+        return done[process]
+
+    return runs
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
-def test_keras_models_have_the_native_parameter_counts(keras_backend):
-    import json
-
-    # the counts only: Keras on JAX compiles each initializer's random draw (one XLA program per weight
-    # shape), which XLA's unoptimised backend does in about half the time
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0"}
-    run = subprocess.run([sys.executable, "-c", PARITY, keras_backend], capture_output=True, text=True, check=True,
-                         env=env)
-    counts = json.loads(run.stdout.strip().splitlines()[-1])
+def test_keras_models_have_the_native_parameter_counts(keras_backend, keras_runs):
+    counts = keras_runs("jax unoptimised" if keras_backend == "jax" else "torch")["parity"]
     assert set(counts) == set(names("model"))
     for name, (keras_n, torch_n, flax_n) in counts.items():
         assert torch_n == flax_n
@@ -59,16 +132,10 @@ def test_keras_models_have_the_native_parameter_counts(keras_backend):
     assert counts["weather_gru"][0] == 821_763
 
 
-def _case(backend, mode="train", workload="mnist_cnn", **kw):
-    fields = {"batch_size": 64, "epochs": 3, "steps": 5, "train_samples": 512, "eval_samples": 100, **kw}
-    fields["options"] = {"weights_dir": "off", **kw.get("options", {})}
-    return Case(workload=workload, backend=backend, device="cpu", mode=mode, **fields)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
-def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_backend):
-    outcome, _ = run_one(_case(f"keras:{keras_backend}"), timeout_s=600)
+def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_backend, keras_runs):
+    outcome = keras_runs(keras_backend)["fit"]
     m, s = outcome["metrics"], outcome["samples"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["keras_backend"] == keras_backend and m["epochs_run"] == 3 and m["steps_per_epoch"] == 5
@@ -83,21 +150,18 @@ def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_
 
 
 @pytest.mark.slow
-def test_a_pipelined_epoch_and_a_budget_cut():
-    outcome, _ = run_one(_case("keras:jax", epochs=2, steps=8, options={"sync": "epoch"}), timeout_s=600)
+def test_a_pipelined_epoch_and_a_budget_cut(keras_runs):
+    outcome = keras_runs("jax")["epoch_sync"]
     m, s = outcome["metrics"], outcome["samples"]
     assert outcome["status"] == "ok" and m["sync"] == "epoch" and len(s["step_s"]) == 1   # one sample per epoch
-    outcome, _ = run_one(_case("keras:jax", epochs=3, steps=8, time_budget_s=0.001, options={"sync": "step"}),
-                         timeout_s=600)
-    m = outcome["metrics"]
+    m = keras_runs("jax")["budget_cut"]["metrics"]
     assert m["budget_hit"] and m["budget_cut_steps"] == 4 and m["epochs_run"] == 0   # the first step + 3
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend, precision", [("jax", "fp32"), ("jax", "bf16"), ("torch", "int8")])
-def test_predict_on_batch_inference(keras_backend, precision):
-    outcome, _ = run_one(_case(f"keras:{keras_backend}", "infer", precision=precision, epochs=1, time_budget_s=1),
-                         timeout_s=600)
+def test_predict_on_batch_inference(keras_backend, precision, keras_runs):
+    outcome = keras_runs(keras_backend)[f"infer_{precision}"]
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["predictions"] == 100 and m["latency_s"] > 0 and m["keras_backend"] == keras_backend
@@ -107,29 +171,12 @@ def test_predict_on_batch_inference(keras_backend, precision):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
-def test_keras_ops_matmul(keras_backend):
-    case = Case(workload="matmul", backend=f"keras:{keras_backend}", device="cpu", mode="matmul", size=256,
-                time_budget_s=0.5)
-    outcome, _ = run_one(case, timeout_s=300)
+def test_keras_ops_matmul(keras_backend, keras_runs):
+    outcome = keras_runs(keras_backend)["matmul"]
     assert outcome["status"] == "ok" and outcome["metrics"]["max_rel_error"] < 1e-4
 
 
-COMPILE_UNDONE = """
-import numpy as np
-from xpubench.case import Case
-from xpubench.backends.keras_.train import KerasTrainer
-case = Case(workload="mnist_cnn", backend="keras:jax", device="cpu", mode="train", batch_size=32, train_samples=64,
-            eval_samples=32)
-t = KerasTrainer(case)
-before = [v.numpy().copy() for v in [*t.model.variables, *t.model.optimizer.variables]]
-assert t.compile() > 0
-after = [v.numpy() for v in [*t.model.variables, *t.model.optimizer.variables]]
-print(all(np.array_equal(a, b) for a, b in zip(before, after)), len(before))
-"""
-
-
 @pytest.mark.slow
-def test_the_timed_compile_step_is_undone():
-    out = subprocess.run([sys.executable, "-c", COMPILE_UNDONE], capture_output=True, text=True, check=True).stdout
-    undone, count = out.split()
-    assert undone == "True" and int(count) > 10
+def test_the_timed_compile_step_is_undone(keras_runs):
+    undone, count = keras_runs("jax unoptimised")["compile_undone"]
+    assert undone is True and count > 10

@@ -1,19 +1,24 @@
 """Your own model (xpubench.usermodel): the parent's checks before anything runs (no import of the
 user's file), the worker's checks (each one clear line as the case's error), and a small torch CNN, a
 flax MLP and a Keras model, none of them built in, trained and run for inference through worker
-processes with measured FLOPs."""
+processes with measured FLOPs.
+
+The worker's cases run as launch/worker.py runs a case, in one worker process for all the cases of the
+torch and flax models and one per Keras backend (tests/batch_worker.py; Keras picks its backend at
+import), made at the first test that asks and read by every other: a process start and a framework
+import each, not one per case (what the process boundary itself does is tests/test_runner_isolation.py's
+and tests/test_exit_codes.py's)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
 from pathlib import Path
 
 import pytest
+from batch_worker import run_cases
 
 from xpubench.case import Case
 from xpubench.errors import UserError
-from xpubench.launch.runner import run_one
 from xpubench.usermodel.reference import parse_reference
 from xpubench.usermodel.spec import model_input, workload_spec
 
@@ -77,27 +82,64 @@ def test_a_task_selects_the_data_and_the_loss():
 
 def _case(ref, mode="train", backend="auto", **options):
     name = ref.rpartition(":")[2]
+    # inference measures until half its budget has gone: 0.5 s is enough for every assertion below
     return Case(workload=name, backend=backend, device="cpu", mode=mode, batch_size=32, epochs=2, steps=4,
-                train_samples=256, eval_samples=64, time_budget_s=2,
+                train_samples=256, eval_samples=64, time_budget_s=2 if mode == "train" else 0.5,
                 options={"model": str(ref), "weights_dir": "off", **options})
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("function, message", [
+def _process(case: Case) -> str:
+    """The worker process a case runs in: its Keras backend's, or the one for torch and flax models."""
+    return case.backend if case.backend.startswith("keras") else "torch and flax"
+
+
+def _key(case: Case) -> str:
+    return json.dumps(case.as_dict(), sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def outcome_of():
+    """outcome_of(case): the case's outcome as launch.runner.run_one returns it; the first case asked of a
+    process runs every case of CASES (below) that runs in that process."""
+    done: dict[str, dict] = {}
+    failed: dict[str, BaseException] = {}   # a process that failed fails every test that asks it, once
+
+    def outcome(case: Case) -> dict:
+        process = _process(case)
+        if process in failed:
+            raise failed[process]
+        if _key(case) not in done:
+            group = [c for c in CASES if _process(c) == process]
+            assert _key(case) in map(_key, group), "add the case to CASES"
+            try:
+                done.update(zip(map(_key, group), run_cases(group, timeout_s=1200), strict=True))
+            except BaseException as exc:
+                failed[process] = exc
+                raise
+        return done[_key(case)]
+
+    return outcome
+
+
+WORKER_ERRORS = [
     ("not_a_model", "not_a_model() returned list, not a torch.nn.Module, a flax linen Module or a Keras 3 Model"),
     ("wrong_input", ("the model does not take input of shape (2, 7) (float32): RuntimeError: mat1 and mat2 "
                      "shapes cannot be multiplied (2x7 and 10x4)")),
     ("wrong_output", "the model's output has shape (2, 3) for 2 samples; task classes:4 needs (2, 4)"),
-])
-def test_what_only_the_worker_can_check_is_the_cases_one_line_error(function, message):
-    outcome, _ = run_one(_case(f"{BAD}/bad_models.py:{function}"), timeout_s=300)
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function, message", WORKER_ERRORS)
+def test_what_only_the_worker_can_check_is_the_cases_one_line_error(function, message, outcome_of):
+    outcome = outcome_of(_case(f"{BAD}/bad_models.py:{function}"))
     assert outcome["status"] == "error" and message in outcome["message"] and "\n" not in outcome["message"]
 
 
 @pytest.mark.slow
-def test_a_model_of_another_framework_than_the_backend_is_skipped_with_the_reason():
+def test_a_model_of_another_framework_than_the_backend_is_skipped_with_the_reason(outcome_of):
     """One case's mismatch (a file holding torch, flax and Keras models) never ends the run: skipped."""
-    outcome, _ = run_one(_case(f"{BAD}/bad_models.py:fine", backend="jax"), timeout_s=300)
+    outcome = outcome_of(_case(f"{BAD}/bad_models.py:fine", backend="jax"))
     assert outcome["status"] == "skipped"
     assert outcome["message"].endswith("is a torch model: it runs with -b torch, not -b jax")
 
@@ -107,17 +149,19 @@ def test_a_model_of_another_framework_than_the_backend_is_skipped_with_the_reaso
 OUTPUTS = f"{BAD}/output_models.py"
 
 
+TAKEN = [("tuple_output", "the first element of the output (tuple)"),
+         ("dict_output", "['logits'] of the output (dict)")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("function, taken", [("tuple_output", "the first element of the output (tuple)"),
-                                             ("dict_output", "['logits'] of the output (dict)")])
-def test_logits_are_taken_from_a_tuple_or_a_dict_and_the_result_says_which(function, taken):
-    outcome, _ = run_one(_case(f"{OUTPUTS}:{function}", "infer"), timeout_s=300)
+@pytest.mark.parametrize("function, taken", TAKEN)
+def test_logits_are_taken_from_a_tuple_or_a_dict_and_the_result_says_which(function, taken, outcome_of):
+    outcome = outcome_of(_case(f"{OUTPUTS}:{function}", "infer"))
     assert outcome["status"] == "ok", outcome["message"]
     assert outcome["metrics"]["model_output"] == taken and outcome["metrics"]["predictions"] == 64
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("function, options, message", [
+UNUSABLE = [
     ("no_logits", {}, ("the model's output is dict without 'logits' (keys: hidden), in which xpubench finds no "
                       "logits: return the logits as a tensor, or an object with .logits (a Hugging Face "
                       "ModelOutput), a dict with 'logits' or a tuple whose first element is the logits")),
@@ -125,23 +169,27 @@ def test_logits_are_taken_from_a_tuple_or_a_dict_and_the_result_says_which(funct
     ("token_bag", {"model_input": {"vocab_size": 1000}},
      ("vocab_size 1000 (from --vocab-size) is larger than the model's vocabulary, 500 (the rows of the model's "
      "first embedding (Embedding)): token ids from 500 up would be out of its range")),
-])
-def test_outputs_and_vocabularies_xpubench_cannot_use_are_one_line_errors(function, options, message):
-    outcome, _ = run_one(_case(f"{OUTPUTS}:{function}", **options), timeout_s=300)
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function, options, message", UNUSABLE)
+def test_outputs_and_vocabularies_xpubench_cannot_use_are_one_line_errors(function, options, message, outcome_of):
+    outcome = outcome_of(_case(f"{OUTPUTS}:{function}", **options))
     assert outcome["status"] == "error" and message in outcome["message"] and "\n" not in outcome["message"]
 
 
 @pytest.mark.slow
-def test_the_vocabulary_of_token_ids_is_read_from_the_model():
-    outcome, _ = run_one(_case(f"{OUTPUTS}:token_bag", "infer"), timeout_s=300)
+def test_the_vocabulary_of_token_ids_is_read_from_the_model(outcome_of):
+    outcome = outcome_of(_case(f"{OUTPUTS}:token_bag", "infer"))
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert (m["vocab_size"], m["vocab_size_source"]) == (500, "the rows of the model's first embedding (Embedding)")
 
 
 @pytest.mark.slow
-def test_a_model_ending_in_a_softmax_runs_with_a_warning():
-    outcome, _ = run_one(_case(f"{OUTPUTS}:ends_in_softmax"), timeout_s=300)
+def test_a_model_ending_in_a_softmax_runs_with_a_warning(outcome_of):
+    outcome = outcome_of(_case(f"{OUTPUTS}:ends_in_softmax"))
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["model_warning"].startswith("the model's outputs are probabilities (each row sums to 1): it ends in a "
@@ -151,8 +199,8 @@ def test_a_model_ending_in_a_softmax_runs_with_a_warning():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["train", "infer"])
-def test_a_flop_count_that_fails_leaves_the_flops_unknown_and_the_case_measured(mode):
-    outcome, _ = run_one(_case(f"{OUTPUTS}:counter_trouble", mode), timeout_s=300)
+def test_a_flop_count_that_fails_leaves_the_flops_unknown_and_the_case_measured(mode, outcome_of):
+    outcome = outcome_of(_case(f"{OUTPUTS}:counter_trouble", mode))
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["flops_method"] == ("n/a (the FLOP count failed in output_models.py:forward: RuntimeError: this model "
@@ -177,8 +225,8 @@ MODELS = [
 @pytest.mark.parametrize("ref, backend, options, framework, params, method", MODELS)
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_user_models_train_and_predict_in_workers_with_measured_flops(ref, backend, options, framework, params,
-                                                                      method, mode):
-    outcome, _ = run_one(_case(ref, mode, backend, **options), timeout_s=600)
+                                                                      method, mode, outcome_of):
+    outcome = outcome_of(_case(ref, mode, backend, **options))
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert (m["model_framework"], m["model_params"], m["model_name"]) == (framework, params, ref.rpartition(":")[2])
@@ -190,14 +238,17 @@ def test_user_models_train_and_predict_in_workers_with_measured_flops(ref, backe
         assert m["latency_s"] > 0 and m["predictions"] == 64
 
 
-@pytest.mark.slow
 def test_flops_that_a_counter_would_miss_are_unknown_not_wrong():
     """FlopCounterMode sees 200 FLOPs in the built-in imdb_lstm (26.4M by formula): refused, not reported."""
-    code = ("from xpubench.workloads import get_workload\nimport torch\nfrom xpubench.usermodel.flops import "
-            "torch_flops\nwl = get_workload('imdb_lstm'); m = wl.models['torch'](wl.spec)\n"
-            "print(torch_flops(lambda: m(torch.zeros(1, 250, dtype=torch.long)), m))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "(None, 'n/a (torch FlopCounterMode does not count nn.LSTM" in out
+    import torch
+
+    from xpubench.usermodel.flops import torch_flops
+    from xpubench.workloads import get_workload
+
+    wl = get_workload("imdb_lstm")
+    model = wl.models["torch"](wl.spec)
+    flops, method = torch_flops(lambda: model(torch.zeros(1, 250, dtype=torch.long)), model)
+    assert flops is None and method.startswith("n/a (torch FlopCounterMode does not count nn.LSTM")
 
 
 @pytest.mark.slow
@@ -212,3 +263,16 @@ def test_measured_torch_flops_equal_the_formula_for_the_built_in_cnns():
         model = wl.models["torch"](wl.spec).eval()
         x = torch.zeros(1, *wl.spec.input_shape)
         assert torch_flops(lambda m=model, x=x: m(x), model)[0] == wl.forward_flops(wl.spec)
+
+
+# every case the tests above ask of the worker, run together per process (outcome_of)
+CASES = [
+    *(_case(f"{BAD}/bad_models.py:{function}") for function, _ in WORKER_ERRORS),
+    _case(f"{BAD}/bad_models.py:fine", backend="jax"),
+    *(_case(f"{OUTPUTS}:{function}", "infer") for function, _ in TAKEN),
+    *(_case(f"{OUTPUTS}:{function}", **options) for function, options, _ in UNUSABLE),
+    _case(f"{OUTPUTS}:token_bag", "infer"),
+    _case(f"{OUTPUTS}:ends_in_softmax"),
+    *(_case(f"{OUTPUTS}:counter_trouble", mode) for mode in ("train", "infer")),
+    *(_case(ref, mode, backend, **options) for ref, backend, options, *_ in MODELS for mode in ("train", "infer")),
+]

@@ -12,6 +12,9 @@ within 2% of an independent count, or n/a with a reason (model: its independent 
 torchvision's CPU build must match torch's (docs/your-model.md, "Install torchvision"); where it does
 not import, its cases are skipped with the import error. And the model whose output is a Hugging Face
 object runs through ``xpubench run --model``, its results saying where the logits came from.
+
+Every model is probed in one process, made at the first test that asks (``probed``): one torch,
+transformers and Keras import, not one per model.
 """
 
 from __future__ import annotations
@@ -30,19 +33,27 @@ FAMILIES = ROOT / "docs" / "examples" / "model_families.py"
 PROBE = Path(__file__).with_name("usermodel_probe.py")
 
 
-def _probe(function: str, backend: str = "auto") -> dict:
-    done = subprocess.run([sys.executable, str(PROBE), f"{FAMILIES}:{function}", backend], check=False,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+def _probe(models: dict[str, str]) -> dict[str, dict]:
+    """What tests/usermodel_probe.py finds for each of ``models`` (function: backend), in one process."""
+    args = [arg for function, backend in models.items() for arg in (f"{FAMILIES}:{function}", backend)]
+    done = subprocess.run([sys.executable, str(PROBE), *args], check=False, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return dict(zip(models, map(json.loads, done.stdout.strip().splitlines()[-len(models):]), strict=True))
 
 
-def _families() -> dict:
-    spec = importlib.util.spec_from_file_location("model_families", FAMILIES)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return vars(module)
+# the models the tests below probe, with the backend each runs on; Keras's on keras:torch (the one Keras
+# backend of the probe's process)
+PROBED = {"resnet18": "auto", "vit_b_16": "auto", "bert_classifier": "auto", "gpt2_lm": "auto",
+          "mobilenet_v2": "keras:torch", "xpubench_gpt": "auto"}
+
+
+@pytest.fixture(scope="module")
+def probed() -> dict[str, dict]:
+    """PROBED's models as found by the probe, all in one process (torchvision's where it imports)."""
+    skip = {"resnet18", "vit_b_16"} if _importable("torchvision") else set()
+    skip |= {"bert_classifier", "gpt2_lm"} if importlib.util.find_spec("transformers") is None else set()
+    return _probe({function: backend for function, backend in PROBED.items() if function not in skip})
 
 
 def _importable(module: str) -> str | None:
@@ -58,11 +69,11 @@ def _close(measured: float, independent: float) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("function, published_gmac", [("resnet18", 1.814), ("vit_b_16", 17.564)])
-def test_torchvision_models_match_the_published_flops(function, published_gmac):
+def test_torchvision_models_match_the_published_flops(function, published_gmac, probed):
     why = _importable("torchvision")
     if why:
         pytest.skip(f"torchvision does not import beside this torch: {why}")
-    found = _probe(function)
+    found = probed[function]
     assert _close(found["flops"], 2 * published_gmac * 1e9), (found["flops"], found["flops_method"])
     assert found["model_output"] == "the output (Tensor)"
 
@@ -70,41 +81,36 @@ def test_torchvision_models_match_the_published_flops(function, published_gmac):
 @pytest.mark.slow
 @pytest.mark.parametrize("function, config, vocab", [("bert_classifier", "BertConfig", 30522),
                                                      ("gpt2_lm", "GPT2Config", 50257)])
-def test_hugging_face_models_match_their_eager_attention_count(function, config, vocab):
+def test_hugging_face_models_match_their_eager_attention_count(function, config, vocab, probed):
     pytest.importorskip("transformers")
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    found = _probe(function)
+    found = probed[function]
     assert "aten._scaled_dot_product_flash_attention_for_cpu (12 calls)" in found["flops_method"]
     assert found["model_output"].startswith(".logits of the output (")
     assert found["vocab_size"] == vocab
-    built = _families()[function]()
-    model = built["model"].eval()
-    model.set_attn_implementation("eager")   # every attention matmul an aten.bmm the counter sees
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(torch.zeros(1, *built["input_shape"], dtype=torch.int32))
-    assert _close(found["flops"], counter.get_total_flops()), (found["flops"], counter.get_total_flops())
+    # the same model with eager attention, every attention matmul an aten.bmm the counter sees (the probe
+    # counts it after the worker's count)
+    eager = found["eager_attention_flops"]
+    assert _close(found["flops"], eager), (found["flops"], eager)
     if function == "bert_classifier":   # the vocabulary read from the model, not given
         assert found["vocab_size_source"] == f"the model's config.vocab_size ({config})"
 
 
 @pytest.mark.slow
-def test_keras_mobilenet_v2_matches_its_layers_count():
+def test_keras_mobilenet_v2_matches_its_layers_count(probed):
     """On keras:torch FlopCounterMode counts the convolutions exactly: 601.5 MFLOP = 2 x the paper's
     300M multiply-adds. XLA (keras:jax) also counts the elementwise ops (batch norm, ReLU6, the
     residual adds) and leaves out padding: 3.0% above here, so that count is not the 2% check."""
-    on_torch = _probe("mobilenet_v2", "keras:torch")
+    on_torch = probed["mobilenet_v2"]
     assert _close(on_torch["flops"], on_torch["layer_flops"]) and "FlopCounterMode" in on_torch["flops_method"]
     assert _close(on_torch["flops"], 2 * 300e6)
     assert on_torch["model_params"] == 3_504_872 and "model_warning" not in on_torch
 
 
 @pytest.mark.slow
-def test_xpubench_gpt_matches_its_formula():
+def test_xpubench_gpt_matches_its_formula(probed):
     from xpubench.workloads import gpt
 
-    found = _probe("xpubench_gpt")
+    found = probed["xpubench_gpt"]
     assert "aten._scaled_dot_product_flash_attention_for_cpu (4 calls)" in found["flops_method"]
     assert _close(found["flops"], gpt.forward_flops(gpt.PRESETS["small"]))
 
