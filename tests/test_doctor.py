@@ -100,6 +100,7 @@ def config(**kw):
             "ceiling_budget_s": 0.2, "memory_bytes": 64 << 20, **kw}
 
 
+@pytest.mark.slow   # ~2 s: JAX compiles
 def test_a_deliberately_unsynchronised_jax_window_is_caught(jax_cpu):
     """JAX dispatches asynchronously on the CPU too: with the sync replaced by a no-op, the
     "synchronised" window ends when the calls return, and the timing check fails."""

@@ -81,6 +81,7 @@ def test_parameter_counts_equal(options) -> None:
     assert torch_count == jax_count == gpt.param_count(spec)
 
 
+@pytest.mark.slow   # ~3.5 s: GPT-2's full shapes in both frameworks
 def test_gpt2_parameter_counts_equal() -> None:
     spec = gpt.PRESETS["gpt2"]
     with torch.device("meta"):   # shapes only: no 500 MB of weights

@@ -309,6 +309,7 @@ def test_links_in_the_charts_folder_are_refused_and_replaced_with_force_never_fo
     assert not any(c.is_symlink() for c in charts)
 
 
+@pytest.mark.slow   # ~2 s: a report with its charts
 def test_a_users_png_in_the_charts_folder_is_not_replaced_without_force(tmp_path, capsys, quick_charts):
     charts = _charts(tmp_path, capsys)
     charts[0].write_bytes(b"\x89PNG\r\n\x1a\nmy own picture")

@@ -150,6 +150,7 @@ def test_infer_case_end_to_end(backend, tmp_path) -> None:
     assert abs(b["accuracy_delta"]) <= 0.05
 
 
+@pytest.mark.slow   # ~2 s: a model trained and scored
 def test_score_matches_trainer_evaluate() -> None:
     pytest.importorskip("torch")
     from xpubench.backends.torch_.infer import TorchSession

@@ -85,6 +85,7 @@ def test_logits_equal_transformers_llama_for_causal_lm(written):
     np.testing.assert_allclose(jax_logits(ckpt, idx), want, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow   # ~5 s: both frameworks' first compiles
 def test_bf16_checkpoint_is_read_by_both(tmp_path):
     from safetensors.torch import save_file
 

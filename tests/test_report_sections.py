@@ -107,6 +107,7 @@ def keys_table(frame) -> Table:
     return Table("Every case by its key", [Column("case", lambda r: str(r["key"]), text=True)], ok_rows(frame))
 
 
+@pytest.mark.slow   # ~1.5 s each: a whole report drawn
 @pytest.mark.parametrize("terminal, report", [(True, True), (True, False), (False, True)])
 def test_a_section_registered_once_shows_where_its_flags_say(restored, terminal, report):
     from test_report_frame import record
