@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import this_machine
 from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 from xpubench import api
@@ -202,7 +203,7 @@ def test_train_and_generate_through_api_run(tmp_path: Path) -> None:
                           precisions=["fp32", "int8"], batch_sizes=[2], epochs=2, steps=2, train_samples=8,
                           eval_samples=4, time_budget_s=1, options=TINY)
     results = {(r.case["backend"], r.case["mode"], r.case["precision"]): r
-               for r in api.run(request, output=tmp_path / "r.jsonl", processes=1)}
+               for r in api.run(request, output=tmp_path / "r.jsonl", processes=1, environment=this_machine())}
     for backend in ("torch", "jax"):
         train = results[backend, "train", "fp32"]
         assert train.status == "ok", train.message

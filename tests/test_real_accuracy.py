@@ -5,7 +5,7 @@ other 2,000 (the loader cuts a lone t10k split 80/20), in both frameworks, throu
 from __future__ import annotations
 
 import pytest
-from conftest import shared_dataset
+from conftest import shared_dataset, this_machine
 
 import xpubench
 from xpubench.results.store import load_file
@@ -23,7 +23,8 @@ def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend,
     one epoch of batch 32 learns more than one of 128, for less time per sample on this CPU)."""
     out = tmp_path / "real.jsonl"
     (result,) = xpubench.run(processes=1, workloads=["mnist_cnn"], backends=[backend], data="real", data_dir=str(MNIST),
-                             batch_sizes=[32], epochs=3, output=out)
+                             batch_sizes=[32], epochs=3, output=out,
+                             environment=this_machine())   # detected once per test run
     assert result.status == "ok", result.message
     m = result.metrics
     assert m["steps_per_epoch"] == 8_000 // 32           # trained on the 8,000 train images only

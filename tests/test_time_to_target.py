@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import this_machine
 from test_stats_timing import FakeClock, FakeDevice, train_case
 
 from xpubench import cli
@@ -255,7 +256,8 @@ def test_real_training_to_an_unreachable_target_ends_not_reached_with_each_seed_
 
     (result,) = api.run(workloads=["mnist_cnn"], backends=["torch"], devices=["cpu"], target="accuracy=0.999",
                         data="real", data_dir=str(mnist_dir), train_samples=512, eval_samples=256, epochs=2,
-                        batch_sizes=[64], processes=2, output=tmp_path / "r.jsonl", timeout_s=300)
+                        batch_sizes=[64], processes=2, output=tmp_path / "r.jsonl", timeout_s=300,
+                        environment=this_machine())   # detected once per test run
     assert result.status == "ok" and [r.status for r in result.runs] == ["ok", "ok"]
     seeds = [r.metrics for r in result.runs]
     assert [m["seed"] for m in seeds] == [0, 1] and all(m["target_reached"] is False for m in seeds)

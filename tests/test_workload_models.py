@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
+from quick_compile import QUICK_XLA_OPTIONS
+
 from xpubench.workloads import get_workload, names
 from xpubench.workloads.base import WorkloadSpec
 
@@ -199,12 +201,16 @@ def test_jax_train_mode(name: str) -> None:
     spec = wl.spec
     model = wl.models["jax"](spec)
     x = sample_input(spec)
-    # jitted: one program each (eagerly, every op of the ResNet compiles on its own)
-    variables = jax.jit(lambda x: model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x,
-                                             train=False))(x)
+    # jitted: one program each (eagerly, every op of the ResNet compiles on its own), compiled quickly: the
+    # test is about which collections change, not speed
+    def compiled(fn, *args):
+        return jax.jit(fn).lower(*args).compile(QUICK_XLA_OPTIONS)(*args)
+
+    variables = compiled(lambda x: model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)}, x,
+                                              train=False), x)
     mutable = [k for k in variables if k != "params"]
-    out, updates = jax.jit(lambda v, x: model.apply(v, x, train=True, rngs={"dropout": jax.random.key(2)},
-                                                    mutable=mutable))(variables, x)
+    out, updates = compiled(lambda v, x: model.apply(v, x, train=True, rngs={"dropout": jax.random.key(2)},
+                                                     mutable=mutable), variables, x)
     assert out.shape == (BATCH, spec.num_outputs)
     assert set(updates) == set(mutable)
     if mutable:  # running statistics moved towards the batch's
