@@ -5,8 +5,10 @@ frameworks. It goes further: below 3.31 nats, the entropy of the corpus's charac
 best any model blind to the context can do, so the model has learnt to use the context.
 
 Plain training loops (the harness's trainers gain AdamW and the GPT options when it is wired in), on
-the preset's batch and learning rate. Measured on the 2-core VM shared with other work (load ~3-4):
-validation loss 5.54 -> 2.97 (torch), 5.56 -> 2.62 (JAX) after 120 steps; torch 32-60 s, JAX 69-75 s.
+the preset's batch and learning rate, each framework for the steps its threshold needs with a margin
+(their initialisations differ): torch's validation loss 5.54 -> 3.37 (30 steps) -> 3.24 (80) -> 3.11
+(100) -> 2.97 (120), JAX's 5.56 -> 3.07 (30) -> 2.78 (60) -> 2.71 (100), measured on the 2-core VM
+(seed 0, deterministic); torch trains 100 steps, JAX 60.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from xpubench.workloads import gpt
 pytestmark = pytest.mark.slow
 
 CORPUS = shared_dataset("tinyshakespeare") if (shared_dataset("tinyshakespeare") / "input.txt").is_file() else None
-STEPS = 120
+STEPS = {"torch": 100, "jax": 60}
 EVAL_WINDOWS = 256
 UNIGRAM_ENTROPY = 3.31      # nats: -sum p log p over tiny-shakespeare's 65 characters (3.3128)
 
@@ -32,7 +34,8 @@ def shakespeare():
     if CORPUS is None:
         pytest.skip("shared/datasets/tinyshakespeare is not beside the checkout")
     spec = gpt.SPEC
-    ds = data.load_real(spec, CORPUS, train_samples=STEPS * spec.quick_batch_size, eval_samples=EVAL_WINDOWS)
+    ds = data.load_real(spec, CORPUS, train_samples=max(STEPS.values()) * spec.quick_batch_size,
+                        eval_samples=EVAL_WINDOWS)
     assert ds.x_train.shape[1:] == (spec.block_size,) and len(ds.x_test) == EVAL_WINDOWS
     return spec, ds
 
@@ -77,7 +80,7 @@ def test_torch_small_gpt_learns_shakespeare(shakespeare, one_torch_thread) -> No
 
     losses = [val_loss()]
     batch = spec.quick_batch_size
-    for step in range(STEPS):
+    for step in range(STEPS["torch"]):
         opt.zero_grad(set_to_none=True)
         loss_of(x[step * batch:(step + 1) * batch], y[step * batch:(step + 1) * batch]).backward()
         opt.step()
@@ -109,7 +112,7 @@ def test_jax_small_gpt_learns_shakespeare(shakespeare) -> None:
     losses = [float(val_loss(params, ds.x_test, ds.y_test))]
     opt_state = tx.init(params)
     batch = spec.quick_batch_size
-    for i in range(STEPS):
+    for i in range(STEPS["jax"]):
         sl = slice(i * batch, (i + 1) * batch)
         params, opt_state = step(params, opt_state, ds.x_train[sl], ds.y_train[sl])
     losses.append(float(val_loss(params, ds.x_test, ds.y_test)))
