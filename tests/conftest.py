@@ -19,6 +19,8 @@
   folder above tests/) and ``shared_dataset(name)``; the fixtures ``shared_datasets`` and ``mnist_dir``
   skip a test where they are absent.
 - ``one_thread_workers``: worker processes started by the test run one CPU thread per kernel library.
+- ``detected_once``: in-process runs read this machine's environment detected once per test run (no
+  detection child per run), for tests that are not about detection.
 - The results files the report and compare tests read (real small runs, made once per session by
   tests/report_runs.py): the fixtures ``report_base_file`` and ``report_slow_file`` (both slow to make).
 """
@@ -137,6 +139,18 @@ def this_machine() -> dict:
     """machine_environment() for a test that records runs with it: fails saying why where detection failed."""
     env = machine_environment()
     assert DETECTION_FAILED not in env, env[DETECTION_FAILED]
+    return env
+
+
+@pytest.fixture
+def detected_once(monkeypatch) -> dict:
+    """In-process runs (``api.run``, ``api.plan``, ``cli.main(["run", ...])``) read this_machine(), detected once per
+    test run, instead of starting detection's child process each time (backends/detect.py: even ``-b numpy``
+    imports JAX to measure the CPU clock, ~2-3 s of CPU; ~5 s with torch). For tests about what a run does, not
+    about detection: the run records this machine's environment as detection gives it (every backend's, as
+    where a run detects every backend), the fingerprint, packages and kernels the same."""
+    env = this_machine()
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
 
 

@@ -21,18 +21,20 @@ import functools
 import json
 import os
 import signal
-import subprocess
-import sys
+import threading
 import time
 from pathlib import Path
 
 from conftest import session_dir, session_lock, shared_dataset, this_machine
+from quick_compile import QUICK_XLA
 
 MNIST = shared_dataset("mnist")
 MATMUL_N = 384
 SLOW_CASE = f"matmul/numpy/cpu/matmul/fp32/n{MATMUL_N}"
-BLAS_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# the `xpubench run` arguments the recorded files were made with (recorded_pair, tests/data/gate); slow_file() runs
+# the same case through api.run
 MATMUL_NUMPY = ("-w", "matmul", "-b", "numpy", "-p", "fp32", "--size", str(MATMUL_N), "--time-budget", "1")
+BLAS_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @functools.cache
@@ -57,21 +59,6 @@ def real_data() -> bool:
     return (MNIST / "t10k-images-idx3-ubyte.gz").exists()
 
 
-def xpubench_run(out: Path, *args: str) -> subprocess.Popen:
-    """`xpubench run ... -o out`, single-threaded BLAS (a loaded 2-core machine makes two BLAS threads
-    erratic: both files are measured the same way, so only the deliberate handicap differs)."""
-    env = dict(os.environ, **BLAS_THREADS)
-    return subprocess.Popen([sys.executable, "-m", "xpubench", "run", *args, "-o", str(out), "--no-progress",
-                             "--processes", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def _finish(run: subprocess.Popen, out: Path) -> Path:
-    _, err = run.communicate(timeout=600)
-    assert run.returncode == 0, err
-    return _all_ok(out)
-
-
 def _all_ok(out: Path) -> Path:
     bad = [line for line in out.read_text().splitlines() if '"status": "ok"' not in line]
     assert not bad, bad
@@ -87,7 +74,7 @@ def _make_base(out: Path) -> Path:
     """Two in-process api.run calls (this machine's environment detected once per test run, as every test
     that records runs reads it: no detection subprocess importing torch and JAX again), their records
     joined: the JAX CNN at batch 32 only, as one JAX batch size is all a report test reads (torch's two
-    make the batch-size chart and table)."""
+    make the batch-size chart and table), its programs compiled quickly (quick_xla)."""
     from xpubench import api
 
     data = {"data": "real", "data_dir": str(MNIST)} if real_data() else {}
@@ -97,16 +84,30 @@ def _make_base(out: Path) -> Path:
     parts = [out.with_name(f"{out.name}.{i}") for i in range(2)]
     with one_blas_thread():
         api.run(output=parts[0], backends=["numpy", "torch"], batch_sizes=[32, 64], **common)
-        api.run(output=parts[1], backends=["jax"], batch_sizes=[32], **common)
+        with quick_xla():
+            api.run(output=parts[1], backends=["jax"], batch_sizes=[32], **common)
     out.write_text("".join(part.read_text() for part in parts))
     return _all_ok(out)
 
 
-@contextlib.contextmanager
 def one_blas_thread():
-    """Single-threaded BLAS in the worker processes started inside (as xpubench_run)."""
-    saved = {name: os.environ.get(name) for name in BLAS_THREADS}
-    os.environ.update(BLAS_THREADS)
+    """Single-threaded BLAS in the worker processes started inside (a loaded 2-core machine makes two BLAS
+    threads erratic: every file here is measured the same way, so only slow_file()'s deliberate handicap
+    differs)."""
+    return worker_environment(BLAS_THREADS)
+
+
+def quick_xla():
+    """The JAX workers started inside compile at XLA's backend level 0 (tests/quick_compile.py): the report
+    tests read what a run records, not how fast JAX runs (the flag is recorded with the run's environment)."""
+    return worker_environment({"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}".strip()})
+
+
+@contextlib.contextmanager
+def worker_environment(values: dict[str, str]):
+    """``values`` in this process's environment (so in the worker processes started inside), then as before."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -142,7 +143,7 @@ RECORDED = Path(__file__).resolve().parent / "data" / "compare"
 
 
 def recorded_pair() -> tuple[Path, Path]:
-    """The numpy matmul case (MATMUL_NUMPY), run twice back to back by `xpubench run` and kept as recorded:
+    """The numpy matmul case (`xpubench run` MATMUL_NUMPY), run twice back to back and kept as recorded:
     warm medians 1.279 and 1.250 ms, each with 7 windows (the same command as slow_file() without the
     handicap). Two measurements of an unchanged case, whose verdict can't change with this machine's noise."""
     return RECORDED / "first.jsonl", RECORDED / "second.jsonl"
@@ -162,23 +163,38 @@ def slow_file() -> Path:
 
 
 def _make_slow(out: Path) -> Path:
-    run = xpubench_run(out, *MATMUL_NUMPY)
+    """An in-process api.run of the case (this machine's environment detected once per test run, as
+    _make_base: no `xpubench run` process and no detection child), its worker throttled from a thread."""
+    from xpubench import api
+
+    done = threading.Event()
+    throttle = threading.Thread(target=_throttle, args=(os.getpid(), done), daemon=True)
+    with one_blas_thread():
+        throttle.start()
+        try:
+            api.run(output=out, workloads=["matmul"], backends=["numpy"], precisions=["fp32"], sizes=[MATMUL_N],
+                    time_budget_s=1, processes=1, environment=this_machine())
+        finally:
+            done.set()
+            throttle.join()
+    return _all_ok(out)
+
+
+def _throttle(parent: int, done: threading.Event) -> None:
+    """Until ``done``: the worker processes of ``parent`` stopped for 30 ms of every 35 ms."""
     workers: list[int] = []
     try:
         cycle = 0
-        while run.poll() is None:
+        while not done.is_set():
             if cycle % 5 == 0:
-                workers = _workers_of(run.pid)
+                workers = _workers_of(parent)
             _signal(workers, signal.SIGSTOP)
             time.sleep(0.030)
             _signal(workers, signal.SIGCONT)
             time.sleep(0.005)
             cycle += 1
     finally:
-        _signal(workers, signal.SIGCONT)
-        if run.poll() is None:
-            run.kill()
-    return _finish(run, out)
+        _signal(_workers_of(parent) + workers, signal.SIGCONT)
 
 
 def rewritten(path: Path, name: str, change) -> Path:

@@ -57,12 +57,16 @@ def test_the_planner_plans_a_plugin_backend_for_the_workloads_of_its_family(with
 
 
 @pytest.mark.slow
-def test_a_plugin_backend_runs_reports_and_compares_end_to_end(tmp_path):
+def test_a_plugin_backend_runs_reports_and_compares_end_to_end(tmp_path, with_plugin, capsys):
+    """`xpubench list` and `xpubench run` in processes that find the plugin only through its installed entry
+    point; the run's record holds what detection found (the environment `xpubench env --json` prints: the
+    same detection child, which a second process only ran again); the report and the comparison of its
+    results in this process, where the plugin is registered (with_plugin) as the entry point registers it."""
+    from xpubench.cli import main
+
     env = installed_plugin(tmp_path / "site")
     listing = xpubench(env, "list", cwd=tmp_path)
     assert listing.returncode == 0 and "fakefw" in listing.stdout
-    found = json.loads(xpubench(env, "env", "--json", cwd=tmp_path).stdout)
-    assert found["backends"]["fakefw"]["installed"] and found["backends"]["fakefw"]["devices"][0]["id"] == "cpu"
     small = ["-b", "fakefw", "-w", "matmul,mnist_cnn", "--size", "128", "--batch-size", "32", "--epochs", "2",
              "--steps", "2", "--train-samples", "64", "--eval-samples", "32", "--processes", "1",
              "--time-budget", "1", "--no-progress"]
@@ -74,10 +78,14 @@ def test_a_plugin_backend_runs_reports_and_compares_end_to_end(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert {(r["case"]["workload"], r["case"]["backend"], r["status"]) for r in records} == {
         ("matmul", "fakefw", "ok"), ("mnist_cnn", "fakefw", "ok")}
+    found = records[0]["fingerprint"]["backends"]
+    assert found["fakefw"]["installed"] and found["fakefw"]["devices"][0]["id"] == "cpu"
     trained = next(r for r in records if r["case"]["workload"] == "mnist_cnn")
     assert trained["metrics"]["samples_per_s"] > 0 and trained["metrics"]["flops_per_sample"] > 0
-    report = xpubench(env, "report", "a.jsonl", "b.jsonl", "-o", "report.html", cwd=tmp_path)
-    assert report.returncode == 0, report.stderr
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert main(["report", str(a), str(b), "-o", str(tmp_path / "report.html")]) == 0, capsys.readouterr().err
     assert "fakefw" in (tmp_path / "report.html").read_text()
-    compared = xpubench(env, "compare", "a.jsonl", "b.jsonl", cwd=tmp_path)
-    assert compared.returncode == 0 and "mnist_cnn/fakefw/cpu/train" in compared.stdout, compared.stderr
+    capsys.readouterr()
+    code = main(["compare", str(a), str(b)])
+    out, err = capsys.readouterr()
+    assert code == 0 and "mnist_cnn/fakefw/cpu/train" in out, err

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import this_machine
 
 from xpubench import cli
 from xpubench.results import store
@@ -210,12 +209,9 @@ def tmp(tmp_path):
 
 
 @pytest.fixture
-def machine(monkeypatch):
-    """The machine detected once per test run (conftest.this_machine: detection runs a child process that
-    imports frameworks)."""
-    env = this_machine()
-    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
-    return env
+def machine(detected_once):
+    """The machine detected once per test run (conftest.detected_once)."""
+    return detected_once
 
 
 def run_cli(argv: str, tmp: Path, capsys) -> tuple[int, list[str]]:
@@ -241,7 +237,7 @@ SLOW_CASES = {"--save-weights is a file"}   # over 1 s: builds the model to chec
 
 @pytest.mark.parametrize("argv,says", [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.slow] * (c[0] in SLOW_CASES))
                                        for c in CASES])
-def test_bad_input_is_one_line_and_exit_2(argv, says, tmp, capsys):
+def test_bad_input_is_one_line_and_exit_2(argv, says, tmp, capsys, detected_once):   # detected: --save-weights
     before = snapshot(tmp)
     code, lines = run_cli(argv, tmp, capsys)
     check_one_line(code, lines, says.format(tmp=tmp))

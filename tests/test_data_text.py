@@ -209,7 +209,7 @@ def test_a_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_pickle_that_would_run_code_through_the_cli_is_exit_2(tmp_path: Path, capsys) -> None:
+def test_a_pickle_that_would_run_code_through_the_cli_is_exit_2(tmp_path: Path, capsys, detected_once) -> None:
     marker = tmp_path / "ran"
     evil_npz(tmp_path / "imdb", marker)
     code = main(["run", "--processes", "1", "-w", "imdb_lstm", "-b", "torch", "--data", "real",

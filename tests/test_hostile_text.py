@@ -350,7 +350,7 @@ def test_an_output_link_is_replaced_not_written_through(tmp_path, capsys, quick_
 
 
 @pytest.mark.slow
-def test_a_plan_sidecar_xpubench_did_not_write_is_not_replaced(tmp_path, capsys):
+def test_a_plan_sidecar_xpubench_did_not_write_is_not_replaced(tmp_path, capsys, detected_once):
     out = tmp_path / "r.jsonl"
     sidecar = tmp_path / "r.jsonl.plan.json"
     sidecar.write_text("my notes\n")

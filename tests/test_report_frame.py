@@ -66,7 +66,7 @@ def test_load_gives_one_row_per_case_with_flat_columns():
 
 
 @pytest.mark.slow
-def test_run_returns_results_and_report_writes_a_page(tmp_path):
+def test_run_returns_results_and_report_writes_a_page(tmp_path, detected_once):
     out = tmp_path / "tiny.jsonl"
     results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[64], time_budget_s=0.2, output=out,
                            processes=2)

@@ -1,5 +1,6 @@
 """`xpubench site DIR -o site/`: the pages of the recorded runs, hostile names kept as text, files that are not
-results left out with their reason, the output folder guarded, the digest cache, 1,000 files built."""
+results left out with their reason, the output folder guarded, the digest cache, a folder of
+100 files from many machines built."""
 
 import csv
 import importlib.util
@@ -18,6 +19,7 @@ from xpubench.publish.site import build_site
 
 DATA = Path(__file__).resolve().parent / "data"
 RUNS = DATA / "runs"
+SITE_FILES = 100   # test_a_site_of_many_results_files: 10 per host, half of machine 0's after its slowdown
 EVIL = '<script>alert(1)</script>"\'><img src=x onerror=alert(2)>'
 
 
@@ -134,17 +136,18 @@ def test_output_folder_is_guarded_and_a_rebuild_reads_only_new_files(tmp_path, c
 
 
 @pytest.mark.slow
-def test_a_site_of_1000_results_files(tmp_path):
-    """benchmarks/site_build.py's folder: 1,000 files made from the recorded ones, 10 hosts, 120 days.
-    The time is printed, not asserted (the machine is shared); docs/sharing.md says what it measured."""
+def test_a_site_of_many_results_files(tmp_path):
+    """benchmarks/site_build.py's folder, 100 files (its 1,000 cost ~31 s of CPU for the same assertions: the
+    count is the input, not what is checked; the benchmark times 1,000, docs/sharing.md) made from the recorded
+    ones, 10 hosts, 120 days. The time is printed, not asserted (the machine is shared)."""
     spec = importlib.util.spec_from_file_location("site_build", DATA.parents[1] / "benchmarks" / "site_build.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    folder = bench.make_folder(tmp_path / "results", 1000)
+    folder = bench.make_folder(tmp_path / "results", SITE_FILES)
     started = time.perf_counter()
     summary = build_site(folder, tmp_path / "site")
-    print(f"1,000 files: {time.perf_counter() - started:.1f} s cold")
-    assert summary.runs == 1000 and summary.skipped == [] and summary.pages == 1000 + 1 + summary.workloads
+    print(f"{SITE_FILES} files: {time.perf_counter() - started:.1f} s cold")
+    assert summary.runs == SITE_FILES and summary.skipped == [] and summary.pages == SITE_FILES + 1 + summary.workloads
     matmul = (tmp_path / "site" / "w" / "matmul.html").read_text()
     assert re.search(r'<circle[^>]*class="slower"', matmul)   # machine 0's 1.3x slowdown marked on its chart
 

@@ -5,11 +5,10 @@ tables are report/tables/generation.py and report/tables/llm.py."""
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import many_sources, num, ok_rows, series_label
-from xpubench.report.charts.performance import colors, log_if_wide, plain_log, png
+from xpubench.report.charts.performance import colors, log_if_wide, new_figure, plain_log, png
 from xpubench.report.tables import llm
 from xpubench.report.tables.generation import GENERATE, generation_rows
 
@@ -52,7 +51,7 @@ def throughput_latency_figure(frame: pd.DataFrame):
     if not rows:
         return None
     palette = colors(list(dict.fromkeys(r["series"] for r in rows)))
-    fig = Figure(figsize=(8.0, 4.8))
+    fig = new_figure(figsize=(8.0, 4.8))
     ax = fig.add_subplot(1, 1, 1)
     for name, color in palette.items():
         points = sorted((r for r in rows if r["series"] == name), key=lambda r: r.get("batch_size") or 0)
@@ -91,7 +90,7 @@ def tokens_batch_chart(frame: pd.DataFrame) -> Chart | None:
         series.setdefault(name, []).append(r)
     if max(len(points) for points in series.values()) < 2:
         return None
-    fig = Figure(figsize=(10.0, 4.4))
+    fig = new_figure(figsize=(10.0, 4.4))
     axes = fig.subplots(1, 2)
     for name, color in colors(list(series)).items():
         points = sorted(series[name], key=lambda r: r["batch_size"])

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # matplotlib is imported when a chart is drawn (performance.py new_figure)
+    from matplotlib.figure import Figure
 
 ANGLES = (0, 30, 45, 60, 90)
 
 
 def label_boxes(fig: Figure, labels) -> list:
     """The window extents (display pixels) of the non-empty labels, as drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     renderer = fig.canvas.get_renderer()
@@ -46,6 +50,8 @@ def place_point_labels(fig: Figure, ax, points: list[tuple[float, float, str]], 
     place of OFFSETS. A label whose text a placed label near it already says (the same N on three
     backends' points) is not repeated; one with no free place is left out. Returns how many were left out.
     Call it last: the axes' scales and limits must be final."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     renderer = fig.canvas.get_renderer()

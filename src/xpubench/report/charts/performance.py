@@ -8,22 +8,31 @@ span more than LOG_SPAN; error bars are 95% bootstrap intervals where the raw sa
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import column, many_sources, ok_rows, series_label
 from xpubench.report.charts.labels import fit_x_labels
 
-matplotlib.use("Agg", force=False)
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LOG_SPAN = 30.0
 DPI = 110
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "int8": 1}
+
+
+def new_figure(**options) -> Figure:
+    """A matplotlib Figure (no pyplot state). matplotlib is imported here, when a chart is drawn, not with the
+    report's tables: `xpubench run` (its progress and tables) and every bad-input exit start ~1 s of CPU sooner."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    matplotlib.use("Agg", force=False)
+    return Figure(**options)
 
 
 def png(fig: Figure) -> bytes:
@@ -44,11 +53,15 @@ def png(fig: Figure) -> bytes:
 def plain_text():
     """matplotlib's settings while charts are made: texts are plain (no ``$...$`` math, no LaTeX), so a
     device name or key from a results file is drawn as written. A context: the user's rcParams stay."""
+    import matplotlib
+
     return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False})
 
 
 def plain_log(ax, axis: str = "y") -> None:
     """A log axis labelled 20, 50, 100 rather than 2x10^1, 5x10^1, 10^2."""
+    from matplotlib.ticker import FuncFormatter
+
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     label = FuncFormatter(lambda v, _: f"{v:,.6g}")
@@ -72,6 +85,8 @@ def flops_unit(max_rate: float) -> tuple[float, str]:
 
 
 def colors(labels) -> dict[str, tuple]:
+    import matplotlib
+
     cmap = matplotlib.colormaps["tab10"]
     return {label: cmap(i % 10) for i, label in enumerate(dict.fromkeys(labels))}
 
@@ -152,7 +167,7 @@ def throughput_figure(frame: pd.DataFrame):
         hi = np.array([table[(g, s)].high if (g, s) in table else np.nan for g in gs])
         return _errorbars(vals, lo, hi)
 
-    fig = Figure(figsize=(max(6.5, 1.6 * len(groups) * max(1, len(series)) / 2.5), 4.2))
+    fig = new_figure(figsize=(max(6.5, 1.6 * len(groups) * max(1, len(series)) / 2.5), 4.2))
     ax = fig.add_subplot()
     grouped_bars(ax, groups, series, value, err)
     log = log_if_wide(ax, best["sps"])
@@ -181,7 +196,7 @@ def batch_chart(frame: pd.DataFrame) -> Chart | None:
         return None
     rows = _labelled(rows[rows["workload"].isin(workloads)])
     palette = colors(rows["series"])
-    fig = Figure(figsize=(6.0 * min(len(workloads), 2), 4.0 * ((len(workloads) + 1) // 2)))
+    fig = new_figure(figsize=(6.0 * min(len(workloads), 2), 4.0 * ((len(workloads) + 1) // 2)))
     for i, workload in enumerate(workloads):
         ax = fig.add_subplot((len(workloads) + 1) // 2, min(len(workloads), 2), i + 1)
         sub = rows[rows["workload"] == workload]
@@ -218,7 +233,7 @@ def matmul_chart(frame: pd.DataFrame) -> Chart | None:
     flops = column(rows, "flops_per_call")
     lo, hi = flops / column(rows, "warm_ci95_high_s"), flops / column(rows, "warm_ci95_low_s")
     x = np.arange(len(rows))
-    fig = Figure(figsize=(max(6.5, 0.75 * len(rows) + 2), 5.0), layout="constrained")
+    fig = new_figure(figsize=(max(6.5, 0.75 * len(rows) + 2), 5.0), layout="constrained")
     ax = fig.add_subplot()
     ax.bar(x - 0.2, cold / scale, 0.4, label="cold: first call (incl. compile / library start)", color="#9db4d3")
     ax.bar(x + 0.2, warm / scale, 0.4, label="warm: steady state (median)", color="#1f5fa8",
@@ -250,7 +265,7 @@ def inference_chart(frame: pd.DataFrame) -> Chart | None:
     rows["group"] = rows["workload"] + "\n" + rows["series"]
     groups, precisions = list(dict.fromkeys(rows["group"])), list(dict.fromkeys(rows["precision"]))
     table = {(r.group, r.precision): r for r in rows.itertuples()}
-    fig = Figure(figsize=(max(9.0, 2.2 * len(groups)), 4.2))
+    fig = new_figure(figsize=(max(9.0, 2.2 * len(groups)), 4.2))
     for i, (metric, label, scale) in enumerate((("samples_per_s", "inference throughput (samples/s)", 1.0),
                                                  ("model_bytes", "model size (MB)", 1e6))):
         ax = fig.add_subplot(1, 2, i + 1)
@@ -280,7 +295,7 @@ def scaling_chart(frame: pd.DataFrame) -> Chart | None:
     groups = [g for _, g in rows.groupby(keys, dropna=False) if g["devices"].nunique() > 1]
     if not groups:
         return None
-    fig = Figure(figsize=(7.0, 4.5))
+    fig = new_figure(figsize=(7.0, 4.5))
     ax = fig.add_subplot()
     palette = colors(range(len(groups)))
     for i, g in enumerate(groups):

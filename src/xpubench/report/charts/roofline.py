@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import column, ok_rows, setting
 from xpubench.report.charts.labels import place_point_labels
-from xpubench.report.charts.performance import _labelled, colors, flops_unit, plain_log, png
+from xpubench.report.charts.performance import _labelled, colors, flops_unit, new_figure, plain_log, png
 from xpubench.results.modes import MODES, mode_of
 
 
@@ -56,7 +55,7 @@ def roofline_chart(frame: pd.DataFrame) -> Chart | None:
     tops = [k[1] for k in (*measured, *spec)]
     palette = colors(rows["series"])
     scale, unit = flops_unit(float(np.nanmax(np.r_[rows["achieved"], tops])))
-    fig = Figure(figsize=(7.5, 5.0))
+    fig = new_figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     xs = np.geomspace(max(rows["intensity"].min() / 4, 0.01), rows["intensity"].max() * 4, 200)
     notes = []

@@ -4,11 +4,10 @@ the per-user against total tokens/s with its Pareto front. Its table: report/tab
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import num
-from xpubench.report.charts.performance import colors, png
+from xpubench.report.charts.performance import colors, new_figure, png
 from xpubench.report.tables.serving import groups_of, load_text
 
 
@@ -18,7 +17,7 @@ def latency_chart(frame: pd.DataFrame) -> Chart | None:
     groups = {k: g for k, g in groups.items() if len(g) >= 1}
     if not groups:
         return None
-    fig = Figure(figsize=(10.0, 4.2))
+    fig = new_figure(figsize=(10.0, 4.2))
     axes = fig.subplots(1, 2)
     for (name, g), color in zip(groups.items(), colors(list(groups)).values()):
         x = [int(v) for v in g["batch_size"]]
@@ -51,7 +50,7 @@ def pareto_chart(frame: pd.DataFrame) -> Chart | None:
     groups = groups_of(frame)
     if not groups:
         return None
-    fig = Figure(figsize=(7.5, 4.8))
+    fig = new_figure(figsize=(7.5, 4.8))
     ax = fig.subplots()
     for (name, g), color in zip(groups.items(), colors(list(groups)).values()):
         pts = [(num(r, "user_tokens_per_s"), num(r, "output_tokens_per_s"), load_text(r)) for _, r in g.iterrows()]

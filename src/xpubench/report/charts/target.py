@@ -4,12 +4,11 @@ every seed a line (the report's chart and compare's; its terminal form is report
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import ResultSet, many_sources, series_label
-from xpubench.report.charts.performance import colors, png
+from xpubench.report.charts.performance import colors, new_figure, png
 from xpubench.report.tables.target import GROUP, seed_curves, target_rows, terminal_lines
 from xpubench.results.targets import parse
 
@@ -22,7 +21,7 @@ def curves_chart(data: ResultSet) -> Chart | None:
     if rows.empty:
         return None
     groups = list(rows.groupby(GROUP, sort=False))
-    fig = Figure(figsize=(9.0, 3.8 * len(groups)))
+    fig = new_figure(figsize=(9.0, 3.8 * len(groups)))
     multi = many_sources(rows)
     for i, ((_, workload, target_text), group) in enumerate(groups):
         ax = fig.add_subplot(len(groups), 1, i + 1)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import column, many_sources, ok_rows, series_label
-from xpubench.report.charts.performance import colors, png
+from xpubench.report.charts.performance import colors, new_figure, png
 
 GALLERY_IMAGES = 24
 CLASS_NAMES = {  # the public label names of the data sets the gallery can show
@@ -47,7 +46,7 @@ def curves_chart(frame: pd.DataFrame, items, *, synthetic: bool = False) -> Char
     if rows.empty:
         return None
     workloads = sorted(rows["workload"].unique())
-    fig = Figure(figsize=(11.0, 3.6 * len(workloads)))
+    fig = new_figure(figsize=(11.0, 3.6 * len(workloads)))
     multi_source = many_sources(rows)
     for w, workload in enumerate(workloads):
         sub = rows[rows["workload"] == workload]
@@ -116,7 +115,7 @@ def gallery_charts(frame: pd.DataFrame, items) -> list[Chart]:
             return names[i] if 0 <= i < len(names) else str(i)
 
         cols = 8
-        fig = Figure(figsize=(cols * 1.35, 1.6 * ((len(shown) + cols - 1) // cols) + 0.4))
+        fig = new_figure(figsize=(cols * 1.35, 1.6 * ((len(shown) + cols - 1) // cols) + 0.4))
         for k, g in enumerate(shown):
             ax = fig.add_subplot((len(shown) + cols - 1) // cols, cols, k + 1)
             image = np.asarray(g.get("image") or [[0]], dtype=np.uint8)
