@@ -24,6 +24,9 @@ import tempfile
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+# ``env=ONE_THREAD``: one CPU thread per kernel library in the worker, as conftest's one_thread_workers, for
+# tests about what a case records, not how fast (two OpenMP threads spinning on 2 shared cores cost CPU)
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
 def run_cases(items: list, timeout_s: float = 600, env: dict | None = None) -> list:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import shared_dataset
+from quick_compile import QUICK_XLA_OPTIONS
 
 from xpubench.case import Case
 from xpubench.harness.inference import NotApplicable, check_int8_share
@@ -22,6 +23,14 @@ POLARITY = shared_dataset("rt-polarity")
 
 def _tokens(spec, n, seed=0):
     return np.random.default_rng(seed).integers(0, spec.vocab_size, (n, *spec.input_shape)).astype(np.int32)
+
+
+def _quick(fn, *args):
+    """``jax.jit(fn)(*args)``, compiled with XLA's backend optimisation level 0 (tests/quick_compile.py):
+    the same program and numbers, 4-5x less CPU to compile, for checks of what int8 computes, not how fast."""
+    import jax
+
+    return jax.jit(fn).lower(*args).compile(QUICK_XLA_OPTIONS)(*args)
 
 
 def test_torch_dynamic_quantization() -> None:
@@ -175,16 +184,16 @@ def test_jax_quantize_rows_and_apply() -> None:
     spec = dataclasses.replace(wl.spec, input_shape=(30,))
     model = wl.models["jax"](spec)
     x = _tokens(spec, 16)
-    params = model.init(jax.random.key(0), x[:1])["params"]
+    params = _quick(model.init, jax.random.key(0), x[:1])["params"]
     qparams, report = quant.quantize_params(params)
     assert sorted(report["int8"]) == ["embed", "fc", "lstm_l0/cell/hidden", "lstm_l0/cell/input"]
     assert qparams["lstm_l0"]["cell"]["input"]["kernel"].dtype == np.int8
     fp32_bytes = sum(a.nbytes for a in jax.tree.leaves(params))
     int8_bytes = sum(a.nbytes for a in jax.tree.leaves(qparams))
     assert fp32_bytes == 533_701 * 4 and 0.25 < int8_bytes / fp32_bytes < 0.32
-    ref = model.apply({"params": params}, x)
+    ref = _quick(model.apply, {"params": params}, x)
     for mode in quant.MODES:
-        out = jax.jit(quant.int8_apply(model, mode))(qparams, {}, x)
+        out = _quick(quant.int8_apply(model, mode), qparams, {}, x)
         assert float(np.abs(np.asarray(out) - np.asarray(ref)).max()) < 0.02, mode
 
 
@@ -199,7 +208,7 @@ def test_jax_int8_convolutions(workload) -> None:
     wl = get_workload(workload)
     model = wl.models["jax"](wl.spec)
     x = np.random.default_rng(2).random((16, *wl.spec.input_shape), dtype=np.float32)
-    variables = jax.jit(model.init)(jax.random.key(0), x[:1])
+    variables = _quick(model.init, jax.random.key(0), x[:1])
     params, extra = variables["params"], {k: v for k, v in variables.items() if k != "params"}
     qparams, report = quant.quantize_params(params)
     assert "conv1" in report["int8"] and report["int8_param_fraction"] > 0.99
@@ -211,9 +220,9 @@ def test_jax_int8_convolutions(workload) -> None:
     apply = quant.int8_apply(model, "dynamic")
     jaxpr = str(jax.make_jaxpr(apply)(qparams, extra, x))
     assert "conv_general_dilated" in jaxpr and "preferred_element_type=int32" in jaxpr
-    ref = np.asarray(jax.jit(model.apply)(variables, x))
+    ref = np.asarray(_quick(model.apply, variables, x))
     for mode in quant.MODES:
-        out = np.asarray(jax.jit(quant.int8_apply(model, mode))(qparams, extra, x))
+        out = np.asarray(_quick(quant.int8_apply(model, mode), qparams, extra, x))
         rel = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
         assert rel < 0.03, (mode, rel)                             # measured 0.4-0.9%
 
@@ -228,7 +237,7 @@ def test_jax_int8_refuses_layers_without_an_int8_version() -> None:
 
     model = nn.ConvTranspose(4, (3, 3))
     x = np.ones((2, 8, 8, 3), np.float32)
-    qparams, report = quant.quantize_params(model.init(jax.random.key(0), x)["params"])
+    qparams, report = quant.quantize_params(_quick(model.init, jax.random.key(0), x)["params"])
     assert report["int8"] == [""]
     with pytest.raises(NotImplementedError, match="no int8 version"):
         quant.int8_apply(model)(qparams, {}, x)
@@ -305,12 +314,13 @@ def _bytes(size: str) -> float:
 
 
 @pytest.mark.slow
-def test_cli_inference_table_fp32_bf16_int8(tmp_path) -> None:
+def test_cli_inference_table_fp32_bf16_int8(tmp_path, one_thread_workers) -> None:
     """`xpubench run -w imdb_lstm --precision fp32,bf16,int8` end to end on the smallest settings (2 training
     steps of batch 16, 16 synthetic test samples: one batch, for the LSTM's 250 steps are slow on a CPU,
     bf16 most of all, and inference runs its minimum number of calls whatever the budget): the printed
     summary has one row per precision; the inference table of its results file has each with the model
-    size, samples/s and accuracy side by side, and int8 is the smallest."""
+    size, samples/s and accuracy side by side, and int8 is the smallest. The workers run one thread each
+    (``one_thread_workers``): two OpenMP threads spinning on 2 shared cores cost ~20 s more CPU here."""
     import os
     import subprocess
     import sys

@@ -2,9 +2,9 @@
 with Keras's own fit and predicted with predict_on_batch on Keras's jax and torch backends, measured by
 the harness's timer (compile apart, steady steps, budget).
 
-Keras picks its backend at import, so each Keras backend's cases and checks run in one worker process of
-their own (tests/batch_worker.py: each case as launch/worker.py runs it), made once per module and read by
-every test of that backend: one process start and one Keras import per backend, not one per case."""
+Keras picks its backend at import, so each Keras backend's cases and checks run in worker processes of
+their own (tests/batch_worker.py: each case as launch/worker.py runs it; RUNS below), each made once per
+module and read by every test that asks: a process start and a Keras import per group, not per case."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 import pytest
-from batch_worker import run_cases
+from batch_worker import ONE_THREAD, run_cases
+from quick_compile import QUICK_XLA
 
 from xpubench.case import Case
 from xpubench.workloads import imdb_lstm, names, shakespeare_lstm
@@ -75,46 +76,51 @@ def _matmul(keras_backend):
                 time_budget_s=0.5)
 
 
-# what each worker process runs, by name: the cases and checks of every test below. The parameter counts
-# and the compile check run in a process of their own, with XLA's unoptimised backend: Keras on JAX
-# compiles each initializer's random draw (one XLA program per weight shape), which it does in about half
-# the time; the timed cases run with XLA's defaults
+# what each worker process runs, by name: the cases and checks of every test below. On JAX the fit case
+# (the test compares its compile time with its first step's) and bf16 inference (XLA's CPU emits bf16
+# convolutions as loops, slow without LLVM's optimisation) compile with XLA's defaults; every other case
+# and check runs in a process of its own with XLA's unoptimised backend (tests/quick_compile.py: the same
+# programs and results, 4-5x less CPU to compile; Keras on JAX also compiles each initializer's random
+# draw, one XLA program per weight shape). Every process runs one CPU thread per kernel library
+# (conftest's one_thread_workers): the tests check what is recorded, not how fast
 RUNS = {
-    "jax": {"fit": _case("keras:jax"),
-            "epoch_sync": _case("keras:jax", epochs=2, steps=8, options={"sync": "epoch"}),
-            "budget_cut": _case("keras:jax", epochs=3, steps=8, time_budget_s=0.001, options={"sync": "step"}),
-            "infer_fp32": _infer("jax", "fp32"), "infer_bf16": _infer("jax", "bf16"),
-            "matmul": _matmul("jax")},
+    "jax": {"fit": _case("keras:jax"), "infer_bf16": _infer("jax", "bf16")},
     "jax unoptimised": {"parity": ("test_keras_backend:parity_counts", "jax"),
-                        "compile_undone": ("test_keras_backend:compile_undone",)},
+                        "compile_undone": ("test_keras_backend:compile_undone",),
+                        "epoch_sync": _case("keras:jax", epochs=2, steps=8, options={"sync": "epoch"}),
+                        "budget_cut": _case("keras:jax", epochs=3, steps=8, time_budget_s=0.001,
+                                            options={"sync": "step"}),
+                        "infer_fp32": _infer("jax", "fp32"), "matmul": _matmul("jax")},
     "torch": {"parity": ("test_keras_backend:parity_counts", "torch"),
               "fit": _case("keras:torch"),
               "infer_int8": _infer("torch", "int8"),
               "matmul": _matmul("torch")},
 }
-UNOPTIMISED = "--xla_backend_optimization_level=0"
 
 
 @pytest.fixture(scope="module")
 def keras_runs():
-    """keras_runs(process)[name]: what RUNS[process][name] gave, all of that process's made at its first use."""
+    """keras_runs(keras_backend, name): what RUNS[process][name] gave in the process of ``keras_backend``
+    holding it, all of that process's made at its first use."""
     done: dict[str, dict] = {}
     failed: dict[str, BaseException] = {}   # a process that failed fails every test that asks it, once
 
-    def runs(process: str) -> dict:
+    def runs(keras_backend: str, name: str):
+        process = next(p for p, items in RUNS.items() if p.split()[0] == keras_backend and name in items)
         if process in failed:
             raise failed[process]
         if process not in done:
             items = RUNS[process]
-            env = ({"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {UNOPTIMISED}"} if process.endswith("unoptimised")
-                   else {})
+            env = dict(ONE_THREAD)
+            if process.endswith("unoptimised"):
+                env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}"
             try:
                 done[process] = dict(zip(items, run_cases(list(items.values()), timeout_s=1200, env=env),
                                          strict=True))
             except BaseException as exc:
                 failed[process] = exc
                 raise
-        return done[process]
+        return done[process][name]
 
     return runs
 
@@ -122,7 +128,7 @@ def keras_runs():
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
 def test_keras_models_have_the_native_parameter_counts(keras_backend, keras_runs):
-    counts = keras_runs("jax unoptimised" if keras_backend == "jax" else "torch")["parity"]
+    counts = keras_runs(keras_backend, "parity")
     assert set(counts) == set(names("model"))
     for name, (keras_n, torch_n, flax_n) in counts.items():
         assert torch_n == flax_n
@@ -135,7 +141,7 @@ def test_keras_models_have_the_native_parameter_counts(keras_backend, keras_runs
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
 def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_backend, keras_runs):
-    outcome = keras_runs(keras_backend)["fit"]
+    outcome = keras_runs(keras_backend, "fit")
     m, s = outcome["metrics"], outcome["samples"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["keras_backend"] == keras_backend and m["epochs_run"] == 3 and m["steps_per_epoch"] == 5
@@ -151,17 +157,17 @@ def test_fit_is_timed_step_by_step_with_compile_and_the_first_epoch_apart(keras_
 
 @pytest.mark.slow
 def test_a_pipelined_epoch_and_a_budget_cut(keras_runs):
-    outcome = keras_runs("jax")["epoch_sync"]
+    outcome = keras_runs("jax", "epoch_sync")
     m, s = outcome["metrics"], outcome["samples"]
     assert outcome["status"] == "ok" and m["sync"] == "epoch" and len(s["step_s"]) == 1   # one sample per epoch
-    m = keras_runs("jax")["budget_cut"]["metrics"]
+    m = keras_runs("jax", "budget_cut")["metrics"]
     assert m["budget_hit"] and m["budget_cut_steps"] == 4 and m["epochs_run"] == 0   # the first step + 3
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend, precision", [("jax", "fp32"), ("jax", "bf16"), ("torch", "int8")])
 def test_predict_on_batch_inference(keras_backend, precision, keras_runs):
-    outcome = keras_runs(keras_backend)[f"infer_{precision}"]
+    outcome = keras_runs(keras_backend, f"infer_{precision}")
     m = outcome["metrics"]
     assert outcome["status"] == "ok", outcome["message"]
     assert m["predictions"] == 100 and m["latency_s"] > 0 and m["keras_backend"] == keras_backend
@@ -172,11 +178,11 @@ def test_predict_on_batch_inference(keras_backend, precision, keras_runs):
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_backend", ["jax", "torch"])
 def test_keras_ops_matmul(keras_backend, keras_runs):
-    outcome = keras_runs(keras_backend)["matmul"]
+    outcome = keras_runs(keras_backend, "matmul")
     assert outcome["status"] == "ok" and outcome["metrics"]["max_rel_error"] < 1e-4
 
 
 @pytest.mark.slow
 def test_the_timed_compile_step_is_undone(keras_runs):
-    undone, count = keras_runs("jax unoptimised")["compile_undone"]
+    undone, count = keras_runs("jax", "compile_undone")
     assert undone is True and count > 10

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from batch_worker import run_cases
+from batch_worker import ONE_THREAD, run_cases
 
 from xpubench.case import Case
 from xpubench.errors import UserError
@@ -112,7 +112,7 @@ def outcome_of():
             group = [c for c in CASES if _process(c) == process]
             assert _key(case) in map(_key, group), "add the case to CASES"
             try:
-                done.update(zip(map(_key, group), run_cases(group, timeout_s=1200), strict=True))
+                done.update(zip(map(_key, group), run_cases(group, timeout_s=1200, env=ONE_THREAD), strict=True))
             except BaseException as exc:
                 failed[process] = exc
                 raise

@@ -19,6 +19,7 @@ transformers and Keras import, not one per model.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from batch_worker import ONE_THREAD  # the probe counts FLOPs, it times nothing
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = ROOT / "docs" / "examples" / "model_families.py"
@@ -37,7 +39,7 @@ def _probe(models: dict[str, str]) -> dict[str, dict]:
     """What tests/usermodel_probe.py finds for each of ``models`` (function: backend), in one process."""
     args = [arg for function, backend in models.items() for arg in (f"{FAMILIES}:{function}", backend)]
     done = subprocess.run([sys.executable, str(PROBE), *args], check=False, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                          timeout=900, env={**os.environ, **ONE_THREAD, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stderr[-2000:]
     return dict(zip(models, map(json.loads, done.stdout.strip().splitlines()[-len(models):]), strict=True))
 
@@ -56,8 +58,10 @@ def probed() -> dict[str, dict]:
     return _probe({function: backend for function, backend in PROBED.items() if function not in skip})
 
 
+@functools.cache
 def _importable(module: str) -> str | None:
-    """None when ``module`` imports in a fresh interpreter, else why not (its last line)."""
+    """None when ``module`` imports in a fresh interpreter, else why not (its last line); asked once per
+    process (a torchvision import is a torch import, ~3 s of CPU)."""
     done = subprocess.run([sys.executable, "-c", f"import {module}"], check=False, capture_output=True, text=True,
                           timeout=300)
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
@@ -116,7 +120,8 @@ def test_xpubench_gpt_matches_its_formula(probed):
 
 
 @pytest.mark.slow
-def test_a_hugging_face_model_runs_from_the_command_line_and_says_where_its_logits_came_from(tmp_path):
+def test_a_hugging_face_model_runs_from_the_command_line_and_says_where_its_logits_came_from(tmp_path,
+                                                                                             one_thread_workers):
     pytest.importorskip("transformers")
     out = tmp_path / "results.jsonl"
     done = subprocess.run([sys.executable, "-m", "xpubench", "run", "--model", f"{FAMILIES}:tiny_bert",
