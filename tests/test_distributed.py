@@ -148,7 +148,7 @@ def _descendants(pid: int) -> dict[int, bytes]:
     return found
 
 
-def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60, before=frozenset()) -> dict[int, bytes]:
+def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=frozenset()) -> dict[int, bytes]:
     """The processes under ``pid`` once the worker and ``ranks`` rank processes exist, less ``before``
     (under this test process: an earlier test may have left a multiprocessing resource tracker, which
     lives as long as the process and is not the case's)."""

@@ -35,9 +35,12 @@ def checkpoint(tmp_path):
 
 @pytest.fixture(autouse=True)
 def machine(monkeypatch) -> dict:
-    """The machine detected once per test run (conftest.this_machine), for every run of this module."""
+    """The machine detected once per test run (conftest.this_machine), for every run of this module; and
+    torch.compile's Inductor compiling in the worker itself, not in a pool of compile processes that each
+    import torch again (what is recorded, not how fast it compiles)."""
     env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 
 
