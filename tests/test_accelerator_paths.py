@@ -13,11 +13,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 from xpubench import envnames
 from xpubench.case import Case
 from xpubench.launch import worker
 from xpubench.launch.dispatch import add_described
+
+pytestmark = pytest.mark.usefixtures("quick_xla_in_process")   # what is computed, not how fast
 
 CPU_CASE = Case(workload="mnist_cnn", backend="jax", device="cpu", mode="train", batch_size=8, train_samples=32,
                 eval_samples=12, epochs=2, steps=2)

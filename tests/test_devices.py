@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from xpubench import cli
 from xpubench.backends.detect import environment
 from xpubench.devices import cpu, specs
 from xpubench.devices.detect import available_devices, resolve_device
@@ -127,7 +128,9 @@ def test_resolve_device_never_falls_back_to_the_cpu():
 
 
 @pytest.mark.slow
-def test_env_command_prints_every_installed_backend_and_valid_json():
+def test_env_command_prints_every_installed_backend_and_valid_json(monkeypatch, capsys):
+    """``xpubench env --json`` as a command (it detects in its own process); its table drawn in this process
+    from that same record (not a second detection, which imports every framework again)."""
     out = subprocess.run([sys.executable, "-m", "xpubench", "env", "--json"], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     env = json.loads(out)
@@ -135,8 +138,9 @@ def test_env_command_prints_every_installed_backend_and_valid_json():
     for name in ("numpy", "torch", "jax"):
         info = env["backends"][name]
         assert info["installed"] and info["version"] and info["devices"][0]["id"] == "cpu"
-    text = subprocess.run([sys.executable, "-m", "xpubench", "env"], capture_output=True, text=True,
-                          timeout=120, check=True).stdout
+    monkeypatch.setattr("xpubench.backends.detect.environment", lambda: env)
+    assert cli.main(["env"]) == 0
+    text = capsys.readouterr().out
     assert "CPU peak (estimate)" in text and "jax" in text and "torch" in text
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from quick_compile import QUICK_XLA
 
 from xpubench.errors import UserError
 from xpubench.harness import cluster
@@ -67,7 +68,7 @@ def test_torch_ddp_across_two_processes_on_loopback(tmp_path, one_thread_workers
 @pytest.mark.slow
 def test_jax_distributed_across_two_processes_on_loopback(tmp_path, one_thread_workers):
     pytest.importorskip("jax")
-    results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": ""})
+    results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": QUICK_XLA})   # what is recorded, not its speed
     for r in results:
         assert r.status == "ok", r.message
         m = r.metrics
@@ -147,7 +148,7 @@ def _descendants(pid: int) -> dict[int, bytes]:
     return found
 
 
-def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 60, before=frozenset()) -> dict[int, bytes]:
+def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=frozenset()) -> dict[int, bytes]:
     """The processes under ``pid`` once the worker and ``ranks`` rank processes exist, less ``before``
     (under this test process: an earlier test may have left a multiprocessing resource tracker, which
     lives as long as the process and is not the case's)."""

@@ -13,8 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import this_machine
 
-from xpubench import doctor
+from xpubench import cli, doctor
 from xpubench.doctor import checks, probe
 from xpubench.doctor.checks import FAIL, PASS, WARN
 
@@ -254,26 +255,35 @@ def test_a_quiet_machine_passes_its_speed_rows_and_an_unknown_load_warns():
     assert unknown["load"].status == WARN and "could not be read" in unknown["load"].reason
 
 
+@pytest.fixture
+def machine(monkeypatch) -> dict:
+    """``xpubench doctor`` called in this process (its probes still run in processes of their own) for the
+    machine detected once per test run (conftest.this_machine), not by a detection child of its own."""
+    env = this_machine()
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
+    return env
+
+
 @pytest.mark.slow
-def test_doctor_on_this_machine_prints_its_table_and_exits_0():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVIDIA_", "PYTORCH_ENABLE_MPS", "CUDA_LAUNCH"))}
-    out = subprocess.run([sys.executable, "-m", "xpubench", "doctor"], capture_output=True, text=True, timeout=600,
-                         env=env, check=False)
-    assert out.returncode == 0, out.stdout + out.stderr
-    cells = [[c.strip() for c in line.strip().strip("│").split("│")] for line in out.stdout.splitlines()
+def test_doctor_on_this_machine_prints_its_table_and_exits_0(machine, monkeypatch, capsys):
+    for name in [k for k in os.environ if k.startswith(("NVIDIA_", "PYTORCH_ENABLE_MPS", "CUDA_LAUNCH"))]:
+        monkeypatch.delenv(name)
+    code = cli.main(["doctor"])
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout
+    cells = [[c.strip() for c in line.strip().strip("│").split("│")] for line in stdout.splitlines()
              if line.startswith("│")]
     for backend in ("numpy", "torch", "jax"):
         for check in doctor.CHECK_NAMES:
             assert any(row[:3] == [backend, "cpu", check] and row[3] in (PASS, WARN) for row in cells), (backend, check)
-    assert out.stdout.rstrip().endswith("0 FAIL")
+    assert stdout.rstrip().endswith("0 FAIL")
 
 
 @pytest.mark.slow
-def test_doctor_json_and_exit_1_on_a_fail():
-    env = dict(os.environ, PYTORCH_ENABLE_MPS_FALLBACK="1")
-    out = subprocess.run([sys.executable, "-m", "xpubench", "doctor", "-b", "numpy", "--json"], capture_output=True,
-                         text=True, timeout=300, env=env, check=False)
-    rows = json.loads(out.stdout)
-    assert out.returncode == 1 and rows[0]["check"] == "environment" and rows[0]["status"] == FAIL
+def test_doctor_json_and_exit_1_on_a_fail(machine, monkeypatch, capsys):
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+    code = cli.main(["doctor", "-b", "numpy", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 1 and rows[0]["check"] == "environment" and rows[0]["status"] == FAIL
     assert {r["check"] for r in rows if r["backend"] == "numpy"} == set(doctor.CHECK_NAMES)
     assert all(r["status"] != FAIL for r in rows[1:])

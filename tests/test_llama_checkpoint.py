@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 from xpubench.errors import UserError
 from xpubench.workloads.llama import checkpoint as ck
@@ -18,6 +19,7 @@ from xpubench.workloads.llama.config import LlamaConfig, RopeScaling
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("safetensors")
+pytestmark = pytest.mark.usefixtures("quick_xla_in_process")   # what is computed, not how fast
 
 from xpubench.workloads.llama import flax_model
 from xpubench.workloads.llama.torch_model import build

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
+pytestmark = pytest.mark.usefixtures("quick_xla_in_process")   # what is computed, not how fast
 
 import dataclasses
 

@@ -2,15 +2,20 @@
 on a checkpoint the test writes, in both frameworks, int8 weight-only (the figures the worker records are
 the ones llama/costs.py computes); training through the training loop in both frameworks; and
 ``xpubench.bench`` on the checkpoint directory (the eager decode step: the generation test runs the compiled
-one). Workers run one thread per kernel library (``one_thread_workers``): the tests check what a run records."""
+one). Workers run one thread per kernel library (``one_thread_workers``) and JAX's compile at XLA's backend
+optimisation level 0 (``quick_xla_workers``), and the runs plan for the machine detected once per test run
+(``machine``: no detection child per run): the tests check what a run records, not how fast it runs."""
 
 from __future__ import annotations
 
 import pytest
+from conftest import this_machine
+from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 pytest.importorskip("torch")
 pytest.importorskip("flax")
 pytest.importorskip("safetensors")
+pytestmark = pytest.mark.usefixtures("one_thread_workers", "quick_xla_workers")
 
 import xpubench
 from xpubench import analysis, cli
@@ -28,12 +33,23 @@ def checkpoint(tmp_path):
     return write_checkpoint(tmp_path / "tiny-llama", TINY, random_hf_tensors(TINY, seed=1))
 
 
+@pytest.fixture(autouse=True)
+def machine(monkeypatch) -> dict:
+    """The machine detected once per test run (conftest.this_machine), for every run of this module; and
+    torch.compile's Inductor compiling in the worker itself, not in a pool of compile processes that each
+    import torch again (what is recorded, not how fast it compiles)."""
+    env = this_machine()
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
+
+
 def results(path) -> dict:
     return {(r.case["backend"], r.case["mode"]): r for r in analysis.load([path])[0].results}
 
 
 @pytest.mark.slow
-def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys, one_thread_workers):
+def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_path, capsys):
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--weights", str(checkpoint), "-b", "torch,jax", "-p", "int8", "--processes", "1",
                      "--time-budget", "0.3", "-o", str(out)]) == 0        # --weights alone asks for llama
@@ -56,7 +72,7 @@ def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_p
 
 
 @pytest.mark.slow
-def test_training_through_the_loop_in_both_frameworks(tmp_path, one_thread_workers):
+def test_training_through_the_loop_in_both_frameworks(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('[run]\nworkload = "llama"\nmode = "train"\nbackend = ["torch", "jax"]\nepochs = 2\n'
                       'steps = 2\nbatch_size = 2\nprocesses = 1\n[run.options]\ncontext = 32\n'
@@ -74,7 +90,7 @@ def test_training_through_the_loop_in_both_frameworks(tmp_path, one_thread_worke
 
 
 @pytest.mark.slow
-def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path, one_thread_workers):
+def test_bench_measures_a_checkpoint_directory(checkpoint, tmp_path):
     """The eager decode step: torch.compile's ~25 CPU-s are the generation test's to pay (it runs the default,
     compiled, through a worker); this test is about ``bench`` taking a checkpoint directory."""
     frame = xpubench.bench(str(checkpoint), backends=["torch"], precisions=["bf16"], processes=1,

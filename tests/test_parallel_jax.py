@@ -1,6 +1,9 @@
 """JAX data parallel over 8 simulated CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=8).
 
-The device count is fixed when JAX starts, so the checks run in a fresh interpreter with the flag set.
+The device count is fixed when JAX starts, so the checks run in a fresh interpreter with the flag set. Both
+compile at XLA's backend optimisation level 0 (tests/quick_compile.py: the same programs, 4-5x less CPU to compile)
+with one CPU thread per kernel library: they check what the sharded step computes and what a run records, not
+how fast it runs.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import subprocess
 import sys
 
 import pytest
+from quick_compile import QUICK_XLA
 
 from xpubench.results.store import load_file
 
 pytest.importorskip("jax")
 
-EIGHT = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+EIGHT = {"XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {QUICK_XLA}", **ONE_THREAD}
 
 CHECKS = r"""
 import dataclasses, json

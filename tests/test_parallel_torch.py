@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import this_machine
 
-from xpubench import analysis
+from xpubench import analysis, cli
 from xpubench.analysis import scaling
 from xpubench.case import Case
 
@@ -77,14 +75,17 @@ def test_an_exception_in_one_rank_is_the_case_error():
 
 
 @pytest.mark.slow
-def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, one_thread_workers):
+def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, capsys, monkeypatch, one_thread_workers):
+    """``xpubench run --scaling`` called in this process (its cases still run in worker processes, N=2 as
+    two DDP ranks), for the machine detected once per test run (conftest.this_machine)."""
+    env = this_machine()
+    monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
+    monkeypatch.setenv("COLUMNS", "200")
     out = tmp_path / "scaling.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling",
-         "--batch-size", "32", "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out),
-         "--no-progress", "--verbose"], capture_output=True, text=True, timeout=400, check=False,
-        env={**os.environ, "COLUMNS": "200"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert cli.main(["run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling", "--batch-size", "32",
+                     "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out), "--no-progress",
+                     "--verbose"]) == 0
+    stdout = capsys.readouterr().out
     (loaded,) = analysis.load([out])     # the efficiency is derived on loading (analysis/scaling.py)
     results = sorted(loaded.results, key=lambda r: r.case["devices"])
     assert [r.case["devices"] for r in results] == [1, 2]
@@ -96,7 +97,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, one_thread_work
     assert two.metrics["scaling_efficiency"] == pytest.approx(
         two.metrics["samples_per_s"] / (2 * one.metrics["samples_per_s"]))
     assert two.metrics["scaling_base_devices"] == 1 and "scaling_efficiency" not in one.metrics
-    assert "Data-parallel scaling" in proc.stdout and "vs N=1" in proc.stdout
+    assert "Data-parallel scaling" in stdout and "vs N=1" in stdout
 
 
 def test_torch_data_parallel_inference_is_skipped_with_a_reason():
