@@ -1,7 +1,8 @@
 """The decode variants of xpubench's Llama generation side by side in one process (issue 33): PyTorch's
 eager step against its compiled one (static KV cache + ``torch.compile``), and JAX's jitted step with
-quantised weights dequantised as before (to the compute dtype, bf16) against now (to float32 on
-XLA:CPU), per weight format, at a depth.
+the weights of a bf16, int8 or int4 model entering their dots in the compute dtype (bf16: what XLA:CPU
+then converts to f32 in a separate buffer per call) against upcast to float32 beside the dot (what the
+workload does on XLA:CPU: flax_model's docstring), per weight format, at a depth.
 
 For the model shape (``--preset``, optionally fewer ``--layers``), batch 1, ``--prompt`` + ``--new``
 tokens after ``--depth`` cached ones: each variant's generator is built once (its compile timed apart),
@@ -9,7 +10,8 @@ then ``--rounds`` times every variant runs ``harness.generation.measure`` in tur
 alternating, so a noisy shared machine hits all alike). Prints per variant the median pp and tg
 tokens/s over the rounds, tg's share of the bandwidth bound (``llama.costs.decode_bytes_per_token`` at
 the mean decode context over the bandwidth measured here by torch's STREAM kernels), the compile
-seconds, and the ratios compiled / eager (torch) and float32 / bf16 dequantisation (JAX int8, int4).
+seconds, and the ratios compiled / eager (torch), fp32 / bf16 operands (JAX bf16, int8, int4) and
+JAX's bf16 / fp32 decode (issue 33's target: >= 1).
 
     python benchmarks/llm_decode_variants.py [--formats fp32,bf16,int8,int4] [--prompt 512] [--new 128]
         [--depth 0] [--layers N] [--rounds 3] [--budget 4] [--frameworks torch,jax]
@@ -46,7 +48,7 @@ def jax_variants(cfg, fmt: str, prompt, args) -> dict:
     from xpubench.workloads.llama import flax_model as fm
 
     device = jax.devices("cpu")[0]
-    dequants = {"bf16 dequant (before)": None, "fp32 dequant (now)": "fp32"} if fmt in ("int8", "int4") else {"": None}
+    dequants = {"": None} if fmt == "fp32" else {"bf16 operands": None, "fp32 operands": "fp32"}
     out = {}
     for label, dequant in dequants.items():
         module = fm.LlamaFlax(cfg, fmt, dequant=dequant)
@@ -111,7 +113,8 @@ def main() -> None:
               f"({rows[name]['tg_share']:.0%} of the bound)  compile {compile_s[name] or 0:.0f} s")
     for fmt in args.formats.split(","):
         pairs = [(f"torch {fmt} compiled", f"torch {fmt} eager", "torch compiled / eager"),
-                 (f"jax {fmt} fp32 dequant (now)", f"jax {fmt} bf16 dequant (before)", "jax dequant fp32 / bf16")]
+                 (f"jax {fmt} fp32 operands", f"jax {fmt} bf16 operands", "jax operands fp32 / bf16"),
+                 (f"jax {fmt} fp32 operands", "jax fp32", f"jax {fmt} / fp32")]
         for new, old, what in pairs:
             if new in rows and old in rows:
                 print(f"{fmt}: {what}: tg {rows[new]['tg'] / rows[old]['tg']:.2f}x, "

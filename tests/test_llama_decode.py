@@ -100,10 +100,10 @@ def test_int4_packs_two_per_byte_and_rounds_within_half_a_step():
     q = unpack_int4(packed).float().reshape(32, 2, 32)
     back = ((q - 8) * scale[..., None] + zero[..., None]).reshape(32, 64)
     assert ((back - w).abs() <= scale.repeat_interleave(32, 1) / 2 + 1e-6).all()
-    # JAX's packing (along a kernel's input axis, (in, out)) holds the same bytes as torch's (along a row)
-    jax_parts = fm._quantize_int4(jnp.asarray(w.numpy().T), 0, jnp.float32, 32)
-    assert np.array_equal(np.asarray(jax_parts[""]).T, packed.numpy())
-    np.testing.assert_allclose(np.asarray(jax_parts["scale"]).T, scale.numpy(), rtol=1e-6)
+    # JAX's packing (along a row, the input axis, of a kernel stored (out, in) as torch's) holds the same bytes
+    jax_parts = fm._quantize_int4(jnp.asarray(w.numpy()), 1, jnp.float32, 32)
+    assert np.array_equal(np.asarray(jax_parts[""]), packed.numpy())
+    np.testing.assert_allclose(np.asarray(jax_parts["scale"]), scale.numpy(), rtol=1e-6)
 
 
 def test_the_int4_kernel_equals_its_dequantised_matmul():

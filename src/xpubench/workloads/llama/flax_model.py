@@ -1,24 +1,25 @@
 """The Llama decoder in JAX/flax (linen), the same architecture, parameter count and numerics as
 ``torch_model`` (and transformers' ``LlamaForCausalLM``), with a fixed-size KV cache.
 
-Parameters (flax layout, kernels (in, out)): ``embed/embedding`` (V, C); ``layers_<i>/{attn_norm/scale,
-qkv/kernel (C, (H + 2·KV)·D), o/kernel, mlp_norm/scale, gate_up/kernel (C, 2I), down/kernel}``;
-``norm/scale``; ``head/kernel`` (C, V) when untied. int8: every kernel and the embedding are int8 with a
-``scale`` beside them (one per output channel / per embedding row, in the compute dtype); int4: two
-values per byte along the input axis (a kernel's first, the embedding's second) with a ``scale`` and a
-``zero`` per group of ``group`` (torch_model's scheme). Both are dequantised inside the compiled
-function, to ``dequant`` (float32 on XLA:CPU), and every dot accumulates in float32
-(``preferred_element_type``).
+Parameters (the projections' weights one row per output, (out, in), as torch and the checkpoints store
+them): ``embed/embedding`` (V, C); ``layers_<i>/{attn_norm/scale, qkv/kernel ((H + 2·KV)·D, C), o/kernel,
+mlp_norm/scale, gate_up/kernel (2I, C), down/kernel (C, I)}``; ``norm/scale``; ``head/kernel`` (V, C) when
+untied. int8: every kernel and the embedding are int8 with a ``scale`` per row (per output channel, per
+embedding row) in the compute dtype; int4: two values per byte along a row (the input axis) with a
+``scale`` and a ``zero`` per group of ``group`` (torch_model's scheme). Every dot accumulates in float32.
 
-Why (the optimized HLO of a decode step, ``jax.jit(f).lower(...).compile().as_text()``, jax 0.10 on an
-AVX2 CPU): XLA:CPU has no bf16 dot. Every bf16 ``dot`` gets its operands converted to f32 first, the
-weight included: a ``wrapped_convert`` fusion writes the whole weight as f32 (e.g. ``f32[49152,576]
-convert(bf16 table)`` for the tied head), then an f32 dot reads it, whatever the model asks
-(``preferred_element_type``, the XLA flags for oneDNN/XNNPACK and strict dot math change nothing
-there). int8 weights cast to bf16 were converted twice, int8 -> bf16 (a rounding conversion, slow
-without native bf16 instructions) then bf16 -> f32: dequantising straight to f32 removes the first.
-So on such a CPU a bf16 decode step moves 2 + 4 + 4 bytes per weight where fp32 moves 4: bf16 cannot
-reach fp32's tokens/s there; on CPUs and accelerators with bf16 dots the operands stay bf16.
+On XLA:CPU the weights of bf16, fp16, int8 and int4 models become fp32 inside the compiled function
+(``dequant``) and the dot contracts each weight row with the input: why (the optimized HLO of a decode
+step, ``jax.jit(f).lower(...).compile().as_text()``, jax 0.10, AVX2 CPU): XLA:CPU has no bf16 dot, so it
+converts a bf16 dot's operands to f32 whatever the model asks (``preferred_element_type``, oneDNN/XNNPACK
+flags). With (in, out) kernels that conversion is a ``wrapped_convert`` fusion writing the whole weight
+as f32 into a buffer allocated (and page-faulted: 4 KiB pages, zeroed by the kernel) afresh in every
+call, which a 135M-parameter decode step paid 30 times per token: bf16 decoded at a fifth of fp32's
+tokens/s. With (out, in) rows and the conversion written as ``w.astype(float32)`` beside a dot over the
+rows' axis, XLA:CPU fuses convert and dot into one library fusion at batch 1, which reads the 2-byte
+(or 1-byte) weights once: a bf16 matrix-vector product then takes ~0.6x the time of fp32's (measured
+per projection of smollm-135m, one core). The arithmetic is the one XLA did before (bf16 values, fp32
+products and sums); on accelerators the operands stay in the compute dtype (bf16 tensor cores).
 
 Generation (``extend(idx, kv, pos)`` -> (logits of the last position (B, V), kv)), the contract of
 ``backends/jax_/generate.py``: kv a tuple over layers of (k, v), each (B, T_max, KV, D), of fixed size;
@@ -55,12 +56,16 @@ INIT_STD = 0.02
 NORMAL = nn.initializers.normal(INIT_STD)
 
 
-def matmul(x, w, dtype):
-    """x @ w (w (K, N) or its dequantised form) accumulated in float32, the result in ``dtype``
-    (``preferred_element_type``: XLA's dots then take bf16/fp16 operands as they are on every backend)."""
-    y = jax.lax.dot_general(x.astype(w.dtype), w, (((x.ndim - 1,), (0,)), ((), ())),
-                            preferred_element_type=jnp.float32)
-    return y.astype(dtype)
+def matmul(x, w, dtype, to=None):
+    """x @ w.T (w (N, K), one row per output, or its dequantised form) accumulated in float32, the result in
+    ``dtype``; ``to``: the dtype both operands become first inside the compiled function (None: w's; fp32
+    on XLA:CPU, module docstring). Written as ``rows @ w.T`` on x flattened to (rows, K): for one row that
+    is the form XLA:CPU fuses with the weight's conversion into one loop (a dot_general contracting w's
+    rows, or a 3-D one, gets the conversion in a buffer of its own)."""
+    to = to or w.dtype
+    rows = x.reshape(-1, x.shape[-1]).astype(to)
+    y = jnp.matmul(rows, w.astype(to).T, preferred_element_type=jnp.float32)
+    return y.reshape(*x.shape[:-1], w.shape[0]).astype(dtype)
 
 
 def unpack_int4(packed, axis: int):
@@ -77,25 +82,27 @@ def dequant_int4(packed, scale, zero, axis: int, group: int, dtype):
 
 
 class Proj(nn.Module):
+    """x @ W.T with W (out, in): ``features`` rows of the input's width."""
+
     features: int
     dtype: Any
     fmt: str = "fp32"
-    dequant: Any = None        # the dtype quantised weights become before the dot (None: ``dtype``)
+    dequant: Any = None        # the dtype weights become before the dot (None: ``dtype``)
     group: int = 32
 
     @nn.compact
     def __call__(self, x):
-        k, n = x.shape[-1], self.features
+        n, k = self.features, x.shape[-1]
         to = self.dequant or self.dtype
         if self.fmt == "int8":
-            w = self.param("kernel", nn.initializers.zeros, (k, n), jnp.int8)
-            return matmul(x, w.astype(to), self.dtype) * self.param("scale", nn.initializers.ones, (n,), self.dtype)
+            w = self.param("kernel", nn.initializers.zeros, (n, k), jnp.int8)
+            return matmul(x, w, self.dtype, to) * self.param("scale", nn.initializers.ones, (n,), self.dtype)
         if self.fmt == "int4":
-            w = self.param("kernel", nn.initializers.zeros, (k // 2, n), jnp.uint8)
-            scale = self.param("scale", nn.initializers.ones, (k // self.group, n), self.dtype)
-            zero = self.param("zero", nn.initializers.zeros, (k // self.group, n), self.dtype)
-            return matmul(x, dequant_int4(w, scale, zero, 0, self.group, to), self.dtype)
-        return matmul(x, self.param("kernel", NORMAL, (k, n), self.dtype), self.dtype)
+            w = self.param("kernel", nn.initializers.zeros, (n, k // 2), jnp.uint8)
+            scale = self.param("scale", nn.initializers.ones, (n, k // self.group), self.dtype)
+            zero = self.param("zero", nn.initializers.zeros, (n, k // self.group), self.dtype)
+            return matmul(x, dequant_int4(w, scale, zero, 1, self.group, to), self.dtype)
+        return matmul(x, self.param("kernel", NORMAL, (n, k), self.dtype), self.dtype, to)
 
 
 class Embed(nn.Module):
@@ -132,10 +139,10 @@ class Embed(nn.Module):
     def attend(self, x):
         to = self.dequant or self.dtype
         if self.fmt == "int8":
-            return matmul(x, self.embedding.astype(to).T, self.dtype) * self.scale
+            return matmul(x, self.embedding, self.dtype, to) * self.scale
         if self.fmt == "int4":
-            return matmul(x, dequant_int4(self.embedding, self.scale, self.zero, 1, self.group, to).T, self.dtype)
-        return matmul(x, self.embedding.T, self.dtype)
+            return matmul(x, dequant_int4(self.embedding, self.scale, self.zero, 1, self.group, to), self.dtype)
+        return matmul(x, self.embedding, self.dtype, to)
 
 
 class RMSNorm(nn.Module):
@@ -195,9 +202,9 @@ class Block(nn.Module):
 
 
 INT8_METHOD = ("int8 weights, per-output-channel scales; dequantised in the compiled step: "
-               "(x @ w.astype({to})) * scale, accumulated in float32")
+               "(x @ w.astype({to}).T) * scale, accumulated in float32")
 INT4_METHOD = ("int4 weights two per byte, a scale and a zero per {group}; unpacked and dequantised to {to} in the "
-               "compiled step, then x @ w accumulated in float32")
+               "compiled step, then x @ w.T accumulated in float32")
 
 
 class LlamaFlax(nn.Module):
@@ -206,8 +213,8 @@ class LlamaFlax(nn.Module):
     cfg: LlamaConfig
     fmt: str = "fp32"
     int8_compute: str = DEFAULT_INT8_COMPUTE
-    dequant: str | None = None     # int8 / int4: the dtype weights become before their dot (None: the compute
-    #                                dtype); "fp32" on XLA:CPU, which has no bf16 dot (module docstring)
+    dequant: str | None = None     # the dtype weights become before their dot (None: the compute dtype);
+    #                                "fp32" on XLA:CPU, which has no bf16 dot (module docstring)
     group: int = DEFAULT_INT4_GROUP
 
     @property
@@ -284,7 +291,7 @@ def n_params(params) -> int:
 
 
 def _quantize(w, axis: int, dtype):
-    """Symmetric int8 reducing over ``axis`` (a kernel's input axis, an embedding's feature axis)."""
+    """Symmetric int8 reducing over ``axis`` (the input axis of a row: 1 for kernels and the embedding)."""
     w = w.astype(jnp.float32)
     scale = jnp.maximum(jnp.max(jnp.abs(w), axis=axis) / 127.0, 1e-12)
     q = jnp.clip(jnp.round(w / jnp.expand_dims(scale, axis)), -127, 127).astype(jnp.int8)
@@ -305,15 +312,14 @@ def _quantize_int4(w, axis: int, dtype, group: int):
 
 
 def quantize_params(params, dtype, fmt: str = "int8", group: int = DEFAULT_INT4_GROUP) -> dict:
-    """Float params -> int8 ones (kernels per output channel, the embedding per row) or int4 ones (groups
-    along the input axis: a kernel's first, the embedding's second), leaf by leaf."""
+    """Float params -> int8 ones (a scale per row: per output channel, per embedding row) or int4 ones
+    (groups along each row), leaf by leaf."""
     flat = traverse_util.flatten_dict(params)
     out = {}
     for key in list(flat):
         value = flat.pop(key)
         if key[-1] in ("kernel", "embedding"):
-            axis = 0 if key[-1] == "kernel" else 1
-            parts = _quantize(value, axis, dtype) if fmt == "int8" else _quantize_int4(value, axis, dtype, group)
+            parts = _quantize(value, 1, dtype) if fmt == "int8" else _quantize_int4(value, 1, dtype, group)
             out.update({(*key[:-1], name or key[-1]): part for name, part in parts.items()})
         else:
             out[key] = value
@@ -342,7 +348,7 @@ def init_random(model: LlamaFlax, seed: int = 0):
 
 def load_checkpoint(model: LlamaFlax, ckpt: Checkpoint):
     """The checkpoint's tensors as this model's params (host numpy arrays; the caller puts them on a
-    device): kernels transposed to (in, out), q/k/v and gate/up fused, int8 quantised."""
+    device): q/k/v and gate/up fused (rows stacked), int8 / int4 quantised."""
     if dataclasses.replace(ckpt.config, name=model.cfg.name) != model.cfg:
         raise ValueError("the model was built for another config than the checkpoint's")
     cfg, dtype = model.cfg, model.dtype
@@ -361,6 +367,6 @@ def load_checkpoint(model: LlamaFlax, ckpt: Checkpoint):
             elif slot in ("norm", "attn_norm", "mlp_norm"):
                 out[(*prefix, slot, "scale")][...] = value
             else:
-                out[(*prefix, slot, "kernel")][:, row:row + value.shape[0]] = value.T
+                out[(*prefix, slot, "kernel")][row:row + value.shape[0]] = value
     params = traverse_util.unflatten_dict(out)
     return quantize_params(params, dtype, model.fmt, model.group) if model.fmt in QUANTISED else params

@@ -296,8 +296,8 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
     fmt = weight_format(precision)
     if fmt == "int4":
         check_int4_group(spec.config, spec.int4_group_size)
-    # XLA:CPU has no bf16 dot (flax_model's docstring): quantised weights are dequantised straight to fp32 there
-    dequant = "fp32" if fmt in costs.QUANTISED and device.platform == "cpu" else None
+    # XLA:CPU has no bf16 dot (flax_model's docstring): every weight not in fp32 becomes fp32 in the compiled step
+    dequant = "fp32" if fmt != "fp32" and device.platform == "cpu" else None
     module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
     ckpt = checkpoint_of(spec)
     if ckpt is not None:
