@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
+from quick_compile import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 from xpubench import envnames
 from xpubench.case import Case

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
+from quick_compile import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 from xpubench.errors import UserError
 from xpubench.workloads.llama import checkpoint as ck

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from quick_xla_in_process import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
+from quick_compile import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
