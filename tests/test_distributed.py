@@ -37,7 +37,7 @@ XPUBENCH_RUN = ("import json, sys; import xpubench.api as api; env = json.load(o
 
 
 def xpubench_run(tmp_path) -> list[str]:
-    """A command line that runs `xpubench run` as `python -m xpubench run` does, with this machine's saved environment."""
+    """A command line running `xpubench run` as `python -m xpubench run` does, with the saved environment."""
     saved = tmp_path / "environment.json"
     if not saved.exists():
         saved.write_text(json.dumps(this_machine()))
