@@ -4,6 +4,7 @@ the multi-process settings."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ import threading
 import time
 
 import pytest
+from conftest import this_machine
 from quick_compile import QUICK_XLA
 
 from xpubench.errors import UserError
@@ -27,6 +29,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# `xpubench run` in a process of its own (the hosts, the kill), planning for the machine detected once per test
+# run (conftest.this_machine, saved in a file) instead of starting a detection child (~3 CPU s, torch and JAX
+# imported) per host: these tests are about the processes of a run, not about detection.
+XPUBENCH_RUN = ("import json, sys; import xpubench.api as api; env = json.load(open(sys.argv[1])); "
+                "api.detect_environment = lambda **_: env; from xpubench import cli; sys.exit(cli.main(sys.argv[2:]))")
+
+
+def xpubench_run(tmp_path) -> list[str]:
+    """A command line running `xpubench run` as `python -m xpubench run` does, with the saved environment."""
+    saved = tmp_path / "environment.json"
+    if not saved.exists():
+        saved.write_text(json.dumps(this_machine()))
+    return [sys.executable, "-c", XPUBENCH_RUN, str(saved), "run"]
+
+
 def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> list:
     port = _free_port()
     procs, outs = [], []
@@ -35,7 +52,7 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
         outs.append(out)
         env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", backend,
+            [*xpubench_run(tmp_path), "--processes", "1", "-w", "mnist_cnn", "-b", backend,
              "--devices", "2", "--batch-size", "16", "--steps", "2", "--epochs", "2", "--eval-samples", "48",
              "--timeout", "300", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(pid),
              "-o", str(out), "--no-progress"],
@@ -186,7 +203,7 @@ DDP_CASE = ["-w", "mnist_cnn", "-b", "torch", "--devices", "2", "--batch-size", 
 def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
     env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
-    run = subprocess.Popen([sys.executable, "-m", "xpubench", "run", "--processes", "1", *DDP_CASE, "--timeout", "300",
+    run = subprocess.Popen([*xpubench_run(tmp_path), "--processes", "1", *DDP_CASE, "--timeout", "300",
                             "-o", str(tmp_path / "killed.jsonl"), "--no-progress"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:

@@ -1,4 +1,7 @@
-"""PyTorch DistributedDataParallel on the CPU (gloo), launched by torchrun's engine; scaling figures."""
+"""PyTorch DistributedDataParallel on the CPU (gloo), launched by torchrun's engine; scaling figures.
+
+The DDP ranks are spawned processes that import this module (for ``_one_step`` and ``_boom``): the analysis and CLI
+modules are imported inside the tests that use them, not by every rank."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ import numpy as np
 import pytest
 from conftest import this_machine
 
-from xpubench import analysis, cli
-from xpubench.analysis import scaling
 from xpubench.case import Case
 
 torch = pytest.importorskip("torch")
@@ -78,6 +79,8 @@ def test_an_exception_in_one_rank_is_the_case_error():
 def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, capsys, monkeypatch, one_thread_workers):
     """``xpubench run --scaling`` called in this process (its cases still run in worker processes, N=2 as
     two DDP ranks), for the machine detected once per test run (conftest.this_machine)."""
+    from xpubench import analysis, cli
+
     env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     monkeypatch.setenv("COLUMNS", "200")
@@ -115,6 +118,8 @@ def _result(devices, thr, status="ok", **case):
 
 
 def test_scaling_efficiency_uses_the_fewest_matching_devices():
+    from xpubench.analysis import scaling
+
     earlier = [_result(2, 150.0), _result(1, 100.0), _result(1, 999.0, batch_size=32),
                _result(1, 999.0, status="error")]
     this = _result(4, 300.0)
