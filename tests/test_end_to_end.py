@@ -4,8 +4,6 @@ writes a result file the loader reads back."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 from batch_worker import run_cases
@@ -13,28 +11,32 @@ from conftest import this_machine
 from quick_compile import quick_xla_workers  # noqa: F401  (the fixture, used by name)
 
 import xpubench
+from xpubench import cli
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.results.store import load_file
 from xpubench.workloads import names
 
 
-def xpubench_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xpubench", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, env={"COLUMNS": "200", **_env()})
+@pytest.fixture
+def xpubench_cli(detected_once, monkeypatch, capsys):
+    """``xpubench ARGS`` in this process (its cases still run in worker processes), on the machine detected
+    once per test run: (exit code, stdout, stderr). The CLI's own process is other tests' subject."""
+    monkeypatch.setenv("COLUMNS", "200")
 
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
 
-def _env() -> dict:
-    import os
-
-    return dict(os.environ)
+    return run
 
 
 @pytest.mark.slow
-def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
+def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path, xpubench_cli):
     out = tmp_path / "mm.jsonl"
-    proc = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size", "128,256",
-                        "--time-budget", "0.3", "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
+    code, stdout, stderr = xpubench_cli("run", "--processes", "1", "-w", "matmul", "-d", "cpu", "--size",
+                                        "128,256", "--time-budget", "0.3", "-o", str(out))
+    assert code == 0, stderr
     results = load_file(out).results
     backends = {r.case["backend"] for r in results}
     assert backends == {"numpy", "torch", "jax"}
@@ -47,18 +49,18 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path):
         assert len(r.samples["warm_s"]) >= 3 and r.placement == "cpu"
         assert r.fingerprint["xpubench"] == xpubench.__version__ and r.fingerprint["packages"]["torch"]
         assert r.fingerprint["host"]["cpu"]["peak_estimate"]["fp32"]["basis"].startswith("estimate")
-    assert "GFLOP/s" in proc.stdout and "fastest" in proc.stdout and "matmul: fastest here" in proc.stdout
-    assert "bf16" in proc.stdout.split("Answer:")[0]           # the dtype is in the summary
-    assert proc.stdout.count("numpy") >= 2 and proc.stdout.count("jax") >= 6
+    assert "GFLOP/s" in stdout and "fastest" in stdout and "matmul: fastest here" in stdout
+    assert "bf16" in stdout.split("Answer:")[0]           # the dtype is in the summary
+    assert stdout.count("numpy") >= 2 and stdout.count("jax") >= 6
 
 
 @pytest.mark.slow
-def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers):
+def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers, xpubench_cli):
     out = tmp_path / "sweep.jsonl"
-    proc = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu",
-                        "--batch-size", "64,32", "--epochs", "3", "--steps", "3", "--eval-samples", "64",
-                        "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
+    code, stdout, stderr = xpubench_cli("run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "-d", "cpu",
+                                        "--batch-size", "64,32", "--epochs", "3", "--steps", "3",
+                                        "--eval-samples", "64", "-o", str(out))
+    assert code == 0, stderr
     results = load_file(out).results
     assert [r.case["batch_size"] for r in results] == [32, 64]          # ascending
     for r in results:
@@ -68,8 +70,8 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers):
         assert m["first_epoch_s"] > 0 and m["epoch_s"] > 0 and m["step_p90_s"] >= m["step_s"] > 0
         assert len(r.samples["step_s"]) == 6 and len(r.samples["first_epoch_step_s"]) == 3  # first apart
         assert len(r.series["val_metric"]) == 3
-    assert "b32" in proc.stdout and "b64" in proc.stdout and "samples/s" in proc.stdout
-    assert "mnist_cnn: fastest here torch cpu (the only backend/device measured)" in proc.stdout
+    assert "b32" in stdout and "b64" in stdout and "samples/s" in stdout
+    assert "mnist_cnn: fastest here torch cpu (the only backend/device measured)" in stdout
 
 
 @pytest.mark.slow
@@ -77,12 +79,13 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers):
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_every_workload_trains_in_both_frameworks(backend, one_thread_workers):
     # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer, on
-    # the smallest quick batch (weather_gru's 4) for all: the statement does not depend on the batch. The
+    # the smallest quick batch (weather_gru's 4) for all, and one evaluation batch (the recurrent models' forward
+    # passes over their long sequences are most of this test's time): the statement does not depend on them. The
     # framework's planned cases run one after another in one worker process, each as launch/worker.py runs
     # its case (tests/batch_worker.py): 2 process starts and framework imports instead of 12; the CLI and
     # api.run around the worker are the other tests' subject here
     request = PlanRequest(workloads=names("model"), backends=[backend], devices=["cpu"], quick=True,
-                          batch_sizes=[4], epochs=2, steps=2, options={"sync": "epoch"})
+                          batch_sizes=[4], epochs=2, steps=2, eval_samples=4, options={"sync": "epoch"})
     cases = build_cases(request, this_machine())
     assert {(c.workload, c.backend) for c in cases} == {(w, backend) for w in names("model")}
     for case, r in zip(cases, run_cases(cases), strict=True):

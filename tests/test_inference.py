@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from quick_compile import quick_xla_in_process  # noqa: F401  (the fixture, used by name)
 
 from xpubench.case import Case
 from xpubench.harness import inference
@@ -102,6 +103,7 @@ def test_torch_any_sample_count() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("quick_xla_in_process")
 def test_jax_any_sample_count() -> None:
     jax = pytest.importorskip("jax")
     from xpubench.backends.jax_.infer import JaxPredictor
@@ -129,9 +131,12 @@ def _case(backend, precision="fp32", **kw):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
-def test_infer_case_end_to_end(backend, tmp_path) -> None:
-    """fp32 then bf16 on the same (cached) weights; the score equals the trainer's own evaluation."""
+def test_infer_case_end_to_end(backend, tmp_path, request) -> None:
+    """fp32 then bf16 on the same (cached) weights; the score equals the trainer's own evaluation. JAX's programs
+    compile with quick_xla_in_process (tests/quick_compile.py): the test is about what is recorded, not speed."""
     pytest.importorskip(backend)
+    if backend == "jax":
+        request.getfixturevalue("quick_xla_in_process")
     from xpubench.launch.dispatch import run_case
 
     opts = {"weights_dir": str(tmp_path)}

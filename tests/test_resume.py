@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from xpubench import cli
 from xpubench.api import plan_path
 from xpubench.results import store
 
@@ -45,7 +46,9 @@ def workers_of(parent_pid: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
-def test_killed_run_resumes_every_case_exactly_once(tmp_path):
+def test_killed_run_resumes_every_case_exactly_once(tmp_path, capsys, detected_once):
+    """The killed run is a real process; the resumes run the CLI in this process (their cases still in worker
+    processes), on the machine detected once per test run."""
     config, out = tmp_path / "sweep.toml", tmp_path / "r.jsonl"
     config.write_text(CONFIG)
     run = xpubench("run", "--config", str(config), "-o", str(out), "--no-progress", "--timeout", "60")
@@ -79,9 +82,10 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
     with open(out, "a") as fh:  # a record torn by the kill
         fh.write('{"schema_version": 1, "case": {"run_id": "')
 
-    resumed = xpubench("run", "--resume", str(out), "--no-progress")
-    stdout, stderr = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0, stderr
+    capsys.readouterr()
+    code = cli.main(["run", "--resume", str(out), "--no-progress"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
     assert "dropped an incomplete last line" in stdout + stderr
     assert f"resuming: {len(before)} of {len(planned)} worker processes already done" in stdout
     final = store.load_file(out)
@@ -92,9 +96,8 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path):
     assert [r.case["run_id"] for r in final.results] == plan and all(len(r.runs) == 2 for r in final.results)
     assert all(r.status == "ok" for r in final.runs)
 
-    again = xpubench("run", "--resume", str(out), "--no-progress")  # nothing left: no new record
-    again.communicate(timeout=60)
-    assert again.returncode == 0 and len(store.load_file(out).runs) == len(planned)
+    again = cli.main(["run", "--resume", str(out), "--no-progress"])  # nothing left: no new record
+    assert again == 0 and len(store.load_file(out).runs) == len(planned)
 
 
 def test_second_run_on_the_same_file_is_refused(tmp_path):

@@ -172,15 +172,15 @@ def test_allow_changed_model_goes_with_resume_only(capsys):
 
 
 @pytest.mark.slow
-def test_resume_from_another_folder_finishes_the_model_case(tmp_path, monkeypatch, machine):
+def test_resume_from_another_folder_finishes_the_model_case(tmp_path, monkeypatch, capsys, machine):
     here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
     out = _planned_model_run(here, machine, monkeypatch)
-    proc = subprocess.run([sys.executable, "-m", "xpubench", "run", "--resume", str(out), "--no-progress"],
-                          cwd=elsewhere, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    said = " ".join((proc.stdout + proc.stderr).split())
+    monkeypatch.chdir(elsewhere)           # the CLI in this process (the case runs in its worker), elsewhere
+    code, stdout, err = run_cli(capsys, "run", "--resume", out, "--no-progress")
+    assert code == 0, stdout + "\n".join(err)
+    said = " ".join((stdout + " ".join(err)).split())
     assert f"--resume imports model file(s): {here.resolve()}/model.py (sha256 " in said and "as planned" in said
     [result] = store.load_file(out).results
     assert result.status == "ok", result.message
