@@ -18,12 +18,18 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
+from quick_compile import quick_xla_in_process  # noqa: F401  (the module fixture, used by name)
+
 from xpubench.backends.jax_.generate import JaxGenerator
 from xpubench.backends.jax_.generate import generate_uncached as jax_uncached
 from xpubench.backends.torch_.generate import TorchGenerator
 from xpubench.backends.torch_.generate import generate_uncached as torch_uncached
 from xpubench.harness.generation import generate, measure
 from xpubench.workloads import gpt
+
+# every JAX program here is compiled with XLA's optimisation mostly off: the tests compare tokens, logits and
+# what is recorded, never a speed (the uncached reference alone compiles a program per length)
+pytestmark = pytest.mark.usefixtures("quick_xla_in_process")
 
 STD = 0.3
 NEW = 12

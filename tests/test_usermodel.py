@@ -12,10 +12,12 @@ and tests/test_exit_codes.py's)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from batch_worker import ONE_THREAD, run_cases
+from quick_compile import QUICK_XLA
 
 from xpubench.case import Case
 from xpubench.errors import UserError
@@ -97,6 +99,11 @@ def _key(case: Case) -> str:
     return json.dumps(case.as_dict(), sort_keys=True)
 
 
+# the batch workers: one CPU thread per kernel library, and JAX programs (flax's, keras:jax's) compiled with XLA's
+# backend optimisation level 0 (tests/quick_compile.py): the tests read what a case records, never its speed
+WORKER_ENV = {**ONE_THREAD, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}".strip()}
+
+
 @pytest.fixture(scope="module")
 def outcome_of():
     """outcome_of(case): the case's outcome as launch.runner.run_one returns it; the first case asked of a
@@ -112,7 +119,7 @@ def outcome_of():
             group = [c for c in CASES if _process(c) == process]
             assert _key(case) in map(_key, group), "add the case to CASES"
             try:
-                done.update(zip(map(_key, group), run_cases(group, timeout_s=1200, env=ONE_THREAD), strict=True))
+                done.update(zip(map(_key, group), run_cases(group, timeout_s=1200, env=WORKER_ENV), strict=True))
             except BaseException as exc:
                 failed[process] = exc
                 raise

@@ -28,11 +28,15 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
-from quick_compile import QUICK_XLA_OPTIONS
+from quick_compile import QUICK_XLA_OPTIONS, quick_xla_in_process  # noqa: F401  (the module fixture)
 from torch.utils.flop_counter import FlopCounterMode
 
 from xpubench.workloads import get_workload, names
 from xpubench.workloads.base import WorkloadSpec
+
+# every JAX program here is compiled with XLA's optimisation mostly off (tests/quick_compile.py): the tests are
+# about FLOP counts and compiled text, never a speed
+pytestmark = pytest.mark.usefixtures("quick_xla_in_process")
 
 BATCH = 2
 TOLERANCE = 0.15
