@@ -9,6 +9,8 @@
   so a verdict drawn from them does not depend on how quiet this machine is.
 - ``slow_file()``: the numpy matmul case again, made slower on purpose by a real handicap: its worker
   process is stopped for 30 ms of every 35 ms (about a seventh of the CPU time it would have had).
+- ``quick_charts(monkeypatch)``: for tests about what a report holds or where its files go, not its pixels:
+  every chart is still made from the results, but written as a tiny PNG (no layout, no drawing).
 Each is made once per test run, by whichever of the run's processes (pytest-xdist's workers) asks first,
 in conftest.session_dir() under conftest.session_lock: the others wait for it and read it. Shared by every
 test module that imports this one.
@@ -208,3 +210,18 @@ def rewritten(path: Path, name: str, change) -> Path:
     target.parent.mkdir(exist_ok=True)
     target.write_text("\n".join(lines) + "\n")
     return target
+
+
+def quick_charts(monkeypatch) -> None:
+    """Every chart's figure is made (its data, title, caption and name as a report has them) but saved as a
+    tiny PNG carrying the Software chunk report/charts/performance.py asks for, without matplotlib's text
+    layout and drawing (~0.3-1 s of CPU a chart): for tests that read a report's sections, tables, ids or
+    files, not its pixels."""
+    from matplotlib.figure import Figure
+
+    def savefig(self, fh, **kw):
+        text = b"Software\x00" + kw.get("metadata", {}).get("Software", "matplotlib").encode()
+        fh.write(b"\x89PNG\r\n\x1a\n" + len(text).to_bytes(4, "big") + b"tEXt" + text + b"\0\0\0\0")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)

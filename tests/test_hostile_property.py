@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import report_runs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -95,10 +96,7 @@ def _load(path: Path) -> None:
 
 @pytest.fixture
 def quick_charts(monkeypatch):
-    from matplotlib.figure import Figure
-
-    monkeypatch.setattr(Figure, "savefig", lambda self, fh, **kw: fh.write(b"\x89PNG\r\n\x1a\n"))
-    monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)
+    report_runs.quick_charts(monkeypatch)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import report_runs
 
 from xpubench import cli
 
@@ -272,16 +273,8 @@ def test_a_results_record_with_a_non_utf8_model_file_name_round_trips_and_report
 
 @pytest.fixture
 def quick_charts(monkeypatch):
-    """Charts as tiny PNGs with the Software chunk report/charts/performance.py asks for (what is tested is where they
-    are written)."""
-    from matplotlib.figure import Figure
-
-    def savefig(self, fh, **kw):
-        text = b"Software\x00" + kw.get("metadata", {}).get("Software", "matplotlib").encode()
-        fh.write(b"\x89PNG\r\n\x1a\n" + len(text).to_bytes(4, "big") + b"tEXt" + text + b"\0\0\0\0")
-
-    monkeypatch.setattr(Figure, "savefig", savefig)
-    monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)
+    """Charts as tiny PNGs (report_runs.quick_charts): what is tested is where they are written."""
+    report_runs.quick_charts(monkeypatch)
 
 
 def _charts(tmp_path: Path, capsys) -> list[Path]:

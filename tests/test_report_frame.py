@@ -102,7 +102,10 @@ def test_faster_precision_that_lost_accuracy_is_named():
 
 
 @pytest.mark.slow
-def test_inference_scaling_gpu_and_failed_cases_get_their_sections():
+def test_inference_scaling_gpu_and_failed_cases_get_their_sections(monkeypatch):
+    from report_runs import quick_charts
+
+    quick_charts(monkeypatch)   # sections, tables and chart names asserted, not pixels
     results = [record(mode="infer", precision="fp32", step=0.01, metric=0.97),
                record(mode="infer", precision="int8", step=0.02, metric=0.97, seed=1),
                record(devices=1, step=0.1), record(devices=2, step=0.11, seed=2), record(devices=4, step=0.12, seed=3),

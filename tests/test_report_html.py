@@ -76,7 +76,8 @@ def test_chromium_renders_the_charts(two_file_report, tmp_path):
 
 
 @pytest.mark.slow
-def test_strings_from_result_files_are_escaped(tmp_path):
+def test_strings_from_result_files_are_escaped(tmp_path, monkeypatch):
+    runs.quick_charts(monkeypatch)   # the pages' text is read here; the charts' pixels in the tests above
     def inject(record):
         record["case"]["device"] = SCRIPT if record["case"]["backend"] == "numpy" else record["case"]["device"]
         record["message"] = SCRIPT

@@ -88,10 +88,13 @@ def overflowing_tables(page: str, tmp_path, width: int) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
-def test_training_tables_fit_a_laptop_page(tmp_path):
+def test_training_tables_fit_a_laptop_page(tmp_path, monkeypatch):
+    from report_runs import quick_charts
+
     from xpubench.report.render import html
     from xpubench.report.render.build import build_report
 
+    quick_charts(monkeypatch)   # the tables' widths are measured; a chart's image is at most the page's width
     report = build_report(training_results())
     training = next(s for s in report.sections if s.anchor == "training")
     titles = [t.title for t in training.tables]
@@ -102,10 +105,13 @@ def test_training_tables_fit_a_laptop_page(tmp_path):
 
 
 @pytest.mark.slow
-def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_prominent():
+def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_prominent(monkeypatch):
+    from report_runs import quick_charts
+
     from xpubench.report.render import html
     from xpubench.report.render.build import build_report
 
+    quick_charts(monkeypatch)   # which charts are made, their titles and where they go are asserted, not pixels
     synthetic = record(workload="mnist_cnn", backend="torch")
     on_real = record(workload="mnist_cnn", backend="jax", seed=3)
     real = dataclasses.replace(on_real, case={**on_real.case, "data": "real"})

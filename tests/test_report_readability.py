@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from report_runs import quick_charts
 
 from xpubench import analysis
 from xpubench.cli import main
@@ -40,8 +41,12 @@ RICH = RUNS / "report-zen3.jsonl"         # gpt and llama generation, gpt traini
 
 @functools.cache
 def report_of(*paths: Path):
-    """The report of recorded files, built once per session (the tests read it, never change it)."""
-    return build_report(analysis.load([str(p) for p in paths]))
+    """The report of recorded files, built once per session (the tests read it, never change it): its tables,
+    ids and texts; its charts are made but saved as tiny PNGs (report_runs.quick_charts), their pixels
+    are the chart tests' below."""
+    with pytest.MonkeyPatch.context() as patch:
+        quick_charts(patch)
+        return build_report(analysis.load([str(p) for p in paths]))
 
 
 @functools.cache
@@ -71,6 +76,7 @@ def test_every_id_on_the_page_is_unique():
 @pytest.mark.slow
 def test_the_default_file_name_follows_the_format(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    quick_charts(monkeypatch)   # where the report goes is asserted, not its charts' pixels
     assert main(["report", str(DEFAULT), "--format", "md"]) == 0
     assert not (tmp_path / "xpubench-report.html").exists()
     assert (tmp_path / "xpubench-report.md").read_text().lstrip().startswith("<!-- generator")

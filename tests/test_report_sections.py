@@ -107,10 +107,14 @@ def keys_table(frame) -> Table:
     return Table("Every case by its key", [Column("case", lambda r: str(r["key"]), text=True)], ok_rows(frame))
 
 
-@pytest.mark.slow   # ~1.5 s each: a whole report drawn
+@pytest.mark.slow   # ~1 s each: a whole report built (its charts made, saved as tiny PNGs: what is asserted is where
+                    # the section goes)
 @pytest.mark.parametrize("terminal, report", [(True, True), (True, False), (False, True)])
-def test_a_section_registered_once_shows_where_its_flags_say(restored, terminal, report):
+def test_a_section_registered_once_shows_where_its_flags_say(restored, terminal, report, monkeypatch):
+    from report_runs import quick_charts
     from test_report_frame import record
+
+    quick_charts(monkeypatch)
 
     results = [record(backend="torch"), record(backend="jax", seed=1)]
     register(ReportSection("Case keys", "keys", tables=lambda data: [keys_table(data.frame)], terminal=terminal,
@@ -175,8 +179,12 @@ def test_entries_of_a_new_mode_fold_by_its_samples(restored):
     assert ResultSet.load([entry]).frame.iloc[0]["timing"] == "embed_s"
 
 
+# Every recorded results file but tests/data/llamacpp (llama-bench's own output, not a results file), one of each
+# recording: tests/data/gate's three files (and tests/data/compare's three) are one command run back to back by one
+# xpubench, the same case and fields with other samples; their first stands for them.
 RECORDED = sorted(p for p in (Path(__file__).parent / "data").rglob("*.jsonl")
-                  if "llamacpp" not in p.parts)   # tests/data/llamacpp: llama-bench's own output, not a results file
+                  if "llamacpp" not in p.parts and p.name not in ("rerun.jsonl", "slower.jsonl", "second.jsonl",
+                                                                  "slow.jsonl"))
 
 
 @pytest.mark.slow   # charts and bootstraps of every recorded file: ~20 s on the 2-core VM

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -99,8 +98,7 @@ def report_text(paths, fmt: str) -> str:
     from xpubench.report.render import markdown
     from xpubench.report.render.build import build_report
 
-    report = build_report(loaded)
-    report = replace(report, sections=[replace(s, charts=[]) for s in report.sections])
+    report = build_report(loaded, charts=False)
     with tempfile.TemporaryDirectory(prefix="xpubench-md-") as tmp:   # no chart: nothing is written there
         text = markdown.render(report, Path(tmp) / "report.md")
     note = "_Charts are left out on stdout: `xpubench report FILES -o report.md` writes them beside the page._\n"

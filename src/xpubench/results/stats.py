@@ -7,6 +7,7 @@ bootstrap, so the same samples always give the same interval.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -111,19 +112,30 @@ def as_groups(values) -> list[np.ndarray]:
 def hierarchical_bootstrap(groups, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> np.ndarray:
     """``resamples`` bootstrap replicates of the median of process medians: each replicate draws the
     processes with replacement, then each drawn process's samples with replacement (an independent draw
-    every time a process is drawn). With one process this is the ordinary bootstrap of its median."""
+    every time a process is drawn). With one process this is the ordinary bootstrap of its median.
+    Read-only; the same samples and seed give the same replicates, so they are drawn once per process (a
+    report estimates one pair's ratio in its summary, its answer and its advice)."""
     groups = as_groups(groups)
     if not groups:
         raise ValueError("no samples to resample")
+    return _bootstrap(tuple(g.tobytes() for g in groups), resamples, seed)
+
+
+@functools.lru_cache(maxsize=128)
+def _bootstrap(samples: tuple[bytes, ...], resamples: int, seed: int) -> np.ndarray:
+    groups = [np.frombuffer(b, dtype=np.float64) for b in samples]
     rng = np.random.default_rng(seed)
     k = len(groups)
     # medians[j] has shape (resamples, k): k independent within-process resamples of process j
     medians = np.stack([np.median(g[rng.integers(0, g.size, (resamples, k, g.size))], axis=2) for g in groups])
     if k == 1:
-        return medians[0, :, 0]
-    chosen = rng.integers(0, k, (resamples, k))
-    picked = np.take_along_axis(medians.transpose(1, 2, 0), chosen[:, :, None], axis=2)[:, :, 0]
-    return np.median(picked, axis=1)
+        boot = medians[0, :, 0]
+    else:
+        chosen = rng.integers(0, k, (resamples, k))
+        picked = np.take_along_axis(medians.transpose(1, 2, 0), chosen[:, :, None], axis=2)[:, :, 0]
+        boot = np.median(picked, axis=1)
+    boot.setflags(write=False)
+    return boot
 
 
 def _relative_iqr(g: np.ndarray) -> float:

@@ -45,18 +45,20 @@ def blocks(table: Table, titled: bool = True) -> list[TableBlock]:
             for i, (t, f) in enumerate(parts)]
 
 
-def build_section(spec: ReportSection, data: ResultSet) -> Section | None:
-    """One section of the list as the report shows it, None when it has nothing to show and no ``empty``."""
+def build_section(spec: ReportSection, data: ResultSet, charts: bool = True) -> Section | None:
+    """One section of the list as the report shows it, None when it has nothing to show and no ``empty``
+    (without ``charts``: none drawn, so a section of charts alone has nothing to show)."""
     shown = [b for t in spec.shown_tables(data, report=True) for b in blocks(t, spec.table_titles)]
-    made, bullets = spec.charts(data), spec.bullets(data)
+    made, bullets = spec.charts(data) if charts else [], spec.bullets(data)
     if shown or made or bullets:
         return Section(spec.title, spec.anchor, spec.intro, bullets, shown, made)
     return None if spec.empty is None else Section(spec.title, spec.anchor, spec.empty)
 
 
-def build_report(loaded) -> Report:
+def build_report(loaded, *, charts: bool = True) -> Report:
     """The report's content from store.load_results output (or a list of Result): every section of
-    report/sections.py marked for the report, in its order."""
+    report/sections.py marked for the report, in its order; ``charts=False`` draws none (Markdown on stdout,
+    where no picture can go: each chart costs matplotlib's layout and drawing, ~0.3-1 s of CPU)."""
     data = ResultSet.load(loaded)
     frame = data.frame
     if frame.empty:
@@ -64,7 +66,7 @@ def build_report(loaded) -> Report:
     from xpubench.report.charts.performance import plain_text
 
     with plain_text():   # a `$` in a device name is a dollar sign, not math
-        secs = [s for s in (build_section(spec, data) for spec in SECTIONS if spec.report) if s is not None]
+        secs = [s for s in (build_section(spec, data, charts) for spec in SECTIONS if spec.report) if s is not None]
     warnings = [w for f in (loaded if isinstance(loaded, list) else []) for w in getattr(f, "warnings", [])]
     warnings += environment_warnings(data.items)
     sources = ", ".join(dict.fromkeys(str(e.path.name) for e in data.items))
