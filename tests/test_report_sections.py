@@ -179,12 +179,8 @@ def test_entries_of_a_new_mode_fold_by_its_samples(restored):
     assert ResultSet.load([entry]).frame.iloc[0]["timing"] == "embed_s"
 
 
-# Every recorded results file but tests/data/llamacpp (llama-bench's own output, not a results file), one of each
-# recording: tests/data/gate's three files (and tests/data/compare's three) are one command run back to back by one
-# xpubench, the same case and fields with other samples; their first stands for them.
 RECORDED = sorted(p for p in (Path(__file__).parent / "data").rglob("*.jsonl")
-                  if "llamacpp" not in p.parts and p.name not in ("rerun.jsonl", "slower.jsonl", "second.jsonl",
-                                                                  "slow.jsonl"))
+                  if "llamacpp" not in p.parts)   # tests/data/llamacpp: llama-bench's own output, not a results file
 
 
 @pytest.mark.slow   # charts and bootstraps of every recorded file: ~20 s on the 2-core VM
