@@ -344,12 +344,13 @@ def test_result_changing_variables_are_recorded_in_the_fingerprint_and_named_onc
     from xpubench.devices import envvars
     from xpubench.report.tables import environment
 
-    for name in ("NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "TPU_VISIBLE_CHIPS", "HIP_VISIBLE_DEVICES"):
+    for name in ("NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "TPU_VISIBLE_CHIPS", "HIP_VISIBLE_DEVICES",
+                 "OMP_WAIT_POLICY"):
         monkeypatch.setenv(name, "1")
     monkeypatch.setenv("UNRELATED_VARIABLE", "x")
     env = fingerprint({})["env"]
     assert {"NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "TPU_VISIBLE_CHIPS",
-            "HIP_VISIBLE_DEVICES"} <= set(env) and "UNRELATED_VARIABLE" not in env
+            "HIP_VISIBLE_DEVICES", "OMP_WAIT_POLICY"} <= set(env) and "UNRELATED_VARIABLE" not in env
     assert environment.ENV_VARS == envvars.NAMES
     assert [line.split("=")[0] for line in envvars.silent_changes(env)] == ["NVIDIA_TF32_OVERRIDE"]
 

@@ -26,6 +26,8 @@ class EnvVar:
 VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("OMP_NUM_THREADS", "threads of the CPU kernels (OpenMP: PyTorch, oneDNN, OpenBLAS)"),
     EnvVar("MKL_NUM_THREADS", "threads of Intel MKL's kernels"),
+    EnvVar("OMP_WAIT_POLICY", "how idle OpenMP threads wait for work (ACTIVE spins, PASSIVE sleeps): small ops' time"),
+    EnvVar("KMP_BLOCKTIME", "how long Intel OpenMP's idle threads spin before they sleep"),
     EnvVar("OPENBLAS_NUM_THREADS", "threads of OpenBLAS (numpy's matmul)"),
     EnvVar("XLA_FLAGS", "XLA compiler and runtime flags (autotuning level, simulated host devices, ...)"),
     EnvVar("LIBTPU_INIT_ARGS", "libtpu's compiler and runtime flags"),
