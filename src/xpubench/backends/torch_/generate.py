@@ -181,8 +181,9 @@ class OwnCacheGenerator(TorchGenerator):
     def info(self) -> dict:
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
+        fused = ", one-row projections as fused multiply-sums" if self.device.type == "cpu" else ""
         step = ("eager" if self._step is None
-                else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache)")
+                else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache{fused})")
         threads = torch.get_num_threads() if self.device.type == "cpu" else None
         return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)), "decode_step": step,
                 "threads": threads, **self.model.generation_facts()}
