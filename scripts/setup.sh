@@ -27,4 +27,7 @@ if [ "${1:-}" = "test" ]; then
 else
   $PY -m pip install -q --disable-pip-version-check -e ".[all]" 2>&1 | grep -v "as the 'root' user" || true
 fi
+# an editable install is not byte-compiled by pip (a wheel install is): compile it once, so every worker process
+# (one per case) and test process does not compile xpubench's sources again where PYTHONDONTWRITEBYTECODE is set
+$PY -m compileall -q src >/dev/null || true
 $PY -c "import xpubench, torch, jax, flax, optax, httpx" || { echo "setup: install failed" >&2; exit 1; }
