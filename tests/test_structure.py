@@ -8,6 +8,7 @@ the steps of a run)."""
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from pathlib import Path
@@ -91,12 +92,19 @@ def started_modules(node: ast.AST, modules: dict[str, Path]) -> list[str]:
             if a == "-m" and b and (b == PACKAGE or b.startswith(PACKAGE + "."))]
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(text: str, filename: str) -> ast.Module:
+    """The syntax tree of a file's text, parsed once per text (the checks below read every module; treat it
+    as read-only)."""
+    return ast.parse(text, filename=filename)
+
+
 def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool = True) -> set[str]:
     """Our modules that ``module`` imports anywhere in its file (top level, functions, classes, guards),
     and with ``children`` those it starts in a child process (``python -m xpubench.x``: its layer's code
     runs for this module, so it counts for the layers; it is no import cycle, the child is a new process).
     ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -118,7 +126,14 @@ def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool
 
 
 def import_graph(src: Path = SRC, children: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules it imports (``imports_of``); built once per set of file texts (read-only)."""
     modules = module_files(src)
+    return _graph(tuple((name, path, path.read_text(encoding="utf-8")) for name, path in modules.items()), children)
+
+
+@functools.lru_cache(maxsize=8)
+def _graph(files: tuple[tuple[str, Path, str], ...], children: bool) -> dict[str, set[str]]:
+    modules = {name: path for name, path, _ in files}
     return {name: imports_of(name, path, modules, children) for name, path in modules.items()}
 
 
@@ -384,7 +399,7 @@ def names_outside_packages(src: Path = SRC) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if any(rel.startswith(allowed) for allowed in NAMED_FOR_A_REASON):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path.read_text(encoding="utf-8"), str(path))
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                       if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                       and node.body and isinstance(node.body[0], ast.Expr)
