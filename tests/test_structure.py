@@ -92,7 +92,7 @@ def started_modules(node: ast.AST, modules: dict[str, Path]) -> list[str]:
             if a == "-m" and b and (b == PACKAGE or b.startswith(PACKAGE + "."))]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parsed(text: str, filename: str) -> ast.Module:
     """The syntax tree of a file's text, parsed once per text (the checks below read every module; treat it
     as read-only)."""
