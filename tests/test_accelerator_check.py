@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import cpu_check
 import pytest
 from machine_facts import MACHINES
 
@@ -31,10 +32,8 @@ RECORDED = ["h100-sxm", "h200-sxm", "a100-sxm4-80gb", "mi300x", "tpu-v5e-8", "ap
 
 
 def check(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHON=sys.executable, **(env_extra or {}))
-    env.pop("SLURM_JOB_END_TIME", None)
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=300, env=env,
-                          check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=300,
+                          env=cpu_check.check_environment(env_extra), check=False, stdin=subprocess.DEVNULL)
 
 
 def machine(name: str) -> dict:
@@ -217,11 +216,12 @@ def running(pid: int, within_s: float = 5.0) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_step_at_its_limit_is_killed_with_its_whole_process_group(tmp_path):
-    """15 s of limit: time enough, on a loaded machine, for the child to start its own child and say its pid."""
+    """KILL_GRACE_S + 6 s of limit: 6 s before the SIGTERM, time enough on a loaded machine for the child (an
+    interpreter that imports only subprocess) to start its own child and say its pid; the test waits it out."""
     script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
               "time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
     out = tmp_path / "out.txt"
-    code = check_mod.run_command([sys.executable, "-c", script], out, tmp_path / "x.log", plan_mod.KILL_GRACE_S + 12,
+    code = check_mod.run_command([sys.executable, "-c", script], out, tmp_path / "x.log", plan_mod.KILL_GRACE_S + 6,
                                  dict(os.environ))
     grandchild = int(out.read_text().split()[0])
     assert code is None and not running(grandchild)
@@ -267,10 +267,11 @@ def test_plain_pytest_without_the_test_extras_plugins_collects_the_device_tests(
 
 
 @pytest.mark.slow
-def test_on_this_cpu_the_device_steps_are_skipped_saying_why_and_it_ends_0(tmp_path):
-    done = check("--minutes", "8", "--out", str(tmp_path))
+def test_on_this_cpu_the_device_steps_are_skipped_saying_why_and_it_ends_0():
+    """The check's real run here, made once per test run (tests/cpu_check.py: test_doctor reads its doctor rows)."""
+    done = cpu_check.on_this_machine()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    (folder,) = tmp_path.iterdir()
+    (folder,) = done.out.iterdir()
     data = summary(folder)
     if data["kind"] != "cpu":
         pytest.skip("this machine has an accelerator")

@@ -314,7 +314,8 @@ def test_disk_full_while_appending_loses_nothing(tmp, capsys, monkeypatch, machi
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    code, lines = run_cli(f"run --selftest ok,nan,sleep -b numpy --no-progress -o {out}", tmp, capsys)
+    # one process a case (the resume keeps the plan's): what is tested is the append, not the processes
+    code, lines = run_cli(f"run --selftest ok,nan,sleep -b numpy --processes 1 --no-progress -o {out}", tmp, capsys)
     check_one_line(code, lines, f"cannot append to {out}: disk full; earlier results are intact")
     assert f"--resume {out}" in lines[0]
     saved = store.load_file(out)

@@ -53,7 +53,8 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
         env = {k: v for k, v in os.environ.items() if not k.startswith("XPUBENCH_")}
         procs.append(subprocess.Popen(
             [*xpubench_run(tmp_path), "--processes", "1", "-w", "mnist_cnn", "-b", backend,
-             "--devices", "2", "--batch-size", "16", "--steps", "2", "--epochs", "2", "--eval-samples", "48",
+             "--devices", "2", "--batch-size", "16", "--steps", "2", "--epochs", "2", "--train-samples", "64",
+             "--eval-samples", "48",
              "--timeout", "300", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(pid),
              "-o", str(out), "--no-progress"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, **(extra_env or {})}))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import report_runs
 
 from xpubench import api, cli
 from xpubench.errors import UserError
@@ -96,7 +97,9 @@ def test_report_and_compare_refuse_to_overwrite(argv, says, results, tmp_path, c
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt,suffix", [("html", "html"), ("md", "md")])
-def test_a_report_rewrites_its_own_output_and_force_replaces_another_file(fmt, suffix, results, tmp_path, capsys):
+def test_a_report_rewrites_its_own_output_and_force_replaces_another_file(fmt, suffix, results, tmp_path, capsys,
+                                                                          monkeypatch):
+    report_runs.quick_charts(monkeypatch)   # which files a report writes over is tested, not its charts' pixels
     a, _ = results
     out = tmp_path / f"report.{suffix}"
     assert run_cli(capsys, ["report", a, "-o", out, "--format", fmt])[0] == 0
@@ -279,7 +282,8 @@ def test_a_line_longer_than_the_bound_is_refused_before_it_is_read(tmp_path, cap
 
 # ---- 7. the smaller ones ---------------------------------------------------------------------------------
 
-def test_chart_names_never_leave_the_files_folder(tmp_path, capsys):
+def test_chart_names_never_leave_the_files_folder(tmp_path, capsys, monkeypatch):
+    report_runs.quick_charts(monkeypatch)   # where the chart files go, not what they show
     record = changed(TRAIN, "case.workload", "/../../escaped")
     path = write_records(tmp_path / "r.jsonl", record)
     out = tmp_path / "deep" / "report.md"

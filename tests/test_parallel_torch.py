@@ -86,8 +86,8 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, capsys, monkeyp
     monkeypatch.setenv("COLUMNS", "200")
     out = tmp_path / "scaling.jsonl"
     assert cli.main(["run", "--processes", "1", "-w", "mnist_cnn", "-b", "torch", "--scaling", "--batch-size", "32",
-                     "--steps", "3", "--epochs", "2", "--eval-samples", "64", "-o", str(out), "--no-progress",
-                     "--verbose"]) == 0
+                     "--steps", "3", "--epochs", "2", "--train-samples", "192", "--eval-samples", "64", "-o", str(out),
+                     "--no-progress", "--verbose"]) == 0
     stdout = capsys.readouterr().out
     (loaded,) = analysis.load([out])     # the efficiency is derived on loading (analysis/scaling.py)
     results = sorted(loaded.results, key=lambda r: r.case["devices"])
