@@ -48,26 +48,30 @@ def torch_logits(ckpt, idx) -> np.ndarray:
 
 
 def jax_logits(ckpt, idx) -> np.ndarray:
+    """One jitted forward (as the workload runs it), not op by op (every primitive compiled on its own)."""
     model = flax_model.LlamaFlax(ckpt.config, "fp32")
     params = flax_model.load_checkpoint(model, ckpt)
     with jax.default_matmul_precision("highest"):
-        return np.asarray(model.apply({"params": params}, idx.astype(np.int32)))
+        return np.asarray(jax.jit(model.apply)({"params": params}, idx.astype(np.int32)))
 
 
-@pytest.fixture(params=list(CONFIGS))
-def written(request, tmp_path):
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def written(request, tmp_path_factory):
+    """A checkpoint of each config, written once per module, and both frameworks' logits of tokens(cfg) read
+    from it (what the two tests below compare, with each other and with transformers'): computed once."""
     cfg = CONFIGS[request.param]
     shards = 2 if cfg.tie_embeddings else 1
-    return cfg, ck.write_checkpoint(tmp_path / cfg.name, cfg, ck.random_hf_tensors(cfg, 0, STD), shards=shards)
+    path = ck.write_checkpoint(tmp_path_factory.mktemp("ckpt") / cfg.name, cfg, ck.random_hf_tensors(cfg, 0, STD),
+                               shards=shards)
+    ckpt = ck.open_checkpoint(path)
+    idx = tokens(cfg)
+    return cfg, path, ckpt, torch_logits(ckpt, idx), jax_logits(ckpt, idx)
 
 
 @pytest.mark.slow
 def test_both_frameworks_give_the_same_logits(written):
-    cfg, path = written
-    ckpt = ck.open_checkpoint(path)
+    cfg, _path, ckpt, a, b = written
     assert ckpt.config.__dict__ | {"name": ""} == cfg.__dict__ | {"name": ""}
-    idx = tokens(cfg)
-    a, b = torch_logits(ckpt, idx), jax_logits(ckpt, idx)
     assert a.shape == (2, 40, cfg.vocab_size)
     assert np.abs(a).max() > 1.0
     np.testing.assert_allclose(a, b, atol=TOL, rtol=0)
@@ -76,15 +80,13 @@ def test_both_frameworks_give_the_same_logits(written):
 @pytest.mark.slow
 def test_logits_equal_transformers_llama_for_causal_lm(written):
     transformers = pytest.importorskip("transformers")
-    cfg, path = written
+    cfg, path, _ckpt, torch_got, jax_got = written
     hf = transformers.LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    ckpt = ck.open_checkpoint(path)
-    idx = tokens(cfg)
     with torch.inference_mode():
-        want = hf(torch.from_numpy(idx)).logits.numpy()
+        want = hf(torch.from_numpy(tokens(cfg))).logits.numpy()
     assert hf.num_parameters() == build(cfg, "fp32").n_params()
-    np.testing.assert_allclose(torch_logits(ckpt, idx), want, atol=TOL, rtol=0)
-    np.testing.assert_allclose(jax_logits(ckpt, idx), want, atol=TOL, rtol=0)
+    np.testing.assert_allclose(torch_got, want, atol=TOL, rtol=0)
+    np.testing.assert_allclose(jax_got, want, atol=TOL, rtol=0)
 
 
 @pytest.mark.slow   # ~5 s: both frameworks' first compiles
@@ -103,8 +105,8 @@ def test_bf16_checkpoint_is_read_by_both(tmp_path):
 
 @pytest.mark.slow
 def test_parameter_counts_are_equal_across_frameworks():
-    for cfg in CONFIGS.values():
-        params = flax_model.init_random(flax_model.LlamaFlax(cfg, "fp32"))
+    for cfg in CONFIGS.values():   # the params' shapes and dtypes, traced (n_params reads only those), not drawn
+        params = jax.eval_shape(lambda cfg=cfg: flax_model.init_random(flax_model.LlamaFlax(cfg, "fp32")))
         assert flax_model.n_params(params) == build(cfg, "fp32").n_params() == \
             sum(int(np.prod(s)) for s in ck.hf_tensor_shapes(cfg).values())
 

@@ -59,8 +59,10 @@ def torch_model(fmt: str = "fp32", **kw) -> LlamaTorch:
     return LlamaTorch(CFG, fmt, **kw).init_random(seed=0, std=STD).eval()
 
 
+@pytest.fixture(scope="module")
 def jax_params():
-    """An fp32 model and its params, the matrices scaled from the init's std 0.02 to STD."""
+    """An fp32 model and its params, the matrices scaled from the init's std 0.02 to STD: drawn once for the
+    module's tests (immutable arrays; each test builds its own generator, whose programs it compiles)."""
     model = fm.LlamaFlax(CFG, "fp32")
     return model, jax.tree.map(lambda p: p * (STD / fm.INIT_STD) if p.ndim == 2 else p, fm.init_random(model))
 
@@ -92,8 +94,8 @@ def test_torch_cached_logits_equal_the_full_forward():
 
 
 @pytest.mark.slow
-def test_jax_cached_decoding_equals_uncached():
-    model, params = jax_params()
+def test_jax_cached_decoding_equals_uncached(jax_params):
+    model, params = jax_params
     gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
     cached = generate(gen)
     assert context_matters(cached)
@@ -101,12 +103,12 @@ def test_jax_cached_decoding_equals_uncached():
 
 
 @pytest.mark.slow
-def test_jax_decode_does_not_recompile_per_token():
+def test_jax_decode_does_not_recompile_per_token(jax_params):
     """16 decode steps through the jitted (not AOT-compiled) functions: one trace and one XLA
     compilation of the decode step in all, counted by jax.monitoring's compile events and the jit cache."""
     from jax import monitoring
 
-    model, params = jax_params()
+    model, params = jax_params
     gen = OwnCacheJaxGenerator(model, params, prompt(), NEW + 1, jax.devices("cpu")[0], "fp32")
     cache, token = gen.prefill(gen.prompt)
     compiles: list[str] = []
@@ -123,10 +125,10 @@ def test_jax_decode_does_not_recompile_per_token():
 
 
 @pytest.mark.slow
-def test_jax_aot_compiled_generation_compiles_nothing_more():
+def test_jax_aot_compiled_generation_compiles_nothing_more(jax_params):
     from jax import monitoring
 
-    model, params = jax_params()
+    model, params = jax_params
     gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
     assert gen.compile() > 0
     compiles: list[str] = []

@@ -3,11 +3,11 @@ user's file), the worker's checks (each one clear line as the case's error), and
 flax MLP and a Keras model, none of them built in, trained and run for inference through worker
 processes with measured FLOPs.
 
-The worker's cases run as launch/worker.py runs a case, in one worker process for all the cases of the
-torch and flax models and one per Keras backend (tests/batch_worker.py; Keras picks its backend at
-import), made at the first test that asks and read by every other: a process start and a framework
-import each, not one per case (what the process boundary itself does is tests/test_runner_isolation.py's
-and tests/test_exit_codes.py's)."""
+The worker's cases run as launch/worker.py runs a case, in two worker processes (tests/batch_worker.py), one per
+framework under Keras (Keras picks its backend at import: one Keras backend per process): the torch models'
+cases and then, last, keras:torch's; the flax model's and then keras:jax's. Each is made at the first test
+that asks and read by every other: a process start and one torch or JAX import, not one per case (what the
+process boundary itself does is tests/test_runner_isolation.py's and tests/test_exit_codes.py's)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,11 @@ def _case(ref, mode="train", backend="auto", **options):
 
 
 def _process(case: Case) -> str:
-    """The worker process a case runs in: its Keras backend's, or the one for torch and flax models."""
-    return case.backend if case.backend.startswith("keras") else "torch and flax"
+    """The worker process a case runs in: JAX's (the flax model, then keras:jax) or torch's (the torch models,
+    among them the one asked of -b jax, skipped before JAX is imported; then keras:torch). Keras, imported by
+    a process's last cases, runs on that process's framework."""
+    jax = case.backend == "keras:jax" or case.options["model"].startswith(f"{EXAMPLES}/flax_models.py:")
+    return "flax and keras:jax" if jax else "torch and keras:torch"
 
 
 def _key(case: Case) -> str:
@@ -116,7 +119,7 @@ def outcome_of():
         if process in failed:
             raise failed[process]
         if _key(case) not in done:
-            group = [c for c in CASES if _process(c) == process]
+            group = sorted((c for c in CASES if _process(c) == process), key=lambda c: c.backend.startswith("keras"))
             assert _key(case) in map(_key, group), "add the case to CASES"
             try:
                 done.update(zip(map(_key, group), run_cases(group, timeout_s=1200, env=WORKER_ENV), strict=True))

@@ -290,14 +290,17 @@ def n_params(params) -> int:
                if k[-1] not in ("scale", "zero") or k[-2].endswith("norm"))
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
 def _quantize(w, axis: int, dtype):
-    """Symmetric int8 reducing over ``axis`` (the input axis of a row: 1 for kernels and the embedding)."""
+    """Symmetric int8 reducing over ``axis`` (the input axis of a row: 1 for kernels and the embedding).
+    Jitted, as ``_quantize_int4``: one small program per weight shape, not one per operation and shape."""
     w = w.astype(jnp.float32)
     scale = jnp.maximum(jnp.max(jnp.abs(w), axis=axis) / 127.0, 1e-12)
     q = jnp.clip(jnp.round(w / jnp.expand_dims(scale, axis)), -127, 127).astype(jnp.int8)
     return {"": q, "scale": scale.astype(dtype)}
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def _quantize_int4(w, axis: int, dtype, group: int):
     """Asymmetric int4 in groups of ``group`` along ``axis`` (the input axis: torch_model.quantize_groups'
     scheme, w ~= (q - 8)·scale + zero), two values per byte along it, the low nibble first."""
