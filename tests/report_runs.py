@@ -10,7 +10,8 @@
 - ``slow_file()``: the numpy matmul case again, made slower on purpose by a real handicap: its worker
   process is stopped for 30 ms of every 35 ms (about a seventh of the CPU time it would have had).
 - ``quick_charts(monkeypatch)``: for tests about what a report holds or where its files go, not its pixels:
-  every chart is still made from the results, but written as a tiny PNG (no layout, no drawing).
+  every chart is still made from the results, but written as a tiny PNG (no layout, no drawing, labels not
+  fitted to drawn text).
 Each is made once per test run, by whichever of the run's processes (pytest-xdist's workers) asks first,
 in conftest.session_dir() under conftest.session_lock: the others wait for it and read it. Shared by every
 test module that imports this one.
@@ -225,3 +226,4 @@ def quick_charts(monkeypatch) -> None:
 
     monkeypatch.setattr(Figure, "savefig", savefig)
     monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)
+    monkeypatch.setattr(Figure, "draw_without_rendering", lambda self: None)   # labels fitted to undrawn text
