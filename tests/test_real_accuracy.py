@@ -20,8 +20,8 @@ pytestmark = pytest.mark.skipif(not (MNIST / "t10k-images-idx3-ubyte.gz").exists
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_mnist_cnn_reaches_95_percent_on_held_out_real_digits(tmp_path, backend, one_thread_workers):
     """2 epochs of batch 16: 1,000 Adam steps over 16,000 images, where 3 epochs of batch 32 took 750 steps
-    over 24,000 (torch 31 against ~50 CPU s, JAX 35 against ~46). Measured at seed 0 (the test's) on the
-    2-core Zen 3: torch 97.25%, JAX 97.2% after epoch 2 (94.2% and 96.5% after epoch 1); seed 1: see below.
+    over 24,000 (torch 31 against ~50 CPU s, JAX 35 against ~46). Measured on the 2-core Zen 3 at seed 0 (the
+    test's): torch 97.25%, JAX 97.2% after epoch 2 (94.2% and 96.5% after epoch 1); torch at seed 1: 96.15%.
     Batch 32 for 2 epochs was too close (torch 96.45% and 95.95% at seeds 0 and 1)."""
     out = tmp_path / "real.jsonl"
     (result,) = xpubench.run(processes=1, workloads=["mnist_cnn"], backends=[backend], data="real", data_dir=str(MNIST),
