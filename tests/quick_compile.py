@@ -47,17 +47,11 @@ def quick_xla_in_process():
         jax.clear_caches()
 
 
-# Call items for tests/batch_worker.py (``("quick_compile:one_cpu",)``), for a JAX batch worker whose cases are about
-# what a run records, not its speed. ``one_cpu`` first, before JAX starts: XLA:CPU sizes its thread pools by the CPUs
-# the process may use, and on 2 cores its second thread mostly waits, spinning, beside batch-4 steps (the JAX
-# every-workload worker used 59 CPU s in 40 s of wall time). ``most_optimizations(False)`` before the cases to compile
-# cheaply (as quick_xla_workers: backend level 0), ``most_optimizations(True)`` before those whose steps cost more
-# than their compile at level 0 (the recurrent models over long sequences: weather_gru's case 20 CPU s at level 0,
-# 12.5 at the default level).
-def one_cpu() -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-
-
+# A call item for tests/batch_worker.py (``("quick_compile:most_optimizations", False)``), for a JAX batch worker
+# whose cases are about what a run records, not its speed: ``False`` before the cases to compile cheaply (as
+# quick_xla_workers: backend level 0), ``True`` before those whose steps cost more than their compile at level 0
+# (the recurrent models over long sequences: weather_gru's every-workload case took 20 CPU s at level 0, 12.5 at the
+# default level).
 def most_optimizations(on: bool) -> None:
     import jax
 

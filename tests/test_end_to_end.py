@@ -84,8 +84,8 @@ def test_every_workload_trains_in_both_frameworks(backend, one_thread_workers):
     # passes over their long sequences are most of this test's time): the statement does not depend on them. The
     # framework's planned cases run one after another in one worker process, each as launch/worker.py runs
     # its case (tests/batch_worker.py): 2 process starts and framework imports instead of 12; the CLI and
-    # api.run around the worker are the other tests' subject here. JAX's worker runs on one CPU and compiles
-    # cheaply but for the recurrent models, whose steps cost more than their compile (tests/quick_compile.py)
+    # api.run around the worker are the other tests' subject here. JAX's worker compiles cheaply, but for the
+    # recurrent models, whose steps cost more than their compile (tests/quick_compile.py most_optimizations)
     request = PlanRequest(workloads=names("model"), backends=[backend], devices=["cpu"], quick=True,
                           batch_sizes=[4], epochs=2, steps=2, eval_samples=4, options={"sync": "epoch"})
     cases = build_cases(request, this_machine())
@@ -93,7 +93,7 @@ def test_every_workload_trains_in_both_frameworks(backend, one_thread_workers):
     items = cases
     if backend == "jax":
         recurrent = [c for c in cases if c.workload in RECURRENT]
-        items = [("quick_compile:one_cpu",), ("quick_compile:most_optimizations", False),
+        items = [("quick_compile:most_optimizations", False),
                  *(c for c in cases if c not in recurrent), ("quick_compile:most_optimizations", True), *recurrent]
     outcomes = {id(item): o for item, o in zip(items, run_cases(items), strict=True)}
     for case, r in ((c, outcomes[id(c)]) for c in cases):
