@@ -45,3 +45,14 @@ def quick_xla_in_process():
     finally:
         jax.config.update(IN_PROCESS_FLAG, before)
         jax.clear_caches()
+
+
+# A call item for tests/batch_worker.py (``("quick_compile:most_optimizations", False)``), for a JAX batch worker
+# whose cases are about what a run records, not its speed: ``False`` before the cases to compile cheaply (as
+# quick_xla_workers: backend level 0), ``True`` before those whose steps cost more than their compile at level 0
+# (the recurrent models over long sequences: weather_gru's every-workload case took 20 CPU s at level 0, 12.5 at the
+# default level).
+def most_optimizations(on: bool) -> None:
+    import jax
+
+    jax.config.update(IN_PROCESS_FLAG, not on)

@@ -6,11 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from test_distributed import xpubench_run
 
 from xpubench import cli
 from xpubench.api import plan_path
@@ -26,8 +26,10 @@ selftest = ["ok", {behaviour = "sleep", seconds = 3.0}]
 """
 
 
-def xpubench(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "xpubench", *args], stdout=subprocess.PIPE,
+def xpubench_run_process(tmp_path, *args, **kw):
+    """`xpubench run ARGS` in a process of its own, planning for the machine detected once per test run
+    (test_distributed.xpubench_run): the kill and the resume are this test's subject, not detection."""
+    return subprocess.Popen([*xpubench_run(tmp_path), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
 
 
@@ -48,10 +50,10 @@ def workers_of(parent_pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_killed_run_resumes_every_case_exactly_once(tmp_path, capsys, detected_once):
     """The killed run is a real process; the resumes run the CLI in this process (their cases still in worker
-    processes), on the machine detected once per test run."""
+    processes); both on the machine detected once per test run."""
     config, out = tmp_path / "sweep.toml", tmp_path / "r.jsonl"
     config.write_text(CONFIG)
-    run = xpubench("run", "--config", str(config), "-o", str(out), "--no-progress", "--timeout", "60")
+    run = xpubench_run_process(tmp_path, "--config", str(config), "-o", str(out), "--no-progress", "--timeout", "60")
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):

@@ -8,12 +8,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import this_machine
+from test_distributed import xpubench_run
 
 from xpubench import api, cli
 from xpubench.launch import runfile
@@ -82,10 +82,11 @@ def test_two_runs_started_together_on_one_output(tmp_path):
     """Two `xpubench run -o r.jsonl` at once: one is refused in one line, the file holds the other's results
     only, and the plan is the survivor's (before the lock, the second overwrote the first's plan).
     The first run is stopped (SIGSTOP) from the moment its plan exists until the second has ended, so
-    the two overlap however slowly either starts, and the first's case need not sleep long."""
+    the two overlap however slowly either starts, and the first's case need not sleep long. Both plan for the
+    machine detected once per test run (test_distributed.xpubench_run): the test is about their files."""
     out, config = tmp_path / "r.jsonl", tmp_path / "sleepy.toml"
     config.write_text(SLEEPY)
-    cmd = [sys.executable, "-m", "xpubench", "run", "--no-progress", "-o", str(out)]
+    cmd = [*xpubench_run(tmp_path), "--no-progress", "-o", str(out)]
     first = subprocess.Popen([*cmd, "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not runfile.plan_path(out).exists() and time.monotonic() < deadline and first.poll() is None:
@@ -110,8 +111,8 @@ def test_two_runs_started_together_on_one_output(tmp_path):
 
 @pytest.mark.slow
 def test_two_runs_started_in_the_same_second_write_two_files(tmp_path):
-    cmd = [sys.executable, "-m", "xpubench", "run", "--selftest", "ok", "-b", "numpy", "--processes", "1",
-           "--no-progress"]
+    """Two `xpubench run` processes, planning for the machine detected once per test run."""
+    cmd = [*xpubench_run(tmp_path), "--selftest", "ok", "-b", "numpy", "--processes", "1", "--no-progress"]
     runs = [subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)]
     for r in runs:
