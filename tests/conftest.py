@@ -9,6 +9,8 @@
   where those plugins are installed, and a test module that imports an optional package that is absent
   (a framework, the test extra's hypothesis or transformers) is skipped saying which, instead of
   stopping the collection.
+- Collection is made cheaper where it can be: pytest's rewritten test modules are cached even where
+  PYTHONDONTWRITEBYTECODE is set, and under xdist this process detects the machine while the workers start.
 - Every test is order- and process-safe: its files in tmp_path, ports asked of the kernel, caches under
   a monkeypatched XDG_CACHE_HOME. What a whole run makes once (a real run's results file, this machine's
   detected devices) lies in ``session_dir()``, one folder for the run's processes (the xdist workers
@@ -34,13 +36,21 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
+# pytest keeps its assertion-rewritten test modules in tests/__pycache__ only where Python may write bytecode: a
+# PYTHONDONTWRITEBYTECODE=1 image (common in containers) made every process of every run rewrite all ~100 test
+# modules again (~4 CPU s of a ~15 s collection). The suite's own caches, in this checkout, git-ignored.
+sys.dont_write_bytecode = False
+
 DEVICE_MARKS = ("gpu", "tpu", "mps")
 _OWN_SESSION_DIR = pytest.StashKey[Path]()
+_DETECTING = pytest.StashKey[threading.Thread]()
 DETECTION_FAILED = "detection_failed"
 TEST_TIMEOUT_S = 600   # per test, where pytest-timeout is installed
 XDIST_WORKERS = 2      # worker processes for the whole suite, where pytest-xdist is installed (2 cores in CI)
@@ -176,6 +186,16 @@ def pytest_cmdline_main(config):
             config.option.dist = "loadfile"
 
 
+def detect_early(config) -> None:
+    """Where xdist's workers run the suite, this (controlling) process detects the machine while they start and
+    collect (~15 s each), so the workers' device-mark check and first this_machine() read the saved record
+    instead of waiting ~5 s for a detection child; joined before the session folder is removed."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        thread = threading.Thread(target=machine_environment, name="detect-early", daemon=True)
+        thread.start()
+        config.stash[_DETECTING] = thread
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """The test extra's plugins, where installed: a shuffled order (pytest-random-order; off with
@@ -199,9 +219,13 @@ def pytest_configure(config):
         config.option.random_order_enabled = True
     if config.pluginmanager.hasplugin("timeout") and config.getoption("timeout", default=None) is None:
         config.option.timeout = TEST_TIMEOUT_S
+    detect_early(config)
 
 
 def pytest_unconfigure(config):
+    detecting = config.stash.get(_DETECTING, None)
+    if detecting is not None:
+        detecting.join(timeout=TEST_TIMEOUT_S)
     own = config.stash.get(_OWN_SESSION_DIR, None)
     if own is not None:
         shutil.rmtree(own, ignore_errors=True)
