@@ -195,3 +195,16 @@ def test_keras_ops_matmul(keras_backend, keras_runs):
 def test_the_timed_compile_step_is_undone(keras_runs):
     undone, count = keras_runs("jax", "compile_undone")
     assert undone is True and count > 10
+
+
+def test_cached_weights_load_into_a_model_whose_layers_keras_numbered_differently():
+    """A weights cache written where the model was the process's first (``conv2d_2``) loads into the same model
+    built after others (``conv2d_33``): Keras's layer numbers are not part of a variable's identity; its position,
+    its layer's kind and its name are."""
+    from xpubench.backends.keras_.infer import same_variable
+
+    assert same_variable("0:mnist_cnn/conv2d_2/kernel", 0, "mnist_cnn_1/conv2d_33/kernel")
+    assert same_variable("5:sequential/dense/bias", 5, "sequential/dense/bias")
+    assert not same_variable("0:mnist_cnn/conv2d_2/kernel", 1, "mnist_cnn/conv2d_2/kernel")   # another position
+    assert not same_variable("0:mnist_cnn/conv2d_2/kernel", 0, "mnist_cnn/dense_2/kernel")    # another layer
+    assert not same_variable("0:mnist_cnn/conv2d/kernel", 0, "mnist_cnn/conv2d/bias")         # another variable

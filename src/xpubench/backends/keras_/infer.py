@@ -15,6 +15,8 @@ Training before inference is untimed: ``model.fit`` for the case's epochs and st
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from xpubench.backends.keras_.train import KerasTrainer
@@ -80,6 +82,17 @@ def int8_report(model) -> dict:
             "method": "keras Model.quantize('int8')"}
 
 
+def same_variable(name: str, index: int, path: str) -> bool:
+    """Whether a cached weight's ``index:path`` names the model's ``index``-th variable at ``path``, up to the
+    numbers Keras appends to auto-named layers and models (``conv2d_2`` in the process that trained, ``conv2d_33``
+    in one that built other models first)."""
+    def unnumbered(text: str) -> str:
+        return "/".join(re.sub(r"_\d+$", "", part) for part in text.split("/"))
+
+    cached_index, _, cached_path = name.partition(":")
+    return cached_index == str(index) and unnumbered(cached_path) == unnumbered(path)
+
+
 class KerasSession(TrainedSession):
     def make_trainer(self, case):
         return KerasTrainer(case)
@@ -118,8 +131,8 @@ class KerasSession(TrainedSession):
         variables = self.trainer.model.weights
         if len(arrays) != len(variables):
             raise ValueError("cached weights do not match the model's variables")
-        for v, (name, value) in zip(variables, arrays.items()):
-            if not name.endswith(f":{v.path}") or tuple(value.shape) != tuple(v.shape):
+        for index, (v, (name, value)) in enumerate(zip(variables, arrays.items())):
+            if not same_variable(name, index, v.path) or tuple(value.shape) != tuple(v.shape):
                 raise ValueError(f"cached weight {name} does not match {v.path}")
             v.assign(value)
 
