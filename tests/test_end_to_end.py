@@ -84,8 +84,8 @@ def test_every_workload_trains_in_both_frameworks(backend, one_thread_workers):
     # passes over their long sequences are most of this test's time): the statement does not depend on them. The
     # framework's planned cases run one after another in one worker process, each as launch/worker.py runs
     # its case (tests/batch_worker.py): 2 process starts and framework imports instead of 12; the CLI and
-    # api.run around the worker are the other tests' subject here. JAX's worker compiles cheaply, but for the
-    # recurrent models, whose steps cost more than their compile (tests/quick_compile.py most_optimizations)
+    # api.run around the worker are the other tests' subject here. JAX's worker compiles at XLA's level 0, except
+    # the recurrent models, whose steps cost more there than their compile saves (quick_compile.most_optimizations)
     request = PlanRequest(workloads=names("model"), backends=[backend], devices=["cpu"], quick=True,
                           batch_sizes=[4], epochs=2, steps=2, eval_samples=4, options={"sync": "epoch"})
     cases = build_cases(request, this_machine())
