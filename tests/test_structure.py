@@ -99,12 +99,13 @@ def parsed(text: str, filename: str) -> ast.Module:
     return ast.parse(text, filename=filename)
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool = True) -> set[str]:
+def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool = True,
+               text: str | None = None) -> set[str]:
     """Our modules that ``module`` imports anywhere in its file (top level, functions, classes, guards),
     and with ``children`` those it starts in a child process (``python -m xpubench.x``: its layer's code
     runs for this module, so it counts for the layers; it is no import cycle, the child is a new process).
     ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg``."""
-    tree = parsed(path.read_text(encoding="utf-8"), str(path))
+    tree = parsed(path.read_text(encoding="utf-8") if text is None else text, str(path))
     is_package = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -134,7 +135,7 @@ def import_graph(src: Path = SRC, children: bool = True) -> dict[str, set[str]]:
 @functools.lru_cache(maxsize=8)
 def _graph(files: tuple[tuple[str, Path, str], ...], children: bool) -> dict[str, set[str]]:
     modules = {name: path for name, path, _ in files}
-    return {name: imports_of(name, path, modules, children) for name, path in modules.items()}
+    return {name: imports_of(name, path, modules, children, text) for name, path, text in files}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
