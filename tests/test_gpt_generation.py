@@ -57,6 +57,18 @@ def jax_model(spec, prompt):
     return model, jax.tree.map(lambda s: rng.normal(0.0, STD, s.shape).astype(s.dtype), shapes)
 
 
+@pytest.fixture(scope="module")
+def jax_fp32(request):
+    """(spec, prompt, model, params, an fp32 JaxGenerator of NEW tokens) shared by the module's JAX tests: the
+    generator's prefill and decode programs are compiled once (a later ``compile()`` of the same jitted functions
+    is JAX's cached executable) and every test draws no weights of its own. Made after the module's compile
+    setting (``quick_xla_in_process``), ended before it."""
+    request.getfixturevalue("quick_xla_in_process")
+    spec, prompt = setup()
+    model, params = jax_model(spec, prompt)
+    return spec, prompt, model, params, JaxGenerator(model, spec, params, prompt, NEW, jax.devices("cpu")[0])
+
+
 def assert_context_matters(prompt: np.ndarray, tokens: np.ndarray) -> None:
     """Somewhere the same token is followed by different next tokens: the output is not a function
     of the last token alone."""
@@ -92,10 +104,8 @@ def test_torch_cached_logits_equal_full_forward() -> None:
 
 
 @pytest.mark.slow
-def test_jax_cached_equals_uncached() -> None:
-    spec, prompt = setup()
-    model, params = jax_model(spec, prompt)
-    gen = JaxGenerator(model, spec, params, prompt, NEW, jax.devices("cpu")[0])
+def test_jax_cached_equals_uncached(jax_fp32) -> None:
+    _, prompt, model, params, gen = jax_fp32
     assert gen.compile() > 0
     cached = generate(gen)
     assert_context_matters(prompt, cached)
@@ -104,9 +114,8 @@ def test_jax_cached_equals_uncached() -> None:
 
 
 @pytest.mark.slow
-def test_jax_cached_logits_equal_full_forward() -> None:
-    spec, prompt = setup()
-    model, params = jax_model(spec, prompt)
+def test_jax_cached_logits_equal_full_forward(jax_fp32) -> None:
+    _, _, model, params, _ = jax_fp32
     seq = np.random.default_rng(2).integers(0, 256, (2, 12), dtype=np.int32)
     kv = tuple((np.zeros((2, 12, 4, 16), np.float32),) * 2 for _ in range(2))
     variables = {"params": params}
@@ -122,11 +131,10 @@ def test_jax_cached_logits_equal_full_forward() -> None:
     np.testing.assert_allclose(np.stack(steps, axis=1), np.asarray(full[:, 4:]), rtol=1e-4, atol=1e-4)
 
 
-def test_context_overflow_is_refused() -> None:
-    spec, prompt = setup()
+def test_context_overflow_is_refused(jax_fp32) -> None:
+    spec, prompt, model, params, _ = jax_fp32
     with pytest.raises(ValueError, match="the context is 32"):
         TorchGenerator(torch_model(spec), spec, prompt, 25, torch.device("cpu"))
-    model, params = jax_model(spec, prompt)
     with pytest.raises(ValueError, match="the context is 32"):
         JaxGenerator(model, spec, params, prompt, 25, jax.devices("cpu")[0])
 
@@ -143,19 +151,16 @@ def test_measure_records_the_kernels_torch() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="auto may pick cuDNN off the CPU")
-def test_measure_records_the_kernels_jax() -> None:
-    spec, prompt = setup()
-    model, params = jax_model(spec, prompt)
-    gen = JaxGenerator(model, spec, params, prompt, 4, jax.devices("cpu")[0])
+def test_measure_records_the_kernels_jax(jax_fp32) -> None:
+    gen = jax_fp32[-1]
     metrics, _ = measure(gen, budget_s=0.2)
     assert metrics["compile_s"] > 0
     assert metrics["attention_kernel_prefill"] == metrics["attention_kernel_decode"] == "xla"
 
 
 @pytest.mark.slow
-def test_jax_bf16_generation_runs() -> None:
-    spec, prompt = setup()
-    model, params = jax_model(spec, prompt)
+def test_jax_bf16_generation_runs(jax_fp32) -> None:
+    spec, prompt, model, params, _ = jax_fp32
     gen = JaxGenerator(model, spec, params, prompt, 4, jax.devices("cpu")[0], precision="bf16")
     gen.compile()
     assert gen.cache[0][0][0].dtype == jax.numpy.bfloat16
