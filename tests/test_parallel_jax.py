@@ -15,7 +15,6 @@ import sys
 
 import pytest
 from quick_compile import QUICK_XLA
-from test_distributed import XPUBENCH_RUN
 
 from xpubench.results.store import load_file
 
@@ -59,10 +58,7 @@ single = np.asarray(jax.jit(fn)(params, extra, x))
 out["predictions"] = [len(x), len(sharded)]
 out["pred_max_diff"] = float(np.abs(sharded - single).max())
 out["argmax_equal"] = bool((sharded.argmax(-1) == single.argmax(-1)).all())
-
-from xpubench.backends.detect import environment, needed
-out["environment"] = environment(needed(["jax"]))   # as `xpubench run -b jax` detects this machine, 8 devices
-print("RESULT " + json.dumps(out, default=str))
+print("RESULT " + json.dumps(out))
 """
 
 
@@ -74,17 +70,9 @@ def _run_script(code: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-@pytest.fixture(scope="module")
-def eight_devices() -> dict:
-    """CHECKS' figures, and this machine's environment detected in the same 8-device interpreter: the CLI test's
-    run reads it (as `xpubench run` with a saved environment, test_distributed.XPUBENCH_RUN) instead of starting
-    a detection child of its own that imports JAX and measures the CPU clock again (~3 CPU s)."""
-    return _run_script(CHECKS)
-
-
 @pytest.mark.slow
-def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_every_sample(eight_devices):
-    out = eight_devices
+def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_every_sample():
+    out = _run_script(CHECKS)
     assert out["global_batch"] == [128, 128]
     assert out["loss"][0] == pytest.approx(out["loss"][1], rel=1e-5)
     assert out["param_changed"] > 1e-4                      # the step did move the parameters
@@ -98,13 +86,11 @@ def test_eight_device_step_equals_one_device_step_and_sharded_prediction_keeps_e
 
 
 @pytest.mark.slow
-def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path, eight_devices):
-    out, saved = tmp_path / "dp.jsonl", tmp_path / "environment.json"
-    saved.write_text(json.dumps(eight_devices["environment"]))
-    assert len(eight_devices["environment"]["backends"]["jax"]["devices"]) == 8
+def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
+    out = tmp_path / "dp.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-c", XPUBENCH_RUN, str(saved), "run", "--processes", "1", "-w", "mnist_cnn", "-b", "jax",
-         "--devices", "8", "--mode", "train,infer", "--batch-size", "16", "--steps", "2", "--epochs", "2",
+        [sys.executable, "-m", "xpubench", "run", "--processes", "1", "-w", "mnist_cnn", "-b", "jax", "--devices", "8",
+         "--mode", "train,infer", "--batch-size", "16", "--steps", "2", "--epochs", "2",
          "--train-samples", "256", "--eval-samples", "1001", "--time-budget", "1", "-o", str(out), "--no-progress",
          "--verbose"],
         capture_output=True, text=True, timeout=400, check=False, env={**os.environ, **EIGHT, "COLUMNS": "200"})
