@@ -114,7 +114,8 @@ def plan(env: dict, py: str) -> list[Step]:
     kind, record, backends = found if found else ("gpu", {}, [])
     device = record.get("id", kind)
     on_device = ["-b", ",".join(backends), "-d", kind] if found else []
-    steps.append(Step("doctor", False, lambda limit: [Command([*xb, "doctor", "--json", *on_device], "doctor.json")]))
+    steps.append(Step("doctor", False, lambda limit: [   # the machine the env step just detected, not detected again
+        Command([*xb, "doctor", "--json", *on_device, "--env-file", "{out}/env.json"], "doctor.json", "env.json")]))
 
     def matmul(limit: float) -> list[Command]:
         per = max(3.0, (limit - DETECT_S - CHILD_S * len(backends)) / (2 * max(len(backends), 1)))

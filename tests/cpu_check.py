@@ -1,7 +1,8 @@
-"""``scripts/accelerator_check.sh --minutes 8`` run for real on this machine once per test run, shared by
-tests/test_accelerator_check.py (what the check did here) and tests/test_doctor.py (the rows its
-``xpubench doctor --json`` step measured): the doctor's probes (numpy, torch and JAX in processes of their
-own, ~15 CPU s on a CPU-only machine) run once per test run, not once per test.
+"""``scripts/accelerator_check.sh --minutes 8`` run for real on this machine once per test run, read by
+tests/test_accelerator_check.py: what the check did here, and the doctor's table printed from the rows its
+``xpubench doctor --json`` step measured (the doctor's probes, numpy, torch and JAX in processes of their own,
+~15 CPU s on a CPU-only machine, run once per test run, not once per test). Both tests are in one file, so one
+xdist worker makes the run and no test of another file waits for it.
 
 Made by whichever of the run's processes asks first, in conftest.session_dir() under conftest.session_lock
 (as tests/report_runs.py makes its files); the others wait for it and read it. The environment variables the

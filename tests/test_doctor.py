@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import cpu_check
 import pytest
 from conftest import this_machine
 
@@ -272,28 +270,6 @@ def machine(monkeypatch) -> dict:
 
 
 @pytest.mark.slow
-def test_doctor_on_this_machine_prints_its_table_and_exits_0(machine, monkeypatch, capsys):
-    """Every backend's every check on this machine PASS or WARN in the doctor's table, exit 0. On a CPU-only
-    machine the rows are those the accelerator check's `xpubench doctor --json` step measured here (tests/
-    cpu_check.py: the same diagnosis, its probes run once per test run), printed by this doctor command; where
-    the check looked at an accelerator instead, the doctor measures here."""
-    for name in [k for k in os.environ if k.startswith(cpu_check.SILENT_FALLBACKS)]:
-        monkeypatch.delenv(name)
-    measured = cpu_check.cpu_doctor_rows()
-    if measured is not None:
-        monkeypatch.setattr(doctor, "diagnose", lambda env, **_: [checks.Row(**row) for row in measured])
-    code = cli.main(["doctor"])
-    stdout = capsys.readouterr().out
-    assert code == 0, stdout
-    cells = [[c.strip() for c in line.strip().strip("│").split("│")] for line in stdout.splitlines()
-             if line.startswith("│")]
-    for backend in ("numpy", "torch", "jax"):
-        for check in doctor.CHECK_NAMES:
-            assert any(row[:3] == [backend, "cpu", check] and row[3] in (PASS, WARN) for row in cells), (backend, check)
-    assert stdout.rstrip().endswith("0 FAIL")
-
-
-@pytest.mark.slow
 def test_doctor_json_and_exit_1_on_a_fail(machine, monkeypatch, capsys):
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
     code = cli.main(["doctor", "-b", "numpy", "--json"])
@@ -301,3 +277,21 @@ def test_doctor_json_and_exit_1_on_a_fail(machine, monkeypatch, capsys):
     assert code == 1 and rows[0]["check"] == "environment" and rows[0]["status"] == FAIL
     assert {r["check"] for r in rows if r["backend"] == "numpy"} == set(doctor.CHECK_NAMES)
     assert all(r["status"] != FAIL for r in rows[1:])
+
+
+def test_env_file_is_the_machine_checked_without_detecting_it_again(tmp_path, monkeypatch, capsys):
+    """`--env-file` (the accelerator check's doctor step reads the record its env step just wrote): the record is the
+    environment diagnosed, no detection child starts; a file that is no environment record is one line, exit 2."""
+    record = (__import__("machine_facts").MACHINES / "h100-sxm.json").read_text()
+    saved = tmp_path / "env.json"
+    saved.write_text(record)
+    monkeypatch.setattr("xpubench.api._detect", lambda *_: pytest.fail("detected again"))
+    seen: dict = {}
+    monkeypatch.setattr(doctor, "diagnose", lambda env, **kw: seen.update(env=env, **kw) or [])
+    assert cli.main(["doctor", "-b", "torch", "-d", "gpu", "--json", "--env-file", str(saved)]) == 0
+    assert seen["env"] == json.loads(record) and (seen["backends"], seen["devices"]) == (["torch"], ["gpu"])
+    assert json.loads(capsys.readouterr().out) == []
+    saved.write_text("{}")
+    assert cli.main(["doctor", "--env-file", str(saved)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "is not an environment record" in err, err

@@ -1,10 +1,12 @@
 """PyTorch DistributedDataParallel on the CPU (gloo), launched by torchrun's engine; scaling figures.
 
-The DDP ranks are spawned processes that import this module (for ``_one_step`` and ``_boom``): the analysis and CLI
+The DDP ranks are spawned processes that import this module (for ``_step_then_boom``): the analysis and CLI
 modules are imported inside the tests that use them, not by every rank."""
 
 from __future__ import annotations
 
+import pickle
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -42,22 +44,44 @@ def _one_step(case, rank=0, world=1):
     return loss, params, first_moment
 
 
-def _boom(case, rank, world):
+def _step_then_boom(case, rank, world, folder):
+    """``_one_step`` on every rank, kept in ``folder`` (both ranks past a barrier once both are written), then
+    rank 1 raises: one launch of two ranks (each a spawned process importing torch, ~4 CPU s) serves both the
+    equivalence test and the failure test."""
+    with open(f"{folder}/rank{rank}.pkl", "wb") as fh:
+        pickle.dump(_one_step(case, rank, world), fh)
+    torch.distributed.barrier()
     if rank == 1:
         raise ValueError("boom in rank 1")
-    torch.distributed.barrier()
+
+
+@pytest.fixture(scope="module")
+def step_then_failure(tmp_path_factory) -> tuple[Exception | None, dict]:
+    """(what ddp.launch raised, {rank: its _one_step result}) of one launch of _step_then_boom."""
+    from xpubench.backends.torch_ import ddp
+
+    folder = tmp_path_factory.mktemp("ddp-ranks")
+    failure = None
+    try:
+        ddp.launch(CASE, _step_then_boom, str(folder))
+    except Exception as exc:  # noqa: BLE001 - asserted by test_an_exception_in_one_rank_is_the_case_error
+        failure = exc
+    ranks = {}
+    for path in folder.glob("rank*.pkl"):
+        with path.open("rb") as fh:
+            ranks[int(path.stem.removeprefix("rank"))] = pickle.load(fh)
+    return failure, ranks
 
 
 @pytest.mark.slow
-def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch():
+def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch(step_then_failure):
+    """(The ranks' layout, gloo and their threads, is asserted on a real run's record in
+    test_scaling_run_records_n1_and_n2_with_efficiency.)"""
     import dataclasses
 
-    from xpubench.backends.torch_ import ddp
-
-    ranks = ddp.launch(CASE, _one_step)
+    _, ranks = step_then_failure
     assert sorted(ranks) == [0, 1]
-    (_, info0, (loss0, p0, m0)), (_, _, (loss1, p1, _)) = ranks[0], ranks[1]
-    assert info0["ddp_backend"] == "gloo" and info0["world_size"] == 2 and info0["threads_per_process"] >= 1
+    (loss0, p0, m0), (loss1, p1, _) = ranks[0], ranks[1]
     loss_ref, p_ref, m_ref = _one_step(dataclasses.replace(CASE, devices=1, batch_size=64))
     assert (loss0 + loss1) / 2 == pytest.approx(loss_ref, rel=1e-5)   # each rank's loss is on its half
     for name in p_ref:
@@ -68,11 +92,10 @@ def test_two_process_ddp_step_equals_one_process_step_on_the_global_batch():
 
 
 @pytest.mark.slow
-def test_an_exception_in_one_rank_is_the_case_error():
-    from xpubench.backends.torch_ import ddp
-
-    with pytest.raises(RuntimeError, match=r"rank 1 failed: ValueError: boom in rank 1"):
-        ddp.launch(CASE, _boom)
+def test_an_exception_in_one_rank_is_the_case_error(step_then_failure):
+    failure, _ = step_then_failure
+    assert isinstance(failure, RuntimeError), repr(failure)
+    assert re.search(r"rank 1 failed: ValueError: boom in rank 1", str(failure)), failure
 
 
 @pytest.mark.slow
@@ -97,6 +120,7 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, capsys, monkeyp
         assert r.status == "ok", r.message
     assert (two.metrics["devices"], two.metrics["per_device_batch"], two.metrics["global_batch"]) == (2, 32, 64)
     assert two.metrics["world_size"] == 2 and two.metrics["ddp_backend"] == "gloo"
+    assert two.metrics["threads_per_process"] >= 1   # each rank's share of the cores (ddp._rank_main)
     assert two.metrics["scaling_efficiency"] == pytest.approx(
         two.metrics["samples_per_s"] / (2 * one.metrics["samples_per_s"]))
     assert two.metrics["scaling_base_devices"] == 1 and "scaling_efficiency" not in one.metrics

@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
     doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doc.add_argument("--env-file", metavar="FILE", help="this machine's `xpubench env --json` record, just saved "
+                     "(the accelerator check's env step), instead of detecting it again")
 
     ceilings_cli.add_parser(sub)   # xpubench ceilings (cli/ceilings.py)
     serve_cli.add_parser(sub)      # xpubench serve (cli/serve.py, src/xpubench/serve/)
@@ -208,8 +210,10 @@ def cmd_doctor(args, console) -> int:
     """PASS / WARN / FAIL per check, backend and device; exit 1 on any FAIL (doctor/__init__.py)."""
     from xpubench import doctor
     from xpubench.api import _detect
+    from xpubench.backends.envfile import load_environment
 
-    env = _detect(args.backend)   # -b numpy: numpy's devices only (no torch or jax import)
+    # -b numpy: numpy's devices only (no torch or jax import)
+    env = load_environment(args.env_file) if args.env_file else _detect(args.backend)
     live = None if args.json or not console.is_terminal else (lambda row: console.print(
         f"  {row.backend} {row.device} {row.check}: {row.status}", highlight=False, style="dim", markup=False))
     rows = doctor.diagnose(env, backends=args.backend, devices=args.device, on_row=live)
