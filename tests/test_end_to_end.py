@@ -79,15 +79,16 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers, x
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_every_workload_trains_in_both_frameworks(backend, one_thread_workers):
-    # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer, on
-    # the smallest quick batch (weather_gru's 4) for all, and one evaluation batch (the recurrent models' forward
-    # passes over their long sequences are most of this test's time): the statement does not depend on them. The
+    # the pipelined mode (one sync per steady epoch; the default on accelerators) with every trainer, on a batch
+    # of 2 for all (half the smallest quick batch, weather_gru's 4; two rows still give batch norm a batch) and one
+    # evaluation batch (the recurrent models' forward and backward passes over their long sequences, 1,344 steps
+    # for weather_gru, are much of this test's time): the statement does not depend on them. The
     # framework's planned cases run one after another in one worker process, each as launch/worker.py runs
     # its case (tests/batch_worker.py): 2 process starts and framework imports instead of 12; the CLI and
     # api.run around the worker are the other tests' subject here. JAX's worker compiles at XLA's level 0, except
     # the recurrent models, whose steps cost more there than their compile saves (quick_compile.most_optimizations)
     request = PlanRequest(workloads=names("model"), backends=[backend], devices=["cpu"], quick=True,
-                          batch_sizes=[4], epochs=2, steps=2, eval_samples=4, options={"sync": "epoch"})
+                          batch_sizes=[2], epochs=2, steps=2, eval_samples=2, options={"sync": "epoch"})
     cases = build_cases(request, this_machine())
     assert {(c.workload, c.backend) for c in cases} == {(w, backend) for w in names("model")}
     items = cases
