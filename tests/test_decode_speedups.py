@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from torch.profiler import ProfilerActivity, profile
 
-from xpubench.backends.torch_.generate import KVCache, OwnCacheGenerator, tensor_bytes
+from xpubench.backends.torch_.generate import OwnCacheGenerator, tensor_bytes
 from xpubench.harness.generation import generate
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.config import LlamaConfig
@@ -79,15 +79,9 @@ def test_an_int8_decode_step_multiplies_through_the_packed_int8_kernel():
 def compiled_code(fmt: str) -> tuple[str, OwnCacheGenerator]:
     from torch._inductor.utils import run_and_get_code
 
-    m = model(fmt)
-    gen = OwnCacheGenerator(m, prompt(), 6, CPU, decode="compiled")
-    gen.compile()
-    cache = KVCache(gen.cache.k, gen.cache.v, gen.prompt_len)
-    token = torch.zeros(1, dtype=torch.long)
-    torch._dynamo.reset()          # the code of a fresh compile of the same step
-    step = torch.compile(m.decode_static, fullgraph=True, dynamic=False)
-    with torch.inference_mode():
-        _, codes = run_and_get_code(step, token, cache.k, cache.v, torch.tensor(cache.pos))
+    gen = OwnCacheGenerator(model(fmt), prompt(), 6, CPU, decode="compiled")
+    torch._dynamo.reset()          # a fresh compile (an earlier test's step of the same code is not reused)
+    _, codes = run_and_get_code(gen.compile)   # the code of the generator's own step, compiled once
     return "\n".join(codes), gen
 
 

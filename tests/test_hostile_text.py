@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -225,17 +226,28 @@ def test_an_error_line_shows_escapes_and_brackets_as_text(capsys):
 
 # -- items 4, 5: Markdown and HTML reports of hostile text ----------------------------------------------
 
+@pytest.fixture(scope="module")
+def hostile_reports(tmp_path_factory) -> Path:
+    """`xpubench report hostile.jsonl -o r.md` (its charts drawn, with the hostile text in their labels) and the
+    HTML page r.html rendered from the report that command built (charts drawn once for both, ~2.5 CPU s)."""
+    from test_report_html import report_command_built
+
+    from xpubench.report.render import html
+
+    folder = tmp_path_factory.mktemp("hostile-report")
+    report = report_command_built(["report", str(hostile_file(folder)), "-o", str(folder / "r.md")])
+    (folder / "r.html").write_text(html.render(report), encoding="utf-8")
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".md", ".html"])
-def test_report_of_dollars_surrogates_and_escapes_is_written_and_inert(suffix, tmp_path, capsys):
-    out = tmp_path / f"r{suffix}"
-    code, _, err = cli_run(capsys, "report", hostile_file(tmp_path), "-o", out)
-    assert code == 0, err
-    text = out.read_text(encoding="utf-8")
+def test_report_of_dollars_surrogates_and_escapes_is_written_and_inert(suffix, hostile_reports):
+    text = (hostile_reports / f"r{suffix}").read_text(encoding="utf-8")
     assert ESC not in text and "\x07" not in text
     if suffix == ".md":
         assert "\\[batch, features\\]" in text and "\\$x^\\$" in text and "\\\\udcff" in text
-        assert all(p.read_bytes().startswith(b"\x89PNG") for p in (tmp_path / "r_files").iterdir())
+        assert all(p.read_bytes().startswith(b"\x89PNG") for p in (hostile_reports / "r_files").iterdir())
 
 
 def test_a_dollar_in_a_device_name_is_drawn_as_text():
@@ -277,9 +289,26 @@ def quick_charts(monkeypatch):
     report_runs.quick_charts(monkeypatch)
 
 
-def _charts(tmp_path: Path, capsys) -> list[Path]:
-    code, _, err = cli_run(capsys, "report", SEED, "-o", tmp_path / "r.md")
-    assert code == 0, err
+@pytest.fixture(scope="module")
+def seed_report(tmp_path_factory) -> Path:
+    """`xpubench report seed.jsonl -o r.md` (charts as tiny PNGs), written once for the tests below that
+    start from a report and its charts folder xpubench wrote: each copies it (~1.3 CPU s a report)."""
+    folder = tmp_path_factory.mktemp("seed-report")
+    with pytest.MonkeyPatch.context() as patch:
+        report_runs.quick_charts(patch)
+        assert cli.main(["report", str(SEED), "-o", str(folder / "r.md")]) == 0
+    return folder / "r.md"
+
+
+def written_report(seed_report: Path, output: Path) -> Path:
+    """A copy of seed_report at ``output``, with its charts folder beside it: a report xpubench wrote there."""
+    output.write_bytes(seed_report.read_bytes())
+    shutil.copytree(seed_report.with_name("r_files"), output.with_name(f"{output.stem}_files"))
+    return output
+
+
+def _charts(tmp_path: Path, seed_report: Path) -> list[Path]:
+    written_report(seed_report, tmp_path / "r.md")
     charts = sorted((tmp_path / "r_files").glob("*.png"))
     assert charts
     return charts
@@ -287,8 +316,8 @@ def _charts(tmp_path: Path, capsys) -> list[Path]:
 
 @pytest.mark.slow
 def test_links_in_the_charts_folder_are_refused_and_replaced_with_force_never_followed(tmp_path, capsys,
-                                                                                         quick_charts):
-    charts = _charts(tmp_path, capsys)
+                                                                                         quick_charts, seed_report):
+    charts = _charts(tmp_path, seed_report)
     victim = tmp_path / "results.jsonl"
     victim.write_bytes(SEED.read_bytes())
     for chart in charts:
@@ -303,8 +332,9 @@ def test_links_in_the_charts_folder_are_refused_and_replaced_with_force_never_fo
 
 
 @pytest.mark.slow   # ~2 s: a report with its charts
-def test_a_users_png_in_the_charts_folder_is_not_replaced_without_force(tmp_path, capsys, quick_charts):
-    charts = _charts(tmp_path, capsys)
+def test_a_users_png_in_the_charts_folder_is_not_replaced_without_force(tmp_path, capsys, quick_charts,
+                                                                        seed_report):
+    charts = _charts(tmp_path, seed_report)
     charts[0].write_bytes(b"\x89PNG\r\n\x1a\nmy own picture")
     code, _, err = cli_run(capsys, "report", SEED, "-o", tmp_path / "r.md")
     one_line(code, err, "was not written by xpubench")
@@ -330,9 +360,8 @@ def test_a_file_that_only_mentions_the_mark_is_the_users(tmp_path, capsys, quick
 
 
 @pytest.mark.slow
-def test_an_output_link_is_replaced_not_written_through(tmp_path, capsys, quick_charts):
-    first = tmp_path / "old.md"
-    assert cli_run(capsys, "report", SEED, "-o", first)[0] == 0
+def test_an_output_link_is_replaced_not_written_through(tmp_path, capsys, quick_charts, seed_report):
+    first = written_report(seed_report, tmp_path / "old.md")
     before = first.read_bytes()
     link = tmp_path / "r.md"
     link.symlink_to(first)

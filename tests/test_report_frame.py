@@ -66,12 +66,13 @@ def test_load_gives_one_row_per_case_with_flat_columns():
 
 
 @pytest.mark.slow
-def test_run_returns_results_and_report_writes_a_page(tmp_path, detected_once):
+def test_run_returns_results_and_report_writes_a_page(tmp_path, detected_once, monkeypatch):
     out = tmp_path / "tiny.jsonl"
     results = xpubench.run(workloads=["matmul"], backends=["numpy"], sizes=[64], time_budget_s=0.2, output=out,
                            processes=2)
     assert len(results) == 1 and isinstance(results[0], Result) and results[0].status == "ok"
     assert [r.process for r in results[0].runs] == [0, 1] and results[0].metrics["processes"] == 2
+    runs.quick_charts(monkeypatch)   # that the page is written with its sections; charts' pixels: test_report_html
     page = xpubench.report([out], tmp_path / "tiny.html")
     assert page.exists() and "Matrix multiply" in page.read_text()
     assert xpubench.load(out).loc[0, "warm_flops_per_s"] > 0
@@ -130,6 +131,7 @@ def test_inference_scaling_gpu_and_failed_cases_get_their_sections(monkeypatch):
     assert "timeout" in page and "NVIDIA H100 80GB HBM3" in page
 
 
-def test_environment_table_lists_every_file():
+def test_environment_table_lists_every_file(monkeypatch):
+    runs.quick_charts(monkeypatch)   # the environment's text is asserted (~0.8 s of chart drawing in the quick loop)
     frame_text = html.render(build_report([record()]))
     assert "test-host" in frame_text and "torch devices" in frame_text and "driver 550.54" in frame_text

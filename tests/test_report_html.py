@@ -6,6 +6,7 @@ import io
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,16 +14,44 @@ import report_runs as runs
 from PIL import Image
 
 from xpubench.cli import main
+from xpubench.report.base.content import Report
+from xpubench.report.render import build, markdown
+from xpubench.report.render.build import build_report
 
 SCRIPT = "<script>alert(1)</script>"
 
 
 @pytest.fixture(scope="module")
-def two_file_report(tmp_path_factory):
-    """A report from two result files of this machine: the base run and the deliberately slowed one."""
-    out = tmp_path_factory.mktemp("report") / "report.html"
-    assert main(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(out)]) == 0
-    return out
+def two_reports(tmp_path_factory) -> tuple[Path, Path]:
+    """A report from two result files of this machine, the base run and the deliberately slowed one, as
+    `xpubench report -o report.html` writes it, and the Markdown page (with its PNG files beside it) rendered
+    from the report that command built: its charts are drawn once (~6 CPU s), for both pages."""
+    folder = tmp_path_factory.mktemp("report")
+    page, text = folder / "report.html", folder / "report.md"
+    report = report_command_built(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(page)])
+    text.write_text(markdown.render(report, text))
+    return page, text
+
+
+def report_command_built(argv: list[str]) -> Report:
+    """Runs `xpubench ``argv``` (a report command, which must end 0) and returns the report it built and wrote:
+    another format is rendered from it without drawing its charts again."""
+    built = []
+
+    def build_and_keep(*args, **kwargs):
+        built.append(build_report(*args, **kwargs))
+        return built[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "build_report", build_and_keep)
+        assert main(argv) == 0
+    [report] = built
+    return report
+
+
+@pytest.fixture
+def two_file_report(two_reports) -> Path:
+    return two_reports[0]
 
 
 def chromium() -> str | None:
@@ -102,14 +131,13 @@ def test_strings_from_result_files_are_escaped(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_markdown_report_has_png_charts_beside_it(tmp_path):
-    out = tmp_path / "report.md"
-    assert main(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(out), "--format", "md"]) == 0
+def test_markdown_report_has_png_charts_beside_it(two_reports):
+    out = two_reports[1]   # `xpubench report --format md` itself: test_strings_from_result_files_are_escaped
     text = out.read_text()
     links = re.findall(r"!\[[^\]]*\]\((report_files/[\w.-]+\.png)\)", text)
     assert len(links) >= 5
     for link in links:
-        image = Image.open(tmp_path / link)
+        image = Image.open(out.parent / link)
         assert image.size[0] > 300 and coloured_pixels(image) > 500, link
     assert "| workload |" in text and "## Which device for what" in text
 
