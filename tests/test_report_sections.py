@@ -183,20 +183,15 @@ RECORDED = sorted(p for p in (Path(__file__).parent / "data").rglob("*.jsonl")
                   if "llamacpp" not in p.parts)   # tests/data/llamacpp: llama-bench's own output, not a results file
 
 
-@pytest.mark.slow   # the report, terminal tables and bootstraps of every recorded file: ~8 s on the 2-core VM
+@pytest.mark.slow   # charts and bootstraps of every recorded file: ~20 s on the 2-core VM
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
-def test_every_recorded_file_loads_reports_and_compares(path, tmp_path, monkeypatch):
+def test_every_recorded_file_loads_reports_and_compares(path, tmp_path):
     """Files written before the mode records and the section list: the report (HTML and Markdown), the
-    terminal's tables and a comparison with itself still come out of each. Every chart's figure is made from
-    each file's records, saved as a tiny PNG (report_runs.quick_charts: matplotlib's text layout and drawing
-    were two thirds of this test's time; charts drawn to pixels: test_report_html)."""
-    from report_runs import quick_charts
-
+    terminal's tables and a comparison with itself still come out of each."""
     from xpubench import analysis
     from xpubench.report.compare import compare_files
     from xpubench.report.render import markdown
 
-    quick_charts(monkeypatch)
     loaded = analysis.load([path])
     report = build_report(loaded)
     assert {"advice", "spread", "environments"} <= {s.anchor for s in report.sections}
