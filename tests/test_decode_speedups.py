@@ -81,7 +81,7 @@ def compiled_code(fmt: str) -> tuple[str, OwnCacheGenerator]:
 
     m = model(fmt)
     gen = OwnCacheGenerator(m, prompt(), 6, CPU, decode="compiled")
-    gen.compile()
+    assert gen.compile() > 0                                   # its compile timed
     cache = KVCache(gen.cache.k, gen.cache.v, gen.prompt_len)
     token = torch.zeros(1, dtype=torch.long)
     torch._dynamo.reset()          # the code of a fresh compile of the same step
@@ -105,6 +105,7 @@ def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
     assert "select_scatter" not in code
     eager = generate(OwnCacheGenerator(gen.model, prompt(), 6, CPU))
     assert (generate(gen) == eager).all()
+    assert gen.info()["decode_step"].startswith("compiled (torch.compile, mode=default")
 
 
 @pytest.mark.slow
