@@ -81,7 +81,8 @@ def compiled_code(fmt: str) -> tuple[str, OwnCacheGenerator]:
 
     gen = OwnCacheGenerator(model(fmt), prompt(), 6, CPU, decode="compiled")
     torch._dynamo.reset()          # a fresh compile (an earlier test's step of the same code is not reused)
-    _, codes = run_and_get_code(gen.compile)   # the code of the generator's own step, compiled once
+    seconds, codes = run_and_get_code(gen.compile)   # the code of the generator's own step, compiled once
+    assert seconds > 0                                # its compile timed
     return "\n".join(codes), gen
 
 
@@ -99,6 +100,7 @@ def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
     assert "select_scatter" not in code
     eager = generate(OwnCacheGenerator(gen.model, prompt(), 6, CPU))
     assert (generate(gen) == eager).all()
+    assert gen.info()["decode_step"].startswith("compiled (torch.compile, mode=default")
 
 
 @pytest.mark.slow

@@ -94,10 +94,23 @@ def test_torch_cached_logits_equal_the_full_forward():
 
 
 @pytest.mark.slow
-def test_jax_cached_decoding_equals_uncached(jax_params):
+def test_jax_aot_compiled_cached_decoding_compiles_nothing_more_and_equals_uncached(jax_params):
+    """The generator as the harness runs it (prefill and decode compiled ahead of time): generating compiles
+    nothing more, and its tokens are the uncached forward's. (Two tests before, each compiling the same
+    generator's prefill and decode: merged, every assertion kept.)"""
+    from jax import monitoring
+
     model, params = jax_params
     gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
-    cached = generate(gen)
+    assert gen.compile() > 0
+    compiles: list[str] = []
+    monitoring.register_event_duration_secs_listener(
+        lambda name, *a, **k: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None)
+    try:
+        cached = generate(gen)
+    finally:
+        monitoring.clear_event_listeners()
+    assert compiles == []
     assert context_matters(cached)
     np.testing.assert_array_equal(cached, jax_uncached(model, params, prompt(), NEW))
 
@@ -122,23 +135,6 @@ def test_jax_decode_does_not_recompile_per_token(jax_params):
         monitoring.clear_event_listeners()
     assert len(compiles) == 1
     assert gen._jit_decode._cache_size() == 1
-
-
-@pytest.mark.slow
-def test_jax_aot_compiled_generation_compiles_nothing_more(jax_params):
-    from jax import monitoring
-
-    model, params = jax_params
-    gen = OwnCacheJaxGenerator(model, params, prompt(), NEW, jax.devices("cpu")[0], "fp32")
-    assert gen.compile() > 0
-    compiles: list[str] = []
-    monitoring.register_event_duration_secs_listener(
-        lambda name, *a, **k: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None)
-    try:
-        generate(gen)
-    finally:
-        monitoring.clear_event_listeners()
-    assert compiles == []
 
 
 def test_torch_int8_weight_only_is_close_to_fp32():

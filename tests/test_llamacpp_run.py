@@ -44,6 +44,7 @@ def test_llama_quantize_makes_the_quantised_file_from_the_f32_one(own_cache, fmt
 
 @needs_llamacpp
 @pytest.mark.slow
+@pytest.mark.usefixtures("detected_once")   # this machine as detected once per test run (llama-bench's build in it)
 def test_a_llama_bench_run_is_a_case_the_reports_read(own_cache, capsys):
     config = own_cache / "run.toml"
     config.write_text('[run]\nworkload = "llama"\nbackend = ["llamacpp"]\nprecision = ["fp32", "int8"]\n'

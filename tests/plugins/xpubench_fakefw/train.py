@@ -1,5 +1,7 @@
 """A plain eager PyTorch training loop (SGD, no compile) behind the harness's Trainer protocol
-(xpubench/harness/training.py): the harness times it like any framework's."""
+(xpubench/harness/training.py): the harness times it like any framework's. Its SGD step is written out
+(``p -= lr * grad``): torch.optim's ``step`` imports torch._dynamo on its first call (~1.7 s of CPU in each
+worker), which a loop this plain does not need."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ class PlainTrainer:
         self.global_batch, self.steps_per_epoch = setup.global_batch, setup.steps_per_epoch
         torch.manual_seed(case.seed)
         self.model = backend.build(get_workload(case.workload), self.spec, case.backend)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=setup.learning_rate)
+        self.params, self.learning_rate = list(self.model.parameters()), setup.learning_rate
         self.x, self.y = torch.from_numpy(setup.x_train), torch.from_numpy(setup.y_train).long()
         self.x_eval, self.y_eval = torch.from_numpy(setup.x_eval), torch.from_numpy(setup.y_eval).long()
 
@@ -30,10 +32,13 @@ class PlainTrainer:
 
     def step(self, i: int) -> torch.Tensor:
         b = slice(i * self.global_batch, (i + 1) * self.global_batch)
-        self.opt.zero_grad()
+        for p in self.params:
+            p.grad = None
         loss = F.cross_entropy(self.model(self.x[b]), self.y[b])
         loss.backward()
-        self.opt.step()
+        with torch.no_grad():
+            for p in self.params:
+                p.add_(p.grad, alpha=-self.learning_rate)
         return loss.detach()
 
     def sync(self, handle) -> None:
