@@ -46,13 +46,15 @@ def _one_step(case, rank=0, world=1):
 
 def _step_then_boom(case, rank, world, folder):
     """``_one_step`` on every rank, kept in ``folder`` (both ranks past a barrier once both are written), then
-    rank 1 raises: one launch of two ranks (each a spawned process importing torch, ~4 CPU s) serves both the
-    equivalence test and the failure test."""
+    rank 1 raises while rank 0 waits in a collective rank 1 never joins (the launch must end it, not hang): one
+    launch of two ranks (each a spawned process importing torch, ~4 CPU s) serves both the equivalence test and
+    the failure test."""
     with open(f"{folder}/rank{rank}.pkl", "wb") as fh:
         pickle.dump(_one_step(case, rank, world), fh)
     torch.distributed.barrier()
     if rank == 1:
         raise ValueError("boom in rank 1")
+    torch.distributed.barrier()
 
 
 @pytest.fixture(scope="module")

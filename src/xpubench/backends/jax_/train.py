@@ -125,8 +125,12 @@ def init_variables(model, spec, x_sample, seed: int):
     forward pass one at a time (44 programs for the MNIST CNN; tests/test_jax_init.py)."""
     params_key, dropout_key = jax.random.split(jax.random.key(seed))
     rngs = {"params": params_key, "dropout": dropout_key}
-    lowered = jax.jit(lambda rngs, x: model.init(rngs, x, train=False)).lower(rngs, x_sample)
-    variables = lowered.compile(quick_options())(rngs, x_sample)
+    init = jax.jit(lambda rngs, x: model.init(rngs, x, train=False))
+    options = quick_options()
+    if options is None or isinstance(params_key, jax.core.Tracer):   # traced by a caller (eval_shape, jit): as jit
+        variables = init(rngs, x_sample)
+    else:
+        variables = init.lower(rngs, x_sample).compile(options)(rngs, x_sample)
     params = variables["params"]
     extra = {k: v for k, v in variables.items() if k != "params"}
     return params, extra
