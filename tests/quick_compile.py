@@ -7,6 +7,7 @@ asserts a speed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -35,8 +36,9 @@ def quick_xla_workers(monkeypatch) -> None:
 IN_PROCESS_FLAG = "jax_disable_most_optimizations"
 
 
-@pytest.fixture(scope="module")
-def quick_xla_in_process():
+@contextlib.contextmanager
+def unoptimised_jax():
+    """IN_PROCESS_FLAG on inside, then as before, with JAX's compiled programs cleared."""
     jax = pytest.importorskip("jax")
     before = jax.config.values.get(IN_PROCESS_FLAG, False)
     jax.config.update(IN_PROCESS_FLAG, True)
@@ -45,6 +47,19 @@ def quick_xla_in_process():
     finally:
         jax.config.update(IN_PROCESS_FLAG, before)
         jax.clear_caches()
+
+
+@pytest.fixture(scope="module")
+def quick_xla_in_process():
+    with unoptimised_jax():
+        yield
+
+
+@pytest.fixture
+def quick_xla_one_test():
+    """quick_xla_in_process for one test (a module whose other tests compile at XLA's default level)."""
+    with unoptimised_jax():
+        yield
 
 
 # A call item for tests/batch_worker.py (``("quick_compile:most_optimizations", False)``), for a JAX batch worker

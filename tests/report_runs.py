@@ -227,3 +227,25 @@ def quick_charts(monkeypatch) -> None:
     monkeypatch.setattr(Figure, "savefig", savefig)
     monkeypatch.setattr(Figure, "tight_layout", lambda self, *a, **kw: None)
     monkeypatch.setattr(Figure, "draw_without_rendering", lambda self: None)   # labels fitted to undrawn text
+
+
+def report_command_built(argv: list[str]):
+    """Runs `xpubench ``argv``` (a report command, which must end 0) and returns the Report it built and wrote:
+    another format is rendered from it without drawing its charts again."""
+    import pytest
+
+    from xpubench.cli import main
+    from xpubench.report.render import build
+
+    build_report = build.build_report
+    built = []
+
+    def build_and_keep(*args, **kwargs):
+        built.append(build_report(*args, **kwargs))
+        return built[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "build_report", build_and_keep)
+        assert main(argv) == 0
+    [report] = built
+    return report

@@ -230,7 +230,7 @@ def test_an_error_line_shows_escapes_and_brackets_as_text(capsys):
 def hostile_reports(tmp_path_factory) -> Path:
     """`xpubench report hostile.jsonl -o r.md` (its charts drawn, with the hostile text in their labels) and the
     HTML page r.html rendered from the report that command built (charts drawn once for both, ~2.5 CPU s)."""
-    from test_report_html import report_command_built
+    from report_runs import report_command_built
 
     from xpubench.report.render import html
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import shared_dataset
-from quick_compile import IN_PROCESS_FLAG, QUICK_XLA_OPTIONS
+from quick_compile import QUICK_XLA_OPTIONS, quick_xla_one_test  # noqa: F401  (the fixture, used by name)
 
 from xpubench.case import Case
 from xpubench.harness.inference import NotApplicable, check_int8_share
@@ -31,22 +31,6 @@ def _quick(fn, *args):
     import jax
 
     return jax.jit(fn).lower(*args).compile(QUICK_XLA_OPTIONS)(*args)
-
-
-@pytest.fixture
-def quick_jax():
-    """The JAX programs this test compiles in the pytest process skip most of XLA's optimisation work
-    (quick_compile.IN_PROCESS_FLAG, as its module-scoped ``quick_xla_in_process``, for one test): the same
-    programs and results, several times less CPU to compile, for tests of what a case records and int8
-    computes, not how fast. The flag is restored and JAX's compiled programs cleared after the test."""
-    jax = pytest.importorskip("jax")
-    before = jax.config.values.get(IN_PROCESS_FLAG, False)
-    jax.config.update(IN_PROCESS_FLAG, True)
-    try:
-        yield
-    finally:
-        jax.config.update(IN_PROCESS_FLAG, before)
-        jax.clear_caches()
 
 
 def test_torch_dynamic_quantization() -> None:
@@ -138,7 +122,7 @@ def test_cifar10_resnet_int8_case_runs(backend, tmp_path) -> None:
     steps on synthetic data, so only the structure and the size mean anything. Batches of 8, not 32
     (nothing asserted depends on it): the inference measurement's fixed minimum of calls (first call, 2
     warm-up, 5 latency calls, a pass, and the fp32 reference) each predict one batch or more (the JAX case
-    took 71 s at batch 32 under load, 24-27 s at batch 8; compiling it unoptimised, as quick_jax, made no
+    took 71 s at batch 32 under load, 24-27 s at batch 8; compiling it unoptimised, as quick_xla_one_test, made no
     difference: 42.6 CPU s for the test alone either way)."""
     pytest.importorskip(backend)
     from xpubench.launch.dispatch import run_case
@@ -191,7 +175,7 @@ def test_torch_int8_mnist_cnn_agrees_with_fp32(tmp_path, request) -> None:
     assert abs(acc8 - acc32) <= 0.01, (acc8, acc32)
 
 
-@pytest.mark.usefixtures("quick_jax")
+@pytest.mark.usefixtures("quick_xla_one_test")
 @pytest.mark.slow
 def test_jax_quantize_rows_and_apply() -> None:
     jax = pytest.importorskip("jax")
@@ -218,7 +202,7 @@ def test_jax_quantize_rows_and_apply() -> None:
         assert float(np.abs(np.asarray(out) - np.asarray(ref)).max()) < 0.02, mode
 
 
-@pytest.mark.usefixtures("quick_jax")
+@pytest.mark.usefixtures("quick_xla_one_test")
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["mnist_cnn", "cifar10_resnet"])
 def test_jax_int8_convolutions(workload) -> None:
@@ -249,7 +233,7 @@ def test_jax_int8_convolutions(workload) -> None:
         assert rel < 0.03, (mode, rel)                             # measured 0.4-0.9%
 
 
-@pytest.mark.usefixtures("quick_jax")
+@pytest.mark.usefixtures("quick_xla_one_test")
 @pytest.mark.slow
 def test_jax_int8_refuses_layers_without_an_int8_version() -> None:
     """A kernel quantized by quantize_params but read by a layer with no int8 version must not run as fp32."""

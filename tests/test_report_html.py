@@ -14,9 +14,7 @@ import report_runs as runs
 from PIL import Image
 
 from xpubench.cli import main
-from xpubench.report.base.content import Report
-from xpubench.report.render import build, markdown
-from xpubench.report.render.build import build_report
+from xpubench.report.render import markdown
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -28,25 +26,9 @@ def two_reports(tmp_path_factory) -> tuple[Path, Path]:
     from the report that command built: its charts are drawn once (~6 CPU s), for both pages."""
     folder = tmp_path_factory.mktemp("report")
     page, text = folder / "report.html", folder / "report.md"
-    report = report_command_built(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(page)])
+    report = runs.report_command_built(["report", str(runs.base_file()), str(runs.slow_file()), "-o", str(page)])
     text.write_text(markdown.render(report, text))
     return page, text
-
-
-def report_command_built(argv: list[str]) -> Report:
-    """Runs `xpubench ``argv``` (a report command, which must end 0) and returns the report it built and wrote:
-    another format is rendered from it without drawing its charts again."""
-    built = []
-
-    def build_and_keep(*args, **kwargs):
-        built.append(build_report(*args, **kwargs))
-        return built[-1]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "build_report", build_and_keep)
-        assert main(argv) == 0
-    [report] = built
-    return report
 
 
 @pytest.fixture
