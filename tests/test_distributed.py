@@ -16,6 +16,7 @@ import time
 import pytest
 from conftest import this_machine
 from quick_compile import QUICK_XLA
+from worker_processes import SERVER_NAME, descendants, is_worker, process_table, workers_below
 
 from xpubench.errors import UserError
 from xpubench.harness import cluster
@@ -138,48 +139,21 @@ def test_too_many_jax_cpu_devices_names_the_xla_flag():
 
 # ---- no rank outlives its case: the worker's ranks are in its process group ----
 
-def _process_table() -> dict[int, tuple[int, str, bytes]]:
-    """pid -> (parent pid, state, command line) of every process, from /proc."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except OSError:
-            continue
-        table[int(entry.name)] = (int(fields[1]), fields[0], cmdline)
-    return table
-
-
-def _descendants(pid: int) -> dict[int, bytes]:
-    table, found, todo = _process_table(), {}, [pid]
-    while todo:
-        parent = todo.pop()
-        for child, (ppid, _, cmdline) in table.items():
-            if ppid == parent and child not in found:
-                found[child] = cmdline
-                todo.append(child)
-    return found
-
-
 def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=frozenset()) -> dict[int, bytes]:
     """The processes under ``pid`` once the worker and ``ranks`` rank processes exist, less ``before``
     (under this test process: an earlier test may have left a multiprocessing resource tracker, which
     lives as long as the process and is not the case's)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        below = _descendants(pid)
-        workers = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
-        spawned = [p for p, cmd in below.items() if b"spawn_main" in cmd]
+        below = descendants(pid)
+        workers = [p for p, (cmd, name) in below.items() if is_worker(cmd, name)]
+        spawned = [p for p, (cmd, _) in below.items() if b"spawn_main" in cmd]
         if workers and len(spawned) >= ranks:
             time.sleep(1)  # let the ranks get going (rendezvous)
-            return {p: cmd for p, cmd in _descendants(pid).items() if p not in before}
+            return {p: cmd for p, (cmd, name) in descendants(pid).items()   # a fork server outlives the case
+                    if p not in before and name != SERVER_NAME}
         time.sleep(0.1)
-    raise AssertionError(f"no worker with {ranks} ranks under {pid} after {limit_s:g} s: {_descendants(pid)}")
+    raise AssertionError(f"no worker with {ranks} ranks under {pid} after {limit_s:g} s: {descendants(pid)}")
 
 
 def _still_running(pids, limit_s: float = 30) -> list[int]:
@@ -188,7 +162,7 @@ def _still_running(pids, limit_s: float = 30) -> list[int]:
     which on a loaded 2-core machine took more than 5 s)."""
     deadline = time.monotonic() + limit_s
     while True:
-        table = _process_table()
+        table = process_table()
         alive = [p for p in pids if p in table and table[p][1] != "Z"]
         if not alive or time.monotonic() > deadline:
             return alive
@@ -230,12 +204,12 @@ def test_killed_worker_leaves_no_rank_behind(tmp_path):
                 steps=100000, epochs=1000, train_samples=64, eval_samples=16, compile="off")
     done: dict = {}
     runner = threading.Thread(target=lambda: done.update(outcome=run_one(case, timeout_s=120)[0]))
-    already = frozenset(_descendants(os.getpid()))
+    already = frozenset(descendants(os.getpid()))
     runner.start()
     below: dict = {}
     try:
         below = _wait_for_ranks(os.getpid(), before=already)
-        (worker,) = [p for p, cmd in below.items() if b"xpubench.launch.worker" in cmd]
+        (worker,) = workers_below(os.getpid())
         os.kill(worker, signal.SIGKILL)
         runner.join(timeout=30)
         assert not runner.is_alive(), "run_one did not return after its worker was killed"

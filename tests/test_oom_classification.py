@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from worker_processes import workers_below
 
 from xpubench.case import Case
 from xpubench.harness import failures
@@ -154,23 +155,6 @@ def test_worker_exiting_137_is_host_oom(tmp_path):
         "host out of memory: the worker was killed by SIGKILL (the kernel's OOM killer, most likely)")
 
 
-def _children_running(module: str) -> list[int]:
-    """This process's children whose command line runs ``module`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and module.encode() in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 def test_worker_killed_by_sigkill_is_host_oom_with_the_memory_limit_named(tmp_path):
@@ -179,7 +163,7 @@ def test_worker_killed_by_sigkill_is_host_oom_with_the_memory_limit_named(tmp_pa
     def kill_the_worker():  # what the kernel's OOM killer does
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not killed:
-            for pid in _children_running("xpubench.launch.worker"):
+            for pid in workers_below(os.getpid()):
                 time.sleep(0.3)  # let it start sleeping
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)

@@ -13,7 +13,9 @@ def selftest(behaviour, **opts):
 
 
 @pytest.mark.slow
-def test_faults_are_recorded_and_good_cases_still_run(tmp_path):
+@pytest.mark.parametrize("launch", ["forkserver", "spawn"])   # launch/forkserver.py; spawn: accelerator cases
+def test_faults_are_recorded_and_good_cases_still_run(tmp_path, monkeypatch, launch):
+    monkeypatch.setenv("XPUBENCH_LAUNCH", launch)
     out = tmp_path / "r.jsonl"
     cases = [selftest("ok"), selftest("segfault"), selftest("hang"), selftest("raise"),
              selftest("oom"), selftest("exit", code=7), selftest("sleep", seconds=0.2)]
@@ -27,6 +29,7 @@ def test_faults_are_recorded_and_good_cases_still_run(tmp_path):
     assert "4 s" in results[2].message
     assert "deliberate exception" in results[3].message
     assert "code 7" in results[5].message
+    assert {r.metrics["launch"] for r in results} == {launch}
     loaded = store.load_file(out).results
     assert [r.status for r in loaded] == [r.status for r in results]
     assert all(r.fingerprint == {"hostname": "t"} for r in loaded)

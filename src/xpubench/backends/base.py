@@ -42,6 +42,7 @@ class Backend:
     ceiling_dtypes: tuple[str, ...] = ()    # the precisions ``xpubench ceilings`` can search
     ceiling_module: str | None = None       # the module with gemm_ops(device, precision), stream_ops(device)
     startup_s = 3.0                 # estimate: a worker's start, import and set-up (plan/estimate.py)
+    preload: tuple[str, ...] = ()   # what a fork server imports once for its workers (launch/forkserver.py)
     compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
     compile_fallback: str | None = None   # what its runs do when compiling fails (None: the case fails)
     needs_coordinator = False       # across processes (--num-processes) it needs --coordinator HOST:PORT
@@ -118,6 +119,10 @@ class Backend:
         return ""
 
     # ---- estimates ---------------------------------------------------------------------------------------
+
+    def preload_modules(self, backend: str) -> tuple[str, ...]:
+        """The modules a fork server imports for the workers of ``backend`` (an id: keras:jax)."""
+        return self.preload
 
     def startup_seconds(self, backend: str) -> float:
         """Estimated start of a worker of ``backend``: Python, the framework's import, set-up."""

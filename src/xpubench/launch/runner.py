@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from xpubench import envnames
+from xpubench import backends, envnames
 from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.harness import failures
 from xpubench.harness.cluster import from_env
 from xpubench.harness.target import process_case
+from xpubench.launch import forkserver
 from xpubench.launch.budget import Budget
+from xpubench.launch.worker import prepare_environment
 from xpubench.results import machine, store
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
@@ -51,23 +53,43 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
             env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
         start = time.perf_counter()
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "xpubench.launch.worker", str(case_path), str(result_path)],
-                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
-                start_new_session=True,  # own process group: a timeout kills the worker and its children
-            )
+            proc, how = _start(case, [str(case_path), str(result_path)], env, err, err_path)
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 wall = time.perf_counter() - start
-                return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}, wall
+                return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed",
+                        "metrics": {"launch": how}}, wall
+            except forkserver.ServerGone as exc:   # the worker ends itself (worker.watch_parent)
+                return {"status": "error", "message": str(exc), "metrics": {"launch": how}}, time.perf_counter() - start
             except BaseException:
                 _kill_group(proc)
                 raise
         wall = time.perf_counter() - start
         _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
-        return _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device), wall
+        outcome = _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device)
+        outcome["metrics"] = {**(outcome.get("metrics") or {}), "launch": how}
+        return outcome, wall
+
+
+def _start(case: Case, argv: list[str], env: dict[str, str], err, err_path: Path):
+    """The worker process and how it started (launch/forkserver.py): forked from a server that has
+    imported the case's framework, or a fresh interpreter (``spawn``; also where a server can't start)."""
+    if forkserver.method(is_accelerator(case.device)) == "forkserver":
+        server_env = dict(env)
+        prepare_environment(case.device, server_env)   # before the server's imports, as the worker does
+        try:
+            preload = backends.record(case.backend).preload_modules(case.backend)
+            return forkserver.start_worker(argv, env, server_env, preload, str(err_path)), "forkserver"
+        except forkserver.ServerGone as exc:
+            err.write(f"xpubench: spawning the worker instead: {exc}\n".encode())
+            err.flush()
+    return subprocess.Popen(
+        [sys.executable, "-m", "xpubench.launch.worker", *argv],
+        stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+        start_new_session=True,  # own process group: a timeout kills the worker and its children
+    ), "spawn"
 
 
 def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,

@@ -24,6 +24,7 @@ class JaxBackend(Backend):
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.jax_.ceiling"
     startup_s = 3.0          # measured on the project's 2-core CI VM: Python + jax's import
+    preload = ("jax", "flax.linen", "optax")
     compile_s = 2.5          # one jitted step compiled ahead of time: 1.7-2.8 s measured for the CNN there
 
     def detect(self, host_cpu: dict) -> dict:

@@ -43,6 +43,13 @@ class KerasBackend(Backend):
         return {"version": version_of("keras"), "devices": [],
                 "keras_backends": [b for b in KERAS_BACKENDS if installed(b)]}
 
+    def preload_modules(self, backend: str) -> tuple[str, ...]:
+        """The framework under it (Keras itself reads KERAS_BACKEND at its import: the worker imports it)."""
+        from xpubench import backends
+
+        variant = backend.partition(":")[2]
+        return backends.get(variant).preload if variant in ("jax", "torch") else ()
+
     def startup_seconds(self, backend: str) -> float:
         """The framework under it starts (TensorFlow's start is not measured: the default)."""
         from xpubench import backends

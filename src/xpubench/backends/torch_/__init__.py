@@ -23,6 +23,7 @@ class TorchBackend(Backend):
     ceiling_dtypes = ("fp32", "tf32", "bf16", "fp16")
     ceiling_module = "xpubench.backends.torch_.ceiling"
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
+    preload = ("torch", "torch._dynamo")   # its compiler: also imported by torch.optim's first step
     compile_fallback = "compile=auto trains eager on this device"
     decode_steps = ("eager", "compiled")   # --decode (backends/torch_/generate.py)
     needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address

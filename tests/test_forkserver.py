@@ -1,0 +1,124 @@
+"""Workers forked from a server that imported the framework once (launch/forkserver.py): still one fresh
+process per case, killed at its timeout, ended with the runner or the server; spawned where asked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from worker_processes import descendants, process_table, servers_below, workers_below
+
+from xpubench.case import Case
+from xpubench.launch import forkserver, runner
+
+pytestmark = pytest.mark.skipif(forkserver.method(False, {}) != "forkserver",
+                                reason="fork servers need Linux with pidfds (5.3+)")
+
+
+def selftest(behaviour, **opts) -> Case:
+    return Case(workload="selftest", backend="numpy", device="cpu", mode="train", batch_size=1,
+                options={"behaviour": behaviour, **opts})
+
+
+def test_the_method_is_spawn_where_asked_and_for_accelerators_by_default():
+    assert forkserver.method(False, {}) == "forkserver"
+    assert forkserver.method(False, {"XPUBENCH_LAUNCH": "spawn"}) == "spawn"
+    assert forkserver.method(True, {}) == "spawn"
+    assert forkserver.method(True, {"XPUBENCH_LAUNCH": "forkserver"}) == "forkserver"
+
+
+def _watch_workers(seen: dict, stop: threading.Event) -> None:
+    """worker pid -> (its parent, the set of fork servers then) of every worker below this process."""
+    while not stop.is_set():
+        table = process_table()
+        below = descendants(os.getpid(), table)
+        for pid in workers_below(os.getpid()):
+            if pid in table:
+                seen.setdefault(pid, (table[pid][0], frozenset(p for p, (_, n) in below.items()
+                                                                if n == "xpubench-forks")))
+        time.sleep(0.02)
+
+
+def _run_watched(cases_and_env: list[tuple[Case, dict]], monkeypatch, tmp_path):
+    seen: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_workers, args=(seen, stop))
+    watcher.start()
+    outcomes = []
+    try:
+        for case, env in cases_and_env:
+            for name, value in env.items():
+                monkeypatch.setenv(name, value)
+            outcomes.append(runner.run_one(case, timeout_s=30, workdir=tmp_path)[0])
+    finally:
+        stop.set()
+        watcher.join()
+    return outcomes, seen
+
+
+@pytest.mark.slow
+def test_each_case_is_a_fresh_child_of_the_server_for_its_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
+    outcomes, seen = _run_watched([(selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "a"}),
+                                   (selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "a"}),
+                                   (selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "b"})],
+                                  monkeypatch, tmp_path)
+    assert [(o["status"], o["metrics"]["launch"]) for o in outcomes] == [("ok", "forkserver")] * 3
+    workers = sorted(seen)   # pids grow: the order they were forked in
+    assert len(workers) == 3, seen   # a process of its own per case
+    parents = [seen[w][0] for w in workers]
+    assert parents[0] == parents[1] != parents[2], parents   # another environment, another server
+    assert all(parent in seen[w][1] for w, parent in zip(workers, parents))   # each a fork server's child
+    assert not set(workers) & set(workers_below(os.getpid()))   # all ended
+    assert set(parents) <= set(servers_below(os.getpid()))     # the servers wait for the next case
+
+
+@pytest.mark.slow
+def test_a_timed_out_worker_is_killed_and_its_server_serves_the_next_case(monkeypatch, tmp_path):
+    monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
+    monkeypatch.setenv("XPUBENCH_TEST_MARK", "timeout")
+    started = time.monotonic()
+    hung, _ = runner.run_one(selftest("hang"), timeout_s=2, workdir=tmp_path)
+    assert hung["status"] == "timeout" and hung["metrics"]["launch"] == "forkserver", hung
+    assert time.monotonic() - started < 15
+    assert workers_below(os.getpid()) == []
+    after, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
+    assert after["status"] == "ok" and after["metrics"] == {"behaviour": "ok", "value": 1.0, "launch": "forkserver"}
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_under_a_case_is_its_error_and_its_worker_ends(monkeypatch, tmp_path):
+    monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
+    monkeypatch.setenv("XPUBENCH_TEST_MARK", "server-dies")
+    done: dict = {}
+    running = threading.Thread(target=lambda: done.update(outcome=runner.run_one(
+        selftest("hang"), timeout_s=60, workdir=tmp_path)[0]))
+    before = set(servers_below(os.getpid()))
+    running.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (workers_below(os.getpid())
+                                                   and set(servers_below(os.getpid())) - before):
+            time.sleep(0.05)
+        (worker,) = workers_below(os.getpid())
+        (server,) = set(servers_below(os.getpid())) - before
+        os.kill(server, signal.SIGKILL)
+        running.join(timeout=20)
+        assert not running.is_alive(), "run_one did not return when its server died"
+        assert done["outcome"]["status"] == "error", done
+        assert "the fork server ended" in done["outcome"]["message"]
+        deadline = time.monotonic() + 10   # the worker sees its parent gone (worker.watch_parent: 0.5 s)
+        while time.monotonic() < deadline and Path(f"/proc/{worker}").exists() and \
+                Path(f"/proc/{worker}/stat").read_text().split()[2] != "Z":
+            time.sleep(0.1)
+        assert not Path(f"/proc/{worker}").exists() or Path(f"/proc/{worker}/stat").read_text().split()[2] == "Z"
+    finally:
+        for pid in workers_below(os.getpid()):
+            os.kill(pid, signal.SIGKILL)
+        running.join(timeout=30)
+    again, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)   # a new server
+    assert again["status"] == "ok", again
