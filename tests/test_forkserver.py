@@ -122,3 +122,18 @@ def test_a_server_that_dies_under_a_case_is_its_error_and_its_worker_ends(monkey
         running.join(timeout=30)
     again, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)   # a new server
     assert again["status"] == "ok", again
+
+
+def test_an_unknown_method_is_one_line_and_exit_2_before_anything_runs(monkeypatch, tmp_path, capsys):
+    from xpubench import cli
+    from xpubench.errors import UserError
+
+    with pytest.raises(UserError, match="XPUBENCH_LAUNCH='fork': use spawn or forkserver"):
+        forkserver.method(False, {"XPUBENCH_LAUNCH": "fork"})
+    monkeypatch.setenv("XPUBENCH_LAUNCH", "fork")
+    out = tmp_path / "r.jsonl"
+    code = cli.main(["run", "-w", "selftest", "--selftest", "ok", "-o", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        "xpubench: error: XPUBENCH_LAUNCH='fork': use spawn or forkserver (or leave it unset)"], err
+    assert not out.exists()

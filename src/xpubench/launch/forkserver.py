@@ -41,6 +41,7 @@ import traceback
 from pathlib import Path
 
 from xpubench import envnames
+from xpubench.errors import UserError
 
 PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, "PYTEST_CURRENT_TEST")   # not the server's
 MAX_SERVERS = 4   # idle servers kept; the oldest is closed beyond that
@@ -49,6 +50,8 @@ MAX_SERVERS = 4   # idle servers kept; the oldest is closed beyond that
 def method(device_is_accelerator: bool, environ=os.environ) -> str:
     """"forkserver" or "spawn" for a case (module docstring)."""
     asked = environ.get(envnames.LAUNCH, "").strip().lower()
+    if asked not in ("", "spawn", "forkserver"):
+        raise UserError(f"{envnames.LAUNCH}={environ[envnames.LAUNCH]!r}: use spawn or forkserver (or leave it unset)")
     if asked == "spawn" or not _can_fork_serve():
         return "spawn"
     return "forkserver" if asked == "forkserver" or not device_is_accelerator else "spawn"

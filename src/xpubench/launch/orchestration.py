@@ -27,7 +27,7 @@ from xpubench.backends.fingerprint import busy_note, fingerprint
 from xpubench.case import Case
 from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
-from xpubench.launch import runfile, runner
+from xpubench.launch import forkserver, runfile, runner
 from xpubench.launch.budget import Budget
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.runfile import held, plan_path, read_plan, write_plan
@@ -71,6 +71,7 @@ def check_run_settings(timeout_s, memory_limit_bytes, processes=None) -> None:
     if memory_limit_bytes is not None and memory_limit_bytes < MIN_MEMORY_LIMIT:
         raise UserError(f"--memory-limit of {memory_limit_bytes / (1 << 20):g} MiB is too small: a worker needs at "
                         "least 256M of address space (torch about 1G, jax about 2G)")
+    forkserver.method(device_is_accelerator=False)   # XPUBENCH_LAUNCH, if set, names a method
 
 
 class Launch:

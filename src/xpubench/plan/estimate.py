@@ -3,7 +3,8 @@
 It is a plan, never a measurement, and says what it assumes:
 
 - every case starts a worker process: Python plus the framework's import (each backend record's
-  ``startup_s``, measured on the project's 2-core CI VM; a faster host starts faster);
+  ``startup_s``, measured on the project's 2-core CI VM; a faster host starts faster; a worker forked by
+  a fork server, launch/forkserver.py, starts faster after the first: the estimate errs long there);
 - compilation: each backend record's ``compile_seconds(case)`` (JAX compiles each step ahead of time,
   1.7-2.8 s measured for the CNN on that VM; ``torch.compile``, compile="auto" on CUDA/ROCm, 18-33 s
   measured on CPU with a cold cache; shared/notes/cpu-facts.md);

@@ -271,6 +271,9 @@ class Processes(Metrics):
     process_within_spread: float | None = figure("ratio", "median over processes of their own IQR / median",
                                                  optional=True)
     process_disagreement: str | None = figure("text", "bimodal, machine state changed, or None", optional=True)
+    launch: str | None = figure("text", "how the worker process started: forkserver (forked from a server that had "
+                                        "imported the framework, untimed) or spawn (a fresh interpreter)",
+                                optional=True)
 
 
 @dataclass
