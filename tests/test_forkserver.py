@@ -137,3 +137,23 @@ def test_an_unknown_method_is_one_line_and_exit_2_before_anything_runs(monkeypat
     assert code == 2 and err.strip().splitlines() == [
         "xpubench: error: XPUBENCH_LAUNCH='fork': use spawn or forkserver (or leave it unset)"], err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_server_whose_imports_outlast_the_timeout_is_the_cases_timeout(monkeypatch, tmp_path):
+    from xpubench import backends
+
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
+    monkeypatch.setattr(backends.get("numpy"), "preload", ("slow_to_import",))
+    before = set(servers_below(os.getpid()))
+    started = time.monotonic()
+    outcome, wall = runner.run_one(selftest("ok"), timeout_s=3, workdir=tmp_path)
+    assert outcome == {"status": "timeout", "message": "no result after 3 s: killed",
+                       "metrics": {"launch": "forkserver"}}
+    assert 3 <= wall < 10 and time.monotonic() - started < 10
+    deadline = time.monotonic() + 10   # the server was ended, not left importing
+    while time.monotonic() < deadline and set(servers_below(os.getpid())) - before:
+        time.sleep(0.1)
+    assert not set(servers_below(os.getpid())) - before

@@ -103,12 +103,19 @@ class ForkServer:
             os.close(fd)
         self.buffer, self.busy, self.broken = b"", False, False
 
-    def start(self, argv: list[str], env: dict[str, str], log_path: str) -> Forked:
+    def start(self, argv: list[str], env: dict[str, str], log_path: str, timeout: float | None) -> Forked:
+        """The worker forked (the server's imports, on its first request, count in ``timeout`` as a spawned
+        worker's do; past it the server is ended and TimeoutExpired raised)."""
         request = json.dumps({"argv": argv, "env": env, "log": log_path}).encode() + b"\n"
         try:
             os.write(self.requests_w, request)
-            reply = self._reply(timeout=120)
-        except (OSError, ServerGone, TimeoutError) as exc:
+            reply = self._reply(timeout)
+        except TimeoutError:
+            self.broken = True
+            self.proc.kill()
+            self.proc.wait()
+            raise subprocess.TimeoutExpired("the fork server's imports", timeout) from None
+        except (OSError, ServerGone) as exc:
             self.broken = True
             raise ServerGone(f"the fork server did not start the worker ({exc}){self._log_tail()}") from None
         return Forked(self, reply["pid"])
@@ -165,9 +172,10 @@ _lock = threading.Lock()
 
 
 def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str], preload: tuple[str, ...],
-                 log_path: str) -> Forked:
+                 log_path: str, timeout: float | None = None) -> Forked:
     """``argv`` (worker.main's arguments) run in a child of an idle server for ``server_env`` and
-    ``preload`` (started if there is none); ``env`` is the child's whole environment."""
+    ``preload`` (started if there is none); ``env`` is the child's whole environment. ServerGone where
+    the server can't start it; TimeoutExpired where its imports outlast ``timeout``."""
     key = (tuple(sorted((k, v) for k, v in server_env.items() if k not in PER_WORKER)), preload)
     with _lock:
         pool = _servers.setdefault(key, [])
@@ -181,10 +189,23 @@ def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str
             _close_beyond(MAX_SERVERS)
         server.busy = True
     try:
-        return server.start(argv, env, log_path)
-    except ServerGone:
+        return server.start(argv, env, log_path, timeout)
+    except (ServerGone, subprocess.TimeoutExpired):
         server.release()
         raise
+
+
+def _forget_after_fork() -> None:
+    """A process forked from a runner holding servers starts with none (the pipes are the parent's)."""
+    for pool in _servers.values():
+        for server in pool:
+            for fd in (server.requests_w, server.replies_r):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    _servers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _close_beyond(limit: int) -> None:

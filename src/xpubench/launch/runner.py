@@ -51,11 +51,11 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         env.pop(envnames.MEMORY_LIMIT, None)
         if memory_limit_bytes:
             env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
-        start = time.perf_counter()
+        start, proc, how = time.perf_counter(), None, forkserver.method(is_accelerator(case.device))
         with open(err_path, "wb") as err:
-            proc, how = _start(case, [str(case_path), str(result_path)], env, err, err_path)
             try:
-                code = proc.wait(timeout=timeout_s)
+                proc, how = _start(case, how, [str(case_path), str(result_path)], env, err, timeout_s)
+                code = proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - start)))
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 wall = time.perf_counter() - start
@@ -73,15 +73,15 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         return outcome, wall
 
 
-def _start(case: Case, argv: list[str], env: dict[str, str], err, err_path: Path):
+def _start(case: Case, how: str, argv: list[str], env: dict[str, str], err, timeout_s: float):
     """The worker process and how it started (launch/forkserver.py): forked from a server that has
     imported the case's framework, or a fresh interpreter (``spawn``; also where a server can't start)."""
-    if forkserver.method(is_accelerator(case.device)) == "forkserver":
+    if how == "forkserver":
         server_env = dict(env)
         prepare_environment(case.device, server_env)   # before the server's imports, as the worker does
         try:
             preload = backends.record(case.backend).preload_modules(case.backend)
-            return forkserver.start_worker(argv, env, server_env, preload, str(err_path)), "forkserver"
+            return forkserver.start_worker(argv, env, server_env, preload, err.name, timeout_s), how
         except forkserver.ServerGone as exc:
             err.write(f"xpubench: spawning the worker instead: {exc}\n".encode())
             err.flush()
@@ -104,7 +104,9 @@ def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | 
     return failures.dead_worker(code, tail, memory_limit_bytes, device)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen | forkserver.Forked | None) -> None:
+    if proc is None:   # a fork server's imports outlasted the timeout: it was ended (forkserver.py)
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
