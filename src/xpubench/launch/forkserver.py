@@ -44,7 +44,7 @@ from xpubench import envnames
 from xpubench.errors import UserError
 
 PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, "PYTEST_CURRENT_TEST")   # not the server's
-MAX_SERVERS = 4   # idle servers kept; the oldest is closed beyond that
+MAX_SERVERS = 6   # idle servers kept (a torch one holds ~0.3 GB); the least recently used is closed beyond
 
 
 def method(device_is_accelerator: bool, environ=os.environ) -> str:
@@ -101,7 +101,7 @@ class ForkServer:
             pass_fds=(self.requests_r, self.replies_w), start_new_session=True)   # Ctrl-C is the runner's
         for fd in (self.requests_r, self.replies_w, log_fd):
             os.close(fd)
-        self.buffer, self.busy, self.broken = b"", False, False
+        self.buffer, self.busy, self.broken, self.used = b"", False, False, time.monotonic()
 
     def start(self, argv: list[str], env: dict[str, str], log_path: str, timeout: float | None) -> Forked:
         """The worker forked (the server's imports, on its first request, count in ``timeout`` as a spawned
@@ -152,7 +152,7 @@ class ForkServer:
         return f": {tail}" if tail else ""
 
     def release(self) -> None:
-        self.busy = False
+        self.busy, self.used = False, time.monotonic()
 
     def close(self) -> None:
         for fd in (self.requests_w, self.replies_r):
@@ -209,7 +209,7 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _close_beyond(limit: int) -> None:
-    idle = [s for pool in _servers.values() for s in pool if not s.busy]
+    idle = sorted((s for pool in _servers.values() for s in pool if not s.busy), key=lambda s: s.used)
     for server in idle[:max(0, len(idle) - limit)]:
         for pool in _servers.values():
             if server in pool:
