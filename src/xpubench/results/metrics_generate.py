@@ -37,6 +37,8 @@ class LanguageModelGeneration(Metrics):
     decode_tokens_per_s_sd: float | None = figure("1/s", "standard deviation of the rounds' decode tokens/s",
                                                   optional=True)
     decode_step: str | None = figure("text", "the decode step that ran: eager, or compiled (how)", optional=True)
+    matmul_widening: str | None = figure("text", "half-precision matmuls computed in fp32 on a CPU without "
+                                                 "instructions for them (which, and why), or None", optional=True)
     prefill_joules_per_token: float | None = figure("J", "energy of the timed prefills / their prompt tokens",
                                                     optional=True)
     decode_joules_per_token: float | None = figure("J", "energy of the timed decode steps / their tokens",

@@ -44,57 +44,19 @@ from torch import nn
 from xpubench.workloads.llama.checkpoint import Checkpoint, target
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
 from xpubench.workloads.llama.costs import DEFAULT_INT4_GROUP, DEFAULT_INT8_COMPUTE, compute_dtype
+from xpubench.workloads.llama.torch_weights import (
+    PACKED_MAX_ROWS,
+    int4_kernel_weights,
+    int8pack_available,
+    quantize_groups,
+    quantize_rows,
+    unpack_int4,
+    widened,
+    widening_note,
+)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
 INIT_STD = 0.02           # transformers' initializer_range for Llama
-
-
-def quantize_rows(w: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per row: (int8 values, scales = max|row| / 127 in ``dtype``)."""
-    w = w.float()
-    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
-    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
-    return q, scale.to(dtype)
-
-
-def quantize_groups(w: torch.Tensor, group: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Asymmetric int4 in groups of ``group`` along each row (gpt-fast's and torchao's scheme):
-    (values 0..15 two per byte (N, K/2) uint8, the low nibble first; scales (N, K/G); zeros (N, K/G)),
-    so that w ~= (q - 8)·scale + zero."""
-    g = w.float().reshape(w.shape[0], -1, group)
-    low, high = g.amin(-1), g.amax(-1)
-    scale = ((high - low) / 15).clamp(min=1e-6)
-    q = torch.round((g - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.uint8).reshape(w.shape)
-    return q[:, 0::2] | (q[:, 1::2] << 4), scale.to(dtype), (low + 8 * scale).to(dtype)
-
-
-def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
-    """(N, K/2) uint8 -> (N, K) values 0..15 (uint8), the inverse of quantize_groups' packing."""
-    return torch.stack((packed & 15, packed >> 4), dim=-1).reshape(packed.shape[0], -1)
-
-
-def int8pack_available(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether ``torch._weight_int8pack_mm`` runs on this device for this activation dtype."""
-    try:
-        x = torch.ones(1, 32, dtype=dtype, device=device)
-        torch._weight_int8pack_mm(x, torch.ones(8, 32, dtype=torch.int8, device=device),
-                                  torch.ones(8, dtype=dtype, device=device))
-        return True
-    except (RuntimeError, NotImplementedError):
-        return False
-
-
-def int4_kernel_weights(packed: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor):
-    """(weights in the layout of ``torch._weight_int4pack_mm_for_cpu``, its (K/G, N, 2) scales and zeros),
-    or None where that kernel does not take them (not a CPU tensor, N not a multiple of 16, an older torch)."""
-    convert = getattr(torch.ops.aten, "_convert_weight_to_int4pack_for_cpu", None)
-    if packed.device.type != "cpu" or convert is None:
-        return None
-    try:
-        return convert(unpack_int4(packed).to(torch.int32), 1), torch.stack((scale.t(), zero.t()), -1).contiguous()
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 class Proj(nn.Module):
@@ -166,18 +128,25 @@ class Proj(nn.Module):
                 # not aten's one-row GEMM (MKL's reads ~7 GB/s on Zen 3; docs/workloads.md, "one-row projections")
                 y = (self.weight.float() * x.reshape(1, -1).float()).sum(-1)
                 return y.to(x.dtype).view(*x.shape[:-1], -1)
+            if widened(x):   # many rows of half weights on a CPU without instructions for them (torch_weights.py)
+                return F.linear(x.float(), self.weight.float()).to(x.dtype)
             return F.linear(x, self.weight)
         rows = x.numel() // x.shape[-1]
         if self.kernel is not None:
             y = torch._weight_int4pack_mm_for_cpu(x.reshape(rows, x.shape[-1]).contiguous(), self.kernel[0],
                                                  self.group, self.kernel[1])
             return y.view(*x.shape[:-1], -1)
-        if self.int4:
-            return F.linear(x, self.dense(x.dtype))
         if self.packed and rows <= PACKED_MAX_ROWS:
             y = torch._weight_int8pack_mm(x.reshape(rows, x.shape[-1]).contiguous(), self.weight, self.scale)
             return y.view(*x.shape[:-1], -1)
-        return F.linear(x, self.weight.to(x.dtype)) * self.scale
+        if widened(x):
+            return self.dequantised_linear(x.float()).to(x.dtype)
+        return self.dequantised_linear(x)
+
+    def dequantised_linear(self, x: torch.Tensor) -> torch.Tensor:
+        if self.int4:
+            return F.linear(x, self.dense(x.dtype))
+        return F.linear(x, self.weight.to(x.dtype)) * self.scale.to(x.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -358,7 +327,8 @@ class LlamaTorch(nn.Module):
         """What a generation result records of the model: its weights' bytes as allocated, their format and
         how int8 is computed."""
         return {"weight_bytes": sum(t.numel() * t.element_size() for t in self.weight_tensors()),
-                "weight_format": self.fmt, "int8_method": self.int8_method(), "params": self.n_params()}
+                "weight_format": self.fmt, "int8_method": self.int8_method(), "params": self.n_params(),
+                "matmul_widening": widening_note(self.dtype, self.inv_freq.device)}
 
     def new_cache(self, batch: int, positions: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Zeroed keys and values, one (B, KV, positions, D) tensor per layer (separate allocations, not

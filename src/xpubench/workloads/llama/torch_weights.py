@@ -1,0 +1,95 @@
+"""How a PyTorch Llama's weights enter its matmuls (torch_model.py's ``Proj``): int8 per-row and int4
+per-group quantisation and their packed CPU kernels, and half weights widened on a CPU that has no
+instructions for them.
+
+Widening: on a CPU without bf16 (AVX512_BF16, AMX) or fp16 (AVX512_FP16, AMX-FP16) instructions, PyTorch's
+bf16/fp16 GEMM runs emulated, ~15 GFLOP/s on a 2-core Zen 3 where its fp32 GEMM makes ~85 (a 512 x 576 by
+576 x 1536 product, measured side by side in one process). A matmul of more than ``PACKED_MAX_ROWS`` rows
+(a prefill, or a batch) of half weights or activations there widens both to fp32 for that product and
+rounds the result back, as XLA:CPU computes bf16 dots: the weights stay stored, and read, in their
+format; the products accumulate in fp32 as the native kernels' do. One-row steps (decode) keep their
+path: widening a whole matrix per token would triple what a bandwidth-bound step reads. Training (grad
+enabled) keeps PyTorch's half kernels: it asked for them. A generation record's ``matmul_widening`` says
+where it happened (``widening_note``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
+
+
+@functools.cache
+def native_half(dtype: torch.dtype) -> bool:
+    """Whether this CPU has instructions for ``dtype`` matmuls (torch.cpu's checks; unknown: True)."""
+    cpu = torch.cpu
+    checks = {torch.bfloat16: ("_is_avx512_bf16_supported", "_is_amx_tile_supported"),
+              torch.float16: ("_is_amx_fp16_supported", "_is_avx512_fp16_supported")}.get(dtype, ())
+    found = [getattr(cpu, name) for name in checks if hasattr(cpu, name)]
+    return not found or any(check() for check in found)
+
+
+def widened(x: torch.Tensor) -> bool:
+    """Whether a matmul of ``x`` computes in fp32 (module docstring)."""
+    return (x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16)
+            and x.numel() // x.shape[-1] > PACKED_MAX_ROWS and not torch.is_grad_enabled()
+            and not native_half(x.dtype) and not torch.compiler.is_compiling())
+
+
+def widening_note(dtype: torch.dtype, device: torch.device) -> str | None:
+    """What the record says of widening for a model computing in ``dtype`` on ``device`` (None: none)."""
+    if device.type != "cpu" or dtype not in (torch.bfloat16, torch.float16) or native_half(dtype):
+        return None
+    name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    return (f"matmuls of more than {PACKED_MAX_ROWS} rows (prefill) computed in fp32, not {name}, and rounded "
+            f"back to {name}: this CPU has no {name} matmul instructions")
+
+
+def quantize_rows(w: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row: (int8 values, scales = max|row| / 127 in ``dtype``)."""
+    w = w.float()
+    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale.to(dtype)
+
+
+def quantize_groups(w: torch.Tensor, group: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Asymmetric int4 in groups of ``group`` along each row (gpt-fast's and torchao's scheme):
+    (values 0..15 two per byte (N, K/2) uint8, the low nibble first; scales (N, K/G); zeros (N, K/G)),
+    so that w ~= (q - 8)·scale + zero."""
+    g = w.float().reshape(w.shape[0], -1, group)
+    low, high = g.amin(-1), g.amax(-1)
+    scale = ((high - low) / 15).clamp(min=1e-6)
+    q = torch.round((g - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.uint8).reshape(w.shape)
+    return q[:, 0::2] | (q[:, 1::2] << 4), scale.to(dtype), (low + 8 * scale).to(dtype)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """(N, K/2) uint8 -> (N, K) values 0..15 (uint8), the inverse of quantize_groups' packing."""
+    return torch.stack((packed & 15, packed >> 4), dim=-1).reshape(packed.shape[0], -1)
+
+
+def int8pack_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether ``torch._weight_int8pack_mm`` runs on this device for this activation dtype."""
+    try:
+        x = torch.ones(1, 32, dtype=dtype, device=device)
+        torch._weight_int8pack_mm(x, torch.ones(8, 32, dtype=torch.int8, device=device),
+                                  torch.ones(8, dtype=dtype, device=device))
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def int4_kernel_weights(packed: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor):
+    """(weights in the layout of ``torch._weight_int4pack_mm_for_cpu``, its (K/G, N, 2) scales and zeros),
+    or None where that kernel does not take them (not a CPU tensor, N not a multiple of 16, an older torch)."""
+    convert = getattr(torch.ops.aten, "_convert_weight_to_int4pack_for_cpu", None)
+    if packed.device.type != "cpu" or convert is None:
+        return None
+    try:
+        return convert(unpack_int4(packed).to(torch.int32), 1), torch.stack((scale.t(), zero.t()), -1).contiguous()
+    except (RuntimeError, NotImplementedError):
+        return None
