@@ -157,3 +157,24 @@ def test_a_server_whose_imports_outlast_the_timeout_is_the_cases_timeout(monkeyp
     while time.monotonic() < deadline and set(servers_below(os.getpid())) - before:
         time.sleep(0.1)
     assert not set(servers_below(os.getpid())) - before
+
+
+@pytest.mark.slow
+def test_an_idle_server_exits_on_its_own_and_at_once_when_the_runner_is_gone():
+    import subprocess
+    import sys
+
+    code = ("import sys, xpubench.launch.forkserver as f; f.IDLE_EXIT_S = float(sys.argv[3]); "
+            "f.serve(int(sys.argv[1]), int(sys.argv[2]), [])")
+    for idle_s, close_requests in ((0.3, False), (60.0, True)):
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        server = subprocess.Popen([sys.executable, "-c", code, str(requests_r), str(replies_w), str(idle_s)],
+                                  pass_fds=(requests_r, replies_w))
+        os.close(requests_r)
+        os.close(replies_w)
+        if close_requests:
+            os.close(requests_w)   # what the runner's exit does
+        assert server.wait(timeout=20) == 0
+        for fd in (replies_r, *(() if close_requests else (requests_w,))):
+            os.close(fd)

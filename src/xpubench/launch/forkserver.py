@@ -45,6 +45,7 @@ from xpubench.errors import UserError
 
 PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, "PYTEST_CURRENT_TEST")   # not the server's
 MAX_SERVERS = 6   # idle servers kept (a torch one holds ~0.3 GB); the least recently used is closed beyond
+IDLE_EXIT_S = 600.0   # a server with no worker for this long exits (a notebook's kernel does not hold it)
 
 
 def method(device_is_accelerator: bool, environ=os.environ) -> str:
@@ -231,7 +232,8 @@ def close_all() -> None:
 
 def serve(requests_fd: int, replies_fd: int, preload: list[str]) -> None:
     """Import ``preload`` (one that fails is left for the worker to meet, where a spawned worker would),
-    then fork a worker per request until the requests pipe closes."""
+    then fork a worker per request until the requests pipe closes or it has been idle IDLE_EXIT_S (the
+    runner then starts another: start_worker drops a server that has ended)."""
     _name_process("xpubench-forks")
     for name in ["xpubench.launch.worker", "xpubench.launch.dispatch", *preload]:
         with contextlib.suppress(Exception):   # the child meets the same error at the same import
@@ -240,7 +242,10 @@ def serve(requests_fd: int, replies_fd: int, preload: list[str]) -> None:
     watching.register(requests_fd, selectors.EVENT_READ, None)
     buffer = b""
     while True:
-        for key, _ in watching.select():
+        ready = watching.select(timeout=IDLE_EXIT_S)
+        if not ready and len(watching.get_map()) == 1:
+            return   # idle: only the requests pipe is watched, no worker
+        for key, _ in ready:
             if key.data is None:
                 chunk = os.read(requests_fd, 65536)
                 if not chunk:
