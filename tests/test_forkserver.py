@@ -31,6 +31,15 @@ def test_the_method_is_spawn_where_asked_and_for_accelerators_by_default():
     assert forkserver.method(True, {"XPUBENCH_LAUNCH": "forkserver"}) == "forkserver"
 
 
+def test_where_fork_servers_cannot_run_workers_spawn_and_asking_for_one_is_an_error(monkeypatch):
+    from xpubench.errors import UserError
+
+    monkeypatch.setattr(forkserver, "_can_fork_serve", lambda: False)   # macOS, Windows, Linux before 5.3
+    assert forkserver.method(False, {}) == "spawn"
+    with pytest.raises(UserError, match="XPUBENCH_LAUNCH=forkserver needs Linux 5.3 or later"):
+        forkserver.method(False, {"XPUBENCH_LAUNCH": "forkserver"})
+
+
 def _watch_workers(seen: dict, stop: threading.Event) -> None:
     """worker pid -> (its parent, the set of fork servers then) of every worker below this process."""
     while not stop.is_set():

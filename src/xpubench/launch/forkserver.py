@@ -53,6 +53,8 @@ def method(device_is_accelerator: bool, environ=os.environ) -> str:
     asked = environ.get(envnames.LAUNCH, "").strip().lower()
     if asked not in ("", "spawn", "forkserver"):
         raise UserError(f"{envnames.LAUNCH}={environ[envnames.LAUNCH]!r}: use spawn or forkserver (or leave it unset)")
+    if asked == "forkserver" and not _can_fork_serve():
+        raise UserError(f"{envnames.LAUNCH}=forkserver needs Linux 5.3 or later (pidfds): use spawn here")
     if asked == "spawn" or not _can_fork_serve():
         return "spawn"
     return "forkserver" if asked == "forkserver" or not device_is_accelerator else "spawn"
