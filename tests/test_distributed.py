@@ -139,10 +139,12 @@ def test_too_many_jax_cpu_devices_names_the_xla_flag():
 
 # ---- no rank outlives its case: the worker's ranks are in its process group ----
 
-def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=frozenset()) -> dict[int, bytes]:
+def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=frozenset(),
+                    servers: bool = True) -> dict[int, bytes]:
     """The processes under ``pid`` once the worker and ``ranks`` rank processes exist, less ``before``
     (under this test process: an earlier test may have left a multiprocessing resource tracker, which
-    lives as long as the process and is not the case's)."""
+    lives as long as the process and is not the case's), and less fork servers unless ``servers`` (they
+    outlive a case in the process that runs it, but not that process)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         below = descendants(pid)
@@ -150,8 +152,8 @@ def _wait_for_ranks(pid: int, ranks: int = 2, limit_s: float = 180, before=froze
         spawned = [p for p, (cmd, _) in below.items() if b"spawn_main" in cmd]
         if workers and len(spawned) >= ranks:
             time.sleep(1)  # let the ranks get going (rendezvous)
-            return {p: cmd for p, (cmd, name) in descendants(pid).items()   # a fork server outlives the case
-                    if p not in before and name != SERVER_NAME}
+            return {p: cmd for p, (cmd, name) in descendants(pid).items()   # a fork server outlives a case,
+                    if p not in before and (servers or name != SERVER_NAME)}   # not its runner
         time.sleep(0.1)
     raise AssertionError(f"no worker with {ranks} ranks under {pid} after {limit_s:g} s: {descendants(pid)}")
 
@@ -208,7 +210,7 @@ def test_killed_worker_leaves_no_rank_behind(tmp_path):
     runner.start()
     below: dict = {}
     try:
-        below = _wait_for_ranks(os.getpid(), before=already)
+        below = _wait_for_ranks(os.getpid(), before=already, servers=False)
         (worker,) = workers_below(os.getpid())
         os.kill(worker, signal.SIGKILL)
         runner.join(timeout=30)

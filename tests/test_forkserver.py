@@ -3,6 +3,7 @@ process per case, killed at its timeout, ended with the runner or the server; sp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -46,23 +47,27 @@ def _watch_workers(seen: dict, stop: threading.Event) -> None:
         table = process_table()
         below = descendants(os.getpid(), table)
         for pid in workers_below(os.getpid()):
-            if pid in table:
-                seen.setdefault(pid, (table[pid][0], frozenset(p for p, (_, n) in below.items()
-                                                                if n == "xpubench-forks")))
+            if pid in table and pid not in seen:
+                try:
+                    cwd = os.readlink(f"/proc/{pid}/cwd")
+                except OSError:
+                    continue
+                seen[pid] = (table[pid][0], frozenset(p for p, (_, n) in below.items() if n == "xpubench-forks"),
+                             cwd)
         time.sleep(0.02)
 
 
-def _run_watched(cases_and_env: list[tuple[Case, dict]], monkeypatch, tmp_path):
+def _run_watched(cases_and_env: list[tuple[Case, dict, int]], monkeypatch, tmp_path):
     seen: dict = {}
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_workers, args=(seen, stop))
     watcher.start()
     outcomes = []
     try:
-        for case, env in cases_and_env:
+        for case, env, process in cases_and_env:
             for name, value in env.items():
                 monkeypatch.setenv(name, value)
-            outcomes.append(runner.run_one(case, timeout_s=30, workdir=tmp_path)[0])
+            outcomes.append(runner.run_one(case, timeout_s=30, workdir=tmp_path, process=process)[0])
     finally:
         stop.set()
         watcher.join()
@@ -70,18 +75,23 @@ def _run_watched(cases_and_env: list[tuple[Case, dict]], monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_each_case_is_a_fresh_child_of_the_server_for_its_environment(monkeypatch, tmp_path):
+def test_each_case_is_a_fresh_child_of_the_server_for_its_environment_and_process(monkeypatch, tmp_path):
     monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
-    outcomes, seen = _run_watched([(selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "a"}),
-                                   (selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "a"}),
-                                   (selftest("sleep", seconds=0.5), {"XPUBENCH_TEST_MARK": "b"})],
+    here = tmp_path / "runner's folder"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    sleep = selftest("sleep", seconds=0.5)
+    outcomes, seen = _run_watched([(sleep, {"XPUBENCH_TEST_MARK": "a"}, 0), (sleep, {"XPUBENCH_TEST_MARK": "a"}, 0),
+                                   (sleep, {"XPUBENCH_TEST_MARK": "b"}, 0), (sleep, {"XPUBENCH_TEST_MARK": "b"}, 1)],
                                   monkeypatch, tmp_path)
-    assert [(o["status"], o["metrics"]["launch"]) for o in outcomes] == [("ok", "forkserver")] * 3
+    assert [(o["status"], o["metrics"]["launch"]) for o in outcomes] == [("ok", "forkserver")] * 4
     workers = sorted(seen)   # pids grow: the order they were forked in
-    assert len(workers) == 3, seen   # a process of its own per case
+    assert len(workers) == 4, seen   # a process of its own per case
     parents = [seen[w][0] for w in workers]
-    assert parents[0] == parents[1] != parents[2], parents   # another environment, another server
+    assert parents[0] == parents[1], parents   # the same environment and process: the same server
+    assert len({parents[1], parents[2], parents[3]}) == 3, parents   # another environment, another process
     assert all(parent in seen[w][1] for w, parent in zip(workers, parents))   # each a fork server's child
+    assert {seen[w][2] for w in workers} == {str(here)}   # in the runner's folder, not the server's
     assert not set(workers) & set(workers_below(os.getpid()))   # all ended
     assert set(parents) <= set(servers_below(os.getpid()))     # the servers wait for the next case
 
@@ -126,8 +136,9 @@ def test_a_server_that_dies_under_a_case_is_its_error_and_its_worker_ends(monkey
             time.sleep(0.1)
         assert not Path(f"/proc/{worker}").exists() or Path(f"/proc/{worker}/stat").read_text().split()[2] == "Z"
     finally:
-        for pid in workers_below(os.getpid()):
-            os.kill(pid, signal.SIGKILL)
+        for pid in [*workers_below(os.getpid()), *([worker] if "worker" in locals() else [])]:
+            with contextlib.suppress(ProcessLookupError):   # an orphan is no longer below this process
+                os.kill(pid, signal.SIGKILL)
         running.join(timeout=30)
     again, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)   # a new server
     assert again["status"] == "ok", again
@@ -187,3 +198,32 @@ def test_an_idle_server_exits_on_its_own_and_at_once_when_the_runner_is_gone():
         assert server.wait(timeout=20) == 0
         for fd in (replies_r, *(() if close_requests else (requests_w,))):
             os.close(fd)
+
+
+@pytest.mark.slow
+def test_a_runner_interrupted_while_its_server_imports_ends_that_server(monkeypatch, tmp_path):
+    monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
+    monkeypatch.setenv("XPUBENCH_TEST_MARK", "interrupted")
+
+    def interrupted(self, timeout):
+        raise KeyboardInterrupt   # Ctrl-C in the runner while the new server still imports
+
+    monkeypatch.setattr(forkserver.ForkServer, "_reply", interrupted)
+    before = set(servers_below(os.getpid()))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
+    assert not set(servers_below(os.getpid())) - before   # ended and reaped: it forks no case afterwards
+    assert workers_below(os.getpid()) == []
+
+
+def test_a_spawned_worker_imports_what_a_forked_one_finds_imported(monkeypatch):
+    import sys
+
+    from xpubench import backends
+    from xpubench.launch.worker import import_preload
+
+    monkeypatch.setattr(backends.get("numpy"), "preload", ("colorsys", "no_such_module_for_xpubench"))
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    import_preload("numpy")          # a module that fails is the case's to meet
+    assert "colorsys" in sys.modules
+    import_preload("a-backend-nobody-has")   # a user's model planned as auto: nothing

@@ -6,7 +6,9 @@ every process (measured on the project's 2-core VM: torch + its compiler ~5 CPU 
 that imports those modules once, untimed, and then forks one child per worker; the child is still one
 fresh process per case (its own pid, process group and address space; nothing of an earlier case), it
 only finds the imports done. What a case measures starts after set-up in the worker either way
-(docs/methodology.md); the method is recorded in each run's metrics as ``launch``.
+(docs/methodology.md; a spawned worker imports the same ``preload`` before its case, untimed, so the
+first step or the memory peak does not depend on the method); the method is recorded in each run's
+metrics as ``launch``.
 
 Where it applies (``method``): a CPU case on Linux (fork + ``os.pidfd_open``) unless XPUBENCH_LAUNCH=spawn;
 an accelerator case spawns unless XPUBENCH_LAUNCH=forkserver (no accelerator here has run it). A
@@ -14,7 +16,7 @@ server's environment is the worker's, made before its imports as the worker make
 frameworks read at import is what a spawned worker would read; its key is that whole environment
 (less what differs per worker or per test, ``PER_WORKER``), so another environment gets another server.
 
-Protocol (JSON lines on two pipes): the runner writes ``{"argv", "env", "log"}``; the server forks, answers
+Protocol (JSON lines on two pipes): the runner writes ``{"argv", "env", "log", "cwd"}``; the server forks, answers
 ``{"pid"}``, and when the child ends ``{"exited", "code"}`` (``Popen.returncode``'s convention: -N for
 signal N). One case at a time per server; a runner that needs two at once gets two servers. When the
 runner goes away its requests pipe closes and the server exits; its children then see their parent
@@ -29,7 +31,6 @@ import functools
 import importlib
 import json
 import os
-import select
 import selectors
 import signal
 import subprocess
@@ -98,29 +99,41 @@ class ForkServer:
         self.requests_r, self.requests_w = os.pipe()
         self.replies_r, self.replies_w = os.pipe()
         log_fd, self.log = tempfile.mkstemp(prefix="xpubench-forkserver-", suffix=".txt")   # its own output
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "xpubench.launch.forkserver", str(self.requests_r), str(self.replies_w),
-             *preload], env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-            pass_fds=(self.requests_r, self.replies_w), start_new_session=True)   # Ctrl-C is the runner's
-        for fd in (self.requests_r, self.replies_w, log_fd):
-            os.close(fd)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xpubench.launch.forkserver", str(self.requests_r), str(self.replies_w),
+                 *preload], env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                pass_fds=(self.requests_r, self.replies_w), start_new_session=True)   # Ctrl-C is the runner's
+        except OSError as exc:
+            for fd in (self.requests_w, self.replies_r):
+                os.close(fd)
+            raise ServerGone(f"the fork server did not start ({exc})") from None
+        finally:
+            for fd in (self.requests_r, self.replies_w, log_fd):
+                os.close(fd)
+        self.replies = selectors.DefaultSelector()
+        self.replies.register(self.replies_r, selectors.EVENT_READ)
         self.buffer, self.busy, self.broken, self.used = b"", False, False, time.monotonic()
 
     def start(self, argv: list[str], env: dict[str, str], log_path: str, timeout: float | None) -> Forked:
         """The worker forked (the server's imports, on its first request, count in ``timeout`` as a spawned
-        worker's do; past it the server is ended and TimeoutExpired raised)."""
-        request = json.dumps({"argv": argv, "env": env, "log": log_path}).encode() + b"\n"
+        worker's do; past it, or interrupted, the server is ended: TimeoutExpired, or the interruption)."""
+        cwd = None
+        with contextlib.suppress(OSError):
+            cwd = os.getcwd()
+        request = json.dumps({"argv": argv, "env": env, "log": log_path, "cwd": cwd}).encode() + b"\n"
         try:
             os.write(self.requests_w, request)
             reply = self._reply(timeout)
-        except TimeoutError:
-            self.broken = True
-            self.proc.kill()
-            self.proc.wait()
-            raise subprocess.TimeoutExpired("the fork server's imports", timeout) from None
         except (OSError, ServerGone) as exc:
+            if isinstance(exc, TimeoutError):
+                self._end()
+                raise subprocess.TimeoutExpired("the fork server's imports", timeout) from None
             self.broken = True
             raise ServerGone(f"the fork server did not start the worker ({exc}){self._log_tail()}") from None
+        except BaseException:   # Ctrl-C while it imports: it must not fork the case afterwards
+            self._end()
+            raise
         return Forked(self, reply["pid"])
 
     def wait_exit(self, pid: int, timeout: float | None) -> int:
@@ -137,7 +150,7 @@ class ForkServer:
         deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self.buffer:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.replies_r], [], [], left)[0]:
+            if not self.replies.select(left):
                 raise TimeoutError(f"no answer within {timeout:g} s")
             chunk = os.read(self.replies_r, 65536)
             if not chunk:
@@ -154,13 +167,23 @@ class ForkServer:
             return ""
         return f": {tail}" if tail else ""
 
+    def _end(self) -> None:
+        self.broken = True
+        self.proc.kill()
+        self.proc.wait()
+
     def release(self) -> None:
         self.busy, self.used = False, time.monotonic()
 
-    def close(self) -> None:
+    def hang_up(self) -> None:
+        """Its requests pipe closed: the server exits (its running worker, if any, then ends itself)."""
+        self.replies.close()
         for fd in (self.requests_w, self.replies_r):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def close(self) -> None:
+        self.hang_up()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -175,16 +198,19 @@ _lock = threading.Lock()
 
 
 def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str], preload: tuple[str, ...],
-                 log_path: str, timeout: float | None = None) -> Forked:
-    """``argv`` (worker.main's arguments) run in a child of an idle server for ``server_env`` and
-    ``preload`` (started if there is none); ``env`` is the child's whole environment. ServerGone where
-    the server can't start it; TimeoutExpired where its imports outlast ``timeout``."""
-    key = (tuple(sorted((k, v) for k, v in server_env.items() if k not in PER_WORKER)), preload)
+                 log_path: str, timeout: float | None = None, process: int = 0) -> Forked:
+    """``argv`` (worker.main's arguments) run in a child of an idle server for ``server_env``, ``preload``
+    and the case's worker process ``process`` (started if there is none: each of a case's K processes
+    forks from a server of its own, so they differ in memory layout and hash seed as spawned ones do,
+    and the spread between them stays what it measures); ``env`` is the child's whole environment.
+    ServerGone where the server can't start it; TimeoutExpired where its imports outlast ``timeout``."""
+    key = (tuple(sorted((k, v) for k, v in server_env.items() if k not in PER_WORKER)), preload, process)
     with _lock:
+        for other in _servers.values():   # ended (idle for IDLE_EXIT_S, killed) or broken: reaped, dropped
+            for dead in [s for s in other if s.broken or s.proc.poll() is not None]:
+                other.remove(dead)
+                dead.close()
         pool = _servers.setdefault(key, [])
-        for dead in [s for s in pool if s.broken or s.proc.poll() is not None]:
-            pool.remove(dead)
-            dead.close()
         server = next((s for s in pool if not s.busy), None)
         if server is None:
             server = ForkServer({k: v for k, v in server_env.items() if k not in PER_WORKER}, preload)
@@ -222,12 +248,14 @@ def _close_beyond(limit: int) -> None:
 
 @atexit.register
 def close_all() -> None:
-    """Every server ends (their requests pipes close), e.g. at the runner's exit."""
+    """Every server ends (their requests pipes close, then each is waited for), e.g. at the runner's exit."""
     with _lock:
-        for pool in _servers.values():
-            for server in pool:
-                server.close()
+        servers = [server for pool in _servers.values() for server in pool]
         _servers.clear()
+    for server in servers:
+        server.hang_up()
+    for server in servers:
+        server.close()
 
 
 # ---- the server's side ----------------------------------------------------------------------------
@@ -255,9 +283,12 @@ def serve(requests_fd: int, replies_fd: int, preload: list[str]) -> None:
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
+                    request, server = json.loads(line), os.getpid()
                     pid = os.fork()
                     if pid == 0:
-                        _child(json.loads(line), (requests_fd, replies_fd))
+                        _child(request, server, (requests_fd, replies_fd))
+                    with contextlib.suppress(OSError):   # its own group before its pid is told (the child too)
+                        os.setpgid(pid, pid)
                     watching.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
                     _answer(replies_fd, {"pid": pid})
             else:
@@ -271,12 +302,13 @@ def _answer(fd: int, reply: dict) -> None:
     os.write(fd, json.dumps(reply).encode() + b"\n")
 
 
-def _child(request: dict, server_fds: tuple[int, ...]) -> None:
-    """The worker: its own session, its output in its log, the runner's environment for it, then
-    worker.main; never returns into the server's loop."""
+def _child(request: dict, server: int, server_fds: tuple[int, ...]) -> None:
+    """The worker: its own process group, its output in its log, the runner's environment and folder,
+    then worker.main; never returns into the server's loop."""
     code = 1
     try:
-        os.setsid()   # its own process group: a timeout kills the worker and its children
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)   # a timeout kills the worker and its children (the server's session has no terminal)
         for fd in server_fds:
             os.close(fd)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -284,7 +316,11 @@ def _child(request: dict, server_fds: tuple[int, ...]) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.environ.clear()
-        os.environ.update(request["env"], **{envnames.PARENT_PID: str(os.getppid())})   # the server is its parent
+        os.environ.update(request["env"], **{envnames.PARENT_PID: str(server)})   # the server is its parent
+        if request.get("cwd"):
+            with contextlib.suppress(OSError):
+                os.chdir(request["cwd"])
+                sys.path[0] = request["cwd"]   # as ``python -m`` started there would have it
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _name_process("xpubench-worker")
         from xpubench.launch import worker
@@ -292,7 +328,7 @@ def _child(request: dict, server_fds: tuple[int, ...]) -> None:
         sys.argv = [worker.__file__, *request["argv"]]
         code = worker.main(request["argv"])
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except BaseException:   # noqa: BLE001 - printed to the worker's log, which the runner reads
         traceback.print_exc()
     finally:

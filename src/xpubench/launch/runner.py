@@ -37,8 +37,8 @@ DEFAULT_TIMEOUT_S = 3600.0
 
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
-            workdir: Path | None = None) -> tuple[dict, float]:
-    """Run one case in a fresh worker process; returns (outcome dict, wall seconds).
+            workdir: Path | None = None, process: int = 0) -> tuple[dict, float]:
+    """Run one case in a fresh worker process (the case's ``process``-th); returns (outcome dict, wall seconds).
 
     The worker only writes its own RESULT file in a private temporary folder; only this (parent)
     process appends to the results file, so a worker orphaned by a killed parent can never add a
@@ -54,14 +54,15 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         start, proc, how = time.perf_counter(), None, forkserver.method(is_accelerator(case.device))
         with open(err_path, "wb") as err:
             try:
-                proc, how = _start(case, how, [str(case_path), str(result_path)], env, err, timeout_s)
+                proc, how = _start(case, how, [str(case_path), str(result_path)], env, err, timeout_s, process)
                 code = proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - start)))
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 wall = time.perf_counter() - start
                 return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed",
                         "metrics": {"launch": how}}, wall
-            except forkserver.ServerGone as exc:   # the worker ends itself (worker.watch_parent)
+            except forkserver.ServerGone as exc:
+                _kill_group(proc)   # the worker would end itself (worker.watch_parent): not while the next runs
                 return {"status": "error", "message": str(exc), "metrics": {"launch": how}}, time.perf_counter() - start
             except BaseException:
                 _kill_group(proc)
@@ -73,7 +74,7 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         return outcome, wall
 
 
-def _start(case: Case, how: str, argv: list[str], env: dict[str, str], err, timeout_s: float):
+def _start(case: Case, how: str, argv: list[str], env: dict[str, str], err, timeout_s: float, process: int):
     """The worker process and how it started (launch/forkserver.py): forked from a server that has
     imported the case's framework, or a fresh interpreter (``spawn``; also where a server can't start)."""
     if how == "forkserver":
@@ -81,7 +82,7 @@ def _start(case: Case, how: str, argv: list[str], env: dict[str, str], err, time
         prepare_environment(case.device, server_env)   # before the server's imports, as the worker does
         try:
             preload = backends.record(case.backend).preload_modules(case.backend)
-            return forkserver.start_worker(argv, env, server_env, preload, err.name, timeout_s), how
+            return forkserver.start_worker(argv, env, server_env, preload, err.name, timeout_s, process), how
         except forkserver.ServerGone as exc:
             err.write(f"xpubench: spawning the worker instead: {exc}\n".encode())
             err.flush()
@@ -113,7 +114,7 @@ def _kill_group(proc: subprocess.Popen | forkserver.Forked | None) -> None:
         pass
     try:
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
+    except (subprocess.TimeoutExpired, forkserver.ServerGone):
         pass
 
 
@@ -297,7 +298,7 @@ def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int 
     """run_one, its timeout capped by the budget's time left; the budget re-plans from its wall time."""
     capped = budget.timeout(timeout_s) if budget else timeout_s
     # a case with a quality target: each process trains with a seed of its own (harness/target.py)
-    outcome, wall = run_one(process_case(case, process), timeout_s=capped, memory_limit_bytes=limit)
+    outcome, wall = run_one(process_case(case, process), timeout_s=capped, memory_limit_bytes=limit, process=process)
     if budget:
         budget.record(case, wall)
         if outcome["status"] == "timeout" and capped < timeout_s:

@@ -54,6 +54,21 @@ def prepare_environment(device: str, environ=os.environ, scratch: Path | None = 
         backends.get(name).worker_environment(device, environ, scratch)
 
 
+def import_preload(backend: str) -> None:
+    """The backend's ``preload`` modules, imported before the case, untimed: a spawned worker then holds
+    what a forked one finds imported (launch/forkserver.py), so no timed region (torch.optim's first
+    step imports torch._dynamo) and no peak of memory depends on how the worker started. One that
+    fails to import is left for the case to meet where it needs it."""
+    import contextlib
+    import importlib
+
+    if not backends.known(backend):
+        return
+    for name in backends.record(backend).preload_modules(backend):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 def watch_parent(interval_s: float = 0.5) -> None:
     """If the runner dies (SIGKILL, closed terminal), end this worker and its children at once, so an
     orphan never competes with a resumed run for the device."""
@@ -83,6 +98,7 @@ def main(argv: list[str]) -> int:
     case = with_identity(Case.from_dict(json.loads(case_path.read_text())))
     apply_memory_limit(case.device)
     prepare_environment(case.device, scratch=result_path.parent)   # the runner's private folder for this worker
+    import_preload(case.backend)
     try:
         outcome = execute(case)
     except BaseException as exc:  # every failure becomes this case's result
