@@ -13,6 +13,8 @@ import itertools
 import re
 from pathlib import Path
 
+from source_trees import nodes
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "xpubench"
 MAX_LINES = 400
@@ -90,20 +92,6 @@ def started_modules(node: ast.AST, modules: dict[str, Path]) -> list[str]:
     texts = [i.value if isinstance(i, ast.Constant) and isinstance(i.value, str) else None for i in items]
     return [_started(b, modules) for a, b in itertools.pairwise(texts)
             if a == "-m" and b and (b == PACKAGE or b.startswith(PACKAGE + "."))]
-
-
-@functools.cache
-def parsed(text: str, filename: str) -> ast.Module:
-    """The syntax tree of a file's text, parsed once per text (the checks below read every module; treat it
-    as read-only)."""
-    return ast.parse(text, filename=filename)
-
-
-@functools.cache
-def nodes(text: str, filename: str) -> tuple[ast.AST, ...]:
-    """Every node of a file's syntax tree (``ast.walk``'s order), listed once per text: each check below walks
-    every module, and walking ~250k nodes cost more than the checks themselves."""
-    return tuple(ast.walk(parsed(text, filename)))
 
 
 STARTS = (ast.Constant, ast.List, ast.Tuple, ast.Call)   # the nodes started_modules can find a start in
