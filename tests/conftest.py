@@ -11,7 +11,8 @@
   stopping the collection.
 - Collection is made cheaper where it can be: pytest's rewritten test modules are cached even where
   PYTHONDONTWRITEBYTECODE is set, and under xdist this process detects the machine while the workers start;
-  a worker whose tests are done leaves without the slow part of a normal exit (``end_worker``).
+  the garbage collector leaves what collection made alone (``pytest_collection``), and a worker whose tests
+  are done leaves without the slow part of a normal exit (``end_worker``).
 - Every test is order- and process-safe: its files in tmp_path, ports asked of the kernel, caches under
   a monkeypatched XDG_CACHE_HOME. What a whole run makes once (a real run's results file, this machine's
   detected devices) lies in ``session_dir()``, one folder for the run's processes (the xdist workers
