@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import report_runs
 from rich.console import Console
 from test_time_to_target import seed_run
 
@@ -84,7 +85,8 @@ def test_the_report_has_a_time_to_target_section_with_its_chart():
     assert section.tables[0].frame.shape[0] == 2 and section.bullets
 
 
-def test_compare_uses_the_time_to_target_of_each_side():
+def test_compare_uses_the_time_to_target_of_each_side(monkeypatch):
+    report_runs.quick_charts(monkeypatch)   # compare's rows and its chart's place: the chart is drawn for real above
     a = Entry("a", Path("a.jsonl"), case_of("torch", JAX))
     b = Entry("b", Path("b.jsonl"), case_of("torch", TORCH))
     (comparison,) = compare_loaded([a, b])

@@ -11,6 +11,8 @@ xpubench.report).
 import ast
 from pathlib import Path
 
+from source_trees import file_nodes
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "xpubench"
 UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "shelve", "marshal", "joblib"}
 
@@ -30,9 +32,8 @@ def _keyword(call: ast.Call, name: str):
 
 
 def unsafe_uses(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
-    for node in ast.walk(tree):
+    for node in file_nodes(path):
         where = f"{path.name}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Import):
             found += [f"{where}: import {a.name}" for a in node.names if a.name.split(".")[0] in UNSAFE_MODULES]

@@ -13,6 +13,8 @@ import itertools
 import re
 from pathlib import Path
 
+from source_trees import nodes
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "xpubench"
 MAX_LINES = 400
@@ -92,11 +94,7 @@ def started_modules(node: ast.AST, modules: dict[str, Path]) -> list[str]:
             if a == "-m" and b and (b == PACKAGE or b.startswith(PACKAGE + "."))]
 
 
-@functools.cache
-def parsed(text: str, filename: str) -> ast.Module:
-    """The syntax tree of a file's text, parsed once per text (the checks below read every module; treat it
-    as read-only)."""
-    return ast.parse(text, filename=filename)
+STARTS = (ast.Constant, ast.List, ast.Tuple, ast.Call)   # the nodes started_modules can find a start in
 
 
 def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool = True,
@@ -105,16 +103,16 @@ def imports_of(module: str, path: Path, modules: dict[str, Path], children: bool
     and with ``children`` those it starts in a child process (``python -m xpubench.x``: its layer's code
     runs for this module, so it counts for the layers; it is no import cycle, the child is a new process).
     ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module, else ``pkg``."""
-    tree = parsed(path.read_text(encoding="utf-8") if text is None else text, str(path))
+    text = path.read_text(encoding="utf-8") if text is None else text
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(text, str(path)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node)
             names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-        elif children:
+        elif children and isinstance(node, STARTS):
             names = started_modules(node, modules)
         else:
             continue
@@ -400,12 +398,12 @@ def names_outside_packages(src: Path = SRC) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if any(rel.startswith(allowed) for allowed in NAMED_FOR_A_REASON):
             continue
-        tree = parsed(path.read_text(encoding="utf-8"), str(path))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+        every = nodes(path.read_text(encoding="utf-8"), str(path))
+        docstrings = {id(node.body[0].value) for node in every
                       if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                       and node.body and isinstance(node.body[0], ast.Expr)
                       and isinstance(node.body[0].value, ast.Constant)}
-        found += [f"{rel}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+        found += [f"{rel}:{node.lineno}: {node.value!r}" for node in every
                   if isinstance(node, ast.Constant) and node.value in OWN_NAMES and id(node) not in docstrings]
     return sorted(found)
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from source_trees import file_nodes
 
 from xpubench import workloads
 from xpubench.backends import supports
@@ -99,7 +100,7 @@ def test_the_record_declares_every_attribute_and_is_read_only():
 def _getattr_on_a_workload(path: Path, root: Path = SRC.parent) -> list[str]:
     """``getattr(X, ...)`` calls whose X names a workload (get_workload(...), a workload or its module)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in file_nodes(path):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and node.args:
             target = ast.unparse(node.args[0])
             if "workload" in target.lower() or target in ("mod", "module"):
