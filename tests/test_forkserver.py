@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from worker_processes import descendants, process_table, servers_below, workers_below
+from worker_processes import descendants, is_worker, process_table, servers_below, workers_below
 
 from xpubench.case import Case
 from xpubench.launch import forkserver, runner
@@ -46,8 +46,8 @@ def _watch_workers(seen: dict, stop: threading.Event) -> None:
     while not stop.is_set():
         table = process_table()
         below = descendants(os.getpid(), table)
-        for pid in workers_below(os.getpid()):
-            if pid in table and pid not in seen:
+        for pid in [p for p, (cmdline, name) in below.items() if is_worker(cmdline, name)]:
+            if pid not in seen:
                 try:
                     cwd = os.readlink(f"/proc/{pid}/cwd")
                 except OSError:

@@ -204,7 +204,8 @@ def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str
     forks from a server of its own, so they differ in memory layout and hash seed as spawned ones do,
     and the spread between them stays what it measures); ``env`` is the child's whole environment.
     ServerGone where the server can't start it; TimeoutExpired where its imports outlast ``timeout``."""
-    key = (tuple(sorted((k, v) for k, v in server_env.items() if k not in PER_WORKER)), preload, process)
+    own = {k: v for k, v in server_env.items() if k not in PER_WORKER}   # the server's environment
+    key = (tuple(sorted(own.items())), preload, process)
     with _lock:
         for other in _servers.values():   # ended (idle for IDLE_EXIT_S, killed) or broken: reaped, dropped
             for dead in [s for s in other if s.broken or s.proc.poll() is not None]:
@@ -213,7 +214,7 @@ def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str
         pool = _servers.setdefault(key, [])
         server = next((s for s in pool if not s.busy), None)
         if server is None:
-            server = ForkServer({k: v for k, v in server_env.items() if k not in PER_WORKER}, preload)
+            server = ForkServer(own, preload)
             pool.append(server)
             _close_beyond(MAX_SERVERS)
         server.busy = True

@@ -52,24 +52,22 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         if memory_limit_bytes:
             env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
         start, proc, how = time.perf_counter(), None, forkserver.method(is_accelerator(case.device))
+        outcome = None
         with open(err_path, "wb") as err:
             try:
                 proc, how = _start(case, how, [str(case_path), str(result_path)], env, err, timeout_s, process)
                 code = proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - start)))
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                wall = time.perf_counter() - start
-                return {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed",
-                        "metrics": {"launch": how}}, wall
-            except forkserver.ServerGone as exc:
-                _kill_group(proc)   # the worker would end itself (worker.watch_parent): not while the next runs
-                return {"status": "error", "message": str(exc), "metrics": {"launch": how}}, time.perf_counter() - start
+                outcome = {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}
+            except forkserver.ServerGone as exc:   # its worker would end itself (worker.watch_parent): killed below
+                outcome = {"status": "error", "message": str(exc)}
             except BaseException:
                 _kill_group(proc)
                 raise
+            _kill_group(proc)  # the timed-out worker, or children the worker left behind (e.g. DDP ranks)
         wall = time.perf_counter() - start
-        _kill_group(proc)  # children the worker left behind (e.g. DDP ranks)
-        outcome = _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device)
+        if outcome is None:
+            outcome = _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device)
         outcome["metrics"] = {**(outcome.get("metrics") or {}), "launch": how}
         return outcome, wall
 

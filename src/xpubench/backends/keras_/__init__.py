@@ -43,19 +43,22 @@ class KerasBackend(Backend):
         return {"version": version_of("keras"), "devices": [],
                 "keras_backends": [b for b in KERAS_BACKENDS if installed(b)]}
 
-    def preload_modules(self, backend: str) -> tuple[str, ...]:
-        """The framework under it (Keras itself reads KERAS_BACKEND at its import: the worker imports it)."""
+    def _framework_under(self, backend: str, default: str = ""):
+        """The record of the framework a Keras id runs on (keras:jax: jax's), or None (TensorFlow, none named)."""
         from xpubench import backends
 
-        variant = backend.partition(":")[2]
-        return backends.get(variant).preload if variant in ("jax", "torch") else ()
+        variant = backend.partition(":")[2] or default
+        return backends.get(variant) if variant in ("jax", "torch") else None
+
+    def preload_modules(self, backend: str) -> tuple[str, ...]:
+        """The framework under it (Keras itself reads KERAS_BACKEND at its import: the worker imports it)."""
+        under = self._framework_under(backend)
+        return under.preload if under else ()
 
     def startup_seconds(self, backend: str) -> float:
         """The framework under it starts (TensorFlow's start is not measured: the default)."""
-        from xpubench import backends
-
-        variant = backend.partition(":")[2] or "jax"
-        return backends.get(variant).startup_s if variant in ("jax", "torch") else self.startup_s
+        under = self._framework_under(backend, "jax")
+        return under.startup_s if under else self.startup_s
 
     def unsupported(self, case) -> str | None:
         if case.devices != 1:
