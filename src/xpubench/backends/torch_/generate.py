@@ -182,7 +182,8 @@ class OwnCacheGenerator(TorchGenerator):
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
         floats = not any(proj.quantised for _, proj in self.model.projections())   # int8/int4 keep their kernels
-        fused = ", one-row projections as fused multiply-sums" if self.device.type == "cpu" and floats else ""
+        fused = (", one-row projections as fused multiply-sums of inputs computed once"
+                 if self.device.type == "cpu" and floats else "")
         step = ("eager" if self._step is None
                 else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache{fused})")
         threads = torch.get_num_threads() if self.device.type == "cpu" else None

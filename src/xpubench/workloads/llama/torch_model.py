@@ -48,6 +48,7 @@ from xpubench.workloads.llama.torch_weights import (
     PACKED_MAX_ROWS,
     int4_kernel_weights,
     int8pack_available,
+    one_row_product,
     quantize_groups,
     quantize_rows,
     unpack_int4,
@@ -124,10 +125,7 @@ class Proj(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.quantised:
             if x.numel() == x.shape[-1] and x.device.type == "cpu" and torch.compiler.is_compiling():
-                # decode's one row compiled for a CPU: Inductor's fused multiply-sum over W's rows (f32 in registers),
-                # not aten's one-row GEMM (MKL's reads ~7 GB/s on Zen 3; docs/workloads.md, "one-row projections")
-                y = (self.weight.float() * x.reshape(1, -1).float()).sum(-1)
-                return y.to(x.dtype).view(*x.shape[:-1], -1)
+                return one_row_product(self.weight, x)   # decode's one row compiled for a CPU (torch_weights.py)
             if widened(x):   # many rows of half weights on a CPU without instructions for them (torch_weights.py)
                 return F.linear(x.float(), self.weight.float()).to(x.dtype)
             return F.linear(x, self.weight)

@@ -1,6 +1,6 @@
 """How a PyTorch Llama's weights enter its matmuls (torch_model.py's ``Proj``): int8 per-row and int4
 per-group quantisation and their packed CPU kernels, and half weights widened on a CPU that has no
-instructions for them.
+instructions for them, and the one-row product a compiled CPU decode step multiplies with.
 
 Widening: on a CPU without bf16 (AVX512_BF16, AMX) or fp16 (AVX512_FP16, AMX-FP16) instructions, PyTorch's
 bf16/fp16 GEMM runs emulated, ~15 GFLOP/s on a 2-core Zen 3 where its fp32 GEMM makes ~85 (a 512 x 576 by
@@ -11,6 +11,14 @@ format; the products accumulate in fp32 as the native kernels' do. One-row steps
 path: widening a whole matrix per token would triple what a bandwidth-bound step reads. Training (grad
 enabled) keeps PyTorch's half kernels: it asked for them. A generation record's ``matmul_widening`` says
 where it happened (``widening_note``).
+
+One row compiled for a CPU (``one_row_product``): Inductor's fused multiply-sum over W's rows (f32 in registers),
+not aten's one-row GEMM (MKL's reads fp32 weights at ~7 GB/s on a Zen 3, oneDNN's bf16 one-row product ~8 GB/s
+on an AMX Xeon, where the fused loop reads 18-25: docs/workloads.md, "one-row projections"). Its input is first
+made a buffer computed once: Inductor otherwise inlines the input's pointwise producer (an RMS norm with its
+weight, silu(gate) * up, a residual add) into the product's loop and recomputes it for every weight row: a
+compute-bound loop (on the AMX Xeon smollm-135m's compiled bf16 step took 33.7 ms per token with it, 24.9
+without).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import functools
 
 import torch
 
+# a reduction of more elements than Inductor unrolls into pointwise code is a buffer it writes once
+COMPUTED_ONCE_COPIES = 16
 PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
 
 
@@ -30,6 +40,14 @@ def native_half(dtype: torch.dtype) -> bool:
               torch.float16: ("_is_amx_fp16_supported", "_is_avx512_fp16_supported")}.get(dtype, ())
     found = [getattr(cpu, name) for name in checks if hasattr(cpu, name)]
     return not found or any(check() for check in found)
+
+
+def one_row_product(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x @ W^T for x of one row (any leading shape of size 1), W (out, in) float, written for Inductor on a CPU
+    (module docstring), in x's dtype. The input made a buffer: the max over copies of it, which is it exactly."""
+    row = x.reshape(1, 1, -1).float().expand(COMPUTED_ONCE_COPIES, 1, x.shape[-1]).amax(0)
+    y = (weight.float() * row).sum(-1)
+    return y.to(x.dtype).view(*x.shape[:-1], -1)
 
 
 def widened(x: torch.Tensor) -> bool:
