@@ -1,0 +1,45 @@
+"""The JAX decode step at the hardware's limit (issue 33), read from the optimized HLO XLA compiles for it
+(never a timing): at batch 1 every float32 projection is a matrix-vector ``dot`` of the weight parameter
+itself, not a loop fusion that recomputes its input (the RMS norm, the embedding lookup) for every weight
+row (1.56x slower fp32 steps on an AMX Xeon); a bf16 model's weights are converted inside the product's
+loop, never written out as a float32 copy. Tiny model, default XLA options (fusion is what is tested)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flax")
+
+from xpubench.backends.jax_.generate import OwnCacheJaxGenerator
+from xpubench.workloads.llama.config import LlamaConfig
+from xpubench.workloads.llama.workload import WORKLOAD, configure
+
+CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
+                  vocab_size=128, rope_theta=10_000.0, tie_embeddings=True, max_positions=64)
+PROJECTIONS = 4 * CFG.n_layers + 1    # qkv, o, gate_up, down per layer; the (tied) head
+
+
+def decode_program(fmt: str) -> str:
+    """The optimized HLO of the decode step the generator measures (its entry computation)."""
+    device = jax.devices("cpu")[0]
+    module, params = WORKLOAD.generation_models["jax"](dataclasses.replace(configure({}), config=CFG), fmt, device, 0)
+    prompt = np.random.default_rng(1).integers(0, CFG.vocab_size, (1, 9), dtype=np.int32)
+    gen = OwnCacheJaxGenerator(module, params, prompt, 4, device, module.compute_precision)
+    gen.compile()
+    return gen._compiled[1].as_text().split("\nENTRY ", 1)[1]
+
+
+def test_float32_projections_are_dots_of_the_weights_themselves():
+    entry = decode_program("fp32")
+    assert len(re.findall(r" dot\(%params__", entry)) == PROJECTIONS, entry
+
+
+def test_bf16_weights_are_converted_inside_the_products_loop():
+    entry = decode_program("bf16")
+    copies = re.findall(r"= f32\[(\d+),(\d+)\]\S* (?:fusion|convert)\(%params__", entry)
+    assert not copies, copies    # no float32 copy of a weight is written
