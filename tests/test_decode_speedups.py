@@ -100,8 +100,8 @@ def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
     """Inductor's code for the step allocates nothing of a layer's cache shape (the old single-tensor
     cache made it copy each layer's slice and blend all layers back), multiplies each one-row projection in
     its own fused loop (no call of aten's GEMM: MKL's one-row GEMM is the slow path on a CPU) over an input
-    computed before it (inlined, an RMS norm or silu(gate) * up was recomputed for every weight row: 1.35x
-    slower bf16 steps on an AMX Xeon), and generates the eager tokens."""
+    computed before it (inlined, an RMS norm or silu(gate) * up was recomputed for every weight row:
+    1.2-1.35x slower bf16 steps on an AMX Xeon), and generates the eager tokens."""
     code, gen = compiled_code("fp32")
     assert "extern_kernels.mm(" not in code and "extern_kernels.addmm(" not in code
     products = one_row_products(code)     # qkv, o, gate_up, down per layer, the head

@@ -17,7 +17,7 @@ not aten's one-row GEMM (MKL's reads fp32 weights at ~7 GB/s on a Zen 3, oneDNN'
 on an AMX Xeon, where the fused loop reads 18-25: docs/workloads.md, "one-row projections"). Its input is first
 made a buffer computed once: Inductor otherwise inlines the input's pointwise producer (an RMS norm with its
 weight, silu(gate) * up, a residual add) into the product's loop and recomputes it for every weight row: a
-compute-bound loop (on the AMX Xeon smollm-135m's compiled bf16 step took 33.7 ms per token with it, 24.9
+compute-bound loop (on the AMX Xeon smollm-135m's compiled bf16 step took 33.7 ms per token with it, 24.9-29.0
 without).
 """
 
