@@ -27,7 +27,8 @@ import functools
 
 import torch
 
-# a reduction of more elements than Inductor unrolls into pointwise code is a buffer it writes once
+# a reduction of more elements than Inductor unrolls into pointwise code (its unroll_reductions_threshold, 8)
+# is a buffer it writes once
 COMPUTED_ONCE_COPIES = 9
 PACKED_MAX_ROWS = 16      # int8: rows up to which _weight_int8pack_mm runs (its CPU kernel is slow on many rows)
 
