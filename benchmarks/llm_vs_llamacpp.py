@@ -17,7 +17,7 @@ Prints each figure, the ratios xpubench / llama.cpp per format and the machine's
 (``os.getloadavg``: on a shared machine the figures move with it), then one JSON line of everything.
 
     python benchmarks/llm_vs_llamacpp.py [--formats fp32,bf16,int8,int4] [--prompt 512] [--new 128]
-        [--rounds 2] [--budget 6] [--preset smollm-135m] [--layers N]
+        [--rounds 2] [--budget 6] [--preset smollm-135m] [--layers N] [--frameworks torch,jax]
 """
 
 from __future__ import annotations
@@ -61,12 +61,13 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=6.0, help="torch's and JAX's measurement per round, s")
     ap.add_argument("--preset", default="smollm-135m")
     ap.add_argument("--layers", type=int, help="fewer layers than the preset's (a shorter run)")
+    ap.add_argument("--frameworks", default="torch,jax", help="xpubench's frameworks beside llama.cpp")
     args = ap.parse_args()
     cfg = preset(args.preset)
     if args.layers:
         cfg = dataclasses.replace(cfg, n_layers=args.layers, name=f"{cfg.name} ({args.layers} layers)")
     formats = args.formats.split(",")
-    frameworks = {f: [b for b in ("torch", "jax") if f in backends.get(b).precisions] for f in formats}
+    frameworks = {f: [b for b in args.frameworks.split(",") if f in backends.get(b).precisions] for f in formats}
     load_before = os.getloadavg()
     cache = gguf_file.cache_dir()
     had = set(cache.glob("*.gguf")) if cache.is_dir() else set()
