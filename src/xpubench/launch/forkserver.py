@@ -125,10 +125,10 @@ class ForkServer:
         try:
             os.write(self.requests_w, request)
             reply = self._reply(timeout)
+        except TimeoutError:   # _reply's: the imports outlast the timeout
+            self._end()
+            raise subprocess.TimeoutExpired("the fork server's imports", timeout) from None
         except (OSError, ServerGone) as exc:
-            if isinstance(exc, TimeoutError):
-                self._end()
-                raise subprocess.TimeoutExpired("the fork server's imports", timeout) from None
             self.broken = True
             raise ServerGone(f"the fork server did not start the worker ({exc}){self._log_tail()}") from None
         except BaseException:   # Ctrl-C while it imports: it must not fork the case afterwards
@@ -313,9 +313,11 @@ def _child(request: dict, server: int, server_fds: tuple[int, ...]) -> None:
         for fd in server_fds:
             os.close(fd)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((null, 0), (log, 1), (log, 2)):
+            os.dup2(fd, target)
+        os.close(null)
+        os.close(log)
         os.environ.clear()
         os.environ.update(request["env"], **{envnames.PARENT_PID: str(server)})   # the server is its parent
         if request.get("cwd"):
