@@ -1,8 +1,9 @@
 """The decode step at the hardware's limit (issue 33): torch's KV cache is one tensor per layer, so the
 compiled step writes it in place (with one (L, ...) tensor, Inductor's code copied every layer's slice
-and blended all layers back per layer: L x L cache reads per token); an int8 decode step multiplies
-through ``torch._weight_int8pack_mm`` (the int8 weights read, dequantised in the kernel), eager and
-compiled. Tiny models only; the compiled checks read Inductor's generated code, never a timing."""
+and blended all layers back per layer: L x L cache reads per token); an eager int8 decode step multiplies
+through ``torch._weight_int8pack_mm`` (the int8 weights read, dequantised in the kernel); a compiled CPU step
+multiplies float and int8 weights in fused loops, blocks of rows side by side. Tiny models only; the compiled
+checks read Inductor's generated code, never a timing."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from xpubench.harness.generation import generate
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.config import LlamaConfig
 from xpubench.workloads.llama.torch_model import LlamaTorch
+from xpubench.workloads.llama.torch_weights import ROW_BLOCKS
 
 CFG = LlamaConfig("tiny", n_layers=3, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
                   vocab_size=128, rope_theta=10_000.0, tie_embeddings=True, max_positions=64)
@@ -95,6 +97,21 @@ def one_row_products(code: str) -> list[str]:
     return [body for body in loops if "tmp_acc0_vec = tmp_acc0_vec +" in body and re.search(r"x1 \+ \d+L\*x0", body)]
 
 
+def sums(body: str) -> int:
+    """How many sums a loop body keeps in flight (Inductor's vector accumulators)."""
+    return len(re.findall(r"tmp_acc(\d+)_vec = tmp_acc\1_vec \+", body))
+
+
+def assert_blocked_products(code: str) -> None:
+    """Each one-row projection (qkv, o, gate_up, down per layer, the head) is one loop that sums ROW_BLOCKS
+    blocks of W's rows side by side, reading those rows and an input computed once, nothing more."""
+    products = one_row_products(code)
+    assert len(products) >= 4 * CFG.n_layers + 1
+    for body in products:
+        assert sums(body) == ROW_BLOCKS, body
+        assert body.count("loadu(") == ROW_BLOCKS + 1 and "sqrt" not in body and "exp" not in body, body
+
+
 @pytest.mark.slow
 def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
     """Inductor's code for the step allocates nothing of a layer's cache shape (the old single-tensor
@@ -104,10 +121,7 @@ def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
     1.2-1.35x slower bf16 steps on an AMX Xeon), and generates the eager tokens."""
     code, gen = compiled_code("fp32")
     assert "extern_kernels.mm(" not in code and "extern_kernels.addmm(" not in code
-    products = one_row_products(code)     # qkv, o, gate_up, down per layer, the head
-    assert len(products) >= 4 * CFG.n_layers + 1
-    for body in products:                 # each reads its weight row and an input computed once, nothing more
-        assert body.count("loadu(") == 2 and "sqrt" not in body and "exp" not in body, body
+    assert_blocked_products(code)
     cache_shape = f"({', '.join(map(str, gen.cache.k[0].shape))})"
     assert "empty_strided_cpu(" in code
     assert f"empty_strided_cpu({cache_shape}" not in code
@@ -118,8 +132,14 @@ def test_the_compiled_decode_step_allocates_no_cache_sized_buffer():
 
 
 @pytest.mark.slow
-def test_the_compiled_int8_decode_step_calls_the_packed_int8_kernel():
-    if not model("int8").layers[0].qkv.packed:
-        pytest.skip("torch._weight_int8pack_mm does not run here")
-    code, _ = compiled_code("int8")
-    assert code.count("_weight_int8pack_mm(") >= 4 * CFG.n_layers   # qkv, o, gate_up, down per layer (+ head)
+def test_the_compiled_int8_decode_step_sums_int8_rows_in_blocks_and_generates_the_eager_tokens():
+    """Compiled for a CPU, an int8 step multiplies its int8 rows in the fused loops (faster than
+    _weight_int8pack_mm's one row: torch_weights.py), the per-row scale applied to the sums."""
+    code, gen = compiled_code("int8")
+    assert "_weight_int8pack_mm(" not in code and "extern_kernels.mm(" not in code
+    assert_blocked_products(code)
+    for body in one_row_products(code):
+        assert body.count("Vectorized<int8_t>::loadu(") == ROW_BLOCKS, body
+    eager = generate(OwnCacheGenerator(gen.model, prompt(), 6, CPU))
+    assert (generate(gen) == eager).all()
+    assert "fused multiply-sums of the int8 rows" in gen.info()["int8_method"]

@@ -23,6 +23,7 @@ from xpubench import backends
 from xpubench.backends.torch_.attention import checked_kernel
 from xpubench.backends.torch_.device import sync
 from xpubench.harness.generation import cache_positions
+from xpubench.workloads.llama.torch_weights import ROW_BLOCKS
 
 
 @dataclass
@@ -181,9 +182,9 @@ class OwnCacheGenerator(TorchGenerator):
     def info(self) -> dict:
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
-        floats = not any(proj.quantised for _, proj in self.model.projections())   # int8/int4 keep their kernels
-        fused = (", one-row projections as fused multiply-sums of inputs computed once"
-                 if self.device.type == "cpu" and floats else "")
+        fused_rows = not any(proj.int4 for _, proj in self.model.projections())   # int4 keeps its kernel
+        fused = (f", one-row projections as fused multiply-sums of inputs computed once, {ROW_BLOCKS} blocks of rows "
+                 "side by side" if self.device.type == "cpu" and fused_rows else "")
         step = ("eager" if self._step is None
                 else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache{fused})")
         threads = torch.get_num_threads() if self.device.type == "cpu" else None

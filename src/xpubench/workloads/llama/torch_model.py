@@ -13,8 +13,9 @@ attention ``scaled_dot_product_attention`` with scale 1/sqrt(D).
 Weight formats (``costs.FORMATS``): fp32 / bf16 / fp16 hold every parameter in that dtype. int8 holds
 every matmul weight (projections, embedding table, head) as int8 with one scale per output row in the
 compute dtype (bf16 by default); ``Proj`` dequantises inside the forward: for a few rows (decode) with
-``torch._weight_int8pack_mm`` (int8 weights read, dequantised in the kernel) where the device has it,
-else ``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul). int4 holds them
+``torch._weight_int8pack_mm`` (int8 weights read, dequantised in the kernel) where the device has it (a
+compiled CPU step: ``torch_weights.one_row_product``, the int8 rows widened in its fused loop), else
+``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul). int4 holds them
 two values per byte with a scale and a zero per group (``quantize_groups``); on the CPU every matmul
 runs ``torch._weight_int4pack_mm_for_cpu`` (the weights in its layout, dequantised in the kernel; the
 embedding keeps its row-packed copy for lookups), elsewhere the weight is dequantised, then F.linear.
@@ -130,6 +131,8 @@ class Proj(nn.Module):
                 return F.linear(x.float(), self.weight.float()).to(x.dtype)
             return F.linear(x, self.weight)
         rows = x.numel() // x.shape[-1]
+        if self.int8 and rows == 1 and x.device.type == "cpu" and torch.compiler.is_compiling():
+            return one_row_product(self.weight, x, self.scale)   # as a float one, its scale applied to the sums
         if self.kernel is not None:
             y = torch._weight_int4pack_mm_for_cpu(x.reshape(rows, x.shape[-1]).contiguous(), self.kernel[0],
                                                  self.group, self.kernel[1])
@@ -318,8 +321,9 @@ class LlamaTorch(nn.Module):
         dense = f"F.linear(x, w.to({dtype})) * per-row scale"
         if not next((m.packed for _, m in self.projections()), False):
             return f"int8 weights, per-row scales; dequantised in every step: {dense}"
-        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode), "
-                f"{dense} for more (prefill)")
+        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode; a "
+                f"compiled CPU step: fused multiply-sums of the int8 rows, the scale applied to the sums), {dense} "
+                "for more (prefill)")
 
     def generation_facts(self) -> dict:
         """What a generation result records of the model: its weights' bytes as allocated, their format and
