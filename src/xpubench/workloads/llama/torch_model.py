@@ -319,11 +319,11 @@ class LlamaTorch(nn.Module):
         if self.fmt != "int8":
             return None
         dense = f"F.linear(x, w.to({dtype})) * per-row scale"
+        compiled = "a compiled CPU decode step: fused multiply-sums of the int8 rows, the scale applied to the sums"
         if not next((m.packed for _, m in self.projections()), False):
-            return f"int8 weights, per-row scales; dequantised in every step: {dense}"
-        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode; a "
-                f"compiled CPU step: fused multiply-sums of the int8 rows, the scale applied to the sums), {dense} "
-                "for more (prefill)")
+            return f"int8 weights, per-row scales; dequantised in every step: {dense} ({compiled})"
+        return (f"int8 weights, per-row scales; torch._weight_int8pack_mm for <= {PACKED_MAX_ROWS} rows (decode; "
+                f"{compiled}), {dense} for more (prefill)")
 
     def generation_facts(self) -> dict:
         """What a generation result records of the model: its weights' bytes as allocated, their format and

@@ -19,9 +19,9 @@ made a buffer computed once: Inductor otherwise inlines the input's pointwise pr
 weight, silu(gate) * up, a residual add) into the product's loop and recomputes it for every weight row: a
 compute-bound loop (on the AMX Xeon smollm-135m's compiled bf16 step took 33.7 ms per token with it, 24.9-29.0
 without). And W's rows are multiplied ``ROW_BLOCKS`` blocks at a time: one sum per block of rows, all of the same
-shape and input, which Inductor fuses into one loop that keeps a sum of each block in flight (C++ it compiles
-with four independent accumulators; one row's sum alone waits on each add: the AMX Xeon's loop of one block read
-fp32 weights at 14 GB/s, of four at 25, int8 at 8 and 14). The same for int8 weights (their per-row scale
+shape and input, which Inductor fuses into one loop that keeps a sum of each block in flight (four independent
+accumulators in its C++; one row's sum alone waits on each add: the AMX Xeon's loop of one block read fp32
+weights at 14 GB/s, of four at 25, int8 at 8 and 14). The same for int8 weights (their per-row scale
 applied to the sums), which is faster than ``torch._weight_int8pack_mm``'s one row.
 """
 
