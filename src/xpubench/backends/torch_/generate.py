@@ -182,14 +182,14 @@ class OwnCacheGenerator(TorchGenerator):
     def info(self) -> dict:
         """The SDPA kernels (``TorchGenerator.info``), the KV cache's bytes as allocated, the decode step
         and the model's facts."""
-        fused_rows = not any(proj.int4 for _, proj in self.model.projections())   # int4 keeps its kernel
+        facts = self.model.generation_facts()
         fused = (f", one-row projections as fused multiply-sums of inputs computed once, {ROW_BLOCKS} blocks of rows "
-                 "side by side" if self.device.type == "cpu" and fused_rows else "")
+                 "side by side" if self.device.type == "cpu" and facts.get("weight_format") != "int4" else "")
         step = ("eager" if self._step is None
                 else f"compiled (torch.compile, mode={self.compile_mode()}, static KV cache{fused})")
         threads = torch.get_num_threads() if self.device.type == "cpu" else None
         return {**super().info(), "kv_cache_bytes": tensor_bytes((self.cache.k, self.cache.v)), "decode_step": step,
-                "threads": threads, **self.model.generation_facts()}
+                "threads": threads, **facts}
 
 
 INT8_METHOD = "torch.ao.quantization.quantize_dynamic: nn.Linear int8 weights, dynamic int8 activations"

@@ -124,15 +124,14 @@ class Proj(nn.Module):
         return self.weight.to(dtype) * self.scale[:, None] if self.int8 else self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if rows == 1 and not self.int4 and x.device.type == "cpu" and torch.compiler.is_compiling():
+            # decode's one row compiled for a CPU (torch_weights.py); int8: its scale applied to the sums
+            return one_row_product(self.weight, x, self.scale if self.int8 else None)
         if not self.quantised:
-            if x.numel() == x.shape[-1] and x.device.type == "cpu" and torch.compiler.is_compiling():
-                return one_row_product(self.weight, x)   # decode's one row compiled for a CPU (torch_weights.py)
             if widened(x):   # many rows of half weights on a CPU without instructions for them (torch_weights.py)
                 return F.linear(x.float(), self.weight.float()).to(x.dtype)
             return F.linear(x, self.weight)
-        rows = x.numel() // x.shape[-1]
-        if self.int8 and rows == 1 and x.device.type == "cpu" and torch.compiler.is_compiling():
-            return one_row_product(self.weight, x, self.scale)   # as a float one, its scale applied to the sums
         if self.kernel is not None:
             y = torch._weight_int4pack_mm_for_cpu(x.reshape(rows, x.shape[-1]).contiguous(), self.kernel[0],
                                                  self.group, self.kernel[1])

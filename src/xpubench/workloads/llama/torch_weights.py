@@ -28,6 +28,7 @@ applied to the sums), which is faster than ``torch._weight_int8pack_mm``'s one r
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -51,10 +52,10 @@ def native_half(dtype: torch.dtype) -> bool:
 def one_row_product(weight: torch.Tensor, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
     """x @ W^T (times a per-row ``scale``: int8) for x of one row (any leading shape of size 1), W (out, in)
     float or int8, written for Inductor on a CPU (module docstring), in x's dtype. The input made a buffer: the
-    max over copies of it, which is it exactly; W's rows in ``ROW_BLOCKS`` blocks (fewer if they do not divide)."""
+    max over copies of it, which is it exactly; W's rows in ``ROW_BLOCKS`` blocks (their greatest common
+    divisor with the rows)."""
     row = x.reshape(1, 1, -1).float().expand(COMPUTED_ONCE_COPIES, 1, x.shape[-1]).amax(0)
-    blocks = next(b for b in (ROW_BLOCKS, 2, 1) if weight.shape[0] % b == 0)
-    y = torch.cat([(block.float() * row).sum(-1) for block in weight.chunk(blocks)])
+    y = torch.cat([(block.float() * row).sum(-1) for block in weight.chunk(math.gcd(weight.shape[0], ROW_BLOCKS))])
     if scale is not None:
         y = y * scale.float()
     return y.to(x.dtype).view(*x.shape[:-1], -1)
