@@ -16,6 +16,7 @@ jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
 
 from xpubench.backends.jax_.generate import OwnCacheJaxGenerator
+from xpubench.harness.generation import cache_positions
 from xpubench.workloads.llama.config import LlamaConfig
 from xpubench.workloads.llama.workload import WORKLOAD, configure
 
@@ -43,3 +44,37 @@ def test_bf16_weights_are_converted_inside_the_products_loop():
     entry = decode_program("bf16")
     copies = re.findall(r"= f32\[(\d+),(\d+)\]\S* (?:fusion|convert)\(%params__", entry)
     assert not copies, copies    # no float32 copy of a weight is written
+
+
+INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.-]+) = (\w+)\[([\d,]*)\]\S* ([\w-]+)\(([^)]*)\)", re.MULTILINE)
+
+
+def instructions(entry: str) -> dict:
+    """name -> (dims, op, operand names) for each instruction of the entry computation."""
+    return {m[1]: (tuple(int(d) for d in m[3].split(",") if d), m[4], re.findall(r"%([\w.-]+)", m[5]))
+            for m in INSTRUCTION.finditer(entry)}
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16"])
+def test_the_decode_step_writes_the_cache_in_place_and_copies_none_of_it(fmt):
+    """Nothing the size of one layer's keys is made but the in-place update: no transposed or copied cache
+    (the (B, T, KV, D) layout made XLA transpose every layer's keys at every token; a 4-D (B, KV, T, D) one
+    copied the whole cache)."""
+    entry = decode_program(fmt)
+    layer_cache = CFG.n_kv_heads * cache_positions(CFG.max_positions, 9, 4) * CFG.head_dim   # one sequence
+    sized = {name: op for name, (dims, op, _) in instructions(entry).items()
+             if int(np.prod(dims)) == layer_cache and op not in ("parameter", "bitcast", "get-tuple-element")}
+    assert sized and all("dynamic-update-slice" in name for name in sized), sized
+
+
+def test_every_bf16_product_reads_its_input_as_one_flat_row():
+    """The fused matrix-vector loops' inputs are rows (one dimension above 1), never the attention's
+    (KV, H/KV, D) or (B, 1, H, D) output, which XLA:CPU reads element by element (10x slower at smollm-135m)."""
+    entry = decode_program("bf16")
+    found = instructions(entry)
+    products = [(name, operands) for name, (dims, op, operands) in found.items()
+                if op == "fusion" and "dot" in name and any(o.startswith("params__") for o in operands)]
+    assert len(products) == PROJECTIONS, products
+    for name, operands in products:
+        inputs = [found[o][0] for o in operands if not o.startswith("params__")]
+        assert inputs and all(sum(d > 1 for d in dims) == 1 for dims in inputs), (name, inputs)

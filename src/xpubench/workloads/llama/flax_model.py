@@ -22,11 +22,11 @@ per projection of smollm-135m, one core). The arithmetic is the one XLA did befo
 products and sums); on accelerators the operands stay in the compute dtype (bf16 tensor cores).
 
 Generation (``extend(idx, kv, pos)`` -> (logits of the last position (B, V), kv)), the contract of
-``backends/jax_/generate.py``: kv a tuple over layers of (k, v), each (B, T_max, KV, D), of fixed size;
-t > 1 tokens is the prefill (pos must be 0: causal attention over idx, keys and values written at
-0..t-1); t = 1 a decode step at ``pos`` (an int32 scalar, may be traced): written at ``pos``, attends to
-0..pos (``key_value_seq_lengths``), so every step has the same shapes and one compiled program serves
-them all. ``jax.nn.dot_product_attention`` takes the KV heads as they are (grouped-query attention).
+``backends/jax_/generate.py``: kv a tuple over layers of (k, v), each (B·KV, T_max, D), of fixed size
+(``flax_attention``); t > 1 tokens is the prefill (``jax.nn.dot_product_attention``, causal, keys and values
+written at pos .. pos + t - 1); t = 1 a decode step at ``pos`` (an int32 scalar, may be traced): written at
+``pos``, attends to 0..pos (``flax_attention.decode``, the later positions masked), so every step has the
+same shapes and one compiled program serves them all.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
+from xpubench.workloads.llama import flax_attention as attention
 from xpubench.workloads.llama.checkpoint import Checkpoint, target
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
 from xpubench.workloads.llama.costs import (
@@ -189,23 +190,19 @@ class Block(nn.Module):
         qkv = self.qkv(self.attn_norm(x)).reshape(b, t, h + 2 * g, d)
         qk = rope(qkv[:, :, :h + g], cos, sin)
         q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + g:]
-        lengths, mask = None, None
+        mask, y = None, None
         if kv is not None:
-            k_cache = jax.lax.dynamic_update_slice_in_dim(kv[0], k.astype(kv[0].dtype), pos, axis=1)
-            v_cache = jax.lax.dynamic_update_slice_in_dim(kv[1], v.astype(kv[1].dtype), pos, axis=1)
-            kv = (k_cache, v_cache)
+            kv = (attention.write(kv[0], k, pos), attention.write(kv[1], v, pos))
             if t == 1:
-                k, v = k_cache, v_cache
-                lengths = jnp.full((b,), pos + 1, dtype=jnp.int32)
+                y = attention.decode(q, kv[0], kv[1], pos)
             elif pos:   # a prefill after ``pos`` cached positions (--depth): token i attends to 0 .. pos + i
-                k, v = k_cache[:, :pos + t], v_cache[:, :pos + t]
+                k, v = attention.cached(kv[0], b, pos + t), attention.cached(kv[1], b, pos + t)
                 mask = (jnp.arange(pos + t)[None, :] <= pos + jnp.arange(t)[:, None])[None, None]
-        y = jax.nn.dot_product_attention(q, k, v, is_causal=t > 1 and mask is None, mask=mask,
-                                         key_value_seq_lengths=lengths)
+        if y is None:
+            y = jax.nn.dot_product_attention(q, k, v, is_causal=t > 1 and mask is None, mask=mask)
         x = x + self.o(y.reshape(b, t, h * d))
         gate, up = jnp.split(self.gate_up(self.mlp_norm(x)), 2, axis=-1)
         return x + self.down(jax.nn.silu(gate) * up), kv
-
 
 INT8_METHOD = ("int8 weights, per-output-channel scales; dequantised in the compiled step: "
                "(x @ w.astype({to}).T) * scale, accumulated in float32")
@@ -239,8 +236,9 @@ class LlamaFlax(nn.Module):
 
     @nn.nowrap
     def new_kv(self, batch: int, positions: int) -> tuple:
-        """Zeroed keys and values: a tuple over layers of (k, v), each (B, positions, KV, D) in the compute dtype."""
-        shape = (batch, positions, self.cfg.n_kv_heads, self.cfg.head_dim)
+        """Zeroed keys and values: a tuple over layers of (k, v), each (B·KV, positions, D) in the compute dtype
+        (``flax_attention``)."""
+        shape = (batch * self.cfg.n_kv_heads, positions, self.cfg.head_dim)
         return tuple((jnp.zeros(shape, self.dtype), jnp.zeros(shape, self.dtype)) for _ in range(self.cfg.n_layers))
 
     @nn.nowrap
