@@ -1,7 +1,7 @@
 """The JAX decode step at the hardware's limit (issue 33), read from the optimized HLO XLA compiles for it
 (never a timing): at batch 1 every float32 projection is a matrix-vector ``dot`` of the weight parameter
 itself, not a loop fusion that recomputes its input (the RMS norm, the embedding lookup) for every weight
-row (1.56x slower fp32 steps on an AMX Xeon); a bf16 model's weights are converted inside the product's
+row (1.56x slower fp32 steps on an AMX Xeon); bf16, int8 and int4 weights are converted inside the product's
 loop, never written out as a float32 copy. Tiny model, default XLA options (fusion is what is tested)."""
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ def test_float32_projections_are_dots_of_the_weights_themselves():
     assert len(re.findall(r" dot\(%params__", entry)) == PROJECTIONS, entry
 
 
-def test_bf16_weights_are_converted_inside_the_products_loop():
-    entry = decode_program("bf16")
+@pytest.mark.parametrize("fmt", ["bf16", "int8", "int4"])
+def test_reduced_weights_are_converted_inside_the_products_loop(fmt):
+    """int4 too: its weights are dequantised in the step, and a float32 one-row dot of them wrote them out whole
+    first (3 tok/s at smollm-135m)."""
+    entry = decode_program(fmt)
     copies = re.findall(r"= f32\[(\d+),(\d+)\]\S* (?:fusion|convert)\(%params__", entry)
     assert not copies, copies    # no float32 copy of a weight is written
 

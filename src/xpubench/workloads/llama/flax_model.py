@@ -57,7 +57,7 @@ INIT_STD = 0.02
 NORMAL = nn.initializers.normal(INIT_STD)
 
 
-def matmul(x, w, dtype, to=None):
+def matmul(x, w, dtype, to=None, computed=False):
     """x @ w.T (w (N, K), one row per output, or its dequantised form) accumulated in float32, the result in
     ``dtype``; ``to``: the dtype both operands become first inside the compiled function (None: w's; fp32
     on XLA:CPU, module docstring). Written as ``rows @ w.T`` on x flattened to (rows, K): for one row that
@@ -65,10 +65,11 @@ def matmul(x, w, dtype, to=None):
     rows, or a 3-D one, gets the conversion in a buffer of its own). One row of float32 weights, nothing to
     convert, is ``w @ row``: a matrix-vector product XLA:CPU runs as a dot of its own, where ``rows @ w.T`` became
     a loop fusion that recomputed the row's producer (the RMS norm, the embedding lookup) for every weight row:
-    1.56x faster fp32 decode steps on an AMX Xeon (docs/workloads.md)."""
+    1.56x faster fp32 decode steps on an AMX Xeon (docs/workloads.md). ``computed``: w is made in the step
+    (dequantised int4), which such a dot would have written out whole first (int4 decoded at 3 tok/s)."""
     to = to or w.dtype
     rows = x.reshape(-1, x.shape[-1]).astype(to)
-    if rows.shape[0] == 1 and w.dtype == to == jnp.float32:
+    if rows.shape[0] == 1 and w.dtype == to == jnp.float32 and not computed:
         y = jnp.matmul(w, rows[0], preferred_element_type=jnp.float32)[None]
     else:
         y = jnp.matmul(rows, w.astype(to).T, preferred_element_type=jnp.float32)
@@ -108,7 +109,7 @@ class Proj(nn.Module):
             w = self.param("kernel", nn.initializers.zeros, (n, k // 2), jnp.uint8)
             scale = self.param("scale", nn.initializers.ones, (n, k // self.group), self.dtype)
             zero = self.param("zero", nn.initializers.zeros, (n, k // self.group), self.dtype)
-            return matmul(x, dequant_int4(w, scale, zero, 1, self.group, to), self.dtype)
+            return matmul(x, dequant_int4(w, scale, zero, 1, self.group, to), self.dtype, computed=True)
         return matmul(x, self.param("kernel", NORMAL, (n, k), self.dtype), self.dtype, to)
 
 
@@ -148,7 +149,8 @@ class Embed(nn.Module):
         if self.fmt == "int8":
             return matmul(x, self.embedding, self.dtype, to) * self.scale
         if self.fmt == "int4":
-            return matmul(x, dequant_int4(self.embedding, self.scale, self.zero, 1, self.group, to), self.dtype)
+            return matmul(x, dequant_int4(self.embedding, self.scale, self.zero, 1, self.group, to), self.dtype,
+                          computed=True)
         return matmul(x, self.embedding, self.dtype, to)
 
 
@@ -203,6 +205,7 @@ class Block(nn.Module):
         x = x + self.o(y.reshape(b, t, h * d))
         gate, up = jnp.split(self.gate_up(self.mlp_norm(x)), 2, axis=-1)
         return x + self.down(jax.nn.silu(gate) * up), kv
+
 
 INT8_METHOD = ("int8 weights, per-output-channel scales; dequantised in the compiled step: "
                "(x @ w.astype({to}).T) * scale, accumulated in float32")
