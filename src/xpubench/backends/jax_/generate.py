@@ -1,12 +1,13 @@
 """JAX greedy generation with a fixed-size KV cache (the measurement is ``harness/generation.py``).
 
-The cache is a pytree ``(kv, pos)``: ``kv`` a tuple over layers of (k, v), each (B, T_max, H, Q) in the
-compute dtype, for ``depth + prompt_len + new_tokens - 1`` positions (the last token generated is never
+The cache is a pytree ``(kv, pos)``: ``kv`` a tuple over layers of (k, v) in the compute dtype (gpt's each
+(B, T_max, H, Q); a model with its own cache, ``OwnCacheJaxGenerator``, lays it out itself: llama's
+``flax_attention``), for ``depth + prompt_len + new_tokens - 1`` positions (the last token generated is never
 fed back; ``depth`` positions written once before the rounds, which start after them: llama-bench's
 -d), and ``pos`` an int32 scalar. It is allocated once, on the device, and donated to every call, so
 XLA updates it in place. Prefill and decode are jitted and compiled ahead of time (``compile()``, timed
 apart as compile_s); every decode step has the same shapes (the position is data, keys past it are
-masked out by ``key_value_seq_lengths``), so one compiled program serves the whole round.
+masked out), so one compiled program serves the whole round.
 
 Precision: fp32 traces under ``jax.default_matmul_precision("highest")`` (true fp32, as in training);
 bf16 / fp16 cast the parameters, activations and cache to that dtype.

@@ -38,7 +38,7 @@ def decode(q, k_cache, v_cache, pos):
     """q (B, 1, H, D) against the caches (module docstring) -> (B, 1, H, D) in q's dtype."""
     b, _, h, d = q.shape
     rows, positions = k_cache.shape[:2]
-    groups = q.reshape(rows, h * b // rows, d)
+    groups = q.reshape(rows, -1, d)                     # (B·KV, H/KV, D): each KV head's queries
     s = jnp.einsum("kgd,ktd->kgt", groups, k_cache, preferred_element_type=jnp.float32) / math.sqrt(d)
     s = jnp.where(jnp.arange(positions) <= pos, s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1).astype(v_cache.dtype)
