@@ -52,7 +52,7 @@ def test_site_of_the_recorded_runs(tmp_path, capsys):
     out = tmp_path / "site"
     assert main(["site", str(RUNS), "-o", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "5 runs, 54 cases" in said and "9 workloads" in said
+    assert "6 runs, 57 cases" in said and "9 workloads" in said
     index = (out / "index.html").read_text()
     for name in ("default-zen3-quiet.jsonl", "llama-brief-zen3.jsonl", "w/matmul.html", "w/llama.html"):
         assert name in index

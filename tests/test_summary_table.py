@@ -109,10 +109,11 @@ def test_columns_no_row_fills_are_dropped():
 
 def test_the_progress_line_says_which_statistic_each_figure_is():
     line = generation_line({"batch": 1, "prompt_len": 64, "new_tokens": 16, "prefill_tokens_per_s": 3702.0,
-                            "ttft_s": 0.01729, "decode_tokens_per_s": 31.5, "decode_token_p50_s": 0.00727})
-    assert line == ("pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (mean step 31.75 ms; "
-                    "median step 7.27 ms)")
-    # the mean step is the tok/s figure's own statistic: 1 / 31.5 tok/s
+                            "ttft_s": 0.01729, "decode_tokens_per_s": 31.5, "decode_token_s": 1 / 31.5,
+                            "decode_token_p50_s": 0.00727})
+    assert line == ("pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (median round's mean step 31.75 ms; "
+                    "median single step 7.27 ms)")
+    # the round's mean step is the tok/s figure's own statistic: 1 / 31.5 tok/s
     assert f"{1 / 31.5 * 1e3:.2f} ms" in line
 
 

@@ -17,9 +17,11 @@ Timed regions (see docs/workloads.md, "GPT"):
 - ``decode_token_s`` (samples, ``new_tokens - 1`` per round): one decode step, from the call until its
   token exists on the device. Every step is synchronised, as in a serving loop that streams each token
   or checks a stop condition: the host never queues step k+1 while the device runs step k.
-Derived: ``prefill_tokens_per_s`` = batch x prompt_len / median prefill; ``decode_tokens_per_s`` =
-batch x decode steps / their total time (a throughput: a ratio of totals); ``decode_token_p50_s`` /
-``p90`` per-token latency; ``tokens_per_s`` = batch x new_tokens / median round (prefill + decode).
+Derived: ``prefill_tokens_per_s`` = batch x prompt_len / median prefill; ``decode_token_s`` = the
+median over rounds of a round's mean step (its decode time / its steps: stalls included, as in a
+throughput), ``decode_tokens_per_s`` = batch / decode_token_s (the statistic a case folds, compares and
+shows: docs/methodology.md); ``decode_token_p50_s`` / ``p90`` per-token latency of single steps;
+``tokens_per_s`` = batch x new_tokens / median round (prefill + decode).
 
 Energy (energy/windows.py), where the device has a readable counter (RAPL, NVML, AMD SMI): read around
 every timed prefill and, apart, around every timed round's decode steps (the synchronised steps, the
@@ -169,7 +171,7 @@ def measure(gen: Generator, budget_s: float | None = None,
         prefills.append(prefill)
         rounds.append(steps)
     decode = [t for steps in rounds for t in steps]
-    pre, dec = summarize(prefills), summarize(decode)
+    pre, dec, step = summarize(prefills), summarize(decode), summarize([sum(s) / len(s) for s in rounds])
     round_s = summarize([p + sum(steps) for p, steps in zip(prefills, rounds)])
     metrics = {
         "compile_s": compile_s,
@@ -184,9 +186,10 @@ def measure(gen: Generator, budget_s: float | None = None,
         "decode_token_p50_s": dec.median,
         "decode_token_p90_s": dec.p90,
         "decode_token_cv": dec.cv,
-        "decode_token_ci95_low_s": dec.ci95_low,
-        "decode_token_ci95_high_s": dec.ci95_high,
-        "decode_tokens_per_s": gen.batch * len(decode) / sum(decode),
+        "decode_token_s": step.median,
+        "decode_token_ci95_low_s": step.ci95_low,
+        "decode_token_ci95_high_s": step.ci95_high,
+        "decode_tokens_per_s": gen.batch / step.median,
         "tokens_per_s": gen.batch * gen.new_tokens / round_s.median,
         "prefill_tokens_per_s_sd": _sd([gen.batch * gen.prompt_len / p for p in prefills]),
         "decode_tokens_per_s_sd": _sd([gen.batch * len(steps) / sum(steps) for steps in rounds]),
@@ -231,5 +234,4 @@ def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_
         metrics["flops_per_sample"] = per_token
         metrics["achieved_flops_per_s"] = per_token * metrics["decode_tokens_per_s"]
     metrics["prefill_s"] = metrics["ttft_s"]
-    metrics["decode_token_s"] = metrics["decode_token_p50_s"]
     return Outcome(metrics=metrics, samples=samples)

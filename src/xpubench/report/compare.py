@@ -3,9 +3,9 @@ side, with the time ratio and a 95% confidence interval.
 
 The statistic (docs/reports.md, docs/methodology.md): a case's figure is the median of its worker
 processes' medians of the headline raw samples (its mode's ``samples``, results/modes.py: matmul
-``warm_s``, training ``step_s``, inference ``latency_s``, generation ``decode_token_s``). Its bootstrap
-resamples both levels, independently in each file: the processes with replacement, then each drawn
-process's samples (seeded, 5,000 resamples); the interval is the 2.5th-97.5th percentile of
+``warm_s``, training ``step_s``, inference ``latency_s``, generation ``decode_token_s`` as each round's mean
+step). Its bootstrap resamples both levels, independently in each file: the processes with replacement,
+then each drawn process's samples (seeded, 5,000 resamples); the interval is the 2.5th-97.5th percentile of
 figure(B*) / figure(A*). A difference is called only when
 - the interval excludes 1,
 - the ratio is at least ``min_change`` (default 5%) away from 1, and

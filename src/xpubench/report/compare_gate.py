@@ -128,10 +128,11 @@ def geometric_mean(rows) -> float | None:
 
 
 def ratio_text(ratio: float | None) -> str:
+    """B/A as words: "1.52x slower", "1.10x faster"; one that rounds to 1.00x either way: "the same (1.00x)"."""
     if ratio is None:
         return "n/a"
-    if abs(ratio - 1) < 0.0005:
-        return "1.00x (no change)"
+    if f"{max(ratio, 1 / ratio):.2f}" == "1.00":
+        return "the same (1.00x)"
     return f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
 
 

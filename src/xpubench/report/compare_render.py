@@ -18,7 +18,8 @@ from xpubench.results.plaintext import markup
 
 def explain(comparisons) -> str:
     change = comparisons[0].min_change if comparisons else 0.05
-    samples = ", ".join(f"{m.label} {m.samples[0]}" for m in MODES.values())   # results/modes.py
+    samples = ", ".join(f"{m.label} {m.samples[0]}" + (" as each round's mean step" if m.samples[0] in m.rounds else "")
+                        for m in MODES.values())   # results/modes.py
     text = (f"time = median of each case's worker-process medians of its raw samples ({samples}); B/A > 1 "
             "means B is slower; 95% CI from a seeded bootstrap over the "
             "processes, then the samples within them, of both files; a difference is called only when the CI "

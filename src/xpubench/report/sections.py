@@ -170,15 +170,15 @@ register(ReportSection(
     charts=_made(generation_charts.throughput_latency_chart), intro=(
         "Greedy decoding with a KV cache (docs/workloads.md, GPT; a Llama-family model is in the next section). "
         "TTFT = the prefill of the whole prompt batch until the first token exists on the device; decode "
-        "tok/s = batch x decode steps / their total time; end-to-end tok/s = new tokens / the whole "
-        "generation, prefill included; per-token latency = one synchronised decode step. MFU (decode) = the "
-        "decode FLOP rate (2N + 4·L·C·context per token) over the chip's peak: decoding is bound by memory, "
-        "not FLOPs.")))
+        "tok/s = batch / the median round's mean decode step (the median of the processes'); end-to-end "
+        "tok/s = new tokens / the whole generation, prefill included; per-token latency = one synchronised "
+        "decode step. MFU (decode) = the decode FLOP rate (2N + 4·L·C·context per token) over the chip's "
+        "peak: decoding is bound by memory, not FLOPs.")))
 register(ReportSection(
     "Language models: prompt processing and generation", "llm", tables=lambda data: llm.format_tables(data.frame),
     charts=_made(generation_charts.tokens_batch_chart), intro=(
         "The llama-bench figures per weight format: pp = prompt tokens/s (the prefill of the whole prompt "
-        "batch; TTFT), tg = generated tokens/s (batch x decode steps / their time), per-token latency of "
+        "batch; TTFT), tg = generated tokens/s (batch / the median round's mean decode step), per-token latency of "
         "one synchronised decode step. Of bw bound = tg / (memory bandwidth / bytes one generated token "
         "reads: the weights once per step, the KV cache), the bandwidth measured by `xpubench ceilings` or "
         "by the run's brief measurement (its fastest window: a ceiling), else the device's spec; above 100% "

@@ -1,16 +1,23 @@
 """A case's worker processes folded into one Result, the figure a report shows.
 
-With one process the Result is that process's run, field for field (files written before processes
-were repeated read exactly as before). With several:
+With one process the Result is that process's run, field for field, its rates derived as below (files
+written before processes were repeated read as before; one written before the generation loop recorded
+the rounds' statistic gets its decode time from its rounds). With several:
 - status: "ok" when at least one process ended ok; then every figure comes from the ok processes and a
   warning names the ones that did not. With none ok, the first failure's status and message.
 - metrics: each number is the median over the ok processes of that process's own figure (whole
-  numbers: the lower median, a value that occurred), so every rate derived from the headline time (samples/s,
-  FLOP/s, MFU) stays consistent with it; other values are kept when the processes agree, else the
-  first process's. The headline time (its mode's ``samples``, results/modes.py) is the median of the
+  numbers: the lower median, a value that occurred); other values are kept when the processes agree, else
+  the first process's. The headline time (its mode's ``samples``, results/modes.py) is the median of the
   process medians, its 95% interval a bootstrap over both levels (results/stats.py two_level), and these are added:
   ``processes``, ``process_between_spread`` and ``process_within_spread`` (the two levels' spread),
   ``process_disagreement`` ("bimodal", "machine state changed" or None) and its sentence in ``warning``.
+- rates (any number of processes): each of its mode's ``rates`` is derived again from the case's time,
+  work / time (samples/s = global batch / step_s, FLOP/s = FLOPs / warm_s, decode tok/s = batch /
+  decode_token_s), and the rates that scale with it (tokens/s, achieved FLOP/s) kept at their multiple of
+  it: a median of rates is not the rate of the median time (two processes: the mean of two rates against
+  the mean of two times), and the shown figure, the ratio and the winner must come from one statistic.
+- samples a mode records step by step in rounds (generation's decode steps, ``Mode.rounds``): the
+  statistic reads each round's mean step (``statistic_samples``), the figure its median over rounds.
 - samples: each ok process's samples one after the other (``runs`` keeps them apart); series, artifacts
   and placement: the first ok process's.
 - a case with a quality target (``metrics["target"]``): each process is one seed, and its time to target
@@ -19,10 +26,13 @@ were repeated read exactly as before). With several:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 
-from xpubench.results.modes import mode_of
+import numpy as np
+
+from xpubench.results.modes import Mode, mode_of
 from xpubench.results.schema import Result, Run, retryable
 from xpubench.results.stats import two_level
 from xpubench.results.target_stats import fold, status
@@ -37,13 +47,25 @@ def headline_name(runs_or_result) -> str | None:
     return mode.sample_name(runs_or_result.samples) if mode else None
 
 
+def statistic_samples(run, name: str) -> list[float]:
+    """A process's (a Run's, or a Result's) samples of ``name`` as the case's statistic reads them: where its
+    mode records them step by step in the result's ``rounds`` equal runs (``Mode.rounds``: generation's
+    decode steps), each round's mean step; else as recorded."""
+    values = [v for v in run.samples.get(name) or [] if v is not None]
+    mode, rounds = mode_of(run.case.get("mode")), run.metrics.get("rounds")
+    if mode and name in mode.rounds and isinstance(rounds, int) and 0 < rounds < len(values):
+        return [float(np.mean(steps)) for steps in np.array_split(values, rounds)]
+    return values
+
+
 def process_groups(result: Result, name: str | None = None) -> list[list[float]]:
-    """The headline samples (or ``name``'s) of each ok process, one list per process."""
+    """The headline samples (or ``name``'s) of each ok process as the statistic reads them
+    (``statistic_samples``), one list per process."""
     name = name or headline_name(result)
     if name is None:
         return []
     runs = result.ok_runs or ([result] if result.status == "ok" else [])
-    return [[v for v in r.samples.get(name) or [] if v is not None] for r in runs if r.samples.get(name)]
+    return [statistic_samples(r, name) for r in runs if r.samples.get(name)]
 
 
 def _is_number(v) -> bool:
@@ -69,19 +91,47 @@ def _merged_metrics(runs: list[Run]) -> dict:
     return out
 
 
-def _add_two_level(metrics: dict, ok: list[Run], name: str) -> None:
-    groups = [r.samples[name] for r in ok if r.samples.get(name)]
+def _headline_time(metrics: dict, ok: list[Run], name: str):
+    """The case's headline time and its interval over both levels (results/stats.py two_level) into
+    ``metrics``; the TwoLevel, or None without samples."""
+    groups = [statistic_samples(r, name) for r in ok if r.samples.get(name)]
     if not groups:
-        return
+        return None
     tl = two_level(groups)
     prefix = name[:-2]
     metrics[name] = tl.median
     if f"{prefix}_ci95_low_s" in metrics:
         metrics[f"{prefix}_ci95_low_s"], metrics[f"{prefix}_ci95_high_s"] = tl.ci95_low, tl.ci95_high
+    return tl
+
+
+def _add_two_level(metrics: dict, ok: list[Run], name: str) -> None:
+    tl = _headline_time(metrics, ok, name)
+    if tl is None:
+        return
     metrics.update(processes=tl.processes, process_between_spread=tl.between_spread,
                    process_within_spread=tl.within_spread, process_disagreement=tl.disagreement)
     if tl.note:
         metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), tl.note) if w)
+
+
+def _positive(value) -> bool:
+    return _is_number(value) and math.isfinite(value) and value > 0
+
+
+def derive_rates(metrics: dict, mode: Mode | None) -> dict:
+    """Each of the mode's ``rates`` as work / the case's time (module docstring), in place; a rate whose time
+    or work is not recorded is left as it is. Returns ``metrics``."""
+    for rate in mode.rates if mode else ():
+        time, work = metrics.get(rate.time), [metrics.get(w) for w in rate.work]
+        if not _positive(time) or not all(_positive(w) for w in work):
+            continue
+        old, new = metrics.get(rate.metric), math.prod(work) / time
+        for name in rate.scaled:
+            if _positive(old) and _is_number(metrics.get(name)):
+                metrics[name] = metrics[name] * new / old
+        metrics[rate.metric] = new
+    return metrics
 
 
 def aggregate(runs: list[Run]) -> Result:
@@ -89,10 +139,17 @@ def aggregate(runs: list[Run]) -> Result:
     if not runs:
         raise ValueError("a case needs at least one run")
     first = runs[0]
+    mode = mode_of(first.case.get("mode"))
     if len(runs) == 1:
         fields = {k: getattr(first, k) for k in ("case", "status", "message", "samples", "series", "artifacts",
                                                  "placement", "fingerprint", "started_at", "duration_s")}
-        return fold_target(Result(**fields, metrics=dict(first.metrics), runs=[first]))
+        metrics = dict(first.metrics)
+        name = headline_name(first) if first.status == "ok" else None
+        if name and name in mode.rounds:   # read from the rounds, as a file before the loop recorded them needs
+            _headline_time(metrics, [first], name)
+        if first.status == "ok":
+            derive_rates(metrics, mode)
+        return fold_target(Result(**fields, metrics=metrics, runs=[first]))
     ok = [r for r in runs if r.status == "ok"]
     bad = [r for r in runs if r.status != "ok"]
     base = ok[0] if ok else bad[0]
@@ -103,6 +160,7 @@ def aggregate(runs: list[Run]) -> Result:
         name = headline_name(ok[0])
         if name:
             _add_two_level(metrics, ok, name)
+        derive_rates(metrics, mode)
         if bad:
             note = f"{len(bad)} of {len(runs)} processes did not end ok ({failures}); figures from the other {len(ok)}"
             metrics["warning"] = "; ".join(w for w in (metrics.get("warning"), note) if w)

@@ -47,6 +47,26 @@ class Figure:
         return str(name) if name else None
 
 
+@dataclass(frozen=True)
+class Rate:
+    """A rate derived from a time, as the case's figure is: ``work`` (the product of these metrics: FLOPs
+    per product, samples per step, tokens per decode step) over ``time``, a metric that is the case's
+    statistic of its samples (results/fold.py: the median of the process medians of the samples of that
+    name, or of the processes' own figures). ``scaled``: rates that are a fixed multiple of this one
+    (FLOP/s = FLOPs per sample x samples/s, tokens/s = tokens per sample x samples/s), kept at that
+    multiple. A ratio of two such rates is the inverse ratio of their times, so the shown figures, the
+    ratio, its interval and the winner all come from one statistic (docs/methodology.md)."""
+
+    metric: str
+    time: str
+    work: tuple[str, ...]
+    scaled: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.metric, self.time, *self.work, *self.scaled)
+
+
 def _present(metrics: Mapping[str, Any], name: str | None) -> bool:
     if name is None:
         return False
@@ -66,10 +86,9 @@ class Mode:
     samples: tuple[str, ...]           # the raw samples of its headline time, the first one present wins
     headline: tuple[Figure, ...]       # its headline figure (summary, "vs best", answer, framework tables)
     higher_is_better: bool = True      # the headline's direction (its time is always lower-is-better)
-    rate_is_median: bool = True        # the headline is a count over the median of its rate samples, so their
-                                       # interval tests a difference in it (generation's decode rate: no)
-    rate_samples: tuple[str, ...] = ()  # the raw samples the headline rate comes from, when not ``samples``
-    per: str | None = None             # what ``rate_samples`` are divided by into per-sample times
+    rates: tuple[Rate, ...] = ()       # the rates derived from a time (the headline's first): results/fold.py
+    rounds: tuple[str, ...] = ()       # samples recorded step by step in the result's ``rounds`` equal runs:
+                                       # the statistic reads each round's mean step (generation's decode)
     details: tuple[Figure, ...] = ()   # what a finished case's progress line adds after its headline
     cold: str | None = None            # the start-up figure a speedup compares (a time, or a rate)
     size: str = "batch_size"           # the case field a case is measured at ("size": matmul's N)
@@ -85,9 +104,9 @@ class Mode:
 
     def __post_init__(self) -> None:
         own = set(self.metrics.names())
-        names = [*self.samples, *self.rate_samples, *(f.metric for f in self.headline + self.details if not f.named_by),
-                 *(f.named_by for f in self.details if f.named_by),
-                 *(n for n in (self.flop_rate, self.per, self.cold) if n)]
+        names = [*self.samples, *self.rounds, *(n for r in self.rates for n in r.names),
+                 *(f.metric for f in self.headline + self.details if not f.named_by),
+                 *(f.named_by for f in self.details if f.named_by), *(n for n in (self.flop_rate, self.cold) if n)]
         bad = [n for n in names if n not in own]
         bad += [n for n in (self.peak_share, self.cost.metric if self.cost else None) if n and n not in REGISTRY]
         if bad or not self.samples or not self.headline:
@@ -103,6 +122,11 @@ class Mode:
     def sample_name(self, samples: Mapping[str, Any], names: tuple[str, ...] | None = None) -> str | None:
         """The first of ``names`` (default: the headline samples) with samples in ``samples``, or None."""
         return next((n for n in (names or self.samples) if len(samples.get(n) or []) > 0), None)
+
+    def rate(self, metric: str | None) -> Rate | None:
+        """The Rate ``metric`` comes from (itself, or scaled from it), None for a figure not derived from a time:
+        its ``time`` names the samples whose interval tests a difference in ``metric``."""
+        return next((r for r in self.rates if metric == r.metric or metric in r.scaled), None)
 
     def interval(self, metrics: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         """(median, 95% low, 95% high) of the headline time: the first headline sample name's metrics."""
@@ -140,14 +164,19 @@ SAMPLES_PER_S = Figure("samples_per_s", after="samples/s")
 register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size", size_text=("N={}", "N={}"),
               headline=(Figure("warm_flops_per_s", before="warm"),), cold="cold_flops_per_s",
               details=(Figure("cold_flops_per_s", before="cold"),),
+              rates=(Rate("warm_flops_per_s", "warm_s", ("flops_per_call",)),
+                     Rate("cold_flops_per_s", "cold_s", ("flops_per_call",))),
               flop_rate="warm_flops_per_s", peak_share="pct_of_peak", ranked=True))
 register(Mode("train", TrainMetrics, "training", samples=("step_s",),
               headline=(Figure("tokens_per_s", after="tok/s"), SAMPLES_PER_S), cold="first_epoch_s",
+              rates=(Rate("samples_per_s", "step_s", ("global_batch",), ("tokens_per_s", "achieved_flops_per_s")),
+                     Rate("epoch_samples_per_s", "epoch_s", ("global_batch", "steps_per_epoch"))),
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
               cost=Figure("usd_per_1m_samples", after="1M samples"),
               priced=(("usd_per_1m_samples", "samples_per_s"), ("usd_per_epoch", "epoch_s"))))
 register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"), headline=(SAMPLES_PER_S,),
-              rate_samples=("pass_s",), per="eval_samples",
+              rates=(Rate("samples_per_s", "pass_s", ("eval_samples",), ("achieved_flops_per_s",)),
+                     Rate("batch_samples_per_s", "latency_s", ("batch",))),
               details=(Figure("latency_s", after="/batch"), Figure("metric", named_by="metric_name")),
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
               cost=Figure("usd_per_1m_predictions", after="1M predictions"),
@@ -155,8 +184,10 @@ register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"
 register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_s",),
               headline=(Figure("decode_tokens_per_s", before="decode", after="tok/s"),),
               details=(Figure("ttft_s", before="TTFT"), Figure("decode_token_p50_s", after="/token")),
-              rate_is_median=False, flop_rate="achieved_flops_per_s", peak_share="mfu", bandwidth_bound=True))
+              rates=(Rate("decode_tokens_per_s", "decode_token_s", ("batch",), ("achieved_flops_per_s",)),
+                     Rate("prefill_tokens_per_s", "prefill_s", ("batch", "prompt_len"))),
+              rounds=("decode_token_s",), flop_rate="achieved_flops_per_s", peak_share="mfu", bandwidth_bound=True))
+# xpubench serve (src/xpubench/serve/, docs/serving.md)
 register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size_text=("{} users", "c{}"),
               headline=(Figure("output_tokens_per_s", before="output", after="tok/s"),),
-              details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90")),
-              rate_is_median=False))   # xpubench serve (src/xpubench/serve/, docs/serving.md)
+              details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90"))))

@@ -162,10 +162,9 @@ def disagreement(process_medians, within_spread: float) -> tuple[str | None, str
     within = f"{within_spread:.1%} inside a process"
     if gaps[cut] >= BIMODAL_GAP_SHARE * (pm[-1] - pm[0]):
         fast, slow = pm[:cut + 1], pm[cut + 1:]
-        ratio = float(np.median(slow) / np.median(fast))
+        ratio = float(np.median(slow) / np.median(fast))   # > 1: a time, the slow group's over the fast one's
         few, which = (slow, "slower") if slow.size <= fast.size else (fast, "faster")
-        rate = ratio if which == "slower" else 1 / ratio
-        return "bimodal", (f"bimodal: {few.size} of {pm.size} processes ran {rate:.2f}x {which} than the others "
+        return "bimodal", (f"bimodal: {few.size} of {pm.size} processes ran {ratio:.2f}x {which} than the others "
                            f"({within}): the machine's state changed between processes")
     return "machine state changed", (f"processes disagree: their medians span {spread:.0%} of the median "
                                      f"({within}): the machine's state changed during the run")

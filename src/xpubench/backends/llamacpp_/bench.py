@@ -13,7 +13,8 @@ both with ``-t T`` (this process's usable cores, as torch and JAX compute with),
 after llama-bench's own untimed warm-up run, ``-o jsonl``. llama-bench feeds random token ids and times
 each repetition around ``llama_decode`` with its own clock (including its synchronisation); the depth's
 tokens are decoded before each repetition, untimed. Per repetition only the total is given, so a
-decode step's spread is that of the repetitions' means, not of single steps.
+decode step's spread is that of the repetitions' means, not of single steps: a repetition is what a
+round is to the generation loop, and ``decode_tokens_per_s`` = 1 / the median repetition's mean step.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def figures(pp: dict[str, Any], tg: dict[str, Any], prompt_len: int, new_tokens:
         "compile_s": None, "first_round_s": None, "batch": 1, "prompt_len": prompt_len, "new_tokens": new_tokens,
         "rounds": len(prefills), "ttft_s": pre.median, "ttft_p90_s": pre.p90,
         "prefill_tokens_per_s": prompt_len / pre.median,
-        "decode_token_p50_s": dec.median, "decode_token_p90_s": dec.p90, "decode_token_cv": dec.cv,
+        "decode_token_s": dec.median, "decode_token_p50_s": dec.median, "decode_token_p90_s": dec.p90,
+        "decode_token_cv": dec.cv,
         "decode_token_ci95_low_s": dec.ci95_low, "decode_token_ci95_high_s": dec.ci95_high,
-        "decode_tokens_per_s": len(per_token) * steps / sum(ns / 1e9 for ns in tg["samples_ns"]),
+        "decode_tokens_per_s": 1 / dec.median,
         "tokens_per_s": new_tokens / round_s,
         "warning": named_warnings({"prefill": pre, "decode": dec}),
         "attention_kernel_prefill": attention(pp), "attention_kernel_decode": attention(tg),

@@ -108,14 +108,14 @@ def _ms(seconds) -> str:
 
 def generation_line(m) -> str:
     """A generation process as llama-bench names its tests, each rate beside the time it comes from and
-    that time's statistic: "pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (mean step
-    31.75 ms; median step 7.27 ms)" (decode's tok/s is the steps' total over their time: a mean)."""
+    that time's statistic: "pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (median round's mean
+    step 31.75 ms; median single step 7.27 ms)" (tg tok/s = batch / that step, as the summary derives it)."""
     batch, tg = m.get("batch") or 1, m.get("decode_tokens_per_s")
     pp = (f"pp{m.get('prompt_len', '?')} {fmt_rate(m.get('prefill_tokens_per_s'))} tok/s "
           f"(median prefill {_ms(m.get('ttft_s'))})")
-    mean = _ms(batch / tg) if tg else "n/a"
-    return (f"{pp}, tg{m.get('new_tokens', '?')} {fmt_rate(tg)} tok/s (mean step {mean}; "
-            f"median step {_ms(m.get('decode_token_p50_s'))})" + (f", batch {batch}" if batch > 1 else ""))
+    return (f"{pp}, tg{m.get('new_tokens', '?')} {fmt_rate(tg)} tok/s (median round's mean step "
+            f"{_ms(m.get('decode_token_s'))}; median single step {_ms(m.get('decode_token_p50_s'))})"
+            + (f", batch {batch}" if batch > 1 else ""))
 
 
 def print_run_tables(results, console: Console, *, verbose: bool = True) -> None:

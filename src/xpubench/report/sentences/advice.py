@@ -23,8 +23,7 @@ from xpubench.report.base.frame import (
     series_label,
     setting,
 )
-from xpubench.report.tables.headline import better, figure_text, headline_rate
-from xpubench.results.fold import process_groups
+from xpubench.report.tables.headline import better, figure_text, headline_name, headline_rate, rate_groups
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
@@ -37,17 +36,14 @@ def _name(row, multi: bool) -> str:
 
 
 def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
-    """Raw times per sample, one array per worker process, so cases at different batch sizes compare
-    fairly: the samples behind the mode's rate over what they count (inference: passes over the
-    evaluation set, results/modes.py ``rate_samples`` / ``per``), else the headline samples over the
-    global batch (training steps), the batch, or as is (matmul windows)."""
-    result, mode = data.result(row), row_mode(row)
-    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
-    if name and mode.per and num(row, mode.per):
-        return [np.asarray(g, dtype=float) / float(row[mode.per]) for g in process_groups(result, name)]
-    sizes = [row.get(name) for name in ("global_batch", "batch", "batch_size")]
-    per = next((float(v) for v in sizes if v is not None and pd.notna(v) and v), 1.0)
-    return [g / per for g in data.groups(row)]
+    """Raw times per unit of work, one array per worker process, so cases at different batch sizes compare
+    fairly: the samples the headline figure is derived from over its work (results/modes.py ``Rate``:
+    training steps over the global batch, inference passes over the evaluation set, decode steps over the
+    batch), else the headline samples as they are."""
+    mode = row_mode(row)
+    rate = mode.rate(headline_name(row)) if mode else None
+    work = math.prod(num(row, w) or 0 for w in rate.work) if rate else 0
+    return [g / work for g in rate_groups(data, row)] if work > 0 else data.groups(row)
 
 
 def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
@@ -71,12 +67,16 @@ def _rate(row) -> str:
     return figure_text(row, row["rate"])
 
 
+def _rate_of(row) -> str:
+    return figure_text(row, headline_rate(row))
+
+
 def fastest(data: ResultSet) -> list[str]:
-    """The fastest setup per workload of every mode measured at a batch size (training, inference), and per
-    precision of a mode measured at a size (matmul): the modes whose headline the samples' interval tests
-    (results/modes.py ``rate_is_median``)."""
+    """The fastest setup per workload of every mode measured at a batch size (training, inference,
+    generation), and per precision of a mode measured at a size (matmul): the modes whose headline is
+    derived from a time (results/modes.py ``rates``), so that the samples' interval tests it."""
     frame, lines = data.frame, []
-    tested = [m for m in MODES.values() if m.rate_is_median]
+    tested = [m for m in MODES.values() if any(m.rate(f.metric) for f in m.headline)]
     batched = [m for m in tested if m.size == "batch_size"]
     for mode in batched:
         rows = _ranked(ok_rows(frame, mode.name))
@@ -179,8 +179,9 @@ def break_even(data: ResultSet) -> list[str]:
             if fast["mode"] == "train" and pd.notna(fast.get("global_batch")):
                 extra = f" (~{n * int(fast['global_batch']):,} samples)"
             lines.append(f"{fast['workload']} {fast['precision']} {what}: {_name(fast, multi)} runs {est.ratio:.2f}x "
-                         f"faster per {unit} than {_name(slow, multi)} but needs {fmt_seconds(ov_f - ov_s)} more to "
-                         f"start (compile and first {unit}); it wins only after {n:,} {unit}s{extra}.")
+                         f"faster per {unit} than {_name(slow, multi)} ({fmt_seconds(t_f)} against "
+                         f"{fmt_seconds(t_s)}) but needs {fmt_seconds(ov_f - ov_s)} more to start (compile and first "
+                         f"{unit}); it wins only after {n:,} {unit}s{extra}.")
     return lines
 
 
@@ -207,7 +208,8 @@ def precision_tradeoffs(data: ResultSet) -> list[str]:
             q_key = name if other["mode"] == "infer" and pd.notna(other.get(name)) else "final_metric"
             q_new, q_ref = other.get(q_key), ref.get(q_key)
             est = speedup(data, other, ref)
-            speed = "n/a" if est is None else f"{est.ratio:.2f}x the fp32 speed ({_within(est)})"
+            figures = f"{_rate_of(other)} against {_rate_of(ref)}"
+            speed = "n/a" if est is None else f"{est.ratio:.2f}x the fp32 speed ({figures}; {_within(est)})"
             who = f"{other['workload']} {other['mode']} on {_name(other, multi)}: {other['precision']} ran at {speed}"
             if pd.isna(q_new) or pd.isna(q_ref):
                 lines.append(who + f"; {name} not recorded for both.")

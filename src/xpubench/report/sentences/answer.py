@@ -1,8 +1,9 @@
 """The answer at the end of `xpubench run`: a few lines a person acts on.
 
-- per workload, the fastest backend and device here and by how much against the next one, with the
-  95% interval of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the
-  samples inside them), or "not significant";
+- per workload, the fastest backend and device here and by how much against the next one: both figures
+  and their ratio, from one statistic (work / the median of the process medians), with the 95% interval
+  of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the samples inside
+  them), or "not significant";
 - which figures were noisy (processes that disagreed, or a flagged spread);
 - which cases did not finish and why;
 - where the results file is and the command that makes the report.
@@ -16,7 +17,7 @@ import pandas as pd
 
 from xpubench.report.base.frame import ResultSet, ok_rows, setting
 from xpubench.report.tables import llm
-from xpubench.report.tables.headline import better, headline_rate, rate_groups
+from xpubench.report.tables.headline import better, figure_text, headline_rate, rate_groups
 from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
 from xpubench.results.ratio import ratio_estimate
 
@@ -37,8 +38,9 @@ def _comparable(a, b) -> bool:
 
 
 def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -> str:
-    """One workload (and mode) of one file: its fastest case against the fastest other backend/device;
-    ``named``: the line names the mode (the file holds the workload in several)."""
+    """One workload (and mode) of one file: its fastest case against the fastest other backend/device, both
+    figures and their ratio (the interval's point: both come from the median of the process medians,
+    results/modes.py ``Rate``); ``named``: the line names the mode (the file holds the workload in several)."""
     rows = rows.assign(_rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["_rate"])
     if rows.empty:
         return ""
@@ -50,27 +52,22 @@ def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -
     if others.empty:
         return f"{head} (the only backend/device measured)"
     same = others[[_comparable(best, r) for _, r in others.iterrows()]]
+    other = (same if not same.empty else others).iloc[0]
+    figures = f"{figure_text(best, best['_rate'], named=True)} against {figure_text(other, other['_rate'])}"
+    ratio = best["_rate"] / other["_rate"] if better(best) else other["_rate"] / best["_rate"]
     if same.empty:
-        other = others.iloc[0]
-        return (f"{head} ({setting(best)}), {best['_rate'] / other['_rate']:.2f}x {_name(other)} "
-                f"({setting(other)}: different settings, no interval)")
-    other = same.iloc[0]
+        return (f"{head} ({setting(best)}), {ratio:.2f}x {_name(other)} ({setting(other)}; {figures}: different "
+                "settings, no interval)")
     est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))  # time of other / time of best
-    if est is not None and est.ratio < 1:  # the samples say the other is the faster one: they decide
-        best, other = other, best
-        head = f"{what}: fastest here {_name(best)}"
-        est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))
     where = f" at {setting(best)}" if setting(best) else ""
     if est is None:
-        return f"{head}{where}, {best['_rate'] / other['_rate']:.2f}x {_name(other)} (no raw samples: no interval)"
+        return f"{head}{where}, {ratio:.2f}x {_name(other)} ({figures}; no raw samples: no interval)"
     if not est.significant:
         return (f"{head}{where}, but not significant against {_name(other)} "
-                f"({est.ratio:.2f}x, 95% interval {est.low:.2f}-{est.high:.2f}: {est.note})")
+                f"({figures}: {est.ratio:.2f}x, 95% interval {est.low:.2f}-{est.high:.2f}: {est.note})")
     note = " (provisional: one process a side)" if est.provisional else ""
     return (f"{head}{where}: {est.ratio:.2f}x as fast as {_name(other)} "
-            f"(95% interval {est.low:.2f}-{est.high:.2f}){note}")
-
-
+            f"({figures}; 95% interval {est.low:.2f}-{est.high:.2f}){note}")
 
 
 def _listed(items: list[str]) -> str:

@@ -12,6 +12,7 @@ ENV_VARS = envvars.NAMES   # the result-changing variables (devices/envvars.py s
 NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two runs: shown, never warned about
 BELOW = "kernels below the CPU"
 LIKELY_CAUSE = "the CPU kernels differ: a likely cause of a speed difference"
+NOT_RECORDED = "not recorded"
 
 
 def is_kernel(label: str) -> bool:
@@ -77,7 +78,7 @@ def missing(label: str) -> str:
         return "unset"
     if label == BELOW:
         return "none"
-    return "not recorded" if is_kernel(label) else "not installed"
+    return NOT_RECORDED if is_kernel(label) else "not installed"
 
 
 def file_fingerprints(entries) -> dict[str, list[dict]]:
@@ -97,18 +98,30 @@ def _same(a: dict, b: dict) -> bool:
     return {k: v for k, v in sa.items() if k not in strip} == {k: v for k, v in sb.items() if k not in strip}
 
 
+def _fact(summary: dict[str, str], fp: dict | None, label: str) -> str:
+    """A fact of a summarised fingerprint, or what its absence means (``missing``); which kernels ran
+    below the CPU is "not recorded" where the fingerprint holds no kernels at all."""
+    if label == BELOW and label not in summary and not (fp or {}).get("kernels"):
+        return NOT_RECORDED
+    return summary.get(label, missing(label))
+
+
 def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "B")) -> list[str]:
     """One line per fact that differs between two fingerprints: "torch: 2.13.0+cpu (A) vs 2.4.0 (B)"; those
-    about the CPU kernels first, flagged as a likely cause (LIKELY_CAUSE)."""
+    about the CPU kernels first, flagged as a likely cause (LIKELY_CAUSE) where both sides recorded them
+    (a side that never loaded the library, a numpy-only run's torch kernels, says "not recorded": no claim)."""
     sa, sb = summarize_fingerprint(a), summarize_fingerprint(b)
     first, rest = [], []
     for label in dict.fromkeys([*sa, *sb]):
         if label in NOT_COMPARED:
             continue
-        va, vb = sa.get(label, missing(label)), sb.get(label, missing(label))
+        va, vb = _fact(sa, a, label), _fact(sb, b, label)
         if va != vb:
             line = f"{label}: {va} ({names[0]}) vs {vb} ({names[1]})"
-            (first if is_kernel(label) else rest).append(f"{line} - {LIKELY_CAUSE}" if is_kernel(label) else line)
+            if is_kernel(label) and NOT_RECORDED not in (va, vb):
+                first.append(f"{line} - {LIKELY_CAUSE}")
+            else:
+                rest.append(line)
     return first + rest
 
 

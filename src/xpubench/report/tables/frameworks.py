@@ -44,13 +44,17 @@ def _headline(row):
 
 def faster_text(est, a: str, b: str) -> str:
     """The estimate (``b``'s speed over ``a``'s) as the reader says it, the faster one first and the ratio
-    never below 1: "jax is 2.50x faster than torch [95% CI 2.10-2.90x]"."""
+    never below 1: "jax is 2.50x faster than torch [95% CI 2.10-2.90x]"; a ratio that rounds to 1.00x:
+    "jax and torch: the same (1.00x) [95% CI 0.97-1.03x]"."""
     if est is None:
         return "n/a"
     ratio, low, high, fast, slow = est.ratio, est.low, est.high, b, a
     if ratio < 1:
         ratio, low, high, fast, slow = 1 / ratio, 1 / high, 1 / low, a, b
-    return f"{fast} is {ratio:.2f}x faster than {slow} [95% CI {low:.2f}-{high:.2f}x]"
+    interval = f"[95% CI {low:.2f}-{high:.2f}x]"
+    if f"{ratio:.2f}" == "1.00":
+        return f"{a} and {b}: the same (1.00x) {interval}"
+    return f"{fast} is {ratio:.2f}x faster than {slow} {interval}"
 
 
 def _pair_row(data: ResultSet, a, b) -> dict[str, str]:

@@ -64,11 +64,12 @@ def spread(row) -> str:
     return f"±{iqr / 2 / median:.0%} IQR" if median and iqr is not None else "-"
 
 
-def rate_groups(data: ResultSet, row) -> list:
-    """The per-process samples the row's headline figure comes from: its mode's ``rate_samples`` where it
-    has them (inference: the full passes behind its samples/s), else the headline samples."""
+def rate_groups(data: ResultSet, row, metric: str | None = None) -> list:
+    """The per-process samples the row's headline figure (or ``metric``) is derived from: the time of its
+    mode's Rate (results/modes.py; inference's samples/s: its full passes, a language model's pp: its
+    prefills), as the statistic reads them, else the headline samples."""
     result, mode = data.result(row), row_mode(row)
-    name = mode.sample_name(result.samples, mode.rate_samples) if mode and mode.rate_samples else None
-    if name:
-        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, name)]
+    rate = mode.rate(metric or headline_name(row)) if mode else None
+    if rate and result.samples.get(rate.time):
+        return [np.asarray(g, dtype=np.float64) for g in process_groups(result, rate.time)]
     return data.groups(row)

@@ -11,6 +11,7 @@ import pandas as pd
 
 from xpubench.report.base.cells import fmt_seconds, noisy, pct
 from xpubench.report.base.frame import ResultSet, many_sources, num, ok_rows
+from xpubench.results.fold import statistic_samples
 
 
 def spread_table(data: ResultSet) -> pd.DataFrame:
@@ -48,7 +49,7 @@ def disagreement_table(data: ResultSet) -> pd.DataFrame:
     out = []
     for _, r in rows[rows["process_disagreement"].notna()].iterrows():
         for run in data.result(r).ok_runs:
-            samples = run.samples.get(r["timing"]) or []
+            samples = statistic_samples(run, r["timing"])   # as the figure reads them (a round's mean step)
             m = run.machine or {}
             out.append({**({"file": r["source"]} if multi else {}), "case": r["key"],
                         "disagreement": str(r["process_disagreement"]),

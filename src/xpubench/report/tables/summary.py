@@ -17,14 +17,12 @@ from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
 from xpubench.report.tables.llm import bound_cell
-from xpubench.results.fold import process_groups
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
 
 MODE_ORDER = {"matmul": 0, "train": 1, "infer": 2, "generate": 3}
 TEST_WORDS = {"train": "", "infer": "infer ", "generate": "gen "}   # training: the batch alone
 NOISY, UNSURE, NOT_RUN = "!", "~", "-"
-PP_SAMPLES = "prefill_s"   # the raw samples of a pp figure (harness/generation.py)
 
 
 @dataclass
@@ -32,7 +30,7 @@ class Cell:
     row: pd.Series
     value: float | None            # the headline figure (None: did not finish ok)
     spread: str = ""               # "±4%", or "" where unknown
-    samples: str | None = None     # the raw samples the figure comes from (None: the mode's headline ones)
+    metric: str | None = None      # the figure's metric when it is not the headline (a language model's pp)
 
 
 @dataclass
@@ -93,7 +91,8 @@ def _spread(row) -> str:
 
 
 def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
-    """± half the 95% interval of the median of ``cell.samples`` (two-level bootstrap), "" unknown."""
+    """± half the 95% interval of the median of the samples ``cell.metric`` comes from (two-level bootstrap),
+    "" unknown."""
     from xpubench.results.stats import two_level
 
     groups = [g for g in _groups(data, cell) if g.size]
@@ -120,7 +119,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
                 (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
             line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
-                                            PP_SAMPLES if kind == "pp" else None)
+                                            metric if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch), []).append(line)
         placed.add(index)
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
@@ -184,11 +183,7 @@ def _cell_text(cell: Cell | None, scale: float, target_row: bool) -> str:
 
 
 def _groups(data: ResultSet | None, cell: Cell) -> list[np.ndarray]:
-    if data is None:
-        return []
-    if cell.samples:
-        return [np.asarray(g, dtype=np.float64) for g in process_groups(data.result(cell.row), cell.samples)]
-    return rate_groups(data, cell.row)
+    return rate_groups(data, cell.row, cell.metric) if data is not None else []
 
 
 def _winner(line: Line, data: ResultSet | None) -> tuple[str, str, bool]:
@@ -205,9 +200,8 @@ def _winner(line: Line, data: ResultSet | None) -> tuple[str, str, bool]:
     ratio = a.value / b.value if line.higher else b.value / a.value
     if target.is_target_row(a.row):
         return best, f"{ratio:.2f}x", False
-    est = ratio_estimate(_groups(data, a), _groups(data, b))   # time of b over time of a: the answer's figure
-    unsure = est is None or not est.significant or est.ratio < 1
-    return best, f"{est.ratio if est is not None and est.ratio >= 1 else ratio:.2f}x", unsure
+    est = ratio_estimate(_groups(data, a), _groups(data, b))   # time of b over time of a: the figures' ratio
+    return best, f"{ratio if est is None else est.ratio:.2f}x", est is None or not est.significant
 
 
 def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
@@ -224,7 +218,7 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     units = _group_units(lines)
     for i, line in enumerate(lines):
         for cell in line.cells.values():
-            if cell.samples and cell.value is not None and not cell.spread:
+            if cell.metric and cell.value is not None and not cell.spread:
                 cell.spread = _sample_spread(data, cell)
         shown_unit, scale = units[line.workload]
         best, ratio, unsure = _winner(line, data)
@@ -262,7 +256,9 @@ def _group_units(lines: list[Line]) -> dict[str, tuple[str, float]]:
 
 def legend(marks: set[str], unsure: bool, bound: bool) -> str:
     """What the table's marks mean, one line each: only the marks it carries."""
-    lines = [("± half the 95% interval of the median as a share of it (processes, then samples; a figure of one "
+    lines = [("figure: the work over the median of the worker processes' median times (a tg step: a round's mean "
+              "step), so a ratio of two figures is the inverse ratio of their times"),
+             ("± half the 95% interval of that median as a share of it (processes, then samples; a figure of one "
               "process: its samples only)"), "fastest: the column with the best figure; ratio: it against the next"]
     if NOISY in marks:
         lines.append(f"{NOISY} noisy: the processes disagree or the samples vary by 10% or more "
