@@ -28,9 +28,11 @@ from xpubench.results.fold import aggregate_all
 
 RUNS = Path(__file__).parent / "data" / "runs"
 QUIET = "default-zen3-quiet.jsonl"   # matmul, mnist_cnn and llama pp64/tg16 on numpy, torch (eager) and jax
+DECODE = Path(__file__).parent / "data" / "records" / "llama-decode-zen5.jsonl"   # torch eager and compiled, jax;
+                                                                                 # priced at $0.10 per CPU-hour
 
 
-def loaded(name: str, price: float | None = None):
+def loaded(name: str | Path, price: float | None = None):
     runs = store.load_file(RUNS / name).runs
     for run in runs if price is not None else []:
         run.case["options"] = {**(run.case.get("options") or {}), "price_per_hour": price}
@@ -129,3 +131,22 @@ def test_the_cost_table_fits_the_terminal(width):
     console = Console(file=io.StringIO(), width=width, color_system=None)
     print_table(cost_table(ResultSet.load(loaded(QUIET, price=2.5)).frame), console)
     assert max(len(line) for line in console.file.getvalue().splitlines()) <= width
+
+
+def test_a_compiled_decode_pays_back_its_compile_against_the_eager_one():
+    results = loaded(DECODE)
+    data = ResultSet.load(results)
+    frame = data.frame
+    torch = frame[frame["backend"] == "torch"]
+    eager, compiled = (torch[torch["key"].str.endswith(v)].iloc[0] for v in ("/eager", "/compiled"))
+    assert eager["compile_s"] != eager["compile_s"] and compiled["compile_s"] > 10   # NaN: nothing apart; torch.compile
+    n = math.ceil(compiled["compile_s"] / (1 / eager["decode_tokens_per_s"] - 1 / compiled["decode_tokens_per_s"]))
+    (line,) = [s for s in break_even(data) if "than torch eager" in s and s.split(": ")[1].startswith("torch compiled")]
+    assert f"needs {compiled['compile_s']:.3g} s more to start (compile); it wins only after {n:,} tokens." in line
+    # priced when it ran: its cost table needs no price added, and the LLM table names each decode step
+    assert cost_table(frame).title.startswith("Cost at $0.10 per device-hour")
+    (table,) = llm.format_tables(frame)
+    cells = table.frame()
+    steps = dict(zip(cells["backend"], cells["compile"]))   # the tg row's (the pp row's is "")
+    assert steps == {"torch eager": "none", "torch compiled": f"{compiled['compile_s']:.3g} s",
+                     "jax": f"{frame_row(frame, 'jax', 'llama')['compile_s']:.3g} s"}

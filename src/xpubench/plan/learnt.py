@@ -38,7 +38,8 @@ class Estimate:
     def source(self) -> str:
         """Where the figure comes from, as the dry run's table says it."""
         if self.basis == "measured":
-            return f"{self.processes} earlier process(es) here"
+            compiled = f", compile {self.compile_s:.3g} s" if self.compile_s else ""
+            return f"{self.processes} earlier process(es) here{compiled}"
         if self.basis == "scaled":
             return f"modelled, scaled by {self.processes} like it here"
         return "modelled"

@@ -157,8 +157,9 @@ def _startup(row) -> tuple[float, float] | None:
 def break_even(data: ResultSet) -> list[str]:
     """Where the fastest setup's compile/start-up time outweighs its speed for a short run: for each case
     (workload, batch size or N, precision; a generation's model and lengths too), the fastest steady setup
-    against every setup that starts faster, when the steady difference is significant and the break-even
-    is at least 2 steps (a generation: tokens, its compiled decode against an eager one or another runtime)."""
+    against every setup that starts faster, and each backend's fastest against its own other variants (a
+    compiled decode against the eager one), when the steady difference is significant and the break-even
+    is at least 2 steps (a generation: tokens)."""
     rows = ok_rows(data.frame)
     rows = rows[rows["mode"].isin(["train", "matmul", "generate"])] if not rows.empty else rows
     lines = []
@@ -169,10 +170,14 @@ def break_even(data: ResultSet) -> list[str]:
         if len(group) < 2:
             continue
         multi = many_sources(group)
-        fast = group.loc[min(group.index, key=lambda i: _startup(group.loc[i])[1])]
-        ov_f, t_f = _startup(fast)
-        for _, slow in group.iterrows():
-            ov_s, t_s = _startup(slow)
+        steady = {i: _startup(group.loc[i]) for i in group.index}
+        fastest = min(group.index, key=lambda i: steady[i][1])
+        own = {b: min(part.index, key=lambda i: steady[i][1]) for b, part in group.groupby("backend")}
+        pairs = dict.fromkeys([(fastest, i) for i in group.index]
+                              + [(own[b], i) for b, part in group.groupby("backend") for i in part.index])
+        for f, s in pairs:
+            fast, slow = group.loc[f], group.loc[s]
+            (ov_f, t_f), (ov_s, t_s) = steady[f], steady[s]
             if not (t_f < t_s and ov_f > ov_s):
                 continue
             est = speedup(data, fast, slow)
