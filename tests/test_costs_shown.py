@@ -22,7 +22,7 @@ from xpubench.report.base.table import print_table
 from xpubench.report.render.terminal import print_summary
 from xpubench.report.sentences.advice import break_even
 from xpubench.report.tables import llm
-from xpubench.report.tables.summary import cost_table, summary_table
+from xpubench.report.tables.summary import paid_tables
 from xpubench.results import store
 from xpubench.results.fold import aggregate_all
 
@@ -43,28 +43,33 @@ def frame_row(frame, backend: str, workload: str):
     return frame[(frame["backend"] == backend) & (frame["workload"] == workload)].iloc[0]
 
 
+def paid(results, title: str):
+    """The table under the summary whose title starts so (report/tables/user_cost.py), None where none."""
+    return next((t for t in paid_tables(ResultSet.load(results).frame) if t.title.startswith(title)), None)
+
+
 def summary_text(results, width: int = 160) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None)
     print_summary(results, console)
     return console.file.getvalue()
 
 
-def test_the_summary_shows_each_compile_once_and_when_it_pays_back():
+def test_under_the_summary_each_compile_is_shown_once_with_when_it_pays_back():
     results = loaded(QUIET)
-    data = ResultSet.load(results)
-    table = summary_table(data.frame, data).frame()
-    jax = frame_row(data.frame, "jax", "llama")
-    tg, pp = table[table["test"] == "tg16"].iloc[0], table[table["test"] == "pp64"].iloc[0]
-    assert tg["compile"] == f"jax {jax['compile_s']:.3g} s" and pp["compile"] == ""   # on the tg row only
-    mnist = table[table["test"] == "b256"].iloc[0]
-    assert mnist["compile"].startswith("jax ") and "torch" not in mnist["compile"]   # torch trains eager here
-    # the break-even from the figures the table prints: extra compile / (time per token of torch - of jax)
-    torch = frame_row(data.frame, "torch", "llama")
+    frame = ResultSet.load(results).frame
+    table = paid(results, "Compile time per worker process")
+    rows = {r["test"]: r for r in table.frame().to_dict("records")}
+    assert set(rows) == {"b256", "tg16"}   # the llama case's on its tg row only; matmul records none apart
+    jax, torch = frame_row(frame, "jax", "llama"), frame_row(frame, "torch", "llama")
+    assert (rows["tg16"]["jax"], rows["tg16"]["torch"]) == (f"{jax['compile_s']:.3g} s", "none")   # torch: eager
+    mnist = frame_row(frame, "jax", "mnist_cnn")
+    assert (rows["b256"]["jax"], rows["b256"]["torch"]) == (f"{mnist['compile_s']:.3g} s", "none")
+    # the break-even from the figures the summary prints: extra compile / (time per token of torch - of jax)
     n = math.ceil(jax["compile_s"] / (1 / torch["decode_tokens_per_s"] - 1 / jax["decode_tokens_per_s"]))
-    note = summary_table(data.frame, data).note
-    assert f"tg16 fp32: jax compiles {jax['compile_s']:.3g} s longer than torch and pays it back after {n:,} tokens" \
-           in note and "compile: the ahead-of-time compilation each worker process paid" in note
-    assert "pays it back" not in note.split("tg16 fp32:")[0]   # pp rows and the matmul row: no break-even
+    assert rows["tg16"]["pays back"] == f"jax after {n:,} tokens against torch"
+    assert rows["b256"]["pays back"] == ""   # torch trains faster and compiles nothing: nothing to pay back
+    said = summary_text(results)
+    assert said.index("Summary on cpu") < said.index("Compile time per worker process") < said.index("FLOP/s ceil")
 
 
 def test_the_llm_table_and_the_advice_show_the_compile_and_its_break_even():
@@ -84,7 +89,7 @@ def test_the_llm_table_and_the_advice_show_the_compile_and_its_break_even():
 def test_a_priced_run_shows_what_each_summary_row_costs_in_its_unit():
     results = loaded(QUIET, price=0.10)
     frame = ResultSet.load(results).frame
-    table = cost_table(frame)
+    table = paid(results, "Cost at")
     assert table.title.startswith("Cost at $0.10 per device-hour")
     rows = {r["test"]: r for r in table.frame().to_dict("records")}
     assert {t: rows[t]["per"] for t in rows} == {"N=2048": "PFLOP", "b256": "1M samples", "pp64": "1M prompt tokens",
@@ -98,7 +103,7 @@ def test_a_priced_run_shows_what_each_summary_row_costs_in_its_unit():
     assert rows["b256"]["numpy"] == "-" and rows["tg16"]["cheapest"] == "jax"   # one price: the cheaper is faster
     said = summary_text(results)
     assert said.index("Summary on cpu") < said.index("Cost at $0.10") < said.index("FLOP/s ceilings")
-    assert "Cost at" not in summary_text(loaded(QUIET))   # no price given: no cost table
+    assert paid(loaded(QUIET), "Cost at") is None   # no price given: no cost table
     priced = llm.format_tables(frame)[0].frame()
     assert set(priced["$ per 1M tok"]) == {rows["tg16"]["torch"], rows["tg16"]["jax"], rows["pp64"]["torch"],
                                             rows["pp64"]["jax"]}
@@ -109,7 +114,7 @@ def test_prices_that_differ_by_device_are_each_said():
     for result in results:
         if result.case["backend"] == "jax":
             result.metrics["usd_per_hour"] = 0.25
-    title = cost_table(ResultSet.load(results).frame).title
+    title = paid(results, "Cost at").title
     assert "the prices given (" in title and "jax $0.25/h" in title and "torch $0.10/h" in title
 
 
@@ -127,10 +132,12 @@ def test_the_site_rows_carry_the_compile_time(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("width", [80, 120])
-def test_the_cost_table_fits_the_terminal(width):
+def test_the_tables_under_the_summary_fit_the_terminal(width):
     console = Console(file=io.StringIO(), width=width, color_system=None)
-    print_table(cost_table(ResultSet.load(loaded(QUIET, price=2.5)).frame), console)
-    assert max(len(line) for line in console.file.getvalue().splitlines()) <= width
+    tables = paid_tables(ResultSet.load(loaded(QUIET, price=2.5)).frame)
+    for table in tables:
+        print_table(table, console)
+    assert len(tables) == 2 and max(len(line) for line in console.file.getvalue().splitlines()) <= width
 
 
 def test_a_compiled_decode_pays_back_its_compile_against_the_eager_one():
@@ -144,7 +151,7 @@ def test_a_compiled_decode_pays_back_its_compile_against_the_eager_one():
     (line,) = [s for s in break_even(data) if "than torch eager" in s and s.split(": ")[1].startswith("torch compiled")]
     assert f"needs {compiled['compile_s']:.3g} s more to start (compile); it wins only after {n:,} tokens." in line
     # priced when it ran: its cost table needs no price added, and the LLM table names each decode step
-    assert cost_table(frame).title.startswith("Cost at $0.10 per device-hour")
+    assert paid(results, "Cost at $0.10 per device-hour") is not None
     (table,) = llm.format_tables(frame)
     cells = table.frame()
     steps = dict(zip(cells["backend"], cells["compile"]))   # the tg row's (the pp row's is "")

@@ -17,7 +17,7 @@ from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
 from xpubench.report.tables.llm import bound_cell
-from xpubench.report.tables.user_cost import COMPILE_NOTE, Priced, break_even, compile_cell, cost_records
+from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.fold import process_groups
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -217,8 +217,9 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
     columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device, header = _header(columns)
-    records, unsure_any, marks, paid_notes = [], False, set(), []
+    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
+    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
     units = _group_units(lines)
@@ -234,51 +235,37 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
         marks |= {m for text in cells.values() for m in (NOISY, NOT_RUN) if text.endswith(m)}
         first = i == 0 or lines[i - 1].workload != line.workload
         share = bound_cell(line.cells[best].row) if line.tg and best else ""
-        items = _priced(line, header)   # report/tables/user_cost.py: what the row's figures cost
-        paid_notes += [f"{line.test} {line.dtype}: {s}" for s in (break_even(items, line.unit) if line.higher else [])]
         records.append({"workload": f"{line.workload} {shown_unit}" if first else "", "test": line.test,
                         "dtype": line.dtype, **cells, "fastest": header.get(best, "") if len(columns) > 1 else "",
-                        "ratio": ratio + (UNSURE if unsure and ratio else ""), "of bw bound": share,
-                        "compile": compile_cell(items)})
+                        "ratio": ratio + (UNSURE if unsure and ratio else ""), "of bw bound": share})
     table_rows = pd.DataFrame(records)
     kept = [name for name in table_rows.columns if (table_rows[name].astype(str) != "").any()] if records else []
-    wrapping = ("workload", "test", "fastest", "of bw bound", "compile")   # the figures keep their width, these wrap
+    wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
     cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
-                   text=name in ("workload", "test", "dtype", "fastest", "compile")) for name in kept]
+                   text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
     where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
     title = f"Summary{where}: median ± half its 95% interval, per backend"
     note = legend(marks, unsure_any, "of bw bound" in kept)
-    note += "".join(f"\n{s}" for s in ([COMPILE_NOTE] if "compile" in kept else []) + paid_notes)
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
 
 
-def _header(columns: list[str]) -> tuple[bool, dict[str, str]]:
-    """(whether every column is on one device, each column's header: its backend alone there)."""
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    return one_device, {c: c.split(" ", 1)[0] if one_device else c for c in columns}
-
-
-def _priced(line: Line, header: dict[str, str]) -> list[Priced]:
-    return [Priced(header[c], cell.row, cell.value, cell.samples == PP_SAMPLES)
-            for c, cell in line.cells.items() if cell.value is not None]
-
-
-def cost_table(frame: pd.DataFrame) -> Table:
-    """The summary's rows at the price per device-hour the run was given (``--price-per-hour`` / ``--prices``):
-    per backend, the dollars per the row's unit (report/tables/user_cost.py), and the cheapest; empty where
-    no figure has a price."""
+def paid_tables(frame: pd.DataFrame) -> list[Table]:
+    """The summary's rows again as what their figures cost the user (report/tables/user_cost.py): the
+    compile each worker process paid, with its break-even, where any case compiled apart; the dollars per
+    the row's unit where a price was given. Each left out (empty) where it has nothing to show."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = [li for li in (_lines(rows) if not rows.empty else [])
              if any(c.value is not None for c in li.cells.values())]
-    _, header = _header(list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else [])
-    title, records = cost_records([(line.workload, line.test, line.dtype, _priced(line, header)) for line in lines],
-                                  list(header.values()))
-    names = list(records[0]) if records else []
-    cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in ("workload", "per"),
-                   text=name in ("workload", "test", "dtype", "per", "cheapest")) for name in names]
-    return Table(title, cols, pd.DataFrame(records), compact=True)
+    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
+    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
+    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
+              [Priced(header[c], cell.row, cell.value, cell.samples == PP_SAMPLES)
+               for c, cell in line.cells.items() if cell.value is not None]) for line in lines]
+    return [t for t in (compile_table(shown, list(header.values())), cost_table(shown, list(header.values())))
+            if not t.empty]
 
 
 def _group_units(lines: list[Line]) -> dict[str, tuple[str, float]]:

@@ -1,15 +1,15 @@
-"""What a figure costs the user, beside it: the summary's compile column and the cost table under it
-(report/tables/summary.py), the LLM table's compile column:
+"""What a figure costs the user, right under it: two tables after the summary, its rows again
+(report/tables/summary.py ``paid_tables``), and the LLM table's compile column:
 
-* ``compile``: the ahead-of-time compilation each worker process paid before its first timed step
-  (``compile_s``, the median over the case's processes; a language model's: its prefill and decode), and
-  the break-even where the fastest setup compiles longer than a slower one: after how much work its
-  faster steady rate has paid the extra compile back (docs/methodology.md, "Compile time and its
-  break-even");
-* ``cost``: the summary's rows again, each backend's figure as dollars at the price per device-hour the run
-  was given (``--price-per-hour`` / ``--prices``, analysis/cost.py), per the row's unit: per 1M training
-  samples or predictions, per 1M generated tokens (a tg row) or prompt tokens (a pp row), per PFLOP
-  (matmul), for the time to a quality target.
+* ``compile_table``: the ahead-of-time compilation each worker process paid before its first timed step
+  (``compile_s``, the median over the case's processes; a language model's on its tg row: prefill and
+  decode), and the break-even where the row's fastest column compiles longer than a slower one: after how
+  much work its faster steady rate has paid the extra compile back (docs/methodology.md, "Compile time
+  and its break-even");
+* ``cost_table``: each backend's figure as dollars at the price per device-hour the run was given
+  (``--price-per-hour`` / ``--prices``, analysis/cost.py), per the row's unit: per 1M training samples or
+  predictions, per 1M generated tokens (a tg row) or prompt tokens (a pp row), per PFLOP (matmul), for
+  the time to a quality target.
 
 A figure is handed in as a ``Priced`` item: the column's label, its frame row, the figure shown and
 whether it is a prompt (pp) figure. (The report's cost and energy table, per sample, is costs.py's.)
@@ -20,8 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.frame import num, row_mode
+from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables.costs import usd
 from xpubench.report.tables.target import is_target_row
 
@@ -34,9 +37,10 @@ class Priced:
     prompt: bool = False   # a language model's pp figure (its compile is shown on the tg row)
 
 
-COMPILE_NOTE = ("compile: the ahead-of-time compilation each worker process paid before its first timed step "
-                "(median over the processes; a language model's on its tg row: prefill and decode); a column not "
-                "named compiled nothing apart (eager, llama.cpp; Keras compiles inside its first step)")
+COMPILE_NOTE = ("median over the processes; a language model's on its tg row (prefill and decode compiled "
+                "together); none: nothing compiled apart (eager, llama.cpp; Keras compiles inside its first step); "
+                "- not run. pays back: after how much work per process the fastest column's faster rate has repaid "
+                "the compile it pays beyond a slower column (docs/methodology.md)")
 
 
 def compile_seconds(row) -> float | None:
@@ -44,18 +48,13 @@ def compile_seconds(row) -> float | None:
 
 
 def compile_text(row) -> str:
-    """The LLM table's cell: the compile's seconds; "none" for a generation that compiles nothing apart
-    (eager decode, llama.cpp: the loop records None there)."""
+    """A case's compile: its seconds; "none" where its mode records one and it compiled nothing apart (the
+    loops record None: eager, llama.cpp, Keras inside its first step), else n/a."""
     seconds = compile_seconds(row)
     if seconds is not None:
         return fmt_seconds(seconds)
-    return "none" if row.get("mode") == "generate" else "n/a"
-
-
-def compile_cell(items: list[Priced]) -> str:
-    """The summary's compile cell: "torch 58.1 s, jax 4.6 s" (a column with none is not named)."""
-    return ", ".join(f"{i.label} {fmt_seconds(compile_seconds(i.row))}" for i in items
-                     if not i.prompt and compile_seconds(i.row) is not None)
+    mode = row_mode(row)
+    return "none" if mode and "compile_s" in mode.metrics.names() else "n/a"
 
 
 def break_even(items: list[Priced], unit: str) -> list[str]:
@@ -70,16 +69,43 @@ def break_even(items: list[Priced], unit: str) -> list[str]:
     for slow in ranked[1:]:
         extra = (compile_seconds(fast.row) or 0.0) - (compile_seconds(slow.row) or 0.0)
         saved = 1 / slow.value - 1 / fast.value
-        if extra <= 0 or saved <= 0:
-            continue
-        n = math.ceil(extra / saved)
-        lines.append(f"{fast.label} compiles {fmt_seconds(extra)} longer than {slow.label} and pays it back after "
-                     f"{n:,} {_plural(what)} per process")
+        if extra > 0 and saved > 0:
+            lines.append(f"{fast.label} after {math.ceil(extra / saved):,} {_plural(what)} against {slow.label}")
     return lines
 
 
 def _plural(what: str) -> str:
     return {"tok": "tokens"}.get(what, what if what.endswith("s") else what + "s")
+
+
+Shown = tuple[str, str, str, str, list[Priced]]   # a summary line: workload, test, dtype, rate unit ("": lower
+                                                  # is better), its figures
+
+
+def _table(title: str, records: list[dict], headers: list[str], note: str = "") -> Table:
+    """A compact table of ``records``, less the header columns no row fills ("-" everywhere)."""
+    shown = [h for h in headers if any(r[h] != "-" for r in records)]
+    records = [{k: v for k, v in r.items() if k not in headers or k in shown} for r in records]
+    names = [k for k in (records[0] if records else {}) if any(r[k] for r in records)]
+    cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name in shown,
+                   text=name not in shown) for name in names]
+    return Table(title, cols, pd.DataFrame(records), note=note, compact=True)
+
+
+def compile_table(lines: list[Shown], headers: list[str]) -> Table:
+    """The summary's rows with a compile (``compile_s``): per backend column its seconds, and where the
+    fastest compiles longer than a slower column, when that pays back (``break_even``); empty where no case
+    compiled apart."""
+    records, last = [], None
+    for workload, test, dtype, unit, items in lines:
+        own = {i.label: i for i in items if not i.prompt}
+        if not any(compile_seconds(i.row) is not None for i in own.values()):
+            continue
+        records.append({"workload": workload if workload != last else "", "test": test, "dtype": dtype,
+                        **{h: compile_text(own[h].row) if h in own else "-" for h in headers},
+                        "pays back": "; ".join(break_even(items, unit)) if unit else ""})
+        last = workload
+    return _table("Compile time per worker process, before its first timed step", records, headers, COMPILE_NOTE)
 
 
 def cost_metric(item: Priced) -> str | None:
@@ -102,12 +128,11 @@ def _price(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:.2g}"
 
 
-def cost_records(lines: list[tuple[str, str, str, list[Priced]]], headers: list[str]) -> tuple[str, list[dict]]:
-    """(the cost table's title, its rows) from the summary's lines (workload, test, dtype, their figures): a
-    row per line with a priced figure, its unit, a column per header holding dollars ("-": no price or no
-    figure), the cheapest; ([]) where nothing is priced."""
+def cost_table(lines: list[Shown], headers: list[str]) -> Table:
+    """The summary's rows with a priced figure: per backend column the dollars per the row's unit ("-": no
+    price or no figure), and the cheapest; the price in the title; empty where nothing is priced."""
     records, prices, last = [], {}, None
-    for workload, test, dtype, items in lines:
+    for workload, test, dtype, _, items in lines:
         costs = {i.label: num(i.row, cost_metric(i)) for i in items}
         costs = {k: v for k, v in costs.items() if v is not None}
         if not costs:
@@ -119,10 +144,7 @@ def cost_records(lines: list[tuple[str, str, str, list[Priced]]], headers: list[
                         **{h: usd(costs[h]) if h in costs else "-" for h in headers},
                         "cheapest": min(costs, key=costs.get) if len(costs) > 1 else ""})
         last = workload
-    shown = [h for h in headers if any(r[h] != "-" for r in records)]
-    records = [{k: v for k, v in r.items() if k not in headers or k in shown} for r in records]
-    if records and not any(r["cheapest"] for r in records):
-        records = [{k: v for k, v in r.items() if k != "cheapest"} for r in records]
     said = (f"{_price(next(iter(prices.values())))} per device-hour" if len(set(prices.values())) == 1 else
             "the prices given (" + ", ".join(f"{k} {_price(v)}/h" for k, v in prices.items()) + ")")
-    return f"Cost at {said} (--price-per-hour / --prices): dollars per the row's unit, per backend", records
+    return _table(f"Cost at {said} (--price-per-hour / --prices): dollars per the row's unit, per backend",
+                  records, headers)
