@@ -25,6 +25,7 @@
 - ``one_thread_workers``: worker processes started by the test run one CPU thread per kernel library.
 - ``detected_once``: in-process runs read this machine's environment detected once per test run (no
   detection child per run), for tests that are not about detection.
+- ``no_timing_history`` (every test): runs neither read nor write the user's timing history.
 - The results files the report and compare tests read (real small runs, made once per session by
   tests/report_runs.py): the fixtures ``report_base_file`` and ``report_slow_file`` (both slow to make).
 """
@@ -165,6 +166,13 @@ def detected_once(monkeypatch) -> dict:
     env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     return env
+
+
+@pytest.fixture(autouse=True)
+def no_timing_history(monkeypatch) -> None:
+    """No test's run learns from or writes to the user's timing history (launch/history.py): a run in one
+    test would change another's estimates. The tests of the history give each run a file of its own."""
+    monkeypatch.setenv("XPUBENCH_HISTORY", "off")
 
 
 def device_kinds(env: dict, backend: str | None = None) -> set[str]:

@@ -221,9 +221,10 @@ def test_the_dry_run_preview_says_what_the_budget_leaves_out():
     assert skipped == [cases[2].key]
     assert ran == {cases[0].key: 2, cases[1].key: 1, cases[3].key: 1}
     env = {"host": {}, "backends": {}}
-    assert estimate.budget_note(cases, env, None, 3) is None
-    assert "fits every case" in estimate.budget_note(cases[:1], env, 1000.0, 1)
-    note = estimate.budget_note(cases, env, 1.0, 1)
+    modelled = lambda case: estimate.case_seconds(case, env)[0]
+    assert estimate.budget_note(cases, modelled, None, 3) is None
+    assert "fits every case" in estimate.budget_note(cases[:1], modelled, 1000.0, 1)
+    note = estimate.budget_note(cases, modelled, 1.0, 1)
     assert "4 case(s) skipped" in note and "re-plans" in note
 
 

@@ -85,9 +85,9 @@ def test_a_stale_or_foreign_entry_is_never_used(tmp_path, change, kind, mentione
 
 def test_an_older_xpubench_entry_is_stale(tmp_path, monkeypatch):
     path = tmp_path / "c.json"
-    monkeypatch.setattr(cache, "__version__", "0.0.9")
+    monkeypatch.setattr("xpubench.backends.identity.__version__", "0.0.9")
     cache.store(cache.machine_key(ENV, environ={}), [ceiling()], path=path)
-    monkeypatch.setattr(cache, "__version__", "0.1.0")
+    monkeypatch.setattr("xpubench.backends.identity.__version__", "0.1.0")
     entry, why = cache.lookup(cache.machine_key(ENV, environ={}), path)
     assert entry is None and why.startswith("stale") and "xpubench" in why and "0.0.9" in why
 

@@ -83,7 +83,12 @@ def test_dollars_per_result_are_what_each_mode_record_prices():
     assert result_cost({"samples_per_s": 5000.0}, "infer", 0.10)["usd_per_1m_predictions"] == pytest.approx(
         0.10 / 3600 * 1e6 / 5000)
     assert result_cost({"samples_per_s": 0.0}, "train", 1.0) == {"usd_per_hour": 1.0}   # no rate: no figure
-    assert result_cost({"decode_tokens_per_s": 40.0}, "generate", 1.0) == {"usd_per_hour": 1.0}   # priced: ()
+    tokens = result_cost({"decode_tokens_per_s": 40.0, "prefill_tokens_per_s": 400.0}, "generate", 1.0)
+    assert tokens["usd_per_1m_tokens"] == pytest.approx(1.0 / 3600 * 1e6 / 40)           # $6.94 per 1M generated
+    assert tokens["usd_per_1m_prompt_tokens"] == pytest.approx(1.0 / 3600 * 1e6 / 400)   # and per 1M prompt tokens
+    assert result_cost({"warm_flops_per_s": 1e12}, "matmul", 3.6)["usd_per_pflop"] == pytest.approx(1.0)   # 1000 s
+    assert result_cost({"time_to_target_s": 90.0}, "train", 2.0)["usd_to_target"] == pytest.approx(0.05)
+    assert result_cost({"output_tokens_per_s": 40.0}, "serve", 1.0) == {"usd_per_hour": 1.0}   # priced: ()
     assert result_cost({"samples_per_s": 1000.0}, "train", None)["cost_na"].startswith("n/a: no price")
 
 

@@ -327,7 +327,7 @@ def test_dry_run_estimate_counts_the_processes(capsys, tmp_path):
         assert cli.main(["run", "-w", "matmul", "-b", "torch", "--size", "4096", "--dry-run", "--env-file",
                          str(machine), "--processes", str(k)]) == 0
         texts[k] = capsys.readouterr().out
-    assert "(1 worker process(es) per case)" in texts[1] and "(4 worker process(es) per case)" in texts[4]
+    assert "(1 worker process(es) per case;" in texts[1] and "(4 worker process(es) per case;" in texts[4]
 
 
 @pytest.mark.slow

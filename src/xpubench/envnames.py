@@ -10,4 +10,5 @@ PROCESS_ID = "XPUBENCH_PROCESS_ID"          # several hosts: this process's id
 DATA_DIR = "XPUBENCH_DATA_DIR"              # user: where --data real looks without --data-dir
 WEIGHTS_DIR = "XPUBENCH_WEIGHTS_DIR"        # user: the trained-weights cache ("off" disables it)
 LLAMACPP_DIR = "XPUBENCH_LLAMACPP_DIR"      # user: a folder with llama.cpp's llama-bench (backends/llamacpp_)
+HISTORY = "XPUBENCH_HISTORY"                # user: the timing history estimates learn from ("off": none)
 LAUNCH = "XPUBENCH_LAUNCH"                  # user: how workers start: forkserver or spawn (launch/forkserver.py)

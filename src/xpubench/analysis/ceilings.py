@@ -128,7 +128,7 @@ def _intensity_bytes(result) -> tuple[float | None, float | None]:
 def annotate_one(result, ceilings: dict) -> None:
     m, case = result.metrics, result.case
     mode = mode_of(case.get("mode"))
-    if mode is not None and mode.cost is not None:
+    if mode is not None and mode.priced:
         m.update(result_cost(m, mode.name, (case.get("options") or {}).get("price_per_hour")))
     rate = achieved(result)
     if mode is None or not mode.ranked or not rate:

@@ -7,6 +7,9 @@ dollars per second):
 * $ per 1M training samples = s x 1e6 / (training samples per second)
 * $ per steady epoch        = s x (seconds per steady epoch)
 * $ per 1M predictions      = s x 1e6 / (predictions per second)
+* $ per 1M generated tokens = s x 1e6 / (decode tokens per second); per 1M prompt tokens: the prefill rate
+* $ per PFLOP (matmul)      = s x 1e15 / (warm FLOP per second)
+* $ to a quality target     = s x (seconds to target)
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from dataclasses import dataclass
 from xpubench.results.metrics import unit
 from xpubench.results.modes import mode_of
 
+PER = {"FLOP/s": 1e15}   # a rate is priced per 1M of what it counts; FLOPs per PFLOP
+
 
 def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> dict:
     """The Cost metrics of one result (results/metrics.py), the figures its mode's record prices
-    (``Mode.priced``: training -> $ per 1M samples and per steady epoch; inference -> $ per 1M
-    predictions); ``cost_na`` with the reason where no price was given."""
+    (``Mode.priced``: training -> $ per 1M samples, per steady epoch and to its target; inference -> $ per
+    1M predictions; generation -> $ per 1M generated and prompt tokens; matmul -> $ per PFLOP);
+    ``cost_na`` with the reason where no price was given."""
     if price_per_hour is None:
         return {"cost_na": "n/a: no price for this device (--price-per-hour DEVICE=USD or --prices FILE)"}
     record = mode_of(mode)
@@ -30,7 +36,7 @@ def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> di
     for name, source in record.priced if record else ():
         value = metrics.get(source)
         if value:
-            figures[name] = per_s * value if unit(source) == "s" else per_s * 1e6 / value
+            figures[name] = per_s * value if unit(source) == "s" else per_s * PER.get(unit(source), 1e6) / value
     return figures
 
 

@@ -84,6 +84,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     """
     import time
 
+    from xpubench.launch.history import Recorder, entries_of
+    from xpubench.plan.learnt import Estimator, took_lines
+
     began = time.monotonic()
     settings = Settings(timeout_s, memory_limit_bytes, processes)
     settings.check()
@@ -92,18 +95,28 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             out = _resume_target(output, resume, processes, request, request_fields)
             launch.resume(out, settings, allow_changed_model=allow_changed_model,
                           detect=lambda backends: environment or _detect(backends))
+            estimate = Estimator(launch.env, extra=entries_of(launch.previous))   # learnt from the file too
         else:
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
             check_new_output(out)
             planned = plan(request, environment=environment, environ=dict(os.environ))
             settings.processes = processes or default_processes(planned.cases, DEFAULT_PROCESSES)  # a target: 5 seeds
+            estimate = Estimator(planned.environment)   # plan/learnt.py: what --dry-run said
             launch.start_new(out, planned.cases, planned.environment, settings, planned.notes,
-                             budget=lambda: _budget(request, planned.environment, began, launch.hooks))
+                             budget=lambda: _budget(request, estimate.seconds, began, launch.hooks))
+        estimates = {c.run_id: estimate(c) for c in launch.cases} if launch.left else {}
         launch.announce()
         launch.fingerprint(ceilings=lambda env, cases, note: _ceilings(env, cases, measure_ceilings, note))
-        launch.sweep(refuse=lambda case: refusal(case, launch.env))
-    return analyse(aggregate_all(launch.finish()))
+        history = Recorder(launch.env, {k: e.modelled for k, e in estimates.items()})
+        launch.sweep(refuse=lambda case: refusal(case, launch.env), learn=history.add)
+        runs = launch.finish()
+    if history.problem:
+        launch.hooks.warn(history.problem)
+    for line in took_lines(launch.runs, estimates, time.monotonic() - began):
+        if launch.hooks.on_timing:
+            launch.hooks.on_timing(line)
+    return analyse(aggregate_all(runs))
 
 
 def _ceilings(env: dict, cases: list[Case], measure: bool, on_note) -> dict:
@@ -126,12 +139,12 @@ def _resume_target(output, resume, processes, request, request_fields) -> Path:
     return Path(resume)
 
 
-def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | None = None):
-    """The run's launch.budget.Budget (None: unlimited), its clock started when run() was called; none
-    for a run over several hosts (harness/cluster.py budget_note, said as a warning)."""
+def _budget(request: PlanRequest, estimate, began: float, hooks: RunHooks | None = None):
+    """The run's launch.budget.Budget (None: unlimited), its clock started when run() was called, its cases
+    admitted by ``estimate`` (a case -> seconds of one worker process: plan/learnt.py); none for a run over
+    several hosts (harness/cluster.py budget_note, said as a warning)."""
     from xpubench.harness.cluster import budget_note, from_env
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
-    from xpubench.plan.estimate import case_seconds
 
     total = default_budget(request.budget_s,
                            workloads_given=bool(request.workloads or request.model or request.all_cases))
@@ -139,7 +152,7 @@ def _budget(request: PlanRequest, env: dict, began: float, hooks: RunHooks | Non
     if total and lockstep:
         (hooks or RunHooks()).warn(lockstep)
         return None
-    return Budget(total, estimate=lambda case: case_seconds(case, env)[0], started=began, reserve_s=RESERVE_S,
+    return Budget(total, estimate=estimate, started=began, reserve_s=RESERVE_S,
                   repeat_safety=REPEAT_SAFETY) if total else None
 
 

@@ -1,7 +1,8 @@
 """Measured ceilings kept between runs, per machine, in ``$XDG_CACHE_HOME/xpubench/ceilings.json``
 (``~/.cache/xpubench/ceilings.json`` when XDG_CACHE_HOME is unset).
 
-What identifies a machine (``machine_key``), in two parts:
+What identifies a machine (``machine_key``, kept in backends/identity.py for the timing history too), in two
+parts:
 
 * ``hardware``: the CPU (model, vendor, family/model/part, architecture, SIMD flags, logical, physical
   and usable cores, cpufreq's maximum clock), the host memory, and every accelerator (kind, id, name,
@@ -31,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from xpubench import readfile
-from xpubench.devices import envvars
+from xpubench.backends.identity import machine_key  # noqa: F401 - the key of an entry, callers find it here
 from xpubench.errors import UserError
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
 from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, optional, record, whole
-from xpubench.version import __version__
 
 FORMAT = 1
 MAX_BYTES = 16 * readfile.MiB
@@ -57,36 +57,11 @@ ENTRY = record({
                                     "warning": TEXT, "error": TEXT}))}, required=("backend", "device"))),
 })
 MAX_ENTRIES = 8          # most recent machine keys kept (e.g. several virtual environments)
-CPU_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", "flags", "logical_cores",
-              "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
-VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
-ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
-            "HIP_VISIBLE_DEVICES", *envvars.KERNEL_NAMES)
 
 
 def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
     base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "xpubench" / "ceilings.json"
-
-
-def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
-    """The identity of this machine and software, from ``backends.detect.environment()``'s record."""
-    host = env.get("host", {})
-    cpu = host.get("cpu", {})
-    backends = env.get("backends", {})
-    accelerators = sorted({(d.get("kind"), d.get("id"), d.get("name"), d.get("compute_capability"))
-                           for info in backends.values() for d in info.get("devices", []) if d.get("kind") != "cpu"},
-                          key=str)
-    drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", [])
-                      if d.get("driver")})
-    return {
-        "hardware": {"cpu": {k: cpu.get(k) for k in CPU_FIELDS}, "memory_bytes": host.get("memory_bytes"),
-                     "accelerators": [list(a) for a in accelerators]},
-        "software": {"xpubench": __version__,
-                     "backends": {name: {k: info.get(k) for k in VERSION_FIELDS if info.get(k) is not None}
-                                  for name, info in sorted(backends.items()) if info.get("installed")},
-                     "drivers": drivers, "env": {k: environ.get(k) for k in ENV_VARS}},
-    }
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""`xpubench run --dry-run [--env-file FILE]`: the cases a run would execute and a rough estimate of how
-long it takes, for this machine or for the one FILE describes (`xpubench env --json` saved there).
-Nothing runs and nothing is written."""
+"""`xpubench run --dry-run [--env-file FILE]`: the cases a run would execute and an estimate of how long it
+takes, for this machine or for the one FILE describes (`xpubench env --json` saved there): learnt from what
+the same cases, or cases like them, took here before, else modelled (plan/learnt.py), each case saying
+which. Nothing runs and nothing is written."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.table import Table
 
 from xpubench.plan import estimate
 from xpubench.plan.fit import fit_of, memory_lines
+from xpubench.plan.learnt import Estimator, basis_counts
 from xpubench.results.plaintext import markup
 from xpubench.workloads import REGISTRY, get_workload
 
@@ -53,28 +55,33 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     for note in planned.notes:
         console.print(f"[yellow]note:[/] {markup(note)}", highlight=False, soft_wrap=True)
     table = Table(title=f"{len(planned.cases)} case(s)", title_justify="left")
-    for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)"):
+    for col in ("#", "case", "batch / N", "devices", "length", f"est. ({processes} proc.)", "from"):
         table.add_column(col, justify="right" if col in ("#", "devices") or col.startswith("est.") else "left",
                          overflow="fold")
-    for i, case in enumerate(planned.cases, 1):
-        seconds, known = estimate.case_seconds(case, env)
+    guess = Estimator(env)   # plan/learnt.py: this machine's history, else the model
+    estimates = [guess(case) for case in planned.cases]
+    for i, (case, est) in enumerate(zip(planned.cases, estimates), 1):
         size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
         fit = fit_of(case, env)
+        skipped = fit is not None and fit.fits is False
         table.add_row(str(i), markup(case.key), size, str(case.devices), _length(case),
-                      "skipped: memory" if fit is not None and fit.fits is False else
-                      estimate.describe(seconds * processes) + ("" if known else " +?"))
+                      "skipped: memory" if skipped else estimate.describe(est.seconds * processes)
+                      + ("" if est.known else " +?"), "" if skipped else est.source())
     console.print(table)
     for line in memory_lines(planned.cases, env):   # plan/fit.py: a case that does not fit is skipped
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    total, unknown = estimate.plan_seconds(planned.cases, env)
+    total, unknown = sum(e.seconds for e in estimates), sum(not e.known for e in estimates)
+    modelled = all(e.basis == "modelled" for e in estimates)
     console.print(f"estimated time: about {estimate.describe(total * processes)} ({processes} worker process(es) "
-                  "per case)"
+                  f"per case; {basis_counts(estimates)})"
                   + (f" plus the work of {unknown} case(s) whose chip has no known peak at their precision (+?)"
                      if unknown else "")
-                  + " (rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed share of "
-                    "the peak; docs/accelerators.md, \"What the estimate assumes\", says how rough)", highlight=False,
-                  soft_wrap=True)
-    note = estimate.budget_note(planned.cases, env, budget_s, processes)
+                  + (" (modelled, rough: worker start-up, compilation, time budgets and analytic FLOPs at an assumed "
+                     "share of the peak; docs/accelerators.md, \"What the estimate assumes\", says how rough; the "
+                     "machine's own runs teach the next estimate)" if modelled else
+                     " (learnt: each such case's newest processes here, or the model scaled by cases like it; "
+                     "docs/accelerators.md, \"What the estimate assumes\")"), highlight=False, soft_wrap=True)
+    note = estimate.budget_note(planned.cases, guess.seconds, budget_s, processes)
     if note:
         console.print(f"budget: {note}", markup=False, highlight=False, soft_wrap=True)
     return 0

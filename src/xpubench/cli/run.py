@@ -100,8 +100,9 @@ def _execute_run(args, console) -> int:
         timeout, memory_limit, processes = opts["timeout"], opts["memory_limit"], opts["processes"]
     api.check_run_settings(timeout, memory_limit, processes)
     progress = RunProgress(console, enabled=not args.no_progress and console.is_terminal)
+    timing: list[str] = []   # the estimate against what it took (plan/learnt.py): printed last
     hooks = api.RunHooks(on_plan=progress.plan, on_start=progress.start, on_result=progress.result,
-                         on_budget=progress.budget, on_cut=progress.cut,
+                         on_budget=progress.budget, on_cut=progress.cut, on_timing=timing.append,
                          on_warning=lambda w: console.print(f"[yellow]warning:[/] {markup(w)}", highlight=False),
                          on_note=lambda n: console.print(f"[yellow]note:[/] {markup(n)}", highlight=False))
     if args.resume:
@@ -116,6 +117,8 @@ def _execute_run(args, console) -> int:
                               processes=processes, hooks=hooks,
                               measure_ceilings=getattr(args, "measure_ceilings", False))
     print_run_output(results, console, out, verbose=getattr(args, "verbose", False))
+    for line in timing:
+        console.print(line, markup=False, highlight=False, overflow="fold")
     if getattr(args, "print_format", None):   # -o -: the cases on stdout (publish/formats.py)
         from xpubench.publish.formats import print_results
 

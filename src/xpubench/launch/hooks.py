@@ -23,6 +23,7 @@ class RunHooks:
     on_budget: Callable[[Any], None] | None = None                    # the run's launch.budget.Budget
     on_cut: Callable[[Case, int], None] | None = None                  # a process the budget left out
     on_note: Callable[[str], None] | None = None                       # the plan's notes (else on_warning)
+    on_timing: Callable[[str], None] | None = None                     # at the end: the estimate against what it took
 
     def warn(self, message: str) -> None:
         """To the CLI's hook, or as a Python warning in a notebook."""

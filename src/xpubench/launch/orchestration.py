@@ -6,7 +6,8 @@ its plan, settings and budget, the environment, the runs already in the file) an
     announce()                     the plan to the progress hooks (and the memory-limit caveat)
     fingerprint(ceilings)          the environment's fingerprint, with the measured ceilings the results
                                    are ranked against (a callable: ceilings/ is above launch/)
-    sweep(refuse)                  every (case, process) left, through runner.run_cases
+    sweep(refuse, learn)           every (case, process) left, through runner.run_cases (each ok process
+                                   also to the timing history: launch/history.py)
     finish()                       the budget's summary said; the runs, earlier ones first
 
 ``api.run`` (and so ``xpubench run`` and the notebook's ``xpubench.run``/``bench``) drives it; what a
@@ -183,12 +184,20 @@ class Launch:
         capped = all(c.steps for c in self.cases if c.mode != "matmul")
         return self.settings.timeout_s or (BRIEF_TIMEOUT_S if capped else runner.DEFAULT_TIMEOUT_S)
 
-    def sweep(self, refuse: Callable[[Case], str | None] | None = None) -> list[Run]:
-        """Every (case, process) left, each result appended the moment it exists (runner.run_cases)."""
+    def sweep(self, refuse: Callable[[Case], str | None] | None = None,
+              learn: Callable[[Run], None] | None = None) -> list[Run]:
+        """Every (case, process) left, each result appended the moment it exists (runner.run_cases), then
+        handed to ``learn`` (the timing history's recorder) and the progress hook."""
+        def on_result(run: Run) -> None:
+            if learn:
+                learn(run)
+            if self.hooks.on_result:
+                self.hooks.on_result(run)
+
         self.runs = runner.run_cases(
             self.cases, self.out, fingerprint=self.prints, processes=self.settings.processes,
             timeout_s=self.timeout_s(), memory_limit_bytes=self.settings.memory_limit_bytes,
-            on_start=self.hooks.on_start, on_result=self.hooks.on_result, earlier=self.earlier,
+            on_start=self.hooks.on_start, on_result=on_result, earlier=self.earlier,
             budget=self.budget, on_cut=self.hooks.on_cut, refuse=refuse)
         return self.runs
 

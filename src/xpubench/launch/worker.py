@@ -99,12 +99,14 @@ def main(argv: list[str]) -> int:
     apply_memory_limit(case.device)
     prepare_environment(case.device, scratch=result_path.parent)   # the runner's private folder for this worker
     import_preload(case.backend)
+    started = time.perf_counter()
     try:
         outcome = execute(case)
     except BaseException as exc:  # every failure becomes this case's result
         if isinstance(exc, KeyboardInterrupt):
             raise
         outcome = outcome_of_exception(exc, case.device)
+    outcome.metrics["case_s"] = time.perf_counter() - started   # the run's estimates learn from it (launch/history.py)
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(dataclasses.asdict(outcome), default=_jsonable))
     os.replace(tmp, result_path)

@@ -124,14 +124,15 @@ def describe(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def budget_note(cases, env: dict, budget_s: float | None, processes: int) -> str | None:
+def budget_note(cases, estimate, budget_s: float | None, processes: int) -> str | None:
     """One sentence for ``--dry-run``: what the run's budget would leave out if every worker process took
-    its estimate (the run itself re-plans from what the processes measure)."""
+    its estimate (``estimate``: a case -> seconds, plan/learnt.py; the run itself re-plans from what the
+    processes measure)."""
     from xpubench.launch.budget import preview
 
     if not budget_s:
         return None
-    ran, skipped = preview(cases, processes, budget_s, lambda case: case_seconds(case, env)[0])
+    ran, skipped = preview(cases, processes, budget_s, estimate)
     fewer = sum(1 for n in ran.values() if n < processes)
     if not skipped and not fewer:
         return f"the run's {budget_s:g} s budget fits every case at these estimates"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3   # 3: the rows carry compile_s
 
 
 @dataclass

@@ -36,6 +36,12 @@ def time_cell(case: dict) -> Cell:
     return Cell(seconds_text(t), sort=t if t is not None else -1, raw="" if t is None else t)
 
 
+def compile_cell(case: dict) -> Cell:
+    """The compilation each worker process paid before its first timed step; "-" where none was apart."""
+    t = case.get("compile_s")
+    return Cell("-" if t is None else seconds_text(t), sort=t if t is not None else -1, raw="" if t is None else t)
+
+
 def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list]]:
     rows = []
     for run in runs:
@@ -49,7 +55,7 @@ def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list
             rows.append((attrs, [
                 Cell(run.date[:16].replace("T", " ") or "n/a", sort=run.date or ""), run.machine_label,
                 attrs["device"], attrs["framework"], attrs["precision"], case.get("mode") or "n/a", setting(case),
-                figure_cell(case, href), time_cell(case),
+                figure_cell(case, href), time_cell(case), compile_cell(case),
                 Cell(str(case.get("processes") or 0), sort=case.get("processes") or 0),
                 Cell(case.get("status") or "n/a", cls="" if case.get("status") == "ok" else "failed"),
                 Cell(run.file, href=f"../r/{run.id}.html"),
@@ -58,7 +64,7 @@ def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list
 
 
 WORKLOAD_HEAD = ["date (UTC)", "machine", "device", "framework", "precision", "mode", "setting", "figure", "time",
-                 "processes", "status", "results file"]
+                 "compile", "processes", "status", "results file"]
 
 
 def series(runs: list[RunRecord], workload: str) -> dict[str, dict[str, list[Point]]]:
@@ -154,13 +160,13 @@ def _rerun_command(case: dict) -> str:
 
 
 def run_page(run: RunRecord, report_href: str | None) -> str:
-    head = ["#", "case", "status", "figure", "time", "95% CI", "processes", "samples", "message"]
+    head = ["#", "case", "status", "figure", "time", "95% CI", "compile", "processes", "samples", "message"]
     rows = []
     for i, c in enumerate(run.cases):
         ci = ("n/a" if c.get("time_ci95_low_s") is None
               else f"{seconds_text(c['time_ci95_low_s'])} - {seconds_text(c['time_ci95_high_s'])}")
         rows.append(({}, [Cell(str(i), sort=i), Cell(c.get("key") or "n/a", href=f"#case-{i}"), c.get("status"),
-                          figure_cell(c, f"#case-{i}"), time_cell(c), ci,
+                          figure_cell(c, f"#case-{i}"), time_cell(c), ci, compile_cell(c),
                           Cell(str(c.get("processes")), sort=c.get("processes") or 0),
                           Cell(str(c.get("samples")), sort=c.get("samples") or 0), c.get("message") or ""]))
     report = (f'<p><a href="{esc(report_href)}">The report of this run</a> (xpubench report, built with the site).</p>'

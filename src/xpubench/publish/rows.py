@@ -9,7 +9,8 @@ samples of the headline time, all processes), the headline time ``timing`` (its 
 ``time_s`` (the median of the process medians) with its two-level 95% interval ``time_ci95_low_s`` /
 ``time_ci95_high_s``, the headline figure (``figure``: the metric's name, ``value``, ``unit``),
 ``flops_per_s`` (achieved) and ``peak_share`` (% of peak or MFU, a fraction), ``noisy`` (the harness
-flagged the figure), and ``xpubench`` (the version that measured it).
+flagged the figure), ``compile_s`` (the ahead-of-time compilation each worker process paid, the median
+over them; None where the case compiled nothing apart), and ``xpubench`` (the version that measured it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from xpubench.results.plaintext import shown
 COLUMNS = ("source", "host", "key", "workload", "backend", "device", "device_name", "mode", "precision",
            "batch_size", "size", "devices", "data", "status", "message", "started_at", "processes", "samples",
            "timing", "time_s", "time_ci95_low_s", "time_ci95_high_s", "figure", "value", "unit", "flops_per_s",
-           "peak_share", "noisy", "xpubench")
+           "peak_share", "noisy", "compile_s", "xpubench")
 
 
 def _number(value) -> float | int | None:
@@ -61,6 +62,7 @@ def row(entry: Entry) -> dict[str, Any]:
         "flops_per_s": _number(mode.flops(m)) if mode else None,
         "peak_share": _number(m.get(mode.peak_share)) if mode and mode.peak_share else None,
         "noisy": bool(m.get("warning")) if r.status == "ok" else None,
+        "compile_s": _number(m.get("compile_s")) if r.status == "ok" else None,
         "xpubench": fp.get("xpubench"),
     }
     return {k: shown(v) if isinstance(v, str) else v for k, v in out.items()}   # text from files: printable

@@ -275,6 +275,9 @@ class Processes(Metrics):
     launch: str | None = figure("text", "how the worker process started: forkserver (forked from a server that had "
                                         "imported the framework, untimed) or spawn (a fresh interpreter)",
                                 optional=True)
+    case_s: float | None = figure("s", "the worker's wall time in its case: set-up, compilation and measurement "
+                                       "(the rest of the process's duration_s is its start, imports, and exit)",
+                                  optional=True)
 
 
 @dataclass
@@ -303,6 +306,11 @@ class Cost(Metrics):
     usd_per_1m_samples: float | None = figure("USD", "per million training samples", optional=True)
     usd_per_epoch: float | None = figure("USD", "per steady epoch", optional=True)
     usd_per_1m_predictions: float | None = figure("USD", "per million predictions", optional=True)
+    usd_per_1m_tokens: float | None = figure("USD", "per million generated tokens, at the decode rate", optional=True)
+    usd_per_1m_prompt_tokens: float | None = figure("USD", "per million prompt tokens, at the prefill rate",
+                                                    optional=True)
+    usd_per_pflop: float | None = figure("USD", "matmul: per 10^15 FLOPs at the warm rate", optional=True)
+    usd_to_target: float | None = figure("USD", "a quality target: the time to target, priced", optional=True)
     cost_na: str | None = figure("text", "why no cost figure (no price given for this device)", optional=True)
 
 

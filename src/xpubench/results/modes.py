@@ -96,9 +96,10 @@ class Mode:
     flop_rate: str | None = None       # achieved FLOP/s
     peak_share: str | None = None      # flop_rate / the chip's peak: "pct_of_peak" or "mfu"
     ranked: bool = False               # ranked against the measured ceiling (efficiency table, roofline)
-    cost: Figure | None = None         # dollars per result (priced modes)
+    cost: Figure | None = None         # dollars per sample (the cost and energy table, the advice's ranking)
     priced: tuple[tuple[str, str], ...] = ()   # (cost figure, the figure it prices): a rate (per s: dollars
-                                       # per 1M of it) or a time (s: dollars for it); analysis/cost.py
+                                       # per 1M of it; FLOP/s: per PFLOP) or a time (s: dollars for it);
+                                       # analysis/cost.py; the summary's cost is the first (report/tables/user_cost.py)
     bandwidth_bound: bool = False      # its headline is bound by memory bandwidth (decode): a run wants the
                                        # device's bandwidth whatever its precision (ceilings/runtime.py)
 
@@ -166,14 +167,16 @@ register(Mode("matmul", MatmulMetrics, "matmul", samples=("warm_s",), size="size
               details=(Figure("cold_flops_per_s", before="cold"),),
               rates=(Rate("warm_flops_per_s", "warm_s", ("flops_per_call",)),
                      Rate("cold_flops_per_s", "cold_s", ("flops_per_call",))),
-              flop_rate="warm_flops_per_s", peak_share="pct_of_peak", ranked=True))
+              flop_rate="warm_flops_per_s", peak_share="pct_of_peak", ranked=True,
+              priced=(("usd_per_pflop", "warm_flops_per_s"),)))
 register(Mode("train", TrainMetrics, "training", samples=("step_s",),
               headline=(Figure("tokens_per_s", after="tok/s"), SAMPLES_PER_S), cold="first_epoch_s",
               rates=(Rate("samples_per_s", "step_s", ("global_batch",), ("tokens_per_s", "achieved_flops_per_s")),
                      Rate("epoch_samples_per_s", "epoch_s", ("global_batch", "steps_per_epoch"))),
               flop_rate="achieved_flops_per_s", peak_share="mfu", ranked=True,
               cost=Figure("usd_per_1m_samples", after="1M samples"),
-              priced=(("usd_per_1m_samples", "samples_per_s"), ("usd_per_epoch", "epoch_s"))))
+              priced=(("usd_per_1m_samples", "samples_per_s"), ("usd_per_epoch", "epoch_s"),
+                      ("usd_to_target", "time_to_target_s"))))
 register(Mode("infer", InferMetrics, "inference", samples=("latency_s", "pass_s"), headline=(SAMPLES_PER_S,),
               rates=(Rate("samples_per_s", "pass_s", ("eval_samples",), ("achieved_flops_per_s",)),
                      Rate("batch_samples_per_s", "latency_s", ("batch",))),
@@ -186,7 +189,9 @@ register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_
               details=(Figure("ttft_s", before="TTFT"), Figure("decode_token_p50_s", after="/token")),
               rates=(Rate("decode_tokens_per_s", "decode_token_s", ("batch",), ("achieved_flops_per_s",)),
                      Rate("prefill_tokens_per_s", "prefill_s", ("batch", "prompt_len"))),
-              rounds=("decode_token_s",), flop_rate="achieved_flops_per_s", peak_share="mfu", bandwidth_bound=True))
+              rounds=("decode_token_s",), flop_rate="achieved_flops_per_s", peak_share="mfu", bandwidth_bound=True,
+              priced=(("usd_per_1m_tokens", "decode_tokens_per_s"),
+                      ("usd_per_1m_prompt_tokens", "prefill_tokens_per_s"))))
 # xpubench serve (src/xpubench/serve/, docs/serving.md)
 register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size_text=("{} users", "c{}"),
               headline=(Figure("output_tokens_per_s", before="output", after="tok/s"),),

@@ -19,7 +19,7 @@ from xpubench.report.base.figures import line
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.base.table import print_table
 from xpubench.report.sections import SECTIONS
-from xpubench.report.tables.summary import ceiling_note, summary_table
+from xpubench.report.tables.summary import ceiling_note, paid_tables, summary_table
 from xpubench.report.tables.target import process_headline
 from xpubench.results.modes import mode_of
 from xpubench.results.plaintext import markup
@@ -136,11 +136,14 @@ def print_run_tables(results, console: Console, *, verbose: bool = True) -> None
 
 
 def print_summary(results, console: Console) -> None:
-    """The compact summary (report/tables/summary.py), fitting the console's width, and under it the
+    """The compact summary (report/tables/summary.py), fitting the console's width, what its figures cost
+    (the compile each process paid, the dollars at the price given: ``paid_tables``), and under them the
     ceilings the run had no measured figure for, once, with the command that measures them."""
     data = ResultSet.load(results)
     if not data.frame.empty:
         print_table(summary_table(data.frame, data), console)
+        for table in paid_tables(data.frame):
+            print_table(table, console)
         note = ceiling_note(data)
         if note:
             console.print(note, highlight=False, overflow="fold")

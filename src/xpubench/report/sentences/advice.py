@@ -139,7 +139,11 @@ def crossovers(data: ResultSet) -> list[str]:
 
 
 def _startup(row) -> tuple[float, float] | None:
-    """(time before steady state, steady time per step or call) of a case."""
+    """(time before steady state, steady time per step or call) of a case; a generation's: its compile and
+    the time per generated token of its decode rate."""
+    if row["mode"] == "generate":
+        rate = num(row, "decode_tokens_per_s")
+        return (num(row, "compile_s") or 0.0, 1 / rate) if rate else None
     if row["mode"] == "matmul":
         cold, warm = row.get("cold_s"), row.get("warm_s")
         return (cold - warm, warm) if pd.notna(cold) and pd.notna(warm) else None
@@ -152,37 +156,56 @@ def _startup(row) -> tuple[float, float] | None:
 
 def break_even(data: ResultSet) -> list[str]:
     """Where the fastest setup's compile/start-up time outweighs its speed for a short run: for each case
-    (workload, batch size or N, precision), the fastest steady setup against every setup that starts
-    faster, when the steady difference is significant and the break-even is at least 2 steps."""
+    (workload, batch size or N, precision; a generation's model and lengths too), the fastest steady setup
+    against every setup that starts faster, and each backend's fastest against its own other variants (a
+    compiled decode against the eager one), when the steady difference is significant and the break-even
+    is at least 2 steps (a generation: tokens)."""
     rows = ok_rows(data.frame)
-    rows = rows[rows["mode"].isin(["train", "matmul"])] if not rows.empty else rows
+    rows = rows[rows["mode"].isin(["train", "matmul", "generate"])] if not rows.empty else rows
     lines = []
-    keys = ["workload", "mode", "batch_size", "size", "precision"]
+    keys = ["workload", "mode", "batch_size", "size", "precision",
+            *(k for k in GENERATION_KEYS if k in rows)]
     for _, group in (rows.groupby(keys, dropna=False) if not rows.empty else []):
         group = group[[(_startup(r) is not None) for _, r in group.iterrows()]]
         if len(group) < 2:
             continue
         multi = many_sources(group)
-        fast = group.loc[min(group.index, key=lambda i: _startup(group.loc[i])[1])]
-        ov_f, t_f = _startup(fast)
-        for _, slow in group.iterrows():
-            ov_s, t_s = _startup(slow)
+        steady = {i: _startup(group.loc[i]) for i in group.index}
+        fastest = min(group.index, key=lambda i: steady[i][1])
+        own = {b: min(part.index, key=lambda i: steady[i][1]) for b, part in group.groupby("backend")}
+        pairs = dict.fromkeys([(fastest, i) for i in group.index]
+                              + [(own[b], i) for b, part in group.groupby("backend") for i in part.index])
+        for f, s in pairs:
+            fast, slow = group.loc[f], group.loc[s]
+            (ov_f, t_f), (ov_s, t_s) = steady[f], steady[s]
             if not (t_f < t_s and ov_f > ov_s):
                 continue
             est = speedup(data, fast, slow)
             n = math.ceil((ov_f - ov_s) / (t_s - t_f))
             if est is None or not est.significant or n < 2:
                 continue
-            unit = "step" if fast["mode"] == "train" else "product"
-            what = f"batch {int(fast['batch_size'])}" if fast["mode"] == "train" else f"N={int(fast['size'])}"
+            unit = {"train": "step", "generate": "token"}.get(fast["mode"], "product")
+            what = f"N={int(fast['size'])}" if fast["mode"] == "matmul" else f"batch {int(fast['batch_size'])}"
             extra = ""
             if fast["mode"] == "train" and pd.notna(fast.get("global_batch")):
                 extra = f" (~{n * int(fast['global_batch']):,} samples)"
-            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_name(fast, multi)} runs {est.ratio:.2f}x "
-                         f"faster per {unit} than {_name(slow, multi)} ({fmt_seconds(t_f)} against "
-                         f"{fmt_seconds(t_s)}) but needs {fmt_seconds(ov_f - ov_s)} more to start (compile and first "
-                         f"{unit}); it wins only after {n:,} {unit}s{extra}.")
+            start = "compile" if fast["mode"] == "generate" else f"compile and first {unit}"
+            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_runtime(fast, multi)} runs "
+                         f"{est.ratio:.2f}x faster per {unit} than {_runtime(slow, multi)} ({fmt_seconds(t_f)} "
+                         f"against {fmt_seconds(t_s)}) but needs {fmt_seconds(ov_f - ov_s)} more to start ({start}); "
+                         f"it wins only after {n:,} {unit}s{extra}.")
     return lines
+
+
+GENERATION_KEYS = ("architecture", "prompt_len", "new_tokens", "depth")   # a generation's model and lengths
+
+
+def _runtime(row, multi: bool) -> str:
+    """A setup's name, a generation's with its decode step ("torch compiled cpu": report/tables/llm.py)."""
+    from xpubench.report.tables.llm import runtime
+
+    name = _name(row, multi)
+    return runtime(row) + name.removeprefix(str(row["backend"])) if row["mode"] == "generate" else name
 
 
 def _metric_direction(row) -> tuple[str, int]:

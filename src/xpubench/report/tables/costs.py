@@ -25,7 +25,7 @@ from xpubench.results.modes import MODES
 from xpubench.units import fmt_flops
 
 
-def _usd(value) -> str:
+def usd(value) -> str:
     if value is None:
         return "n/a"
     return f"${value:.3g}" if value < 0.01 else (f"${value:,.4f}" if value < 1 else f"${value:,.2f}")
@@ -197,10 +197,10 @@ def cost_energy_table(frame: pd.DataFrame) -> Table:
     """Dollars per result of every ok result of a priced mode, with its energy."""
     rows = _rows_of(frame, cost=True)
     priced = [m for m in MODES.values() if m.cost is not None and (rows["mode"] == m.name).any()]
-    cols = [*_identity(rows), Column("$/hour", lambda r: _usd(num(r, "usd_per_hour")), priority=LOW),
-            *(Column(f"$ per {m.cost.after}", lambda r, m=m: _usd(num(r, m.cost.metric)), priority=1)
+    cols = [*_identity(rows), Column("$/hour", lambda r: usd(num(r, "usd_per_hour")), priority=LOW),
+            *(Column(f"$ per {m.cost.after}", lambda r, m=m: usd(num(r, m.cost.metric)), priority=1)
               for m in priced),
-            Column("$ per epoch", lambda r: _usd(num(r, "usd_per_epoch")), priority=LOW),
+            Column("$ per epoch", lambda r: usd(num(r, "usd_per_epoch")), priority=LOW),
             Column("J/step", lambda r: _fmt(num(r, "joules_per_step"), ",.3g"), priority=LOW),
             Column("J/sample", lambda r: _fmt(num(r, "joules_per_sample"), ",.3g"), priority=2),
             Column("samples/J", lambda r: _fmt(num(r, "samples_per_joule"), ",.3g"), priority=LOW),

@@ -2,7 +2,9 @@
 per weight format that reads like llama-bench's (model, size, params, backend and its decode step,
 threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd over the rounds), with
 the shares against the chip (a tg row: the decode rate of its bandwidth bound; a pp row: pp MFU), the
-energy per token and the KV cache and the answer's line (its tokens/s-against-batch chart: report/charts/generation.py)
+energy per token, the compile time each process paid (on the tg row), the dollars per 1M tokens (where a
+price was given), the KV cache and the answer's line
+(its tokens/s-against-batch chart: report/charts/generation.py)
  ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
 result belongs here when it carries the bytes read per generated token (workloads' ``generation_counts``;
 analysis/generation.py derives the shares)."""
@@ -14,10 +16,13 @@ import pandas as pd
 from xpubench.report.base.cells import fmt, fmt_seconds, noisy
 from xpubench.report.base.frame import many_sources, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
+from xpubench.report.tables.costs import usd
+from xpubench.report.tables.user_cost import compile_text
 from xpubench.units import fmt_bytes, fmt_rate
 
 FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
 TESTS = (("pp", "prompt_len", "prefill_tokens_per_s"), ("tg", "new_tokens", "decode_tokens_per_s"))
+PRICED = {"pp": "usd_per_1m_prompt_tokens", "tg": "usd_per_1m_tokens"}   # analysis/cost.py
 
 
 def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -122,6 +127,9 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
         Column("of bw bound", lambda r: bound_cell(r) if r["test_kind"] == "tg" else "", priority=ALWAYS),
         Column("pp MFU", lambda r: _pct(r, "prefill_mfu") if r["test_kind"] == "pp" else "", priority=2),
         Column("J/token", joules_cell, priority=2),
+        Column("compile", lambda r: compile_text(r) if r["test_kind"] == "tg" else "", priority=2),
+        *([Column("$ per 1M tok", lambda r: usd(num(r, PRICED[r["test_kind"]])), priority=2)]
+          if "usd_per_hour" in rows and rows["usd_per_hour"].notna().any() else []),   # --price-per-hour given
         Column("TTFT / per token p50", lambda r: fmt_seconds(num(r, "ttft_s" if r["test_kind"] == "pp" else
                                                                     "decode_token_p50_s")), priority=LOW),
         Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=LOW),

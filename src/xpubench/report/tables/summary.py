@@ -17,6 +17,7 @@ from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
 from xpubench.report.tables.llm import bound_cell
+from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
 
@@ -242,6 +243,23 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
+
+
+def paid_tables(frame: pd.DataFrame) -> list[Table]:
+    """The summary's rows again as what their figures cost the user (report/tables/user_cost.py): the
+    compile each worker process paid, with its break-even, where any case compiled apart; the dollars per
+    the row's unit where a price was given. Each left out (empty) where it has nothing to show."""
+    rows = frame[benchmarks(frame)] if not frame.empty else frame
+    lines = [li for li in (_lines(rows) if not rows.empty else [])
+             if any(c.value is not None for c in li.cells.values())]
+    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
+    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
+    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
+              [Priced(header[c], cell.row, cell.value, cell.metric == "prefill_tokens_per_s")
+               for c, cell in line.cells.items() if cell.value is not None]) for line in lines]
+    return [t for t in (compile_table(shown, list(header.values())), cost_table(shown, list(header.values())))
+            if not t.empty]
 
 
 def _group_units(lines: list[Line]) -> dict[str, tuple[str, float]]:
