@@ -14,7 +14,7 @@ from xpubench.cli import ceilings as ceilings_cli
 from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
 from xpubench.errors import UserError
-from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options import add_run_arguments, device_help, doctor_backend_help
 from xpubench.plan.options_text import csv
 from xpubench.version import __version__
 
@@ -75,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; "
                                         "WARNs when the machine is busy)")
-    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
-    doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help=doctor_backend_help())
+    doc.add_argument("-d", "--device", type=csv(str, "device"), help=device_help())
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
     doc.add_argument("--env-file", metavar="FILE", help="this machine's `xpubench env --json` record, just saved "
                      "(the accelerator check's env step), instead of detecting it again")

@@ -20,6 +20,7 @@ from typing import Any
 from xpubench.devices import records
 from xpubench.devices.clock import measured_mhz
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
+from xpubench.devices.device import SPELLINGS
 from xpubench.errors import UserError
 
 
@@ -110,7 +111,7 @@ def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
         raise UserError(f"backend {backend!r} is not installed on this machine; pip install 'xpubench[{backend}]'")
     m = _SPELLING.fullmatch(requested.strip().lower())
     if not m:
-        raise UserError(f"unknown device {requested!r} (expected cpu, gpu, gpu:N, cuda:N, tpu, tpu:N or mps)")
+        raise UserError(f"unknown device {requested!r} (expected {SPELLINGS})")
     kind = {"cuda": "gpu", "rocm": "gpu"}.get(m.group(1), m.group(1))
     index = int(m.group(2) or 0)
     if kind == "mps" and index:
