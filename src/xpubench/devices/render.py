@@ -10,6 +10,7 @@ from rich.segment import Segment
 from rich.table import Table
 
 from xpubench.devices import kernels
+from xpubench.devices.cpu import clock_said
 from xpubench.results.plaintext import markup
 from xpubench.units import fmt_bytes, fmt_flops
 
@@ -32,7 +33,8 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     reported = cpu.get("mhz_max") or cpu.get("mhz_current")
     clock = f"{reported / 1000:.2f} GHz reported" if reported else "clock n/a"
     if cpu.get("mhz_measured"):
-        clock = f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load" + (f" ({clock})" if reported else "")
+        clock = (f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load{clock_said(cpu)}"
+                 + (f" ({clock})" if reported else ""))
     console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, {clock}, "
                   f"memory {fmt_bytes(host.get('memory_bytes'))}")
     console.print(f"[bold]SIMD[/bold] {' '.join(flags) or 'n/a'}")

@@ -103,6 +103,10 @@ def _shared_help(texts: list[str]) -> str:
     return "; ".join(parts)
 
 
+REFRESH_HELP = ("measure the reference figures again instead of reading them from the cache: the CPU clock behind "
+                "the peak estimate, a run's brief bandwidth behind %% of the bandwidth bound (docs/ceilings.md)")
+
+
 def _names(items) -> str:
     return ", ".join(map(str, items))
 
@@ -246,6 +250,7 @@ OPTIONS: tuple[Option, ...] = (
        "a terminal)", action="store_true", **CLI_ONLY),
     _o("measure_ceilings", "--measure-ceilings", "cli", "measure the missing ceilings (FLOP/s, GB/s) before "
        "the run, ~30 s per precision on a CPU (docs/ceilings.md)", action="store_true", **CLI_ONLY),
+    _o("refresh", "--refresh", "cli", REFRESH_HELP, action="store_true", **CLI_ONLY),
     _o("verbose", "--verbose", "cli", "full tables after the run instead of the compact summary",
        action="store_true", **CLI_ONLY),
     _o("dry_run", "--dry-run", "cli", "print the cases the run would execute and an estimate of its time; "
