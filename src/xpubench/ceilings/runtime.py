@@ -128,7 +128,8 @@ def brief_bandwidth(record: dict[str, Any], env: dict, cases: Iterable,
     from xpubench.ceilings.measure import with_ceilings
 
     refresh = refresh_asked() if refresh is None else refresh
-    known = {key.split("/", 1)[1]: key for key in record["bandwidth"]}
+    by_rate = sorted(record["bandwidth"], key=lambda k: record["bandwidth"][k]["bytes_per_s"])
+    known = {key.split("/", 1)[1]: key for key in by_rate}   # each device's fastest: the one its bound reads
     devices: dict[str, str] = {}
     for c in cases:
         if _bandwidth_bound(c) and c.backend in with_ceilings():

@@ -142,7 +142,7 @@ def doctor_backend_help() -> str:
 
 
 def device_help(more: str = "") -> str:
-    """-d's help (run's and doctor's): the spellings devices/detect.py reads."""
+    """-d's help (run's and doctor's): the spellings devices/device.py reads."""
     from xpubench.devices.device import SPELLINGS
 
     return f"{SPELLINGS} (default: the first device of each kind a backend sees{more})"
@@ -158,7 +158,7 @@ def _precision_help() -> str:
 def _mode_help() -> str:
     """--mode's help: the modes (plan.MODES) and the workloads whose default is not training."""
     others = [f"{name}: {', '.join(get_workload(name).default_modes)}" for name in offered()
-              if get_workload(name).default_modes not in (("train",), ("matmul",))]
+              if get_workload(name).default_modes != ("train",)]
     return (f"comma list of {_names(MODES)} (time-to-target: train to the workload's default target; default "
             f"train{''.join('; ' + o for o in others)})")
 
