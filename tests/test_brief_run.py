@@ -77,7 +77,7 @@ def test_with_an_accelerator_it_comes_first_and_the_budget_keeps_every_accelerat
     assert not [k for k in skipped if "tpu" in k] and all(ran[c.key] == MIN_PROCESSES for c in accel)
 
 
-def test_a_generation_run_measures_a_brief_bandwidth_when_none_is_known(monkeypatch):
+def test_a_generation_run_measures_a_brief_bandwidth_when_none_is_known(monkeypatch, tmp_path):
     from xpubench.analysis.generation import add_generation_bounds
     from xpubench.case import Case
     from xpubench.ceilings import measure, runtime
@@ -85,39 +85,41 @@ def test_a_generation_run_measures_a_brief_bandwidth_when_none_is_known(monkeypa
 
     asked = []
 
-    def fake(backend, device, precisions, **kw):
-        asked.append((backend, device, precisions, kw["bandwidth_budget_s"]))
+    def fake(backend, device, *, measurements, budget_s, **kw):
+        asked.append((backend, device, measurements, budget_s))
         kernels = {"copy": KernelRate("copy", "c = a", 2**29, 16.0, 18.0, 0.1),
                    "triad": KernelRate("triad", "a = b + s * c", 3 * 2**28, 15.0, 20.0, 0.1),
                    "bad": KernelRate("bad", "wrong", 2**28, 0.0, 0.0, 0.0, error="wrong result")}
-        return [], Bandwidth(backend, device, 2**28, 16.0, kernels, elapsed_s=1.6)
+        return [Bandwidth(backend, device, 2**28, 16.0, kernels, elapsed_s=1.6)] * measurements
 
-    monkeypatch.setattr(measure, "measure_in_subprocess", fake)
+    monkeypatch.setattr(measure, "brief_bandwidths", fake)
     cases = [Case("llama", b, "cpu", "generate", "fp32", batch_size=1) for b in ("torch", "jax")]
     record = {"ceilings": {}, "bandwidth": {}, "missing": [], "note": None}
-    runtime.brief_bandwidth(record, epyc(), cases + [Case("matmul", "numpy", "cpu", "matmul", "fp32", size=64)])
-    assert asked == [("torch", "cpu", [], runtime.BRIEF_BANDWIDTH_S)]  # one per device, not per backend
+    runtime.brief_bandwidth(record, epyc(), cases + [Case("matmul", "numpy", "cpu", "matmul", "fp32", size=64)],
+                            path=tmp_path / "ceilings.json", refresh=False)
+    assert asked == [("torch", "cpu", runtime.BRIEF_MEASUREMENTS, runtime.BRIEF_BANDWIDTH_S)]  # one per device
     assert record["bandwidth"]["torch/cpu"]["bytes_per_s"] == 20e9   # the fastest window (a ceiling), not 16
     metrics = {"decode_tokens_per_s": 20.0, "decode_bytes_per_token": 200e6}
     add_generation_bounds(metrics, cases[1].as_dict(), {"ceilings": record})
     assert metrics["pct_of_bandwidth_bound"] == pytest.approx(0.2)
-    assert "a brief copy/triad before this run, its fastest window of 1.6 s" in metrics["bound_bandwidth_source"]
-    runtime.brief_bandwidth(record, epyc(), cases)                    # known now: not measured again
+    assert "a run's brief one, the median of 3 measurements' fastest windows; measured for this run, ±0%" in \
+        metrics["bound_bandwidth_source"]
+    runtime.brief_bandwidth(record, epyc(), cases, path=tmp_path / "ceilings.json")   # known now: not measured again
     assert len(asked) == 1
 
 
-def test_a_failed_brief_bandwidth_is_one_note_and_the_share_stays_na(monkeypatch):
+def test_a_failed_brief_bandwidth_is_one_note_and_the_share_stays_na(monkeypatch, tmp_path):
     from xpubench.case import Case
     from xpubench.ceilings import measure, runtime
 
     def broken(*a, **kw):
         raise RuntimeError("ceiling measurement of torch on cpu failed: no memory")
 
-    monkeypatch.setattr(measure, "measure_in_subprocess", broken)
+    monkeypatch.setattr(measure, "brief_bandwidths", broken)
     record = {"ceilings": {}, "bandwidth": {}, "missing": [], "note": None}
     notes = []
     runtime.brief_bandwidth(record, epyc(), [Case("llama", "torch", "cpu", "generate", "fp32", batch_size=1)],
-                            on_note=notes.append)
+                            on_note=notes.append, path=tmp_path / "ceilings.json", refresh=False)
     assert record["bandwidth"] == {} and len(notes) == 1 and "`xpubench ceilings`" in notes[0]
 
 

@@ -91,13 +91,13 @@ def test_the_clock_is_the_slope_between_two_chain_lengths_and_nonsense_is_reject
 
 @pytest.mark.slow
 def test_the_clock_chain_compiles_and_gives_a_clock_on_this_machine():
-    """The chain really runs here through the installed JAX (a clock within SANE_GHZ), and the host
-    record carries it into the estimate's basis."""
+    """The chain really runs here through the installed JAX (each measurement a clock within SANE_GHZ), and the
+    host record carries it (measured, or this CPU's cached figure) into the estimate's basis."""
     from xpubench.devices import clock
     from xpubench.devices.detect import host
 
-    mhz, method = clock.measured_mhz()
-    assert mhz is not None, method
+    samples, method = clock.measured_mhz()
+    assert samples and all(clock.SANE_GHZ[0] <= mhz / 1000 <= clock.SANE_GHZ[1] for mhz in samples), method
     cpu_record = host()["cpu"]
     assert cpu_record["mhz_measured"] and "measured on one busy core" in cpu_record["peak_estimate"]["fp32"]["basis"]
 

@@ -93,3 +93,15 @@ def test_list_shows_llama_as_generation_and_hides_the_selftest():
     gpt = [c.strip() for c in next(line for line in text.splitlines()
                                    if line.startswith("│ gpt ")).strip("│").split("│")]
     assert gpt[4] == "2"                                          # gpt trains by default: its epochs stay
+
+
+def test_env_at_80_columns_crops_nothing():
+    """A device table wider than the terminal is said a device per line (issue 52 item 5: nothing cut)."""
+    text = rendered(json.loads((MACHINES / "h100-sxm.json").read_text()), width=80)
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    folded = " ".join(text.split())
+    assert folded.count("mem BW 3,350 GB/s") == 8 and "memory torch 79.2 GiB, jax 59.4 GiB*" in folded
+    assert "cpu: name AMD EPYC; frameworks numpy, torch, jax" in " ".join(rendered(cpu_only(), width=80).split())
+    wide = rendered(json.loads((MACHINES / "h100-sxm.json").read_text()), width=250)
+    assert "┃ device ┃" in wide                                    # wide enough: the table

@@ -197,12 +197,12 @@ def test_jax_data_parallel_gpt_on_a_host_mesh() -> None:
 
 # ---- end to end -------------------------------------------------------------------------------------
 
-def fixed_bandwidth(backend: str, device: str, precisions, **_) -> tuple[list, object]:
-    """ceilings.measure.measure_in_subprocess's answer for a brief bandwidth (no FLOP/s ceilings), unmeasured."""
+def fixed_bandwidth(backend: str, device: str, *, measurements: int, **_) -> list:
+    """ceilings.measure.brief_bandwidths's answer (its measurements), unmeasured."""
     from xpubench.harness.bandwidth import Bandwidth, KernelRate
 
     copy = KernelRate("copy", "c = a", 2**26, 10.0, 12.0, 0.1)
-    return [], Bandwidth(backend, device, 2**26, 10.0, {"copy": copy}, elapsed_s=0.2)
+    return [Bandwidth(backend, device, 2**26, 10.0, {"copy": copy}, elapsed_s=0.2)] * measurements
 
 
 @pytest.mark.slow
@@ -211,7 +211,8 @@ def test_train_and_generate_through_api_run(tmp_path: Path, monkeypatch) -> None
     # the brief bandwidth the run takes before its generation cases (ceilings/runtime.py brief_bandwidth) is a
     # fixed figure, not a child process importing torch to copy arrays (~4 s of CPU): nothing here reads its value.
     # test_llama_run measures a real one through api.run.
-    monkeypatch.setattr("xpubench.ceilings.measure.measure_in_subprocess", fixed_bandwidth)
+    monkeypatch.setattr("xpubench.ceilings.measure.brief_bandwidths", fixed_bandwidth)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))   # the unmeasured figure is kept there, not here
     request = PlanRequest(workloads=["gpt"], backends=["torch", "jax"], devices=["cpu"], modes=["train", "infer"],
                           precisions=["fp32", "int8"], batch_sizes=[2], epochs=2, steps=2, train_samples=8,
                           eval_samples=4, time_budget_s=1, options=TINY)

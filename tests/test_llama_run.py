@@ -49,16 +49,18 @@ def brief_once(record: dict, env: dict, cases, on_note=None) -> None:
 
 
 @pytest.fixture(autouse=True)
-def machine(monkeypatch) -> dict:
+def machine(monkeypatch, tmp_path_factory) -> dict:
     """The machine detected once per test run (conftest.this_machine), for every run of this module, and its
     brief bandwidth measured once per module (brief_once); and torch.compile's Inductor compiling in the worker
     itself, not in a pool of compile processes that each import torch again (what is recorded, not how fast
-    it compiles). The brief bandwidth copies for 0.2 s, not 1.5 (as tests/test_gpt_run.py's): the tiny model's
-    decode is far from its bound, and nothing here reads more of the figure than that it is a share in (0, 1]."""
+    it compiles). The brief bandwidth copies once for 0.2 s, not three times 0.6: the tiny model's decode is far
+    from its bound, and nothing here reads more of the figure than that it is a share in (0, 1]."""
     env = this_machine()
     monkeypatch.setattr("xpubench.api.detect_environment", lambda **_: env)
     monkeypatch.setattr("xpubench.api.brief_bandwidth", brief_once)
     monkeypatch.setattr("xpubench.ceilings.runtime.BRIEF_BANDWIDTH_S", 0.2)
+    monkeypatch.setattr("xpubench.ceilings.runtime.BRIEF_MEASUREMENTS", 1)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))   # a 0.2 s figure, not kept for real
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 

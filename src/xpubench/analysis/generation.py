@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpubench.backends.peaks import device_record
+from xpubench.ceilings.runtime import when_said
 
 
 def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
@@ -32,9 +33,10 @@ def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
                 if key.split("/", 1)[-1] == case.get("device") and (entry or {}).get("bytes_per_s")}
     if measured:
         key, entry = max(measured.items(), key=lambda item: item[1]["bytes_per_s"])
-        written = f", {entry['written']}" if entry.get("written") else ""
         how = entry.get("source") or "xpubench ceilings"   # a run's own brief figure says so (ceilings/runtime.py)
-        return float(entry["bytes_per_s"]), f"measured ({key.split('/')[0]}'s copy/triad, {how}{written})"
+        when = when_said(entry, now="measured for this run")   # cached or measured then, its spread
+        said = f"{key.split('/')[0]}'s copy/triad, {how}" + (f"; {when}" if when else "")
+        return float(entry["bytes_per_s"]), f"measured ({said})"
     spec = device_record(fp, str(case.get("backend")), str(case.get("device"))).get("memory_bandwidth")
     if spec:
         return float(spec), "the device's spec bandwidth (no measured one recorded)"

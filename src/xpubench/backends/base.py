@@ -34,6 +34,9 @@ class Backend:
     name = ""                       # the id users type (-b torch) and results record
     title = ""                      # how reports name it ("PyTorch")
     module: str | None = None       # the import whose presence means "installed" (None: always installed)
+    imports: tuple[str, ...] = ()   # every top-level module its workers import beyond xpubench's own dependencies:
+    #   one not found here is said by `env`, `doctor` and the plan, with ``install_hint`` (backends/detect.py
+    #   ``missing_imports``); tests/test_backend_imports.py checks it against the imports of its code
     packages: tuple[str, ...] = ()  # distributions every result's fingerprint records the versions of
     in_default_run = False          # planned when no -b is given
     variants: tuple[str, ...] = ()  # keras: the frameworks it runs on (ids keras:jax, keras:torch, ...)
@@ -74,6 +77,19 @@ class Backend:
     def installed(self, env: dict, backend: str) -> bool:
         """Whether ``backend`` can run here, from an environment record (this machine's or another's)."""
         return bool((env.get("backends", {}).get(self.name) or {}).get("installed"))
+
+    def install_hint(self) -> str:
+        """The command that installs what its workers import (its extra of xpubench's pyproject.toml)."""
+        return f'pip install "xpubench[{self.name}]"'
+
+    def missing(self, env: dict) -> str | None:
+        """Why its cases can't run here although it is installed: the modules of ``imports`` the environment
+        record found missing (``"missing_imports"``), and how to install them; None when none is."""
+        absent = (env.get("backends", {}).get(self.name) or {}).get("missing_imports") or []
+        if not absent:
+            return None
+        return (f"{self.name}'s workers import {', '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} "
+                f"not installed here: {self.install_hint()}")
 
     def detect(self, host_cpu: dict) -> dict:
         """This framework's record for the environment: {"version", "devices": [...], ...}. Runs in the

@@ -7,8 +7,9 @@ backends only: a plan's ``needed``) as JSON: the parent process calls it in a ch
 (backends/fingerprint.py ``detect_environment``) so that it never initialises CUDA or a TPU itself. A
 backend that is not installed is never imported (its record's ``module`` is looked up with
 ``importlib.util.find_spec``); one whose import or initialisation fails is recorded with ``"error"`` and
-detection goes on. Every backend's worker settings are applied first (JAX: no GPU memory preallocation), so
-detection never grabs GPU memory.
+detection goes on. A backend one of whose other imports (``Backend.imports``: optax for JAX) is not found
+is recorded with ``"missing_imports"`` and the command that installs it (``"install"``). Every backend's
+worker settings are applied first (JAX: no GPU memory preallocation), so detection never grabs GPU memory.
 """
 
 from __future__ import annotations
@@ -62,19 +63,28 @@ def environment(only: list[str] | None = None) -> dict[str, Any]:
     for name in backends.names():
         record = backends.get(name)
         if record.module and not installed(record.module):
-            found[name] = {"installed": False, "version": None, "devices": []}
+            found[name] = {"installed": False, "version": None, "devices": [], "install": record.install_hint()}
             continue
         if only is not None and name not in only:   # never imported: its versions, no devices
             found[name] = {"installed": True, **record.versions(), "devices": [], "detected": False}
-            continue
-        try:
-            record.worker_environment(None, os.environ)
-            found[name] = {"installed": True, **record.detect(h["cpu"])}
-        except Exception as exc:  # noqa: BLE001 - a broken backend is recorded, detection goes on
-            found[name] = {"installed": True, "version": version_of(record.module or name), "devices": [],
-                           "error": error_line(exc)}
+        else:
+            try:
+                record.worker_environment(None, os.environ)
+                found[name] = {"installed": True, **record.detect(h["cpu"])}
+            except Exception as exc:  # noqa: BLE001 - a broken backend is recorded, detection goes on
+                found[name] = {"installed": True, "version": version_of(record.module or name), "devices": [],
+                               "error": error_line(exc)}
+        found[name].update(missing_imports(record))
     return {"host": h, "backends": found, "variables": variables, "kernels": kernels.chosen(os.environ),
             "packages": package_versions(backends.fingerprint_packages())}
+
+
+def missing_imports(record) -> dict[str, Any]:
+    """{"missing_imports": [...], "install": how} for a backend one of whose ``imports`` is not found here
+    (looked up, never imported: ``importlib.util.find_spec``), {} when all are: an installed JAX without
+    optax is said by `env`, `doctor` and the plan, not found by a worker's ModuleNotFoundError."""
+    absent = [module for module in record.imports if not installed(module)]
+    return {"missing_imports": absent, "install": record.install_hint()} if absent else {}
 
 
 def main(argv: list[str]) -> int:

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from xpubench.devices import envvars
+from xpubench.devices.cpu import cpu_identity
 from xpubench.version import __version__
 
-CPU_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", "flags", "logical_cores",
-              "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
 VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES",
             "HIP_VISIBLE_DEVICES", *envvars.KERNEL_NAMES)
@@ -29,7 +28,7 @@ def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) ->
     drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", [])
                       if d.get("driver")})
     return {
-        "hardware": {"cpu": {k: cpu.get(k) for k in CPU_FIELDS}, "memory_bytes": host.get("memory_bytes"),
+        "hardware": {"cpu": cpu_identity(cpu), "memory_bytes": host.get("memory_bytes"),
                      "accelerators": [list(a) for a in accelerators]},
         "software": {"xpubench": __version__,
                      "backends": {name: {k: info.get(k) for k in VERSION_FIELDS if info.get(k) is not None}

@@ -25,6 +25,7 @@ class NumpyBackend(Backend):
     name = "numpy"
     title = "NumPy"
     module = "numpy"
+    imports = ("numpy",)
     packages = ("numpy",)
     in_default_run = True
     trains = False                   # the matmul reference only: no training stack
@@ -32,6 +33,9 @@ class NumpyBackend(Backend):
     ceiling_dtypes = ("fp32",)
     ceiling_module = "xpubench.backends.numpy_ceiling"
     startup_s = 0.7
+
+    def install_hint(self) -> str:
+        return "pip install numpy"   # one of xpubench's own dependencies: no extra
 
     def detect(self, host_cpu: dict) -> dict:
         """numpy's version, its BLAS, and the host CPU as its device."""

@@ -23,9 +23,9 @@ Writes go to a temporary file renamed over the old one, so a reader never sees h
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
+import statistics
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,10 +33,12 @@ from typing import Any
 
 from xpubench import readfile
 from xpubench.backends.identity import machine_key  # noqa: F401 - the key of an entry, callers find it here
+from xpubench.envnames import cache_folder
 from xpubench.errors import UserError
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
 from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, optional, record, whole
+from xpubench.units import utc_now
 
 FORMAT = 1
 MAX_BYTES = 16 * readfile.MiB
@@ -55,13 +57,14 @@ ENTRY = record({
                                     "kernel": TEXT, "description": TEXT, "bytes_per_call": RATE, "gb_per_s": RATE,
                                     "best_gb_per_s": RATE, "cv": RATE, "samples_s": list_of(RATE), "reps": whole(0),
                                     "warning": TEXT, "error": TEXT}))}, required=("backend", "device"))),
+    "brief_bandwidth": map_of(record({"gb_per_s": list_of(number(0)), "written": TEXT},
+                                     required=("gb_per_s", "written"))),
 })
 MAX_ENTRIES = 8          # most recent machine keys kept (e.g. several virtual environments)
 
 
 def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "xpubench" / "ceilings.json"
+    return cache_folder(environ) / "ceilings.json"
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -129,6 +132,13 @@ def cached_bandwidth(entry: dict | None, backend: str, device: str) -> Bandwidth
     return Bandwidth.from_dict(data) if data else None
 
 
+def cached_brief(entry: dict | None, backend: str, device: str) -> dict | None:
+    """A run's brief bandwidth kept for this backend and device (ceilings/runtime.py ``brief_bandwidth``):
+    {"gb_per_s": [each measurement's fastest window], "written"}, or None."""
+    found = (entry or {}).get("brief_bandwidth", {}).get(f"{backend}/{device}")
+    return found if found and found.get("gb_per_s") else None
+
+
 def summary_rows(entry: dict | None) -> list[dict]:
     """One row per cached figure, for ``xpubench env``: backend, device, what ("fp32 matmul" /
     "bandwidth"), value and unit, where (shape or kernel), written."""
@@ -145,12 +155,26 @@ def summary_rows(entry: dict | None) -> list[dict]:
         rows.append({"backend": b.backend, "device": b.device, "what": "bandwidth", "value": b.gb_per_s,
                      "unit": "GB/s", "where": best.kernel if best else (b.warning or "n/a"),
                      "written": entry.get("written")})
+    for name, brief in (entry or {}).get("brief_bandwidth", {}).items():
+        backend, _, device = name.partition("/")
+        values = brief["gb_per_s"]
+        rows.append({"backend": backend, "device": device, "what": "brief bandwidth (a run's)",
+                     "value": statistics.median(values), "unit": "GB/s",
+                     "where": f"median of {len(values)}, ±{spread(values):.0%}", "written": brief["written"]})
     return rows
 
 
-def store(key: dict, ceilings: list[Ceiling] = (), bandwidths: list[Bandwidth] = (), path: Path | None = None) -> Path:
-    """Add (or replace) these figures in this key's entry; other keys' entries are kept, the oldest
-    dropped beyond MAX_ENTRIES. Returns the file written."""
+def spread(values: list[float]) -> float:
+    """Half the range of repeated measurements over their median: the "±" said beside a kept figure."""
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / 2 / middle if middle else 0.0
+
+
+def store(key: dict, ceilings: list[Ceiling] = (), bandwidths: list[Bandwidth] = (), path: Path | None = None,
+          briefs: dict[str, list[float]] | None = None) -> Path:
+    """Add (or replace) these figures in this key's entry (``briefs``: {"backend/device": a run's brief
+    bandwidth measurements, GB/s}); other keys' entries are kept, the oldest dropped beyond MAX_ENTRIES.
+    Returns the file written."""
     path = path or cache_path()
     entries, _ = _read(path)
     entry = next((e for e in entries if e["key"] == key), None) or {"key": key, "ceilings": {}, "bandwidth": {}}
@@ -159,7 +183,11 @@ def store(key: dict, ceilings: list[Ceiling] = (), bandwidths: list[Bandwidth] =
         entry.setdefault("ceilings", {})[f"{c.backend}/{c.device}/{c.precision}"] = c.as_dict()
     for b in bandwidths:
         entry.setdefault("bandwidth", {})[f"{b.backend}/{b.device}"] = b.as_dict()
-    entry["written"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = utc_now()
+    for name, values in (briefs or {}).items():
+        entry.setdefault("brief_bandwidth", {})[name] = {"gb_per_s": list(values), "written": now}
+    if ceilings or bandwidths or "written" not in entry:   # when the searched figures were (a brief has its own)
+        entry["written"] = now
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ceilings-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -77,21 +77,35 @@ def measure_in_subprocess(backend: str, device: str, precisions: Sequence[str], 
                           ) -> tuple[list[Ceiling], Bandwidth | None]:
     """Run ``python -m xpubench.ceilings`` in a child (the parent never imports a framework) and read
     its JSON. Raises RuntimeError with the child's last stderr line when it fails."""
-    argv = [sys.executable, "-m", "xpubench.ceilings", "--backend", backend, "--device", device,
-            "--precisions", ",".join(precisions)]
-    if budget_s:
-        argv += ["--budget", str(budget_s)]
+    argv = ["--precisions", ",".join(precisions)] + (["--budget", str(budget_s)] if budget_s else [])
     if with_bandwidth:
         argv += ["--bandwidth"] + (["--spec-bandwidth", str(spec_bytes_per_s)] if spec_bytes_per_s else [])
         argv += ["--bandwidth-budget", str(bandwidth_budget_s)] if bandwidth_budget_s else []
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+    data = _child(backend, device, argv, timeout_s)
+    ceilings = [Ceiling.from_dict(c) for c in data["ceilings"]]
+    return ceilings, Bandwidth.from_dict(data["bandwidth"]) if data.get("bandwidth") else None
+
+
+def brief_bandwidths(backend: str, device: str, *, measurements: int, budget_s: float,
+                     spec_bytes_per_s: float | None = None, timeout_s: float | None = None) -> list[Bandwidth]:
+    """``measurements`` brief copy/triad measurements of ``budget_s`` each, one after the other in one child
+    (its start and the framework's import paid once): a run's own bandwidth, its spread across them."""
+    argv = ["--precisions", "", "--bandwidth", "--bandwidth-budget", str(budget_s),
+            "--bandwidth-repeats", str(measurements)]
+    data = _child(backend, device, argv + (["--spec-bandwidth", str(spec_bytes_per_s)] if spec_bytes_per_s else []),
+                  timeout_s)
+    return [Bandwidth.from_dict(b) for b in data["bandwidths"]]
+
+
+def _child(backend: str, device: str, argv: list[str], timeout_s: float | None) -> dict:
+    """``python -m xpubench.ceilings`` (ceilings/__main__.py) for one backend and device: its JSON."""
+    proc = subprocess.run([sys.executable, "-m", "xpubench.ceilings", "--backend", backend, "--device", device, *argv],
+                          capture_output=True, text=True, timeout=timeout_s, check=False,
                           env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"ceiling measurement of {backend} on {device} failed: {tail}")
-    data = json.loads(proc.stdout)
-    ceilings = [Ceiling.from_dict(c) for c in data["ceilings"]]
-    return ceilings, Bandwidth.from_dict(data["bandwidth"]) if data.get("bandwidth") else None
+    return json.loads(proc.stdout)
 
 
 def ceilings_for(env: dict[str, Any], backend: str, device: str, precisions: Sequence[str], *,

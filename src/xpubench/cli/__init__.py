@@ -13,8 +13,9 @@ import sys
 from xpubench.cli import ceilings as ceilings_cli
 from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
+from xpubench.envnames import REFRESH
 from xpubench.errors import UserError
-from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options import REFRESH_HELP, add_run_arguments, device_help, doctor_backend_help
 from xpubench.plan.options_text import csv
 from xpubench.version import __version__
 
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     env = sub.add_parser("env", help="what hardware and frameworks are here")
     env.add_argument("--json", action="store_true", help="print the same as JSON")
+    env.add_argument("--refresh", action="store_true", help=REFRESH_HELP)
 
     sub.add_parser("list", help="workloads, backends and devices")
 
@@ -75,9 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     doc = sub.add_parser("doctor", help="check that every device here measures honestly (about 15 s on a 2-core CPU; "
                                         "WARNs when the machine is busy)")
-    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help="numpy, torch, jax (default: installed)")
-    doc.add_argument("-d", "--device", type=csv(str, "device"), help="cpu, gpu, gpu:1, tpu, mps (default: all)")
+    doc.add_argument("-b", "--backend", type=csv(str, "backend"), help=doctor_backend_help())
+    doc.add_argument("-d", "--device", type=csv(str, "device"), help=device_help())
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doc.add_argument("--refresh", action="store_true", help=REFRESH_HELP)
     doc.add_argument("--env-file", metavar="FILE", help="this machine's `xpubench env --json` record, just saved "
                      "(the accelerator check's env step), instead of detecting it again")
 
@@ -131,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             build_parser().print_help()
             return EXIT_USAGE
+        if getattr(args, "refresh", False):   # the detection child and the run's brief bandwidth read it
+            os.environ[REFRESH] = "1"
         if args.command == "run":
             _exit_on_sigterm()
         return COMMANDS[args.command](args, console)

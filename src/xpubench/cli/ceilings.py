@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=float, default=None, help="seconds per precision (default 30 on a CPU)")
     p.add_argument("--no-bandwidth", action="store_true", help="skip the copy / triad bandwidth")
     p.add_argument("--bandwidth-only", action="store_true", help="only the copy / triad bandwidth (no matmul search)")
-    p.add_argument("--refresh", action="store_true", help="measure again even when cached")
+    p.add_argument("--refresh", action="store_true", help="measure again even when cached (the CPU clock too)")
     p.add_argument("--show", action="store_true", help="only print what the cache holds for this machine")
     p.add_argument("--json", action="store_true", help="print the cached rows as JSON")
     p.add_argument("--dry-run", action="store_true",
@@ -59,7 +59,7 @@ def cached_table(env: dict) -> Table | str:
                 "`xpubench ceilings`")
     t = Table(title=f"Measured ceilings (cache {markup(cache.cache_path())})")
     for col in ("backend", "device", "what", "value", "where", "written"):
-        t.add_column(col, justify="right" if col == "value" else "left")
+        t.add_column(col, justify="right" if col == "value" else "left", overflow="fold")   # never cut
     for r in rows:
         value = "n/a" if r["value"] is None else f"{r['value']:,.1f} {r['unit']}"
         t.add_row(*(markup(v) for v in (r["backend"], r["device"], r["what"], value, r["where"], r["written"])))

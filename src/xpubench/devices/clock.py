@@ -16,21 +16,46 @@ clock = 2 cycles x extra rounds / extra seconds.
 What it is: the clock of one busy core (a single-core boost). With every core busy a CPU may run slower,
 so the estimate built on it is an upper bound for the whole CPU, which is what a peak must be.
 Without JAX (or when its CPU backend cannot run) there is no measurement: None.
+
+Kept (``cpu_clock``): the clock is measured ``MEASUREMENTS`` times, its figure is their median with their
+spread (half their range over the median), and it is cached per CPU (``cpu.cpu_identity``: model, flags,
+cores, cpufreq's maximum) in ``$XDG_CACHE_HOME/xpubench/cpu-clock.json`` with the time it was measured.
+Every later detection reads it, so the CPU peak estimate holds still from one command to the next (it
+moved 398 / 442 / 451 / 453 GFLOP/s when each command measured again); ``--refresh`` (or
+``XPUBENCH_REFRESH=1``) measures it again. What each figure is, cached or measured now, is said beside it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import tempfile
 import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from xpubench import readfile
+from xpubench.devices.cpu import cpu_identity
+from xpubench.envnames import cache_folder
+from xpubench.errors import UserError
+from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, record
+from xpubench.units import utc_now
 
 CYCLES_PER_ROUND = 2          # one add + one xor, each 1 cycle of latency
 ROUNDS_PER_ITERATION = 16
 ITERATIONS = (2_000, 22_000)  # the two loop lengths (the longer: ~0.2 ms at 3.6 GHz)
 REPEATS = 25
+MEASUREMENTS = 5              # independent ones: the clock is their median, their spread said beside it
 WARM_S = 0.05                 # busy time before timing, so a power-saving core has ramped its clock up
 SANE_GHZ = (0.2, 10.0)        # outside this the measurement is rejected (a broken timer or compiler)
 METHOD = ("a dependent chain of 32-bit adds and xors (1 cycle each) compiled by XLA, timed on one busy core: "
-          "the fastest of 25 calls at two lengths, clock = extra cycles / extra seconds")
+          f"the fastest of {REPEATS} calls at two lengths, clock = extra cycles / extra seconds; the median of "
+          f"{MEASUREMENTS} such measurements")
+FORMAT = 1
+MAX_BYTES = 1 << 20
+MAX_ENTRIES = 8               # CPUs kept (another container's or VM's CPU shares the home folder)
 
 
 def _chain(iterations: int):
@@ -65,9 +90,11 @@ def slope_ghz(short_s: float, long_s: float, iterations: tuple[int, int] = ITERA
     return ghz if SANE_GHZ[0] <= ghz <= SANE_GHZ[1] else None
 
 
-def measured_mhz() -> tuple[float | None, str]:
-    """(the clock of one busy core in MHz, how it was measured) or (None, why not)."""
+def measured_mhz(measurements: int = MEASUREMENTS) -> tuple[list[float], str]:
+    """(the clock of one busy core in MHz, once per measurement, how it was measured) or ([], why not). Each
+    is the slope of the fastest of REPEATS interleaved calls at the two lengths."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # as detection imports JAX
+    found, odd = [], []
     try:
         import jax
         import jax.numpy as jnp
@@ -79,12 +106,77 @@ def measured_mhz() -> tuple[float | None, str]:
             end = time.perf_counter() + WARM_S
             while time.perf_counter() < end:
                 long(*args).block_until_ready()
-            times = [float("inf"), float("inf")]
-            for _ in range(REPEATS):   # interleaved: a slow spell of the machine touches both lengths
-                times = [min(t, _fastest(fn, args, 1)) for t, fn in zip(times, (short, long))]
+            for _ in range(measurements):
+                times = [float("inf"), float("inf")]
+                for _ in range(REPEATS):   # interleaved: a slow spell of the machine touches both lengths
+                    times = [min(t, _fastest(fn, args, 1)) for t, fn in zip(times, (short, long))]
+                ghz = slope_ghz(*times)
+                found += [round(ghz * 1000, 1)] if ghz is not None else []
+                odd += [] if ghz is not None else [f"{times[0]:.2e} s and {times[1]:.2e} s"]
     except Exception as exc:  # noqa: BLE001 - no JAX, no CPU backend: no measurement, said why
-        return None, f"not measured ({type(exc).__name__}: {str(exc).strip()[:120]})"
-    ghz = slope_ghz(*times)
-    if ghz is None:
-        return None, f"not measured (timings {times[0]:.2e} s and {times[1]:.2e} s make no sense)"
-    return round(ghz * 1000, 1), METHOD
+        return [], f"not measured ({type(exc).__name__}: {str(exc).strip()[:120]})"
+    if not found:
+        return [], f"not measured (timings {odd[0]} make no sense)"
+    return found, METHOD
+
+
+def cpu_clock(cpu: dict[str, Any], *, refresh: bool = False, environ: Mapping[str, str] = os.environ,
+              measure: Callable[[], tuple[list[float], str]] | None = None,
+              path: Path | None = None) -> dict[str, Any]:
+    """The clock of one busy core as a figure that holds still: {"mhz": the median of the measurements,
+    "spread": half their range / the median, "samples_mhz", "measured_at", "fresh": measured by this call,
+    "method"}. The figure cached for this CPU (``cpu_identity``) is used unless ``refresh``; otherwise it is
+    measured and kept (an unwritable cache: said in "unkept", the figure used all the same). {"mhz": None,
+    "method": why} where it can't be measured."""
+    path = path or cache_path(environ)
+    key = cpu_identity(cpu)
+    entries = _entries(path)
+    kept = None if refresh else next((e for e in entries if e["cpu"] == key), None)
+    if kept is not None:
+        return _figure(kept, fresh=False)
+    samples, method = (measure or measured_mhz)()
+    if not samples:
+        return {"mhz": None, "method": method}
+    entry = {"cpu": key, "samples_mhz": samples, "measured_at": utc_now(), "method": method}
+    figure = _figure(entry, fresh=True)
+    try:
+        _store([e for e in entries if e["cpu"] != key] + [entry], path)
+    except OSError as exc:   # measured all the same: used, and said why it is not kept
+        figure["unkept"] = f"not kept: {path} cannot be written ({exc.strerror or exc})"
+    return figure
+
+
+def cache_path(environ: Mapping[str, str] = os.environ) -> Path:
+    return cache_folder(environ) / "cpu-clock.json"
+
+
+def _figure(entry: dict, fresh: bool) -> dict[str, Any]:
+    samples = entry["samples_mhz"]
+    mhz = statistics.median(samples)
+    return {"mhz": round(mhz, 1), "spread": (max(samples) - min(samples)) / 2 / mhz, "samples_mhz": samples,
+            "measured_at": entry["measured_at"], "fresh": fresh, "method": entry["method"]}
+
+
+ENTRY = record({"cpu": map_of(JSON), "samples_mhz": list_of(number(SANE_GHZ[0] * 1000, SANE_GHZ[1] * 1000)),
+                "measured_at": TEXT, "method": TEXT}, required=("cpu", "samples_mhz", "measured_at", "method"))
+
+
+def _entries(path: Path) -> list[dict]:
+    """The cache's entries; a missing, unreadable or hand-broken file holds none (it is rewritten on store)."""
+    try:
+        data = readfile.loads_json(readfile.read_bytes(path, "clock cache", MAX_BYTES), str(path))
+        entries = data["entries"] if isinstance(data, dict) and data.get("format") == FORMAT else []
+        for i, entry in enumerate(entries):
+            ENTRY(entry, f"entries[{i}]")
+        return [e for e in entries if e["samples_mhz"]]
+    except (UserError, Invalid, KeyError, TypeError):
+        return []
+
+
+def _store(entries: list[dict], path: Path) -> None:
+    """Written whole to a temporary file renamed over the old one: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".cpu-clock-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"format": FORMAT, "entries": entries[-MAX_ENTRIES:]}, fh, indent=1)
+    os.replace(tmp, path)

@@ -204,6 +204,16 @@ def cpu_info() -> dict[str, Any]:
     return info
 
 
+IDENTITY_FIELDS = ("model", "vendor", "cpu_family", "cpu_model", "cpu_part", "arch", "flags", "logical_cores",
+                   "physical_cores", "usable_cores", "usable_physical_cores", "mhz_max")
+
+
+def cpu_identity(info: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a CPU for the figures kept between runs (its measured clock, devices/clock.py; part of the
+    ceilings cache's machine key): not the current clock, which changes from one reading to the next."""
+    return {k: info.get(k) for k in IDENTITY_FIELDS}
+
+
 def _fp32_per_cycle(info: dict[str, Any]) -> tuple[float | None, str]:
     """(fp32 FLOP/cycle/core, why) from the flags and the vendor/model; the conservative value when unsure."""
     flags = set(info.get("flags") or [])
@@ -245,13 +255,24 @@ def _reported(info: dict[str, Any]) -> str:
     return f"; the OS reports {mhz / 1000:.2f} GHz" if mhz else ""
 
 
+def clock_said(info: dict[str, Any]) -> str:
+    """Whether the measured clock was read from the cache or measured now, and its spread (devices/clock.py):
+    " (cached 2026-12-07, ±1%)", " (measured now, ±1%)"; "" for a record without them (an older one)."""
+    when = info.get("clock_measured_at")
+    if not when:
+        return ""
+    spread = info.get("clock_spread")
+    return (f" ({'measured now' if info.get('clock_fresh') else f'cached {str(when)[:10]}'}"
+            + (f", ±{spread:.0%})" if spread is not None else ")"))
+
+
 def _clock(info: dict[str, Any]) -> tuple[float | None, str, bool]:
     """(GHz, where it comes from, whether it is an upper bound of the clock under load)."""
     measured, top = info.get("mhz_measured"), info.get("mhz_max")
     if measured and (not top or measured >= top):
-        return measured / 1000, f"measured on one busy core{_reported(info)}", True
+        return measured / 1000, f"measured on one busy core{clock_said(info)}{_reported(info)}", True
     if top:
-        said = f"; measured on one busy core: {measured / 1000:.2f} GHz" if measured else ""
+        said = f"; measured on one busy core: {measured / 1000:.2f} GHz{clock_said(info)}" if measured else ""
         return top / 1000, f"cpufreq cpuinfo_max_freq{said}", True
     if info.get("mhz_current"):
         why = "/proc/cpuinfo 'cpu MHz' (current; may understate boost: not an upper bound)"

@@ -18,8 +18,10 @@ import subprocess
 from typing import Any
 
 from xpubench.devices import records
-from xpubench.devices.clock import measured_mhz
+from xpubench.devices.clock import cpu_clock
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
+from xpubench.devices.device import SPELLINGS
+from xpubench.envnames import refresh_asked
 from xpubench.errors import UserError
 
 
@@ -80,10 +82,15 @@ def cpu_device(host_cpu: dict[str, Any], device_id: str = "cpu") -> dict[str, An
     }
 
 
-def host() -> dict[str, Any]:
-    """The host's facts; the CPU's clock measured on a busy core (devices/clock.py) for its peak estimate."""
+def host(refresh: bool | None = None) -> dict[str, Any]:
+    """The host's facts; the CPU's clock measured on a busy core (devices/clock.py: cached, measured again with
+    ``refresh``, by default when XPUBENCH_REFRESH asks) for its peak estimate, with its spread, when it was
+    measured and whether that was now (``clock_*``)."""
     cpu = cpu_info()
-    cpu["mhz_measured"], cpu["clock_method"] = measured_mhz()
+    clock = cpu_clock(cpu, refresh=refresh_asked() if refresh is None else refresh)
+    cpu["mhz_measured"], cpu["clock_method"] = clock["mhz"], clock["method"]
+    cpu.update({f"clock_{k}": clock[k] for k in ("spread", "measured_at", "fresh", "samples_mhz", "unkept")
+                if k in clock})
     cpu["peak_estimate"] = cpu_peak_estimates(cpu)
     return {"hostname": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
             "python": platform.python_version(), "cpu": cpu, "memory_bytes": cpu.get("memory_bytes")}
@@ -110,7 +117,7 @@ def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
         raise UserError(f"backend {backend!r} is not installed on this machine; pip install 'xpubench[{backend}]'")
     m = _SPELLING.fullmatch(requested.strip().lower())
     if not m:
-        raise UserError(f"unknown device {requested!r} (expected cpu, gpu, gpu:N, cuda:N, tpu, tpu:N or mps)")
+        raise UserError(f"unknown device {requested!r} (expected {SPELLINGS})")
     kind = {"cuda": "gpu", "rocm": "gpu"}.get(m.group(1), m.group(1))
     index = int(m.group(2) or 0)
     if kind == "mps" and index:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 KINDS = ("cpu", "gpu", "tpu", "mps")
 ALIASES = {"cuda": "gpu", "rocm": "gpu", "hip": "gpu", "metal": "mps"}
 _SPELLING = re.compile(r"([a-z]+)(?::(\d+))?")
+SPELLINGS = "cpu, gpu, gpu:N, cuda:N, tpu, tpu:N or mps"   # what a user is told to type (errors, -d's help)
 
 
 @dataclass(frozen=True, order=True)
@@ -26,7 +27,7 @@ class Device:
         m = _SPELLING.fullmatch(str(text).strip().lower())
         kind = ALIASES.get(m.group(1), m.group(1)) if m else None
         if kind not in KINDS:
-            raise ValueError(f"unknown device {text!r} (expected cpu, gpu, gpu:N, cuda:N, tpu, tpu:N or mps)")
+            raise ValueError(f"unknown device {text!r} (expected {SPELLINGS})")
         index = int(m.group(2) or 0)
         if kind == "mps" and index:
             raise ValueError(f"unknown device {text!r}: there is one mps device, spelled 'mps'")

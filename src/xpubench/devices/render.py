@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 
 from xpubench.devices import kernels
+from xpubench.devices.cpu import clock_said
 from xpubench.results.plaintext import markup
 from xpubench.units import fmt_bytes, fmt_flops
 
@@ -31,7 +33,8 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
     reported = cpu.get("mhz_max") or cpu.get("mhz_current")
     clock = f"{reported / 1000:.2f} GHz reported" if reported else "clock n/a"
     if cpu.get("mhz_measured"):
-        clock = f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load" + (f" ({clock})" if reported else "")
+        clock = (f"{cpu['mhz_measured'] / 1000:.2f} GHz measured under load{clock_said(cpu)}"
+                 + (f" ({clock})" if reported else ""))
     console.print(f"[bold]CPU[/bold]  {_na(cpu.get('model'))} ({_na(cpu.get('arch'))}), {cores}, {clock}, "
                   f"memory {fmt_bytes(host.get('memory_bytes'))}")
     console.print(f"[bold]SIMD[/bold] {' '.join(flags) or 'n/a'}")
@@ -56,14 +59,26 @@ def render_environment(env: dict[str, Any], console: Console) -> None:
                           f"{markup(platform)} device):[/] {markup(error)}",
                           highlight=False, soft_wrap=True)
     table = _device_table(backends)
-    if table is not None:
+    if table is None:
+        return
+    drawn = Segment.split_lines(console.render(table, console.options))   # as drawn, before the console crops
+    if max(Segment.get_line_length(line) for line in drawn) <= console.width:
         console.print(table)
+        return
+    console.print("[bold]devices[/bold]")   # a console narrower than the table's columns: nothing cropped
+    cells = [list(column.cells) for column in table.columns]
+    for row in zip(*cells):
+        said = [f"{column.header} {cell}" for column, cell in zip(table.columns[1:], row[1:]) if cell != "n/a"]
+        console.print(f"  {row[0]}: " + "; ".join(said), highlight=False)
+    if table.caption:
+        console.print(table.caption, highlight=False)
 
 
 def _framework_line(name: str, info: dict[str, Any]) -> str:
     """"jax 0.10.2 (jaxlib 0.10.2), 1 device" (or why it has none)."""
+    install = markup(info.get("install") or f"pip install 'xpubench[{name}]'")   # a record without it: an older one
     if not info.get("installed"):
-        return f"[bold]{markup(name)}[/bold]: not installed (pip install 'xpubench\\[{markup(name)}]')"
+        return f"[bold]{markup(name)}[/bold]: not installed ({install})"
     extras = [f"{markup(k.replace('_version', ''))} {markup(v)}" for k, v in info.items()
               if k.endswith("_version") and v] + ([f"BLAS {markup(info['blas'])}"] if info.get("blas") else [])
     variants = _variants(name, info)
@@ -73,6 +88,9 @@ def _framework_line(name: str, info: dict[str, Any]) -> str:
     devices = info.get("devices", [])
     line = f"[bold]{markup(name)}[/bold] {_na(info.get('version'))}" + (f" ({', '.join(extras)})" if extras else "")
     line += f", {len(devices)} device{'s' if len(devices) != 1 else ''}"
+    if info.get("missing_imports"):   # backends/detect.py: its workers would stop at the import
+        line += (f" - [yellow]missing {markup(', '.join(info['missing_imports']))}[/], which its cases import: "
+                 f"{install}")
     return line + (f" - failed to initialise: {markup(info['error'])}" if info.get("error") else "")
 
 

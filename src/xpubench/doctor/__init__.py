@@ -15,7 +15,9 @@ device, in a fresh process each
 - known-good (only where a published achievable figure exists for the chip, precision and framework,
   devices/knowngood.py): the measured product against it, a WARN well below it;
 and, once, the environment variables that change results (devices/envvars.py) and the CPU kernels the
-libraries chose: a WARN, with what it costs here, when one runs below what the CPU can do (kernels.py).
+libraries chose: a WARN, with what it costs here, when one runs below what the CPU can do (kernels.py); an
+installed backend a module its workers import is missing for (JAX without optax) is a FAIL ``imports`` row
+with the command that installs it, and its devices are not probed (``run`` leaves it out too).
 Verdicts (``checks.py``) are PASS, WARN or FAIL with a one-line reason; any FAIL exits 1.
 """
 
@@ -133,18 +135,21 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
     reads how busy other processes keep the CPU (0-1, None: unknown), before the checks and again before
     each CPU probe: a CPU speed row measured on a loaded machine is a WARN that says so (checks.under_load)."""
     from xpubench.plan import PlanRequest, validate
-    from xpubench.plan.defaults import choose_devices
+    from xpubench.plan.defaults import choose_devices, incomplete_backends
 
     validate(PlanRequest(backends=backends, devices=devices))
+    probed = choose_devices(env, backends, devices)   # a bad name, or a named backend missing a module: one line
     environ = dict(os.environ) if environ is None else environ
     share = busy()
     rows = [checks.environment(environ)]
     kernel_row = kernel_check.diagnose(env, environ, kernel_rate)
     rows += [_loaded(kernel_row, share)] if kernel_row else []
     rows.append(checks.load(share, busy_note(share) is not None))
+    rows += [Row("imports", FAIL, why, backend=backend) for backend, why in incomplete_backends(env).items()
+             if not backends]   # one named is refused by choose_devices
     for row in rows if on_row else ():
         on_row(row)
-    for backend, chosen in choose_devices(env, backends, devices).items():
+    for backend, chosen in probed.items():
         for device in chosen:
             config = probe_config(env, backend, device)
             share = busy() if device.startswith("cpu") else None   # the load slows the CPU's own work
@@ -178,5 +183,6 @@ def render(rows: list[Row], console) -> None:
                       markup(r.reason))   # a reason quotes exceptions: text, not markup
     console.print(table)
     counts = {s: sum(r.status == s for r in rows) for s in ("PASS", "WARN", "FAIL")}
+    measured = sum(r.status == FAIL and r.check != "imports" for r in rows)   # not an install's FAIL: its fix is said
     console.print(", ".join(f"{n} {s}" for s, n in counts.items()) + (
-        " - send docs/accelerators.md's report back if a check fails" if counts["FAIL"] else ""), highlight=False)
+        " - send docs/accelerators.md's report back if a check fails" if measured else ""), highlight=False)

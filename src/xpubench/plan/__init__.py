@@ -18,14 +18,13 @@ from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
 from xpubench.plan import target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
-    _backend_installed,
     backend_ids,
     choose_devices,
-    default_backends,
-    default_devices,
+    default_backends_here,
     expand_backends,
     half_precision_note,
     has_tf32,
+    left_out_backends,
     matmul_dtypes,
     model_precisions,
     quick_batch_size,
@@ -219,7 +218,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     cluster = _cluster()
     defaults = [w for w in default_run() if not (cluster.multi and get_workload(w).kind == "matmul")]
     workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
-    backends = req.backends or [b for b in default_backends() if _backend_installed(env, b)]
+    backends = req.backends or default_backends_here(env)
     if cluster.multi:
         _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = _model_cases(req, env) if req.model else []
@@ -362,7 +361,8 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
     from xpubench.devices import envvars, kernels
 
     variables = environ if environ is not None else env.get("variables") or {}
-    notes = envvars.plan_warnings(variables, {c.device.split(":")[0] for c in cases})
+    notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
+        variables, {c.device.split(":")[0] for c in cases})   # a default backend a module is missing for
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
         from xpubench.plan.brief import left_out_line
 

@@ -26,6 +26,24 @@ def _backend_installed(env: dict, backend: str) -> bool:
     return registry.known(backend) and registry.get(backend).installed(env, backend)
 
 
+def default_backends_here(env: dict) -> list[str]:
+    """The backends a request without -b plans here: the default ones installed with every module their
+    workers import (``left_out_backends`` says why another is not)."""
+    return [b for b in default_backends() if _backend_installed(env, b) and not registry.get(b).missing(env)]
+
+
+def incomplete_backends(env: dict) -> dict[str, str]:
+    """{backend: why} of the default backends installed here that a request without -b leaves out, because
+    a module their workers import is missing (``Backend.missing``: the module and the command that installs
+    it): the plan's note, `xpubench doctor`'s FAIL row."""
+    return {b: registry.get(b).missing(env) for b in default_backends()
+            if _backend_installed(env, b) and registry.get(b).missing(env)}
+
+
+def left_out_backends(env: dict) -> list[str]:
+    return [f"no {b} cases: {why}" for b, why in incomplete_backends(env).items()]
+
+
 def expand_backends(env: dict, backends: list[str] | None) -> list[str] | None:
     """A backend with variants named bare (-b keras) -> every one of its variants installed here (keras:jax,
     keras:torch, keras:tensorflow); refused in one line when none is."""
@@ -143,7 +161,7 @@ def choose_devices(env: dict, backends: list[str] | None, devices: list[str] | N
     """{backend: device ids} for ``backends`` (default: every installed one) and ``devices`` (device
     spellings; default: the first device of each kind). ``implicit`` (default: no backends named) drops
     the devices a backend lacks instead of refusing them (``_devices_for``)."""
-    chosen = backends or [b for b in default_backends() if _backend_installed(env, b)]
+    chosen = backends or default_backends_here(env)
     implicit = not backends if implicit is None else implicit
     return {backend: _devices_for(env, backend, devices, implicit) for backend in chosen}
 
@@ -156,6 +174,9 @@ def _devices_for(env: dict, backend: str, devices: list[str] | None, implicit: b
 
     if not _backend_installed(env, backend):
         raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend.partition(':')[0]}]'")
+    missing = registry.get(backend).missing(env)   # a worker would stop at its import: refused here, with the fix
+    if missing:
+        raise UserError(missing)
     if not devices:
         return default_devices(env, backend)
     if not implicit:

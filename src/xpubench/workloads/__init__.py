@@ -40,8 +40,7 @@ def get_workload(name: str) -> Workload:
     if name in RUNTIME:
         return RUNTIME[name]
     if name not in REGISTRY:
-        offered = [n for n in REGISTRY if get_workload(n).kind != "selftest"]   # the isolation check stays unlisted
-        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(offered)} "
+        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(offered())} "
                         "(`xpubench list` describes them)")
     return importlib.import_module(REGISTRY[name]).WORKLOAD
 
@@ -50,6 +49,12 @@ def names(kind: str | None = None) -> list[str]:
     """The built-in workloads in registry order; only those of ``kind`` ("model", "transformer",
     "matmul", "selftest") when given."""
     return [name for name in REGISTRY if kind is None or get_workload(name).kind == kind]
+
+
+def offered() -> list[str]:
+    """The built-in workloads a user is offered (-w's help, an unknown name's error): every one but the
+    isolation check (the selftest), which stays unlisted."""
+    return [name for name in REGISTRY if get_workload(name).kind != "selftest"]
 
 
 def default_run() -> list[str]:

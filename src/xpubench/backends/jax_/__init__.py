@@ -18,6 +18,7 @@ class JaxBackend(Backend):
     name = "jax"
     title = "JAX"
     module = "jax"
+    imports = ("jax", "flax", "optax")
     packages = ("jax", "jaxlib", "flax", "optax")
     in_default_run = True
     precisions = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")

@@ -13,6 +13,7 @@ class KerasBackend(Backend):
     name = "keras"
     title = "Keras 3"
     module = "keras"
+    imports = ("keras",)   # and the framework it runs on (``installed``)
     packages = ("keras",)
     variants = KERAS_BACKENDS        # ids keras:jax, keras:torch, keras:tensorflow (-b keras: every installed one)
     precisions = ("fp32", "tf32", "bf16", "fp16", "int8")

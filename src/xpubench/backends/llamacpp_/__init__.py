@@ -6,8 +6,9 @@ the same figures and the same bandwidth bound as torch's and JAX's, so the pp/tg
 runtimes side by side. Formats: fp32, bf16, fp16 (GGUF F32, BF16, F16), int8 (q8_0), int4 (q4_0).
 
 The programs come from xpubench's cached build of the pinned llama.cpp (scripts/build_llamacpp.sh),
-``$XPUBENCH_LLAMACPP_DIR`` or PATH (binaries.py); where none is found, or the ``gguf`` package is
-missing (``pip install "xpubench[llamacpp]"``), the cases are skipped with that reason. The build's
+``$XPUBENCH_LLAMACPP_DIR`` or PATH (binaries.py); where none is found the cases are skipped with that
+reason. Without the ``gguf`` package (its ``imports``) the plan refuses them, with ``pip install
+"xpubench[llamacpp]"`` (plan/defaults.py ``backend_problem``). The build's
 version, commit and CMake flags are in the environment record, so in every result's fingerprint.
 """
 
@@ -16,18 +17,11 @@ from __future__ import annotations
 from xpubench.backends.base import Backend, Unsupported
 
 
-def _missing_gguf() -> str | None:
-    import importlib.util
-
-    if importlib.util.find_spec("gguf") is None:
-        return 'llama.cpp cases write a GGUF with the gguf package: pip install "xpubench[llamacpp]"'
-    return None
-
-
 class LlamaCppBackend(Backend):
     name = "llamacpp"
     title = "llama.cpp"
     module = None                    # a program, not an import: detect() says whether it was found
+    imports = ("gguf",)              # its GGUF is written with gguf-py (gguf_file.py)
     packages = ("gguf",)
     precisions = ("fp32", "bf16", "fp16", "int8", "int4")
     matmul_dtypes = ()
@@ -73,7 +67,7 @@ class LlamaCppBackend(Backend):
             return programs.missing
         if case.precision in ("int8", "int4") and programs.quantize is None:
             return f"{case.precision} needs llama-quantize beside {programs.bench}, and there is none"
-        return _missing_gguf()
+        return None
 
     def generator(self, case):
         from xpubench.backends.llamacpp_.case import llama_bench_for

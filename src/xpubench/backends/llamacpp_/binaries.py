@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.envnames import LLAMACPP_DIR
+from xpubench.envnames import LLAMACPP_DIR, cache_folder
 
 PINNED = "0.3.36"       # llama-cpp-python's source package: its vendored llama.cpp is what build.py compiles
 BENCH, QUANTIZE, SERVER = "llama-bench", "llama-quantize", "llama-server"
@@ -65,8 +65,7 @@ def build_key(options: dict[str, bool], version: str = PINNED) -> str:
 
 
 def cache_root(environ=os.environ) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "xpubench" / "llamacpp"
+    return cache_folder(environ) / "llamacpp"
 
 
 @dataclass

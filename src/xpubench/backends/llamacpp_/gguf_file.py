@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from xpubench.envnames import cache_folder
 from xpubench.errors import UserError
 
 # xpubench weight format -> (GGUF file type name as llama-quantize spells it, written by gguf-py directly)
@@ -167,8 +168,7 @@ def source_identity(spec, seed: int) -> dict:
 
 
 def cache_dir(environ=os.environ) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "xpubench" / "gguf"
+    return cache_folder(environ) / "gguf"
 
 
 def quantize(quantizer: Path | None, src: Path, dst: Path, gguf_type: str, threads: int) -> None:

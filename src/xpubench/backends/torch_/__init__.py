@@ -16,6 +16,7 @@ class TorchBackend(Backend):
     name = "torch"
     title = "PyTorch"
     module = "torch"
+    imports = ("torch",)
     packages = ("torch", "torchao")
     in_default_run = True
     precisions = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")

@@ -93,12 +93,11 @@ def skipped_line(frame: pd.DataFrame) -> str:
     bad = frame[frame["status"] != "ok"]
     if bad.empty:
         return ""
-    items = []
-    for _, r in bad.iterrows():
-        why = " ".join(str(r.get("message") or "").split())
-        why = why if len(why) <= 80 else why[:77] + "..."
-        items.append(f"{r['key']}: {r['status']}" + (f" ({why})" if why else ""))
-    return "did not finish: " + _listed(items)
+    said: dict[tuple[str, str], list[str]] = {}   # the cases of one status and reason named together, the
+    for _, r in bad.iterrows():                    # reason whole: it may end in the command that fixes it
+        said.setdefault((str(r["status"]), " ".join(str(r.get("message") or "").split())), []).append(str(r["key"]))
+    return "did not finish: " + _listed([f"{', '.join(keys)}: {status}" + (f" ({why})" if why else "")
+                                         for (status, why), keys in said.items()])
 
 
 def answer_lines(data: ResultSet, output=None) -> list[str]:

@@ -6,6 +6,8 @@ strings; a figure the harness flagged as noisy ends in content.NOISY_MARK.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -35,8 +37,48 @@ def spread_table(data: ResultSet) -> pd.DataFrame:
                     "IQR in a process": f"{np.median(within):.1%}" if within else "n/a",
                     "across processes": f"{(max(pm) - min(pm)) / median:.1%}" if len(pm) > 1 and median else "n/a",
                     "95% CI": f"{fmt_seconds(lo)} - {fmt_seconds(hi)}" if lo is not None else "n/a",
-                    "flag": noisy(r, str(num(r, "warning") or "ok"))})
+                    "flag": noisy(r, flag(data.result(r), str(num(r, "warning") or "")) or "ok")})
     return pd.DataFrame(out)
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def flag(result, warning: str) -> str:
+    """The case's warnings, each said once: one its worker processes each raised (the same words, their own
+    figures) reads "unstable: stdev is 12-21% of the mean (>= 10%), in processes 1, 3 of 3"; the case's own
+    (the processes' disagreement, those that did not end ok) as they are."""
+    runs = result.ok_runs
+    said: dict[str, list[tuple[int, str]]] = {}   # the words without their figures -> (process, text)
+    for run in runs if len(runs) > 1 else ():
+        for part in _parts(run.metrics.get("warning")):
+            said.setdefault(_NUMBER.sub("#", part), []).append((run.process, part))
+    own = [part for part in _parts(warning) if _NUMBER.sub("#", part) not in said]
+    shared = [f"{_spanned([text for _, text in whose])}, {_which([p for p, _ in whose], len(result.runs))}"
+              for whose in said.values()]
+    return "; ".join(shared + own)
+
+
+def _parts(warning) -> list[str]:
+    return list(dict.fromkeys(p.strip() for p in str(warning or "").split("; ") if p.strip()))
+
+
+def _spanned(texts: list[str]) -> str:
+    """Texts alike but for their figures as one, each figure that differs as its range: 12-21%."""
+    figures = [_NUMBER.findall(t) for t in texts]
+
+    def value(text: str) -> float:
+        return float(text.replace(",", ""))
+
+    spans = iter([f[0] if len(set(f)) == 1 else f"{min(f, key=value)}-{max(f, key=value)}" for f in zip(*figures)])
+    return _NUMBER.sub(lambda _: next(spans), texts[0])
+
+
+def _which(processes: list[int], total: int) -> str:
+    if len(set(processes)) == total:
+        return f"in each of the {total} processes"
+    numbers = sorted({p + 1 for p in processes})
+    return f"in process{'es' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} of {total}"
 
 
 def disagreement_table(data: ResultSet) -> pd.DataFrame:
