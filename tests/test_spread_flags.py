@@ -41,4 +41,4 @@ def test_the_cases_own_warning_stays_whole_beside_a_process_one():
     parts = said.rstrip(" !").split("; ")
     assert parts[0] == "unstable: stdev is 31% of the mean (>= 10%), in process 1 of 3"
     assert parts[1] == "time budget cut the sample count, in process 2 of 3"
-    assert parts[2].startswith("bimodal: 1 of 3 processes ran 0.76x faster than the others")
+    assert parts[2].startswith("bimodal: 1 of 3 processes ran 1.32x faster than the others")
