@@ -95,7 +95,9 @@ def test_capacity_is_the_last_point_before_the_first_miss():
     line = capacity_line(best, slo, 5)
     assert line.startswith("this machine serves 4 concurrent users within TTFT 500 ms and ITL 50 ms "
                            "(20 tok/s each) for 90% of requests")
-    assert "40.0 output tok/s" in line
+    assert "(at 40.0 output tok/s in total)" in line
+    assert parse_slo("ttft=2500ms,itl=0.3ms").words() == "TTFT 2.5 s and ITL 0.3 ms (3,330 tok/s each)"
+    assert parse_slo("itl=300ms,e2e=120s").words() == "ITL 300 ms (3.33 tok/s each) and E2E 120 s"
     assert "at none of the 2 swept points" in capacity_line(capacity(_points([(1, 0.5), (2, 1.0)]), 90), slo, 2)
 
 
