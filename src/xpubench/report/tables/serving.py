@@ -34,7 +34,8 @@ def _group(row, multi: bool) -> str:
 def _ms(*names: str):
     """The figures' cell in ms, three significant figures (whole numbers from 100): "44.5/57.2", "1,341"."""
     def cell(r) -> str:
-        return "/".join(fmt_rate(None if num(r, n) is None else num(r, n) * 1e3) for n in names)
+        values = [num(r, n) for n in names]
+        return "/".join(fmt_rate(v * 1e3) for v in values) if any(v is not None for v in values) else "n/a"
     return cell
 
 
@@ -99,20 +100,24 @@ NOTE = ("latencies of the completed requests; tok/s over the point's window (fir
 
 def sweep_table(points: list[dict]) -> Table:
     """What ``xpubench serve`` prints as its sweep ends, a row per point (its metrics, status and message):
-    compact, every number whole; the least important columns dropped where the terminal is narrow."""
+    compact, its figures never wrapped or cut (short headers, the units in the note); on a narrow terminal
+    the words wrap and E2E is dropped first."""
     rows = pd.DataFrame(points)
-    cols = [Column("load", load_text, priority=ALWAYS, text=True, whole=True),
-            Column("TTFT p50/p90", _ms("ttft_p50_s", "ttft_p90_s"), "ms", priority=ALWAYS, whole=True),
-            Column("TPOT p50/p90", _ms("tpot_p50_s", "tpot_p90_s"), "ms", priority=ALWAYS, whole=True),
-            Column("E2E p50", lambda r: fmt_rate(num(r, "e2e_p50_s")), "s", priority=2, whole=True),
-            Column("out tok/s", _rate("output_tokens_per_s"), priority=ALWAYS, whole=True),
-            Column("per user tok/s", _rate("user_e2e_tokens_per_s"), priority=ALWAYS, whole=True),
-            Column("failed", _failed, priority=1, whole=True)]
+    cols = [Column("load", lambda r: load_text(r).removeprefix("Poisson "), priority=ALWAYS, text=True),
+            Column("TTFT ms", _ms("ttft_p50_s", "ttft_p90_s"), priority=ALWAYS, whole=True),
+            Column("TPOT ms", _ms("tpot_p50_s", "tpot_p90_s"), priority=ALWAYS, whole=True),
+            Column("E2E s", lambda r: fmt_rate(num(r, "e2e_p50_s")), priority=2, whole=True),
+            Column("tok/s", _rate("output_tokens_per_s"), priority=ALWAYS, whole=True),
+            Column("per user", _rate("user_e2e_tokens_per_s"), priority=ALWAYS, whole=True),
+            Column("failed", _failed, priority=ALWAYS)]
     if any(p.get("slo_attained") is not None for p in points):
-        cols.append(Column("SLO met", _share, priority=1, whole=True))
-    return Table("Serving sweep", cols, rows, compact=True,
-                 note="per user: output tokens / the time the requests were open (the wait for the first token "
-                      "included); tok/s per user while streaming is 1000 / TPOT")
+        cols.append(Column("SLO met", _share, priority=ALWAYS, whole=True))
+    return Table("Serving sweep", cols, rows, compact=True, note=SWEEP_NOTE)
+
+
+SWEEP_NOTE = ("TTFT, TPOT: p50/p90 of the completed requests; E2E: p50; tok/s: output tokens over the point's window; "
+              "per user: one user's output tok/s, the wait for the first token included (while streaming: 1000 / "
+              "TPOT)")
 
 
 def groups_of(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
