@@ -4,7 +4,7 @@
 ``http://127.0.0.1:PORT/<behaviour>`` is the server's URL for one behaviour (every path under it:
 ``/v1/models``, ``/props``, ``/version``, ``/tokenize``, ``/v1/completions``, ``/v1/chat/completions``):
 
-- ``ok``: a healthy server (4 tokens and a usage field per answer; no /tokenize);
+- ``ok``: a healthy server (4 tokens and a usage field per answer; every prompt cut to the same text);
 - ``deep``: JSON nested 100,000 deep in its description and in every stream event;
 - ``odd``: a description of unexpected types (``data`` a string, a model id an object, ``/props``'s
   ``default_generation_settings`` a list, ``/version`` a list) and stream events whose fields are lists;
@@ -135,6 +135,9 @@ class HostileServer:
     async def _ok(self, writer, method: str, rest: str, usage: dict | bytes = USAGE) -> None:
         if rest == "v1/models" or method == "HEAD":
             await self._send(writer, body=json.dumps({"data": [{"id": "hostile"}]}).encode())
+        elif rest in ("tokenize", "detokenize"):     # every prompt cut to "a hostile prompt"
+            said = {"tokens": list(range(4096)), "content": "a hostile prompt"}
+            await self._send(writer, body=json.dumps(said).encode())
         elif rest.endswith("completions"):
             await self._send(writer, body=_sse(*TOKENS, usage, b"[DONE]"), kind="text/event-stream")
         else:

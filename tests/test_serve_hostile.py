@@ -28,11 +28,30 @@ def children(tmp_path_factory):
         yield kids
 
 
+CASES = {   # behaviour -> the input, as docs/bad-input.md's rows say it
+    "deep": "JSON nested 100,000 deep (the description, every stream event)",
+    "odd": "a description of unexpected types (`data` a string, an id an object, a list for an object), "
+           "stream events whose fields are lists, usage counts `\"4\"` and `-3`",
+    "longline": "one unterminated 512 MB `data:` line",
+    "bigbody": "a 512 MB description and a 512 MB error body",
+    "gzip": "gzip bombs: 0.5 MB on the wire, 512 MB inflated (the description and the stream)",
+    "trickle": "every answer one byte every 2 s, its status line included",
+    "tricklestream": "the streams one byte every 2 s",
+    "hugeusage": "a usage count of 400 digits",
+    "deepmeta": "model metadata nested 60 deep",
+    "bigid": "a model id of 8 MB",
+}
+
+
+def _run(hostile, children, out, behaviour: str):
+    return children.run(["serve", "--url", hostile.url(behaviour), *ARGS, "-o", str(out)], LIMIT_S)
+
+
 def _serve(hostile, children, tmp_path, behaviour: str, within_s: float, code: int = 0):
     """``xpubench serve`` at the behaviour's URL: it ended by itself within ``within_s`` with ``code``, its
     peak memory under PEAK_MB; (the results file read back, or None, and the child's stderr)."""
     out = tmp_path / "serve.jsonl"
-    ended = children.run(["serve", "--url", hostile.url(behaviour), *ARGS, "-o", str(out)], LIMIT_S)
+    ended = _run(hostile, children, out, behaviour)
     assert not ended.killed and ended.seconds < within_s, f"{behaviour}: still running after {ended.seconds:.0f} s"
     assert ended.peak_mb < PEAK_MB, f"{behaviour}: peak resident memory {ended.peak_mb:.0f} MB"
     assert ended.code == code, ended.err[-2000:]
@@ -104,3 +123,31 @@ def test_an_8_mb_model_id_is_recorded_cut_and_not_sent(hostile, children, tmp_pa
     assert "the model id cut to 256 of 8,388,608 characters" in run.metrics["warning"]
     assert "the requests named no model" in run.metrics["warning"]
     assert len(run.key) < 400
+
+
+def _row(behaviour: str, ended, out) -> str:
+    """docs/bad-input.md's row of one behaviour, from what the command did."""
+    if ended.code == 2:
+        happens = ended.err.strip()
+    else:
+        [run] = store.load_file(out).runs
+        happens = (f"the point is an error result: `{run.message}`" if run.status != "ok" else "the point is measured")
+        if run.metrics.get("warning"):
+            happens += f"; its warning: `{run.metrics['warning']}`"
+        happens += "; `report` reads the file"
+    happens = happens.replace(str(out.parent), "DIR")
+    return (f"| {CASES[behaviour]} | `xpubench serve --url URL/{behaviour} ...` | {happens} (peak "
+            f"{round(ended.peak_mb, -1):.0f} MB, {ended.seconds:.0f} s) | {ended.code} |")
+
+
+if __name__ == "__main__":      # the rows of docs/bad-input.md's "A hostile server" table, from real runs
+    import re
+    import tempfile
+    from pathlib import Path
+
+    with HostileServer(lifetime_s=30) as server, tempfile.TemporaryDirectory() as tmp, Children(Path(tmp)) as kids:
+        print("| input from the server | command | what happens | exit code |\n|---|---|---|---|")
+        for name in CASES:
+            output = Path(tmp) / f"{name}.jsonl"
+            row = _row(name, _run(server, kids, output, name), output)
+            print(re.sub(r"http://127\.0\.0\.1:\d+", "URL", row).replace(f"URL/{name}:", "URL/NAME:"))

@@ -138,8 +138,17 @@ async def call(client: httpx.AsyncClient, method: str, url: str, payload: Any = 
     except Refused as exc:
         answer.error = str(exc)
     except httpx.HTTPError as exc:
-        answer.error = " ".join(str(exc).split())[:160] or type(exc).__name__
+        answer.error = reason(exc)
     return answer
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as one short line; a failed connection as its first cause ("[Errno 111] Connect call
+    failed ('127.0.0.1', 9)", where httpx says "All connection attempts failed")."""
+    root = exc
+    while isinstance(exc, httpx.ConnectError) and (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+    return " ".join(str(root).split())[:160] or type(exc).__name__
 
 
 def shaped(value: Any, notes: list[str], at: str = "", depth: int = 0) -> Any:

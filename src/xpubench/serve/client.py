@@ -174,9 +174,9 @@ async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float
     except asyncio.TimeoutError:
         sample.error, sample.timed_out = f"timed out after {timeout_s:g} s ({len(sample.stamps)} chunks seen)", True
     except httpx.ConnectError as exc:
-        sample.error = f"cannot connect: {_reason(exc)}"
+        sample.error = f"cannot connect: {bounded.reason(exc)}"
     except httpx.HTTPError as exc:   # the connection reset or closed mid-stream, a protocol error
-        sample.error = f"{type(exc).__name__}: {_reason(exc)} after {len(sample.stamps)} chunks"
+        sample.error = f"{type(exc).__name__}: {bounded.reason(exc)} after {len(sample.stamps)} chunks"
     except Refused as exc:           # an answer over its bounds (serve/bounded.py)
         sample.error = f"{exc} after {len(sample.stamps)} chunks"
     if sample.ok:
@@ -188,7 +188,3 @@ async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float
                 sample.output_tokens, sample.counted = len(sample.stamps), "chunks"
     sample.start -= clock0
     return sample
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__
