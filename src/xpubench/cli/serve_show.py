@@ -98,7 +98,7 @@ class SweepShow:
         self.began, self.at = time.monotonic(), (index, of)
         if self.task is not None:
             self.progress.remove_task(self.task)
-        who = f"{load.concurrency} users" if load.rate is None else f"{load.rate:g} requests/s"
+        who = load_text({"concurrency": load.concurrency, "request_rate": load.rate})
         self.task = self.progress.add_task(markup(f"[{index}/{of}] {who}"), total=load.requests)
 
     def _request_ended(self, done: int, of: int) -> None:
