@@ -102,3 +102,8 @@ def test_a_record_its_readers_would_refuse_is_not_appended():
     target = Target(**{**target.__dict__, "provenance": {"url": target.url}})
     assert readable(to_run(target, point, input_len=4, output_len=2, endpoint="/v1/completions", seed=0, slo=None,
                            usd_per_hour=None, prints={}, started=snap[2], snap=snap)).status == "ok"
+
+
+def test_an_answer_inflating_past_a_mib_per_read_loses_nothing():
+    text = b"".join(b"data: %d\n" % i for i in range(300_000))      # ~3 MiB, from one small read
+    assert _lines([gzip.compress(text)], "gzip") == [b"data: %d" % i for i in range(300_000)]

@@ -58,17 +58,20 @@ class _Inflate:
 
     def __call__(self, raw: bytes):
         """The pieces ``raw`` inflates to, each at most a MiB; stops once more than ``cap`` came in all."""
-        while raw and self.left >= 0:
-            if self.z is None:
-                out, raw = raw, b""
-            else:
-                try:
-                    out = self.z.decompress(raw, readfile.MiB)
-                except zlib.error as exc:
-                    raise Refused(f"a compressed answer that does not inflate ({exc})") from None
-                raw = self.z.unconsumed_tail
+        if self.z is None:
+            self.left -= len(raw)
+            yield raw
+            return
+        while self.left >= 0:
+            try:
+                out = self.z.decompress(raw, readfile.MiB)
+            except zlib.error as exc:
+                raise Refused(f"a compressed answer that does not inflate ({exc})") from None
+            raw = self.z.unconsumed_tail
             self.left -= len(out)
             yield out
+            if not raw and len(out) < readfile.MiB:    # all of it read, and nothing held back
+                return
 
 
 async def body(response: httpx.Response, cap: int = MAX_BODY, *, cut: bool = False) -> bytes:
