@@ -98,8 +98,8 @@ def fake_url():
     server.server_close()
 
 
-def _point(url: str, *, requests: int = 3, concurrency: int = 2, **kw):
-    body = payload(COMPLETIONS, "fake-model", "hello", 4, True)
+def _point(url: str, *, requests: int = 3, concurrency: int = 2, max_tokens: int = 4, **kw):
+    body = payload(COMPLETIONS, "fake-model", "hello", max_tokens, True)
     load = Load(concurrency, requests=requests, warmup=0, **kw)
     return measure(url + COMPLETIONS, [], [body] * requests, load)
 
@@ -119,7 +119,8 @@ def test_a_500_is_a_failure_with_its_status_and_body(fake_url):
 
 def test_non_json_in_the_stream_is_a_failure(fake_url):
     run = _point(f"{fake_url}/nonjson")
-    assert all(s.error.startswith("not JSON in the stream") for s in run.samples)
+    assert all(s.error.startswith("not JSON (Expecting property name") and "in the stream: '{not json'" in s.error
+               for s in run.samples)
 
 
 def test_a_stream_closed_before_done_is_a_failure(fake_url):
@@ -139,12 +140,13 @@ def test_without_a_usage_field_the_chunks_are_counted(fake_url):
 
 
 def test_an_endless_stream_hits_the_request_timeout(fake_url):
-    run = _point(f"{fake_url}/forever", requests=2, request_timeout_s=0.5)
+    run = _point(f"{fake_url}/forever", requests=2, max_tokens=1000, request_timeout_s=0.5)
     assert all(s.timed_out and s.error.startswith("timed out after 0.5 s") for s in run.samples)
 
 
 def test_the_point_time_limit_cuts_what_is_in_flight(fake_url):
-    run = _point(f"{fake_url}/forever", requests=4, concurrency=2, request_timeout_s=30, point_timeout_s=0.6)
+    run = _point(f"{fake_url}/forever", requests=4, concurrency=2, max_tokens=1000, request_timeout_s=30,
+                 point_timeout_s=0.6)
     assert len(run.samples) == 2     # the two users' first requests were in flight; nothing else was sent
     assert all(s.timed_out and "point's time limit (0.6 s)" in s.error for s in run.samples)
 
@@ -232,5 +234,11 @@ def test_a_url_sweep_from_the_command_line_records_the_server(fake_url, tmp_path
     [run] = store.load_file(out).runs
     assert run.status == "ok" and run.case["device"] == "remote" and run.metrics["model"] == "fake-model"
     assert run.artifacts["server"]["models"] == ["fake-model"] and "server_header" in run.artifacts["server"]
-    assert "no /tokenize" in run.metrics["warning"]        # the fake cannot tokenise: words stand for tokens
-    assert "serves 1 concurrent user within TTFT 5000 ms" in " ".join(capsys.readouterr().out.split())
+    assert "did not cut prompts to tokens with /tokenize" in run.metrics["warning"]   # words stand for tokens
+    assert "serves 1 concurrent user within TTFT 5 s for 90% of requests" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_stream_past_max_tokens_is_cut_not_held_until_the_time_limit(fake_url):
+    run = _point(f"{fake_url}/forever", requests=2, max_tokens=4, request_timeout_s=30)
+    assert {s.error for s in run.samples} == {"more than 24 chunks of text for max_tokens 4"}
+    assert all(len(s.stamps) == 25 for s in run.samples)

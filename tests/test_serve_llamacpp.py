@@ -54,7 +54,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
             "--price", "2.5", "-o", str(out)]
     assert main(argv) == 0
     said = capsys.readouterr().out
-    assert "serves 2 concurrent users within TTFT 20000 ms" in " ".join(said.split())
+    assert "serves 2 concurrent users within TTFT 20 s and ITL 10 s (0.1 tok/s each)" in " ".join(said.split())
     assert _servers_of(tiny_gguf) == []            # stopped when the sweep ended
 
     [loaded] = analysis.load([out])

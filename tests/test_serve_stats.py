@@ -95,7 +95,9 @@ def test_capacity_is_the_last_point_before_the_first_miss():
     line = capacity_line(best, slo, 5)
     assert line.startswith("this machine serves 4 concurrent users within TTFT 500 ms and ITL 50 ms "
                            "(20 tok/s each) for 90% of requests")
-    assert "40.0 output tok/s" in line
+    assert "(at 40.0 output tok/s in total)" in line
+    assert parse_slo("ttft=2500ms,itl=0.3ms").words() == "TTFT 2.5 s and ITL 0.3 ms (3,330 tok/s each)"
+    assert parse_slo("itl=300ms,e2e=120s").words() == "ITL 300 ms (3.33 tok/s each) and E2E 120 s"
     assert "at none of the 2 swept points" in capacity_line(capacity(_points([(1, 0.5), (2, 1.0)]), 90), slo, 2)
 
 
@@ -149,3 +151,38 @@ def test_a_recorded_sweep_holds_figures_its_raw_requests_reproduce():
         met = [q for q in done if q["ttft_s"] <= 3.0 and (q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) <= 0.5]
         assert m["slo_attained"] == pytest.approx(len(met) / len(reqs)) and slo.percent == 90
     assert capacity([r.metrics for r in runs], 90)["concurrency"] == 4
+
+
+def _recorded_samples(run) -> list[Sample]:
+    """A recorded point's requests as the samples they were (TTFT, E2E, tokens; the chunk times unknown)."""
+    return [Sample(start=q["start_s"], ttft_s=q["ttft_s"], e2e_s=q["e2e_s"], input_tokens=q["input_tokens"],
+                   output_tokens=q["output_tokens"], stamps=[q["ttft_s"]], error=q["error"])
+            for q in run.artifacts["requests"]]
+
+
+def test_at_one_user_per_user_tok_s_is_the_total_and_streaming_speed_leaves_the_wait_out():
+    """Issue 52: at 1 user the screen showed per-user 16.9 tok/s beside a total of 3.7. AIPerf's "output token
+    throughput per user" is 1 / TPOT, the wait for the first token left out (its docs: "not directly comparable"
+    to the total); the per-user figure shown beside the total now counts that wait: at 1 user it is the total."""
+    from xpubench.results import store
+
+    runs = {r.case["batch_size"]: r for r in store.load_file(RECORDED).runs}
+    for users, run in runs.items():
+        samples = _recorded_samples(run)
+        m, _ = point_figures(samples, run.metrics["point_s"], 64)
+        total, per_user, streaming = m["output_tokens_per_s"], m["user_e2e_tokens_per_s"], m["user_tokens_per_s"]
+        in_flight = sum(s.e2e_s for s in samples) / run.metrics["point_s"]     # Little's law: the mean users served
+        assert per_user * in_flight == pytest.approx(total)
+        assert in_flight == pytest.approx(users, rel=0.01)
+        assert per_user <= streaming
+    one = point_figures(_recorded_samples(runs[1]), runs[1].metrics["point_s"], 64)[0]
+    assert one["output_tokens_per_s"] <= one["user_e2e_tokens_per_s"] <= 1.001 * one["output_tokens_per_s"]
+    assert one["user_tokens_per_s"] > 2 * one["output_tokens_per_s"]      # 22.5 against 11.0 tok/s
+
+
+def test_at_one_user_on_a_fake_clock_the_total_is_the_per_user_figure():
+    # back-to-back requests, 4 tokens each: TTFT 1 s (a long prefill), then a token every 0.1 s, E2E 1.3 s
+    samples = [_sample(1.3 * i, [1.0, 1.1, 1.2, 1.29]) for i in range(5)]
+    m, _ = point_figures(samples, window_s=1.3 * 5, input_len=10)
+    assert m["output_tokens_per_s"] == pytest.approx(20 / 6.5) == pytest.approx(m["user_e2e_tokens_per_s"])
+    assert m["user_tokens_per_s"] == pytest.approx(10)                # AIPerf's: 1 / TPOT, 3.25x the total

@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.plan.options_text import csv
-from xpubench.results.plaintext import markup
+
+MAX_REQUESTS = 100_000   # per point: its record (each request kept) stays within a results file's line
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -63,7 +66,7 @@ def add_parser(sub) -> None:
                       "local text file's windows")
     load.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
     load.add_argument("--requests", type=_whole, help="measured requests per point (default 4 x concurrency, "
-                      "at least 8)")
+                      f"at least 8; at most {MAX_REQUESTS:,})")
     load.add_argument("--warmup", type=int, help="discarded requests before each point (default: its concurrency)")
     load.add_argument("--duration", type=_seconds, help="seconds per point: no request starts after it")
     load.add_argument("--request-timeout", type=_seconds, default=120.0, help="seconds per request (120)")
@@ -75,11 +78,13 @@ def add_parser(sub) -> None:
     out.add_argument("--price", type=_seconds, metavar="USD_PER_HOUR", help="$ per hour of the server")
     out.add_argument("--label", help="the case's name in results (default: the model's); the same label on "
                      "two servers lets compare match them")
-    out.add_argument("-o", "--output", default="xpubench-serve.jsonl", help="results file (appended)")
+    out.add_argument("-o", "--output", default="xpubench-serve.jsonl", help="results file (appended to; as run's: "
+                     "never through a link, one writer at a time)")
 
 
 def settings_of(args):
     """The flags checked and read into serve.run.Settings (one line, exit 2, on anything wrong)."""
+    from xpubench.results.store import check_writable
     from xpubench.serve.figures import parse_slo
     from xpubench.serve.prompts import fraction, lengths
     from xpubench.serve.run import Settings
@@ -94,12 +99,13 @@ def settings_of(args):
         raise UserError(f"--url {args.url}: give an http:// or https:// address")
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be at least 0, got {args.warmup}")
+    if max(args.requests or 0, args.warmup or 0) > MAX_REQUESTS:
+        raise UserError(f"--requests and --warmup are at most {MAX_REQUESTS:,} per point (run more points, or "
+                        "--repeat)")
     if args.prompts != "random" and not Path(args.prompts).expanduser().is_file():
         raise UserError(f"--prompts {args.prompts}: no such file (or give random)")
     inp, outp = lengths(args.lengths, fraction(args.scale))
     concurrency = args.concurrency or ([] if args.rate else [1, 2, 4])
-    from xpubench.results.store import check_writable
-
     check_writable(Path(args.output))
     return Settings(output=Path(args.output), url=args.url.rstrip("/") if args.url else None,
                     endpoint=ENDPOINTS[args.endpoint], concurrency=concurrency, rates=args.rate or [],
@@ -110,57 +116,46 @@ def settings_of(args):
                     label=args.label, model_name=args.served_model, repeat=args.repeat)
 
 
+@contextlib.contextmanager
+def results_file(out: Path, warn):
+    """``run``'s rules for its results file (results/store.py, launch/runfile.py): a regular file that can be
+    written, never through a link, held with run's writer lock for the whole sweep; one that exists must
+    already hold results (a torn last line is cut off, as a resume does), and is appended to. A file made
+    here that nothing was appended to is removed again."""
+    from xpubench.launch.runfile import held
+    from xpubench.results import store
+
+    store.check_writable(out)
+    fresh = not os.path.lexists(out)
+    try:
+        with held(out, create=fresh):
+            if not fresh and out.stat().st_size:
+                store.load_file(out)     # refuses a file that is not results before anything is appended to it
+                torn = store.drop_torn_tail(out)
+                if torn:
+                    warn(torn)
+            yield
+    finally:
+        if fresh and os.path.isfile(out) and not os.path.islink(out) and not out.stat().st_size:
+            out.unlink()             # made here, and nothing was measured into it
+
+
 def cmd_serve(args, console) -> int:
+    from xpubench.cli.serve_show import SweepShow
     from xpubench.serve import target
 
     s = settings_of(args)
-    console.print(f"xpubench serve: {len(s.concurrency)} concurrency and {len(s.rates)} rate points, "
-                  f"{s.input_len} tokens in, {s.output_len} out -> {markup(s.output)}", highlight=False)
-    try:
-        with target.opened(s, args, say=lambda line: console.print(markup(line), highlight=False)) as tgt:
-            from xpubench.serve.run import sweep
+    show = SweepShow(console, s, args)
+    with results_file(s.output, show.warn):
+        show.started()
+        try:
+            with target.opened(s, args, say=show.say) as tgt:
+                from xpubench.serve.run import sweep
 
-            outcome = sweep(s, tgt, on_point=lambda p: console.print(markup(point_line(p)), highlight=False))
-    except KeyboardInterrupt:      # while the server started (a sweep's own Ctrl-C keeps its points: run.py)
-        console.print("xpubench serve: interrupted before the sweep began; nothing was measured", highlight=False)
-        return 130
-    console.print(points_table(outcome.points))
-    if outcome.line:
-        console.print(markup(outcome.line[:1].upper() + outcome.line[1:] + "."), highlight=False)
-    console.print(f"results appended to {markup(s.output)}; `xpubench report {markup(s.output)}` shows them",
-                  highlight=False)
+                with show:
+                    outcome = sweep(s, tgt, show.hooks())
+        except KeyboardInterrupt:      # while the server started (a sweep's own Ctrl-C keeps its points: run.py)
+            show.say("xpubench serve: interrupted before the sweep began; nothing was measured")
+            return 130
+    show.ended(outcome)
     return 130 if outcome.interrupted else 0
-
-
-def _ms(v) -> str:
-    return "n/a" if v is None else f"{v * 1e3:,.1f}"
-
-
-def _at(p: dict) -> str:
-    users = p.get("concurrency")
-    return f"rate {p['request_rate']:g}/s" if p.get("request_rate") else f"{users} user{'s' if users != 1 else ''}"
-
-
-def point_line(p: dict) -> str:
-    at = _at(p)
-    if p["status"] != "ok":
-        return f"  {at}: {p['status']}: {p.get('message')}"
-    return (f"  {at}: {p.get('output_tokens_per_s', 0):,.1f} output tok/s, TTFT p90 {_ms(p.get('ttft_p90_s'))} ms, "
-            f"TPOT p90 {_ms(p.get('tpot_p90_s'))} ms, {p.get('failed', 0)} failed")
-
-
-def points_table(points: list[dict]):
-    from rich.table import Table
-
-    t = Table(title="Serving sweep (latencies in ms: p50 / p90 / p99)")
-    for col in ("load", "TTFT", "TPOT", "ITL", "E2E", "out tok/s", "per user tok/s", "req/s", "failed", "SLO met"):
-        t.add_column(col, justify="left" if col == "load" else "right")
-    for p in points:
-        at = _at(p)
-        lat = ["/".join(_ms(p.get(f"{n}_{q}_s")) for q in ("p50", "p90", "p99"))
-               for n in ("ttft", "tpot", "itl", "e2e")]
-        rate = [f"{p[k]:,.1f}" if p.get(k) is not None else "n/a"
-                for k in ("output_tokens_per_s", "user_tokens_per_s", "requests_per_s")]
-        met = f"{p['slo_attained']:.0%}" if p.get("slo_attained") is not None else "-"
-        t.add_row(markup(at), *lat, *rate, f"{p.get('failed', 0)} of {p.get('requests', 0)}", met)
-    return t

@@ -2,7 +2,8 @@
 (``FILE.plan.json``), which ``--resume`` reads.
 
 - **One writer.** A run takes an exclusive ``flock`` on the results file itself before it writes the
-  plan or a result, and holds it to the end (a resume too, before it reads anything). The results file is
+  plan or a result, and holds it to the end (a resume too, before it reads anything; ``xpubench serve``
+  too). It opens the file itself, never through a link. The results file is
   only ever appended to or cut back, never replaced, so every run locks the same inode (the plan is
   replaced with ``os.replace``: a lock on it would be a lock on a file nobody else opens). A second run
   on the same output is refused in one line and touches nothing.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
 import os
 import socket
@@ -52,19 +54,21 @@ def plan_path(output: Path) -> Path:
 @contextlib.contextmanager
 def held(out: Path, *, create: bool):
     """Hold the exclusive lock on the results file ``out`` (created when ``create``) for the ``with``
-    block; UserError at once if another run holds it. A new run (``create``) also refuses a file that
-    is not empty once the lock is held (another run wrote it in between)."""
+    block; UserError at once if another run holds it, or if ``out`` is a link. A new run (``create``) also
+    refuses a file that is not empty once the lock is held (another run wrote it in between)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no locking
         yield
         return
     flags = (os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)   # never waits
-             | (os.O_CREAT if create else 0))                                                      # on a FIFO
+             | getattr(os, "O_NOFOLLOW", 0) | (os.O_CREAT if create else 0))       # on a FIFO, never through a link
     try:
         fd = os.open(out, flags, 0o644)
     except OSError as exc:
-        raise UserError(f"cannot write results to {out}: {exc.strerror or exc}; choose another --output") from None
+        why = "it is a link (results are never written through one)" if exc.errno == errno.ELOOP else (
+            exc.strerror or exc)
+        raise UserError(f"cannot write results to {out}: {why}; choose another --output") from None
     with os.fdopen(fd, "ab") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

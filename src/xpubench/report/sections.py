@@ -117,7 +117,10 @@ register(ReportSection(
         "xpubench serve (docs/serving.md): streamed requests to an OpenAI-compatible server, timed on the client. "
         "TTFT = sent to the first chunk with text; TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL = "
         "every gap between consecutive chunks; E2E = sent to the stream's end; as vLLM's bench serve defines them "
-        "(AIPerf calls TPOT inter-token latency). Output tok/s over the point's window; failures counted.")))
+        "(AIPerf calls TPOT inter-token latency). Output tok/s over the point's window (vLLM's and AIPerf's output "
+        "token throughput); per user: a user's output tokens over the time their requests were open, the wait for "
+        "the first token included (at 1 user, the total); per user streaming: 1 / TPOT (AIPerf's output token "
+        "throughput per user, the wait left out); failures counted.")))
 register(ReportSection(
     "Training", "training", tables=_made(cases.training_table),
     report_tables=lambda data: [text_table("Epoch time and step/sample time by batch size x device",

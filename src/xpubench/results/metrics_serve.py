@@ -60,8 +60,13 @@ class ServeMetrics(Common):
     output_tokens_per_s: float | None = figure("1/s", "output tokens of the completed requests / point_s")
     total_tokens_per_s: float | None = figure("1/s", "input and output tokens of the completed requests / point_s")
     requests_per_s: float | None = figure("1/s", "completed requests / point_s")
-    user_tokens_per_s: float | None = figure("1/s", "one user's output tokens/s: median over requests of "
-                                                    "1 / TPOT (AIPerf's output token throughput per user)")
+    user_tokens_per_s: float | None = figure("1/s", "one user's output tokens/s once the answer streams: median over "
+                                                    "requests of 1 / TPOT (AIPerf's output token throughput per "
+                                                    "user; the wait for the first token left out)")
+    user_e2e_tokens_per_s: float | None = figure("1/s", "one user's output tokens/s, the wait for the first token "
+                                                        "included: the completed requests' output tokens / the sum of "
+                                                        "their E2E (at 1 user: output_tokens_per_s less the client's "
+                                                        "idle time between requests)", optional=True)
     mean_input_tokens: float | None = figure("count", "input tokens per completed request (usage, else asked)")
     mean_output_tokens: float | None = figure("count", "output tokens per completed request")
     tokens_counted: str | None = figure("text", "where output token counts came from: the usage field, or the "

@@ -8,19 +8,24 @@ usage field's ``completion_tokens`` (asked for with ``stream_options.include_usa
 with text (one token each on llama.cpp, vLLM and SGLang; said in ``tokens_counted``).
 
 Every failure ends the request with a reason, never an exception: the server unreachable, an HTTP error
-status (its body's first line), a stream that closes before ``[DONE]``, a ``data:`` line that is not JSON,
-an error event in the stream, no text at all, or the request's time limit (``asyncio.wait_for``).
+status (its body's first line), a stream that closes before ``[DONE]``, a ``data:`` line that is not JSON
+(or JSON nested too deeply), an error event in the stream, no text at all, more chunks of text than
+``max_tokens`` allows, an answer over its bounds (serve/bounded.py: a line, the stream, what a compressed
+answer inflates to), or the request's time limit on the whole of it (``asyncio.wait_for``). A usage count
+that is not a count of at most MAX_TOKENS is refused (the chunks are counted instead, and ``note`` says so).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from xpubench.serve import bounded
+from xpubench.serve.bounded import Refused
 
 COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
 
@@ -38,6 +43,7 @@ class Sample:
     counted: str = "usage"                               # or "chunks"
     error: str | None = None
     timed_out: bool = False
+    note: str | None = None                              # a usage count refused
 
     @property
     def ok(self) -> bool:
@@ -58,7 +64,8 @@ class Sample:
         """The raw per-request record a result keeps (``artifacts["requests"]``)."""
         return {"start_s": round(self.start, 6), "ttft_s": self.ttft_s, "e2e_s": self.e2e_s,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "counted": self.counted,
-                "chunks": len(self.stamps), "error": self.error, "timed_out": self.timed_out}
+                "chunks": len(self.stamps), "error": self.error, "timed_out": self.timed_out} | (
+                    {"note": self.note} if self.note else {})
 
 
 def payload(endpoint: str, model: str | None, prompt: str, max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
@@ -95,45 +102,67 @@ def _error_of(event: dict[str, Any]) -> str | None:
     return f"error event in the stream: {str(message)[:160]}"
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict, sample: Sample) -> None:
-    done = False
-    async with client.stream("POST", url, json=body) as response:
+MAX_TOKENS = 10 ** 9    # no answer holds a billion tokens: a larger usage count is refused
+
+
+def chunk_limit(body: dict) -> int:
+    """The most chunks of text an answer may send: 2 per token asked for, and 16 (a server that ignores
+    max_tokens streams on until the request's time limit otherwise, its samples filling memory)."""
+    return 2 * int(body.get("max_tokens") or 0) + 16
+
+
+async def _stream(client: httpx.AsyncClient, url: str, payload: dict, sample: Sample) -> None:
+    done, limit = False, chunk_limit(payload)
+    async with client.stream("POST", url, json=payload) as response:
         if response.status_code != 200:
-            text = (await response.aread()).decode("utf-8", "replace").strip().splitlines()
+            said = await bounded.body(response, bounded.MAX_ERROR, cut=True)
+            text = said.decode("utf-8", "replace").strip().splitlines()
             sample.error = f"HTTP {response.status_code}: {(text[0] if text else '')[:160]}"
             return
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
+        async for line in bounded.lines(response):
+            if not line.startswith(b"data:"):
                 continue
             data = line[5:].strip()
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 done = True
                 break
             now = time.perf_counter()
             try:
-                event = json.loads(data)
-            except ValueError:
-                sample.error = f"not JSON in the stream: {data[:80]!r}"
+                event = bounded.json_of(data)
+            except Refused as exc:
+                sample.error = f"{exc} in the stream: {data[:80].decode('utf-8', 'replace')!r}"
                 return
             if not isinstance(event, dict):
-                sample.error = f"not a JSON object in the stream: {data[:80]!r}"
+                sample.error = f"not a JSON object in the stream: {data[:80].decode('utf-8', 'replace')!r}"
                 return
             if _error_of(event):
                 sample.error = _error_of(event)
                 return
             usage = event.get("usage")
             if isinstance(usage, dict):
-                sample.input_tokens = _count(usage.get("prompt_tokens"))
-                sample.output_tokens = _count(usage.get("completion_tokens"))
+                _take_usage(sample, usage)
             if _text(event):
                 sample.stamps.append(now - sample.start)
+                if len(sample.stamps) > limit:
+                    sample.error = f"more than {limit} chunks of text for max_tokens {payload.get('max_tokens')}"
+                    return
     sample.e2e_s = time.perf_counter() - sample.start
     if not done:
         sample.error = f"stream closed before [DONE] after {len(sample.stamps)} chunks"
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def _take_usage(sample: Sample, usage: dict) -> None:
+    """The usage field's counts; one that is there but not a count of 0 to MAX_TOKENS is refused."""
+    refused = []
+    for name, attr in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
+        value = usage.get(name)
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+        setattr(sample, attr, value if ok else None)
+        if value is not None and not ok:
+            refused.append(name)
+    if refused:
+        sample.note = (f"usage {' and '.join(refused)} refused (not a count of 0 to {MAX_TOKENS:,}): "
+                       "the asked length or the chunks counted instead")
 
 
 async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float, clock0: float) -> Sample:
@@ -145,9 +174,11 @@ async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float
     except asyncio.TimeoutError:
         sample.error, sample.timed_out = f"timed out after {timeout_s:g} s ({len(sample.stamps)} chunks seen)", True
     except httpx.ConnectError as exc:
-        sample.error = f"cannot connect: {_reason(exc)}"
+        sample.error = f"cannot connect: {bounded.reason(exc)}"
     except httpx.HTTPError as exc:   # the connection reset or closed mid-stream, a protocol error
-        sample.error = f"{type(exc).__name__}: {_reason(exc)} after {len(sample.stamps)} chunks"
+        sample.error = f"{type(exc).__name__}: {bounded.reason(exc)} after {len(sample.stamps)} chunks"
+    except Refused as exc:           # an answer over its bounds (serve/bounded.py)
+        sample.error = f"{exc} after {len(sample.stamps)} chunks"
     if sample.ok:
         if not sample.stamps:
             sample.error = "the answer held no text"
@@ -157,7 +188,3 @@ async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float
                 sample.output_tokens, sample.counted = len(sample.stamps), "chunks"
     sample.start -= clock0
     return sample
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:160] or type(exc).__name__

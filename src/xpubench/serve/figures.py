@@ -7,7 +7,11 @@ Definitions (docs/serving.md; vLLM's ``vllm bench serve`` and AIPerf):
 - ITL: every gap between two consecutive chunks with text, all requests pooled (vLLM's ITL, AIPerf's
   inter-chunk latency);
 - percentiles: numpy's linear interpolation over the completed requests (as both tools);
-- throughput: tokens (or requests) of the completed requests / the point's window (first send -> last end);
+- throughput: tokens (or requests) of the completed requests / the point's window (first send -> last end)
+  (vLLM's output token throughput, AIPerf's output token throughput);
+- per user: 1 / TPOT, median over requests (AIPerf's output token throughput per user: the stream's
+  speed once it began), and output tokens / E2E summed over the completed requests (the wait for the
+  first token included: at one user, the total less the client's idle time between requests);
 - goodput: requests meeting every SLO / the window (vLLM's ``--goodput``); a failed request misses it.
 """
 
@@ -22,9 +26,11 @@ import numpy as np
 from xpubench.errors import UserError
 from xpubench.results.stats import bootstrap_median_ci
 from xpubench.serve.client import Sample
+from xpubench.units import fmt_rate
 
 SLO_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
+MAX_GAPS = 500_000   # raw ITL gaps a record keeps (every one is in the percentiles): ~11 MB of its 32 MiB line
 
 
 @dataclass(frozen=True)
@@ -52,8 +58,16 @@ class Slo:
         parts = []
         for name, limit in self.bounds:
             key = next(k for k, v in SLO_KEYS.items() if v == name and k != "tpot")
-            parts.append(f"{key.upper()} {limit * 1e3:g} ms" + (f" ({1 / limit:g} tok/s each)" if key == "itl" else ""))
+            each = f" ({_short(1 / limit)} tok/s each)" if key == "itl" else ""
+            bound = f"{_short(limit)} s" if limit >= 1 else f"{_short(limit * 1e3)} ms"
+            parts.append(f"{key.upper()} {bound}{each}")
         return " and ".join(parts)
+
+
+def _short(value: float) -> str:
+    """Three significant figures, no trailing zeros, no exponent: 50, 3.33, 0.5, 1,250."""
+    value = float(f"{value:.3g}")
+    return f"{value:,.0f}" if value >= 100 else f"{value:g}"
 
 
 def parse_slo(text: str) -> Slo:
@@ -118,6 +132,8 @@ def point_figures(samples: list[Sample], window_s: float | None, input_len: int,
     m["total_tokens_per_s"] = (out_tokens + in_tokens) / window if window else None
     m["requests_per_s"] = len(ok) / window if window else None
     m["user_tokens_per_s"] = float(np.median([1 / t for t in tpots if t > 0])) if tpots else None
+    waited = sum(e2e)
+    m["user_e2e_tokens_per_s"] = out_tokens / waited if waited > 0 else None
     m["mean_input_tokens"] = in_tokens / len(ok) if ok else None
     m["mean_output_tokens"] = out_tokens / len(ok) if ok else None
     counted = {s.counted for s in ok}
@@ -133,8 +149,12 @@ def point_figures(samples: list[Sample], window_s: float | None, input_len: int,
         m["usd_per_hour"] = usd_per_hour
         rate = m["output_tokens_per_s"]
         m["usd_per_1m_output_tokens"] = usd_per_hour / (rate * 3600) * 1e6 if rate else None
+    step = -(-len(gaps) // MAX_GAPS) or 1
+    kept = gaps[::step]
+    if step > 1:   # a record is one line of at most 32 MiB (results/store.py)
+        m["warning"] = f"samples.itl_s keeps 1 in {step} of the {len(gaps):,} gaps (the ITL percentiles are of all)"
     raw = {"ttft_s": [s.ttft_s for s in ok], "tpot_s": tpots, "e2e_s": e2e,
-           "itl_s": [max(g, 1e-9) for g in gaps]}   # two chunks parsed from one read: ~0 s apart, kept as 1 ns
+           "itl_s": [max(g, 1e-9) for g in kept]}   # two chunks parsed from one read: ~0 s apart, kept as 1 ns
     return m, {k: v for k, v in raw.items() if v}
 
 
@@ -168,5 +188,5 @@ def capacity_line(best: dict | None, slo: Slo, points: int, subject: str = "this
     cost = (f", ${best['usd_per_1m_output_tokens']:.2f} per million output tokens"
             if best.get("usd_per_1m_output_tokens") is not None else "")
     rate = best.get("output_tokens_per_s")
-    at = f" (at {rate:,.1f} output tok/s in total{cost})" if rate else ""
+    at = f" (at {fmt_rate(rate)} output tok/s in total{cost})" if rate else ""
     return f"{subject} serves {who} within {slo.words()} for {slo.percent:g}% of requests{at}"

@@ -4,9 +4,10 @@ The text is random words drawn from a seed (``--prompts random``, the default: e
 so no server's prefix cache turns a prefill into a lookup) or windows of a local text file at seeded
 offsets (``--prompts FILE``). Its length in tokens is the server's own count: the text is tokenised
 with the server's ``POST /tokenize`` (llama.cpp, vLLM and SGLang have it) and cut to the first
-``input_len`` tokens with ``POST /detokenize``. A server without them gets ``input_len`` words and the
-results say so (``length_note``); the input tokens recorded are always the usage field's ``prompt_tokens``
-where the server sends it (a chat template's tokens and a BOS token included).
+``input_len`` tokens with ``POST /detokenize`` (each call within the set-up deadline and serve/bounded.py's
+bounds). A server without them gets ``input_len`` words and the results say so, with why
+(``length_note``); the input tokens recorded are always the usage field's ``prompt_tokens`` where the
+server sends it (a chat template's tokens and a BOS token included).
 
 Lengths come in pairs like InferenceX's ``1k/1k``, ``1k/8k``, ``8k/1k`` (``--lengths``), scaled down for a
 small machine by ``--scale`` (``1k/1k --scale 1/16`` is 64 in, 64 out).
@@ -14,6 +15,7 @@ small machine by ``--scale`` (``1k/1k --scale 1/16`` is 64 in, 64 out).
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +24,10 @@ import httpx
 
 from xpubench import readfile
 from xpubench.errors import UserError
+from xpubench.serve import bounded
 
 MAX_TEXT = 64 * readfile.MiB
+MAX_CHARS_PER_TOKEN = 64    # a cut prompt longer than this per token is not the server's honest cut
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -91,29 +95,26 @@ class Prompts:
         return " ".join(self._text[(start + k) % len(self._text)] for k in range(words))
 
     def make(self, first: int, count: int, timeout_s: float = 30.0) -> list[str]:
-        """Prompts ``first`` .. ``first + count - 1``, each cut to ``input_len`` tokens by the server."""
-        out = []
-        with httpx.Client(timeout=timeout_s) as client:
-            for i in range(first, first + count):
-                out.append(self._cut(client, self._raw(i, self.input_len * 2 + 8)))
-        return out
+        """Prompts ``first`` .. ``first + count - 1``, each cut to ``input_len`` tokens by the server (each of
+        its calls within ``timeout_s`` and serve/bounded.py's bounds)."""
+        return asyncio.run(self._make(range(first, first + count), timeout_s))
 
-    def _cut(self, client: httpx.Client, text: str) -> str:
-        if self.length_note:                       # the server could not tokenise: words stand for tokens
-            return " ".join(text.split()[: self.input_len])
-        try:
-            r = client.post(f"{self.url}/tokenize", json={"content": text, "prompt": text, "model": self.model,
-                                                          "add_special": False})
-            tokens = r.json().get("tokens") if r.status_code == 200 else None
+    async def _make(self, numbers: range, timeout_s: float) -> list[str]:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            return [await self._cut(client, self._raw(i, self.input_len * 2 + 8), timeout_s) for i in numbers]
+
+    async def _cut(self, client: httpx.AsyncClient, text: str, timeout_s: float) -> str:
+        if not self.length_note:                   # else the server could not tokenise: words stand for tokens
+            said = await bounded.call(client, "POST", f"{self.url}/tokenize", {
+                "content": text, "prompt": text, "model": self.model, "add_special": False}, deadline_s=timeout_s)
+            tokens = said.value.get("tokens") if isinstance(said.value, dict) else None
             if isinstance(tokens, list) and len(tokens) >= self.input_len:
-                d = client.post(f"{self.url}/detokenize", json={"tokens": tokens[: self.input_len],
-                                                                "model": self.model})
-                said = d.json() if d.status_code == 200 else {}
-                cut = said.get("content", said.get("prompt")) if isinstance(said, dict) else None
-                if isinstance(cut, str) and cut.strip():
+                said = await bounded.call(client, "POST", f"{self.url}/detokenize", {
+                    "tokens": tokens[: self.input_len], "model": self.model}, deadline_s=timeout_s)
+                cut = said.value.get("content", said.value.get("prompt")) if isinstance(said.value, dict) else None
+                if isinstance(cut, str) and cut.strip() and len(cut) <= MAX_CHARS_PER_TOKEN * self.input_len:
                     return cut
-        except (httpx.HTTPError, ValueError):
-            pass
-        self.length_note = (f"the server has no /tokenize and /detokenize: prompts of {self.input_len} words, "
-                            "input tokens from its usage field")
+            why = said.error or (f"HTTP {said.status}" if said.status != 200 else "not a usable answer")
+            self.length_note = (f"the server did not cut prompts to tokens with /tokenize and /detokenize ({why}): "
+                                f"prompts of {self.input_len} words, input tokens from its usage field")
         return " ".join(text.split()[: self.input_len])

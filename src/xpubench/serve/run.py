@@ -5,21 +5,30 @@ Order of a sweep: the concurrency points low to high, then the rate points low t
 ``repeat`` K the whole sweep runs K times (round i is process i of each point's case, so the results
 file folds them as a case's worker processes: medians of the rounds, the two-level interval of E2E).
 Prompts: a point's warm-up and measured prompts are made before its clock starts, each a different text.
+
+What it tells as it goes (``Hooks``, printed by cli/serve.py): a warning when other processes kept the CPU
+busy before the first point (as ``run`` warns), each point as it starts, each request as it ends, and each
+point's figures with the time the sweep may still take: ``upper_bound_s`` from the points' time limits
+(all it knows before the first point), ``about_s`` from the points measured so far.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xpubench.backends.fingerprint import busy_note
 from xpubench.results import store
 from xpubench.serve.client import payload
 from xpubench.serve.figures import Slo, capacity, capacity_line
 from xpubench.serve.prompts import Prompts
-from xpubench.serve.record import Target, environment, start_snapshot, to_run
+from xpubench.serve.record import Target, prints_of, readable, start_snapshot, to_run
 from xpubench.serve.sweep import Load, measure
+
+SETUP_S = 30.0   # a set-up call (the server's description, /tokenize), or --request-timeout if shorter
 
 
 @dataclass
@@ -47,6 +56,24 @@ class Settings:
     model_name: str | None = None          # the "model" field of each request (default: the server's first)
     repeat: int = 1
 
+    @property
+    def setup_timeout_s(self) -> float:
+        return min(SETUP_S, self.request_timeout_s)
+
+
+def _quiet(*_) -> None:
+    pass
+
+
+@dataclass
+class Hooks:
+    """What a sweep tells as it goes (each optional)."""
+
+    warn: Callable[[str], None] = _quiet
+    point_started: Callable[[int, int, Load], None] = _quiet      # (index from 1, of, load)
+    request_ended: Callable[[int, int], None] = _quiet            # (measured requests ended, of)
+    point_ended: Callable[[dict, float | None], None] = _quiet     # (the point's figures, about_s left)
+
 
 @dataclass
 class Outcome:
@@ -68,36 +95,59 @@ def loads(s: Settings) -> list[Load]:
     return out
 
 
-def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None = None) -> Outcome:
+def upper_bound_s(points: list[Load]) -> float:
+    """The longest ``points`` can take: each point's warm-up (its requests' time limit per batch) and its
+    measured requests (the point's time limit, or its duration and one request's), over the rounds."""
+    total = 0.0
+    for load in points:
+        measured = load.point_timeout_s if load.duration_s is None else min(
+            load.point_timeout_s, load.duration_s + load.request_timeout_s)
+        total += math.ceil(load.warmup / load.concurrency) * load.request_timeout_s + measured
+    return total
+
+
+def about_s(points: list[Load], last: dict) -> float | None:
+    """What ``points`` should take at the output tok/s ``last`` measured (open loop: their arrivals),
+    each no longer than its time limits; None before a point measured any."""
+    rate, made = last.get("output_tokens_per_s"), last.get("mean_output_tokens")
+    if not rate or not made:
+        return None
+    return sum(min(upper_bound_s([p]), p.requests / p.rate if p.rate else (p.warmup + p.requests) * made / rate)
+               for p in points)
+
+
+def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
     """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C ends the sweep after
     recording the point it cut."""
-    env = environment(target)
-    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, s.model_name or target.model)
+    hooks = hooks or Hooks()
+    prints = prints_of(target)
+    busy = busy_note(prints.get("cpu_busy_at_start"))
+    if busy:
+        hooks.warn(busy)
+    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, target.asked)
     url = target.url + s.endpoint
-    points: list[dict] = []
-    rounds = [points]
-    made = 0
+    plan = [(round_, load) for round_ in range(s.repeat) for load in loads(s)]
+    rounds: list[list[dict]] = [[] for _ in range(s.repeat)]
+    points, made = rounds[0], 0
     try:
-        for round_ in range(s.repeat):
-            if round_:
-                points = []
-                rounds.append(points)
-            for load in loads(s):
-                texts = prompts.make(made, load.warmup + load.requests)
-                made += len(texts)
-                bodies = [payload(s.endpoint, s.model_name or target.model, t, s.output_len, s.ignore_eos)
-                          for t in texts]
-                snap = start_snapshot()
-                run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load)
-                record = to_run(target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint,
-                                seed=s.seed, slo=s.slo, usd_per_hour=s.price, env=env, started=snap[2], snap=snap,
-                                process=round_, processes=s.repeat, length_note=prompts.length_note)
-                store.append(s.output, record)
-                points.append(record.metrics | {"status": record.status, "message": record.message})
-                if on_point:
-                    on_point(points[-1])
-                if run.interrupted:
-                    return Outcome(points, _line(s, rounds), interrupted=True)
+        for index, (round_, load) in enumerate(plan):
+            points = rounds[round_]
+            hooks.point_started(index + 1, len(plan), load)
+            texts = prompts.make(made, load.warmup + load.requests, s.setup_timeout_s)
+            made += len(texts)
+            bodies = [payload(s.endpoint, target.asked, t, s.output_len, s.ignore_eos) for t in texts]
+            snap = start_snapshot()
+            run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load,
+                          on_request=lambda n, of=load.requests: hooks.request_ended(n, of))
+            record = readable(to_run(target, run, input_len=s.input_len, output_len=s.output_len,
+                                     endpoint=s.endpoint, seed=s.seed, slo=s.slo, usd_per_hour=s.price, prints=prints,
+                                     started=snap[2], snap=snap, process=round_, processes=s.repeat,
+                                     length_note=prompts.length_note))
+            store.append(s.output, record)
+            points.append(record.metrics | {"status": record.status, "message": record.message})
+            hooks.point_ended(points[-1], about_s([p for _, p in plan[index + 1:]], points[-1]))
+            if run.interrupted:
+                return Outcome(points, _line(s, rounds), interrupted=True)
     except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
         return Outcome(points, _line(s, rounds), interrupted=True)
     return Outcome(points, _line(s, rounds))

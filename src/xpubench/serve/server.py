@@ -12,6 +12,7 @@ are the error when it dies. ``provenance(url)`` reads ``/v1/models``, ``/props``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import socket
@@ -24,8 +25,10 @@ from typing import Any
 import httpx
 
 from xpubench.errors import UserError
+from xpubench.serve import bounded
 
 HEALTH_TIMEOUT_S = 300.0
+PATHS = ("v1/models", "props", "version")   # what a server says about itself
 
 
 def free_port() -> int:
@@ -126,44 +129,41 @@ class LlamaServer:
         self.stop()
 
 
-def _get(client: httpx.Client, url: str) -> tuple[Any, dict[str, str]]:
-    try:
-        r = client.get(url)
-    except httpx.HTTPError:
-        return None, {}
-    try:
-        return (r.json() if r.status_code == 200 else None), dict(r.headers)
-    except ValueError:
-        return None, dict(r.headers)
+def provenance(url: str, timeout_s: float = 30.0) -> tuple[dict[str, Any], str | None]:
+    """(what the server at ``url`` says about itself, its first model's id whole, for the requests): its
+    models, properties, version and Server header, asked together within ``timeout_s`` and kept within
+    serve/bounded.py's bounds (``cut`` says what was cut). One line (UserError) when none is answered."""
+    return asyncio.run(_provenance(url, timeout_s))
 
 
-def provenance(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """What the server at ``url`` says about itself: its models, properties, version and Server header.
-    One line (UserError) when nothing answers there."""
-    info: dict[str, Any] = {"url": url}
-    with httpx.Client(timeout=timeout_s) as client:
-        try:
-            client.head(url)
-        except httpx.HTTPError as exc:
-            why = " ".join(str(exc).split())[:120] or type(exc).__name__
-            raise UserError(f"--url {url}: cannot reach the server ({why})") from None
-        models, headers = _get(client, f"{url}/v1/models")
-        props, _ = _get(client, f"{url}/props")
-        version, _ = _get(client, f"{url}/version")
-    data = models.get("data") if isinstance(models, dict) else None
-    info["models"] = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
-    meta = next((m.get("meta") for m in data if isinstance(m, dict) and isinstance(m.get("meta"), dict)), None) \
-        if isinstance(data, list) else None
+async def _provenance(url: str, timeout_s: float) -> tuple[dict[str, Any], str | None]:
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        models, props, version = await asyncio.gather(*(bounded.call(client, "GET", f"{url}/{path}",
+                                                                     deadline_s=timeout_s) for path in PATHS))
+    if models.status is None and props.status is None and version.status is None:
+        raise UserError(f"--url {url}: cannot reach the server ({models.error})")
+    data = models.value.get("data") if isinstance(models.value, dict) else None
+    entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    ids = [m["id"] for m in entries if isinstance(m.get("id"), str)]
+    told: dict[str, Any] = {"models": ids}
+    meta = next((m["meta"] for m in entries if isinstance(m.get("meta"), dict)), None)
     if meta:
-        info["model_meta"] = meta
-    if isinstance(props, dict):
-        info["props"] = {k: props.get(k) for k in ("total_slots", "model_path", "build_info", "n_ctx")
-                         if props.get(k) is not None}
-        info["props"]["n_ctx"] = (props.get("default_generation_settings") or {}).get("n_ctx")
-    if isinstance(version, dict):
-        info["version"] = version.get("version")
-    info["server_header"] = headers.get("server")
-    return info
+        told["model_meta"] = meta
+    if isinstance(props.value, dict):
+        p, settings = props.value, props.value.get("default_generation_settings")
+        told["props"] = {k: p.get(k) for k in ("total_slots", "model_path", "build_info") if p.get(k) is not None}
+        told["props"]["n_ctx"] = settings.get("n_ctx") if isinstance(settings, dict) else None
+    if isinstance(version.value, dict):
+        told["version"] = version.value.get("version")
+    told["server_header"] = models.headers.get("server")
+    unread = [f"/{path}: {a.error}" for path, a in zip(PATHS, (models, props, version)) if a.error and a.status]
+    if unread:
+        told["unread"] = "; ".join(unread)
+    cut: list[str] = []
+    info = {"url": url, **bounded.shaped(told, cut)}
+    if cut:
+        info["cut"] = "; ".join(cut[:4]) + (f"; and {len(cut) - 4} more" if len(cut) > 4 else "")
+    return info, (ids[0] if ids else None)
 
 
 def server_name(info: dict[str, Any]) -> str:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
 
+from xpubench.serve.bounded import HEADERS
 from xpubench.serve.client import Sample, send
 
 
@@ -48,6 +50,7 @@ class PointRun:
     window_s: float | None = None
     interrupted: bool = False
     in_flight: int = 0
+    on_request: Callable[[int], None] | None = None    # told the measured requests ended so far
 
     async def send(self, client, url: str, body: dict, clock0: float) -> None:
         """One measured request; while it runs it is counted in flight (a cut point makes it a timeout)."""
@@ -55,6 +58,8 @@ class PointRun:
         sample = await send(client, url, body, self.load.request_timeout_s, clock0)
         self.in_flight -= 1
         self.samples.append(sample)
+        if self.on_request:
+            self.on_request(len(self.samples))
 
     def close_window(self) -> None:
         ends = [s.start + (s.e2e_s or 0.0) for s in self.samples if s.e2e_s is not None]
@@ -99,7 +104,8 @@ async def _open(client, url: str, bodies: list[dict], load: Load, run: PointRun,
 
 async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun) -> None:
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits,
+                                 headers=HEADERS) as client:
         clock0 = time.perf_counter()
         for i in range(0, len(warm), load.concurrency):   # warm-up: discarded, concurrency at a time
             batch = warm[i:i + load.concurrency]
@@ -124,9 +130,10 @@ def _cut(run: PointRun, reason: str) -> None:
     run.in_flight = 0
 
 
-def measure(url: str, warm: list[dict], bodies: list[dict], load: Load) -> PointRun:
+def measure(url: str, warm: list[dict], bodies: list[dict], load: Load,
+            on_request: Callable[[int], None] | None = None) -> PointRun:
     """Run one point; a Ctrl-C returns what was measured with ``interrupted`` set."""
-    run = PointRun(load)
+    run = PointRun(load, on_request=on_request)
     try:
         asyncio.run(_point(url, warm, bodies, load, run))
     except KeyboardInterrupt:

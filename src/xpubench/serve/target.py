@@ -7,25 +7,27 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from xpubench.errors import UserError
+from xpubench.serve.bounded import TEXT
 from xpubench.serve.record import Target
 from xpubench.serve.server import LlamaServer, provenance, server_name
 
 CHAT_OVERHEAD = 64   # a chat template's tokens around the prompt, room kept in each slot's context
 
 
-def _first_model(info: dict) -> str:
-    models = [m for m in info.get("models") or [] if isinstance(m, str)]
-    return models[0] if models else "unknown"
+def _asked(s, first: str | None) -> str | None:
+    """The requests' model field: --served-model, else the server's first id, unless it is longer than a
+    record keeps (serve/bounded.py's TEXT): then none, and the server answers with its default."""
+    return s.model_name or (first if first and len(first) <= TEXT else None)
 
 
 @contextlib.contextmanager
 def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     """The sweep's Target (a context: a server started here is stopped on leaving)."""
     if s.url:
-        info = provenance(s.url)
-        model = s.model_name or _first_model(info)
+        info, first = provenance(s.url, s.setup_timeout_s)
+        model = s.model_name or first or "unknown"
         yield Target(url=s.url, label=s.label or model.rsplit("/", 1)[-1], device="remote", precision="as-served",
-                     server=server_name(info), model=model, provenance=info)
+                     server=server_name(info), model=model, provenance=info, asked=_asked(s, first))
         return
     from xpubench.backends.llamacpp_.bench import usable_threads
     from xpubench.serve.model import resolve
@@ -36,11 +38,11 @@ def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     server = LlamaServer(served.path, slots=slots, slot_context=context, threads=args.threads)
     say(f"starting {server.command_line}")
     with server:
-        info = provenance(server.url)
+        info, first = provenance(server.url, s.setup_timeout_s)
         version = server.version()
         say(f"llama-server {version} ready at {server.url} ({slots} slots, model {served.origin})")
         yield Target(url=server.url, label=s.label or served.label, device="cpu", precision=served.weight_format,
-                     server=f"llama.cpp llama-server {version}", model=_first_model(info) if s.model_name is None
-                     else s.model_name, provenance=info | {"origin": served.origin}, command=server.command_line)
+                     server=f"llama.cpp llama-server {version}", model=s.model_name or first or "unknown",
+                     provenance=info | {"origin": served.origin}, command=server.command_line, asked=_asked(s, first))
     if server.proc is not None and server.proc.returncode not in (None, 0, -15):
         raise UserError(f"llama-server ended with status {server.proc.returncode}")

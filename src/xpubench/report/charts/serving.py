@@ -60,7 +60,7 @@ def pareto_chart(frame: pd.DataFrame) -> Chart | None:
             ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         front = pareto([(x, y) for x, y, _ in pts])
         ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=color, alpha=0.6)
-    ax.set_xlabel("output tokens/s per user (median of 1 / TPOT)")
+    ax.set_xlabel("output tokens/s per user while streaming (median of 1 / TPOT)")
     ax.set_ylabel("output tokens/s in total")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -1,7 +1,9 @@
 """Serving (``xpubench serve``, docs/serving.md) in the report's tables: one row per sweep point (latency
 percentiles, tokens/s in total and per user, failures, the SLO's share and goodput, $ per million output
-tokens), and the answer's capacity line per server and model ("smollm-135m-q8_0 on llama.cpp ... serves 4
-concurrent users within TTFT 500 ms ... for 90% of requests"). Its charts: report/charts/serving.py."""
+tokens), the compact table ``xpubench serve`` prints as its sweep ends (``sweep_table``: every number whole,
+columns dropped by importance where the terminal is narrow), and the answer's capacity line per server and
+model ("smollm-135m-q8_0 on llama.cpp ... serves 4 concurrent users within TTFT 500 ms ... for 90% of
+requests"). Its charts: report/charts/serving.py."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pandas as pd
 from xpubench.report.base.frame import many_sources, num
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.serve.figures import capacity, capacity_line, parse_slo
+from xpubench.units import fmt_rate
 
 
 def serving_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -28,23 +31,23 @@ def _group(row, multi: bool) -> str:
     return f"{label} [{row['source']}]" if multi else label
 
 
-def _ms(name: str):
+def _ms(*names: str):
+    """The figures' cell in ms, three significant figures (whole numbers from 100): "44.5/57.2", "1,341"."""
     def cell(r) -> str:
-        v = num(r, name)
-        return "n/a" if v is None else f"{v * 1e3:,.1f}"
+        values = [num(r, n) for n in names]
+        return "/".join(fmt_rate(v * 1e3) for v in values) if any(v is not None for v in values) else "n/a"
     return cell
 
 
-def _rate(name: str, digits: int = 1):
+def _rate(name: str):
     def cell(r) -> str:
-        v = num(r, name)
-        return "n/a" if v is None else f"{v:,.{digits}f}"
+        return fmt_rate(num(r, name))
     return cell
 
 
 def load_text(r) -> str:
     rate = num(r, "request_rate")
-    users = int(r["batch_size"])
+    users = int(num(r, "batch_size") or num(r, "concurrency"))
     return f"Poisson {rate:g} req/s" if rate else f"{users} user{'s' if users != 1 else ''}"
 
 
@@ -77,17 +80,44 @@ def serving_table(frame: pd.DataFrame) -> Table:
             cols.append(Column(f"{what} {q}", _ms(f"{name}_{q}_s"), "ms", priority=prio if q != "p99" else LOW,
                                group="latency"))
     cols += [Column("output tok/s", _rate("output_tokens_per_s"), priority=ALWAYS, group="throughput"),
-             Column("total tok/s", _rate("total_tokens_per_s"), priority=2, group="throughput"),
-             Column("per user tok/s", _rate("user_tokens_per_s"), priority=1, group="throughput"),
-             Column("req/s", _rate("requests_per_s", 2), priority=2, group="throughput"),
+             Column("in+out tok/s", _rate("total_tokens_per_s"), priority=2, group="throughput"),
+             Column("per user tok/s", _rate("user_e2e_tokens_per_s"), priority=1, group="throughput"),
+             Column("per user streaming", _rate("user_tokens_per_s"), "tok/s", priority=2, group="throughput"),
+             Column("req/s", _rate("requests_per_s"), priority=2, group="throughput"),
              Column("failed", _failed, priority=1, group="throughput"),
              Column("SLO met", _share, priority=1, group="throughput"),
-             Column("goodput", _rate("goodput_requests_per_s", 2), "req/s", priority=LOW, group="throughput"),
+             Column("goodput", _rate("goodput_requests_per_s"), "req/s", priority=LOW, group="throughput"),
              Column("$ per 1M out", lambda r: "n/a" if num(r, "usd_per_1m_output_tokens") is None
                     else f"{num(r, 'usd_per_1m_output_tokens'):,.2f}", priority=LOW, group="throughput")]
     return Table("Serving sweep", cols, rows, parts={"latency": "latencies", "throughput": "throughput"},
-                 note="latencies of the completed requests; tokens/s over the point's window (first send to last "
-                      "end); per user = median of 1 / TPOT")
+                 note=NOTE)
+
+
+NOTE = ("latencies of the completed requests; tok/s over the point's window (first send to last end); per user = "
+        "a user's output tokens / the time their requests were open (the wait for the first token included: at 1 "
+        "user, the total); per user streaming = median of 1 / TPOT (AIPerf's output token throughput per user)")
+
+
+def sweep_table(points: list[dict]) -> Table:
+    """What ``xpubench serve`` prints as its sweep ends, a row per point (its metrics, status and message):
+    compact, its figures never wrapped or cut (short headers, the units in the note); on a narrow terminal
+    the words wrap and E2E is dropped first."""
+    rows = pd.DataFrame(points)
+    cols = [Column("load", lambda r: load_text(r).removeprefix("Poisson "), priority=ALWAYS, text=True),
+            Column("TTFT ms", _ms("ttft_p50_s", "ttft_p90_s"), priority=ALWAYS, whole=True),
+            Column("TPOT ms", _ms("tpot_p50_s", "tpot_p90_s"), priority=ALWAYS, whole=True),
+            Column("E2E s", lambda r: fmt_rate(num(r, "e2e_p50_s")), priority=2, whole=True),
+            Column("tok/s", _rate("output_tokens_per_s"), priority=ALWAYS, whole=True),
+            Column("per user", _rate("user_e2e_tokens_per_s"), priority=ALWAYS, whole=True),
+            Column("failed", _failed, priority=ALWAYS)]
+    if any(p.get("slo_attained") is not None for p in points):
+        cols.append(Column("SLO met", _share, priority=ALWAYS, whole=True))
+    return Table("Serving sweep", cols, rows, compact=True, note=SWEEP_NOTE)
+
+
+SWEEP_NOTE = ("TTFT, TPOT: p50/p90 of the completed requests; E2E: p50; tok/s: output tokens over the point's window; "
+              "per user: one user's output tok/s, the wait for the first token included (while streaming: 1000 / "
+              "TPOT)")
 
 
 def groups_of(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
