@@ -42,7 +42,10 @@ class _Once(argparse.Action):
         if self.dest in given:
             earlier = getattr(namespace, self.dest)
             if not (isinstance(earlier, list) and isinstance(values, list)):
-                raise argparse.ArgumentError(self, f"given twice ({earlier!r}, then {values!r}): give it once")
+                from xpubench.results.redact import is_secret_name
+
+                said = "" if is_secret_name(self.dest) else f" ({earlier!r}, then {values!r})"   # --api-key
+                raise argparse.ArgumentError(self, f"given twice{said}: give it once")
             values = earlier + values
         given.add(self.dest)
         setattr(namespace, self.dest, values)
@@ -112,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
+    """An error as the one line printed: escaped, every credential in it redacted (results/redact.py)."""
     from xpubench.results.plaintext import shown
+    from xpubench.results.redact import redacted
 
-    return shown(" ".join(str(exc).split()))
+    return shown(redacted(" ".join(str(exc).split())))
 
 
 def main(argv: list[str] | None = None) -> int:

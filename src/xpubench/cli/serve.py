@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import argparse
+import base64
 from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.plan.options_text import csv
 from xpubench.results.plaintext import markup
+from xpubench.results.redact import split_credentials
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -41,7 +43,9 @@ def _whole(text: str) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="load an OpenAI-compatible server: latency and capacity under a sweep")
     who = p.add_argument_group("the server")
-    who.add_argument("--url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    who.add_argument("--url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
+                     "(http://USER:PASSWORD@HOST: sent as Basic authentication, stored nowhere)")
+    who.add_argument("--api-key", metavar="KEY", help="--url: sent as `Authorization: Bearer KEY`, stored nowhere")
     who.add_argument("--server", choices=["llamacpp"], help="start llama.cpp's llama-server here")
     who.add_argument("--weights", metavar="DIR|GGUF", help="--server: a GGUF file, or a checkpoint folder")
     who.add_argument("--model", help="--server: random weights of a named shape (default smollm-135m)")
@@ -90,8 +94,7 @@ def settings_of(args):
         raise UserError("--weights, --model, --slots and --threads are for --server llamacpp, not --url")
     if args.weights and args.model:
         raise UserError("give --weights or --model, not both")
-    if args.url and not args.url.startswith(("http://", "https://")):
-        raise UserError(f"--url {args.url}: give an http:// or https:// address")
+    url, headers = _endpoint(args)
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be at least 0, got {args.warmup}")
     if args.prompts != "random" and not Path(args.prompts).expanduser().is_file():
@@ -101,13 +104,35 @@ def settings_of(args):
     from xpubench.results.store import check_writable
 
     check_writable(Path(args.output))
-    return Settings(output=Path(args.output), url=args.url.rstrip("/") if args.url else None,
+    return Settings(output=Path(args.output), url=url, headers=headers,
                     endpoint=ENDPOINTS[args.endpoint], concurrency=concurrency, rates=args.rate or [],
                     input_len=args.input_len or inp, output_len=args.output_len or outp, requests=args.requests,
                     warmup=args.warmup, duration_s=args.duration, request_timeout_s=args.request_timeout,
                     point_timeout_s=args.point_timeout, slo=parse_slo(args.slo) if args.slo else None,
                     price=args.price, seed=args.seed, prompts=args.prompts, ignore_eos=not args.no_ignore_eos,
                     label=args.label, model_name=args.served_model, repeat=args.repeat)
+
+
+def _endpoint(args) -> tuple[str | None, dict[str, str]]:
+    """--url without its user information, and the headers that carry the credentials (docs/serving.md):
+    a record, a line on the terminal and an error hold the URL alone (results/redact.py)."""
+    if args.api_key and not args.url:
+        raise UserError("a key (--api-key) goes with --url: a server started here asks for none")
+    if not args.url:
+        return None, {}
+    if not args.url.startswith(("http://", "https://")):
+        raise UserError(f"--url {args.url}: give an http:// or https:// address")
+    url, credentials = split_credentials(args.url)
+    if "?" in url or "#" in url:
+        raise UserError(f"--url: give the server's address without a ?query or #fragment (a key: --api-key), got {url}")
+    if args.api_key is not None and not (args.api_key.isascii() and args.api_key.isprintable() and args.api_key):
+        raise UserError("--api-key: give the key as printable ASCII (a header cannot carry anything else)")
+    if credentials and args.api_key:
+        raise UserError("give the credentials once: USER:PASSWORD@ in --url, or --api-key")
+    if credentials:
+        basic = base64.b64encode(":".join(credentials).encode()).decode()
+        return url.rstrip("/"), {"Authorization": f"Basic {basic}"}
+    return url.rstrip("/"), {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
 
 
 def cmd_serve(args, console) -> int:

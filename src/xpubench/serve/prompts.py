@@ -15,7 +15,7 @@ small machine by ``--scale`` (``1k/1k --scale 1/16`` is 64 in, 64 out).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -73,6 +73,7 @@ class Prompts:
     source: str = "random"        # or a text file's path
     model: str | None = None
     length_note: str = ""
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # the credentials (cli/serve.py)
     _text: list[str] | None = None
 
     def __post_init__(self) -> None:
@@ -93,7 +94,7 @@ class Prompts:
     def make(self, first: int, count: int, timeout_s: float = 30.0) -> list[str]:
         """Prompts ``first`` .. ``first + count - 1``, each cut to ``input_len`` tokens by the server."""
         out = []
-        with httpx.Client(timeout=timeout_s) as client:
+        with httpx.Client(timeout=timeout_s, headers=self.headers) as client:
             for i in range(first, first + count):
                 out.append(self._cut(client, self._raw(i, self.input_len * 2 + 8)))
         return out

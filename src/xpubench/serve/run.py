@@ -27,7 +27,8 @@ class Settings:
     """What one ``xpubench serve`` asks (cli/serve.py reads the flags into it)."""
 
     output: Path
-    url: str | None = None
+    url: str | None = None                 # without user information (cli/serve.py: the headers carry it)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # sent with every request, stored nowhere
     endpoint: str = "/v1/completions"
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4])
     rates: list[float] = field(default_factory=list)
@@ -72,7 +73,7 @@ def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None =
     """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C ends the sweep after
     recording the point it cut."""
     env = environment(target)
-    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, s.model_name or target.model)
+    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, s.model_name or target.model, headers=s.headers)
     url = target.url + s.endpoint
     points: list[dict] = []
     rounds = [points]
@@ -88,7 +89,7 @@ def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None =
                 bodies = [payload(s.endpoint, s.model_name or target.model, t, s.output_len, s.ignore_eos)
                           for t in texts]
                 snap = start_snapshot()
-                run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load)
+                run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load, s.headers)
                 record = to_run(target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint,
                                 seed=s.seed, slo=s.slo, usd_per_hour=s.price, env=env, started=snap[2], snap=snap,
                                 process=round_, processes=s.repeat, length_note=prompts.length_note)

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from xpubench.errors import UserError
+from xpubench.results.redact import redacted
 
 HEALTH_TIMEOUT_S = 300.0
 
@@ -64,7 +65,8 @@ class LlamaServer:
 
     @property
     def command_line(self) -> str:
-        return shlex.join(self.command)
+        """The command as it is shown and recorded: a key among ``extra`` (``--api-key K``) redacted."""
+        return redacted(shlex.join(self.command))
 
     def version(self) -> str:
         """``llama-server --version``'s version line, e.g. "0.5.0-dev (build 1, commit 0c1e570)"."""
@@ -137,11 +139,11 @@ def _get(client: httpx.Client, url: str) -> tuple[Any, dict[str, str]]:
         return None, dict(r.headers)
 
 
-def provenance(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """What the server at ``url`` says about itself: its models, properties, version and Server header.
-    One line (UserError) when nothing answers there."""
+def provenance(url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the server at ``url`` says about itself: its models, properties, version and Server header
+    (``headers``: the credentials). One line (UserError) when nothing answers there."""
     info: dict[str, Any] = {"url": url}
-    with httpx.Client(timeout=timeout_s) as client:
+    with httpx.Client(timeout=timeout_s, headers=headers) as client:
         try:
             client.head(url)
         except httpx.HTTPError as exc:

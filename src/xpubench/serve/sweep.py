@@ -97,9 +97,11 @@ async def _open(client, url: str, bodies: list[dict], load: Load, run: PointRun,
     await asyncio.gather(*tasks)
 
 
-async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun) -> None:
+async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun,
+                 headers: dict[str, str]) -> None:
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits,
+                                 headers=headers) as client:
         clock0 = time.perf_counter()
         for i in range(0, len(warm), load.concurrency):   # warm-up: discarded, concurrency at a time
             batch = warm[i:i + load.concurrency]
@@ -124,11 +126,13 @@ def _cut(run: PointRun, reason: str) -> None:
     run.in_flight = 0
 
 
-def measure(url: str, warm: list[dict], bodies: list[dict], load: Load) -> PointRun:
-    """Run one point; a Ctrl-C returns what was measured with ``interrupted`` set."""
+def measure(url: str, warm: list[dict], bodies: list[dict], load: Load,
+            headers: dict[str, str] | None = None) -> PointRun:
+    """Run one point (``headers``: sent with each request, the credentials); a Ctrl-C returns what was
+    measured with ``interrupted`` set."""
     run = PointRun(load)
     try:
-        asyncio.run(_point(url, warm, bodies, load, run))
+        asyncio.run(_point(url, warm, bodies, load, run, headers or {}))
     except KeyboardInterrupt:
         run.interrupted = True          # the requests in flight then (``in_flight``) were not measured
     run.close_window()

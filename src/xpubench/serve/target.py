@@ -22,7 +22,7 @@ def _first_model(info: dict) -> str:
 def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     """The sweep's Target (a context: a server started here is stopped on leaving)."""
     if s.url:
-        info = provenance(s.url)
+        info = provenance(s.url, headers=s.headers)
         model = s.model_name or _first_model(info)
         yield Target(url=s.url, label=s.label or model.rsplit("/", 1)[-1], device="remote", precision="as-served",
                      server=server_name(info), model=model, provenance=info)
