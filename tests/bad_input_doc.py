@@ -3,7 +3,7 @@
 A section of the doc lies between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``; its text is
 what ``SECTIONS[NAME]`` prints. ``SECTIONS`` names, for each, a test module and its function that takes a
 folder and returns its ``Case`` list (writing the files the cases read there); the module's tests run the same
-cases (``run_case``, then ``check``), so a row of the doc is a test. ``test_bad_input.py``'s
+cases (``run_case``, then ``check_row``), so a row of the doc is a test. ``test_bad_input.py``'s
 ``test_the_generated_sections_of_the_doc_are_current`` compares each section with the doc, and
 ``python tests/bad_input_doc.py --write`` rewrites them (``python tests/bad_input_doc.py`` prints them).
 
@@ -83,7 +83,7 @@ def run_case(case: Case) -> Outcome:
     return Outcome(code, out.getvalue(), err.getvalue())
 
 
-def check(case: Case, outcome: Outcome) -> None:
+def check_row(case: Case, outcome: Outcome) -> None:
     """What a row promises: its exit code; with 2, one line on stderr, no traceback; the text it says."""
     assert outcome.code == case.code, (outcome.code, outcome.err)
     assert "Traceback" not in outcome.err + outcome.out
@@ -110,7 +110,7 @@ def section(name: str) -> str:
         folder = Path(tmp)
         for case in cases(name, folder):
             outcome = run_case(case)
-            check(case, outcome)
+            check_row(case, outcome)
             env = "".join(f"{k}={shlex.quote(v if len(v) <= 24 else v[:21] + '...')} " for k, v in case.env.items())
             command = (env + case.argv).replace(str(folder), "DIR")
             line = outcome.line(case).replace(str(folder), "DIR")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bad_input_doc import Case, check, run_case
+from bad_input_doc import Case, check_row, run_case
 
 from xpubench.cli import main
 
@@ -129,4 +129,4 @@ def doc_cases(folder: Path) -> list[Case]:
 @pytest.mark.parametrize("index", range(3))
 def test_the_documented_rows(index, tmp_path):
     case = doc_cases(tmp_path)[index]
-    check(case, run_case(case))
+    check_row(case, run_case(case))

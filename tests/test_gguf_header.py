@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gguf
 import pytest
-from bad_input_doc import Case, check, run_case
+from bad_input_doc import Case, check_row, run_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -98,7 +98,7 @@ def doc_cases(folder: Path) -> list[Case]:
 def test_a_malformed_header_is_one_line_and_exit_2(index, tmp_path):
     case = doc_cases(tmp_path)[index]
     outcome = run_case(case)
-    check(case, outcome)
+    check_row(case, outcome)
     assert f"error: --weights {tmp_path}/" in outcome.err and not (tmp_path / "s.jsonl").exists()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from bad_input_doc import Case, check, run_case
+from bad_input_doc import Case, check_row, run_case
 
 from xpubench.cli import main
 from xpubench.results.redact import redacted, split_credentials
@@ -225,5 +225,5 @@ def doc_cases(folder: Path) -> list[Case]:
 def test_an_error_line_holds_no_credential(index, tmp_path):
     case = doc_cases(tmp_path)[index]
     outcome = run_case(case)
-    check(case, outcome)
+    check_row(case, outcome)
     assert not any(s in outcome.err + outcome.out for s in EVERY)
