@@ -69,7 +69,8 @@ def run_case(case: Case) -> Outcome:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             if argv[:2] == ["bash", "scripts/accelerator_check.sh"]:
-                sys.path.insert(0, str(ROOT / "scripts"))
+                if str(ROOT / "scripts") not in sys.path:
+                    sys.path.insert(0, str(ROOT / "scripts"))
                 import accelerator_check
 
                 code = accelerator_check.main(argv[2:], environ=dict(os.environ))
@@ -114,16 +115,18 @@ def section(name: str) -> str:
             env = "".join(f"{k}={shlex.quote(v if len(v) <= 24 else v[:21] + '...')} " for k, v in case.env.items())
             command = (env + case.argv).replace(str(folder), "DIR")
             line = outcome.line(case).replace(str(folder), "DIR")
+            if case.code != 2 and line != case.says:          # an output line: the part the case is about
+                line = f"... {case.says} ..."
             rows.append(f"| {_cell(case.input)} | `{_cell(command)}` | {_cell(line)} | {outcome.code} |")
     return "\n".join(rows)
 
 
-MARK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)\n<!-- end generated: (?P=name) -->", re.DOTALL)
+MARK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end generated: (?P=name) -->", re.DOTALL)
 
 
 def in_doc(text: str) -> dict[str, str]:
     """{name: the section's text as the doc has it}."""
-    return {m["name"]: m["body"] for m in MARK.finditer(text)}
+    return {m["name"]: m["body"].rstrip("\n") for m in MARK.finditer(text)}
 
 
 def written(text: str, sections: dict[str, str]) -> str:

@@ -122,11 +122,14 @@ def doc_cases(folder: Path) -> list[Case]:
              '"\'=HYPERLINK(""http://x"",""y"")"', code=0),
         Case("a case key +SUM(1+1)/torch", f"xpubench compare {path} {other} --format csv",
              "'+SUM(1+1)/torch", code=0),
+        Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format csv", f",{BIG},", code=0),
         Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format jsonl", f'"batch_size": {BIG}', code=0),
+        Case("matrix size 2048 beside cases without one", f"xpubench report {path} -o - --format csv", ",fp32,,2048,1,",
+             code=0),
     ]
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(5))
 def test_the_documented_rows(index, tmp_path):
     case = doc_cases(tmp_path)[index]
     check_row(case, run_case(case))
