@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import pytest
 from bad_input_doc import Case, check_row, run_case
+from test_serve_llamacpp import tiny_gguf  # noqa: F401 (a fixture: a tiny GGUF with a vocabulary)
 
 from xpubench.cli import main
 from xpubench.results.redact import redacted, split_credentials
@@ -194,6 +195,26 @@ def test_an_api_key_is_sent_as_a_bearer_token_and_is_in_no_output(server, tmp_pa
     assert set(_Server.seen) == {_Server.expected}
     said = [_said(capsys), *_outputs([str(results / "s.jsonl")], tmp_path, capsys, pages=False)]
     assert not _leaks(tmp_path, said)
+
+
+@pytest.mark.slow   # a real llama-server
+def test_a_real_llama_server_with_an_api_key_is_measured_and_the_key_kept_nowhere(tiny_gguf, tmp_path,  # noqa: F811
+                                                                                   capsys):
+    """llama-server --api-key checks the Bearer token: with the key the points complete, with another
+    every request is refused (401); neither the records nor the output hold the key."""
+    from xpubench.serve.server import LlamaServer
+
+    server = LlamaServer(tiny_gguf, slots=1, slot_context=64, threads=1, extra=["--api-key", KEY])
+    assert KEY in server.command and KEY not in server.command_line
+    with server:
+        for key, name in ((KEY, "right"), ("sk-wrong", "wrong")):
+            assert main(["serve", "--url", server.url, "--api-key", key, "-c", "1", "--requests", "2", "--warmup",
+                         "0", "--input-len", "8", "--output-len", "4", "-o", str(tmp_path / f"{name}.jsonl")]) == 0
+    said = _said(capsys)
+    right, wrong = (json.loads((tmp_path / f"{n}.jsonl").read_text()) for n in ("right", "wrong"))
+    assert right["status"] == "ok" and right["metrics"]["completed"] == 2
+    assert wrong["status"] == "error" and "401" in wrong["message"]
+    assert not any(KEY in text for text in (said, *(p.read_text() for p in tmp_path.glob("*.jsonl"))))
 
 
 def test_a_server_that_asks_for_credentials_refuses_a_sweep_without_them(server, tmp_path):
