@@ -82,7 +82,7 @@ def doc_cases(folder: Path) -> list[Case]:
     }
     says = {
         "a metadata count of 2**60": "a metadata count of 1,152,921,504,606,846,976 at byte 16: more than the",
-        "a tensor count of 2**60": "a tensor count of 1,152,921,504,606,846,976: more than the",
+        "a tensor count of 2**60": "a tensor count of 1,152,921,504,606,846,976 at byte 8: more than the",
         "a key longer than the file": "metadata key 0: a length of 1,099,511,627,776 at byte 24: more than the",
         "a string value longer than the file": "'tokenizer.ggml.model': a string length of 9,223,372,036,854,775,808",
         "an array of 2**60 strings": "'tokenizer.ggml.tokens': an array of 1,152,921,504,606,846,976",

@@ -66,6 +66,14 @@ class _Walk:
         except UnicodeDecodeError:
             raise _Bad(f"{what} at byte {self.at - n} is not UTF-8") from None
 
+    def unique(self, what: str, seen: set[str]) -> str:
+        """A string (``text``) not in ``seen``, added to it."""
+        name = self.text(what)
+        if name in seen:
+            raise _Bad(f"{what} {name!r} appears twice")
+        seen.add(name)
+        return name
+
     def value(self, kind: int, key: str, depth: int = 0):
         if kind in _SCALARS:
             return self.take(_SCALARS[kind])
@@ -101,15 +109,10 @@ def _walk(data) -> None:
     if version not in gguf.READER_SUPPORTED_VERSIONS:
         known = ", ".join(map(str, gguf.READER_SUPPORTED_VERSIONS))
         raise _Bad(f"GGUF version {version}; this reader knows {known}")
-    tensors, pairs = w.take("Q"), w.count("a metadata count", 8 + 4 + 1)
-    if tensors * (8 + 4 + 4 + 8) > w.left():
-        raise _Bad(f"a tensor count of {tensors:,}: more than the {w.left():,} bytes left could hold")
+    tensors, pairs = w.count("a tensor count", 8 + 4 + 4 + 8), w.count("a metadata count", 8 + 4 + 1)
     keys, alignment = set(), gguf.GGUF_DEFAULT_ALIGNMENT
     for i in range(pairs):
-        key = w.text(f"metadata key {i}")
-        if key in keys:
-            raise _Bad(f"metadata key {key!r} appears twice")
-        keys.add(key)
+        key = w.unique(f"metadata key {i}", keys)
         kind = w.take("I")
         value = w.value(kind, repr(key))
         if key == "general.alignment" and (kind != 4 or not value or value & (value - 1)):
@@ -117,10 +120,7 @@ def _walk(data) -> None:
         alignment = value if key == "general.alignment" else alignment
     names, extents = set(), []
     for i in range(tensors):
-        name = w.text(f"tensor name {i}")
-        if name in names:
-            raise _Bad(f"tensor {name!r} appears twice")
-        names.add(name)
+        name = w.unique(f"tensor name {i}", names)
         n_dims = w.take("I")
         if n_dims > MAX_DIMS:
             raise _Bad(f"tensor {name!r} has {n_dims:,} dimensions (at most {MAX_DIMS})")
