@@ -42,10 +42,7 @@ class _Once(argparse.Action):
         if self.dest in given:
             earlier = getattr(namespace, self.dest)
             if not (isinstance(earlier, list) and isinstance(values, list)):
-                from xpubench.results.redact import is_secret_name
-
-                said = "" if is_secret_name(self.dest) else f" ({earlier!r}, then {values!r})"   # --api-key
-                raise argparse.ArgumentError(self, f"given twice{said}: give it once")
+                raise argparse.ArgumentError(self, f"given twice ({earlier!r}, then {values!r}): give it once")
             values = earlier + values
         given.add(self.dest)
         setattr(namespace, self.dest, values)
