@@ -84,8 +84,9 @@ class _Server(BaseHTTPRequestHandler):
         _Server.seen.append(self.headers.get("Authorization") or "")
         if self.headers.get("Authorization") == _Server.expected:
             return True
-        self.send_response(401)
+        self.send_response(401)                     # and the credentials echoed back, as a careless server might
         self.end_headers()
+        self.wfile.write(f"unauthorized: {self.headers.get('Authorization')}\n".encode())
         return False
 
     def do_GET(self) -> None:
@@ -217,12 +218,14 @@ def test_a_real_llama_server_with_an_api_key_is_measured_and_the_key_kept_nowher
     assert not any(KEY in text for text in (said, *(p.read_text() for p in tmp_path.glob("*.jsonl"))))
 
 
-def test_a_server_that_asks_for_credentials_refuses_a_sweep_without_them(server, tmp_path):
+def test_a_server_that_refuses_the_credentials_and_echoes_them_gets_them_recorded_nowhere(server, tmp_path, capsys):
     _Server.expected = "Bearer right"
-    assert main(["serve", "--url", f"http://127.0.0.1:{server}", "--api-key", "wrong", *SWEEP,
+    assert main(["serve", "--url", f"http://127.0.0.1:{server}", "--api-key", KEY, *SWEEP,
                  "-o", str(tmp_path / "s.jsonl")]) == 0
-    record = json.loads((tmp_path / "s.jsonl").read_text().splitlines()[-1])
-    assert record["status"] == "error" and "401" in record["message"]
+    text = (tmp_path / "s.jsonl").read_text()
+    record = json.loads(text.splitlines()[-1])
+    assert record["status"] == "error" and "HTTP 401: unauthorized: Bearer REDACTED" in record["message"]
+    assert KEY not in text + _said(capsys)
 
 
 def doc_cases(folder: Path) -> list[Case]:

@@ -94,7 +94,7 @@ def settings_of(args):
         raise UserError("--weights, --model, --slots and --threads are for --server llamacpp, not --url")
     if args.weights and args.model:
         raise UserError("give --weights or --model, not both")
-    url, headers = _endpoint(args)
+    url, headers, secrets = _endpoint(args)
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be at least 0, got {args.warmup}")
     if args.prompts != "random" and not Path(args.prompts).expanduser().is_file():
@@ -104,7 +104,7 @@ def settings_of(args):
     from xpubench.results.store import check_writable
 
     check_writable(Path(args.output))
-    return Settings(output=Path(args.output), url=url, headers=headers,
+    return Settings(output=Path(args.output), url=url, headers=headers, secrets=secrets,
                     endpoint=ENDPOINTS[args.endpoint], concurrency=concurrency, rates=args.rate or [],
                     input_len=args.input_len or inp, output_len=args.output_len or outp, requests=args.requests,
                     warmup=args.warmup, duration_s=args.duration, request_timeout_s=args.request_timeout,
@@ -113,13 +113,13 @@ def settings_of(args):
                     label=args.label, model_name=args.served_model, repeat=args.repeat)
 
 
-def _endpoint(args) -> tuple[str | None, dict[str, str]]:
-    """--url without its user information, and the headers that carry the credentials (docs/serving.md):
-    a record, a line on the terminal and an error hold the URL alone (results/redact.py)."""
+def _endpoint(args) -> tuple[str | None, dict[str, str], tuple[str, ...]]:
+    """--url without its user information, the headers that carry the credentials, and the secrets among them
+    (docs/serving.md): a record, a line on the terminal and an error hold the URL alone (results/redact.py)."""
     if args.api_key and not args.url:
         raise UserError("a key (--api-key) goes with --url: a server started here asks for none")
     if not args.url:
-        return None, {}
+        return None, {}, ()
     if not args.url.startswith(("http://", "https://")):
         raise UserError(f"--url {args.url}: give an http:// or https:// address")
     url, credentials = split_credentials(args.url)
@@ -131,8 +131,10 @@ def _endpoint(args) -> tuple[str | None, dict[str, str]]:
         raise UserError("give the credentials once: USER:PASSWORD@ in --url, or --api-key")
     if credentials:
         basic = base64.b64encode(":".join(credentials).encode()).decode()
-        return url.rstrip("/"), {"Authorization": f"Basic {basic}"}
-    return url.rstrip("/"), {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+        return url.rstrip("/"), {"Authorization": f"Basic {basic}"}, (basic, credentials[1])
+    if args.api_key:
+        return url.rstrip("/"), {"Authorization": f"Bearer {args.api_key}"}, (args.api_key,)
+    return url.rstrip("/"), {}, ()
 
 
 def cmd_serve(args, console) -> int:

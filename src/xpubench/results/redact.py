@@ -10,7 +10,9 @@ text below with every secret in it replaced by ``REDACTED`` (a URL's user inform
   - a header's (``Authorization: Bearer X``, ``-H "X-Api-Key: X"``, ``Cookie: ...``) and ``Bearer X``,
   - an environment assignment (``HF_TOKEN=X``, ``OPENAI_API_KEY=X``, ``DB_PASSWORD=X``);
 - ``redacted_value(name, value)``: an environment variable's value as recorded (``redacted``, and all of
-  it where the name says secret).
+  it where the name says secret);
+- ``scrubbed(value, secrets)``: a record's fields (nested dicts, lists, strings) with each known secret (the
+  password or key a client sent, ``MIN_SECRET`` characters or more) replaced, wherever a peer echoed it.
 
 A name says secret when it is one of ``SECRET_WORDS`` (``token``, ``key``, ``password``, ...; any case) or
 ends in one after ``_``, ``-`` or ``.``: ``TPU_API_KEY``, ``x-api-key`` and ``?sig=`` are secrets,
@@ -59,6 +61,22 @@ def redacted(text: str) -> str:
 def redacted_value(name: str, value: str) -> str:
     """An environment variable's value as it may be recorded."""
     return REDACTED if is_secret_name(name) else redacted(value)
+
+
+MIN_SECRET = 6   # a shorter secret is not searched for in a record (it would cut words of other text)
+
+
+def scrubbed(value, secrets: tuple[str, ...]):
+    """``value`` (a record's field) with every string's occurrences of ``secrets`` replaced by REDACTED."""
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED) if len(secret) >= MIN_SECRET else value
+        return value
+    if isinstance(value, dict):
+        return {scrubbed(k, secrets): scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrubbed(v, secrets) for v in value]
+    return value
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:

@@ -9,12 +9,15 @@ Prompts: a point's warm-up and measured prompts are made before its clock starts
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from xpubench.results import store
+from xpubench.results.redact import scrubbed
+from xpubench.results.schema import Run
 from xpubench.serve.client import payload
 from xpubench.serve.figures import Slo, capacity, capacity_line
 from xpubench.serve.prompts import Prompts
@@ -29,6 +32,7 @@ class Settings:
     output: Path
     url: str | None = None                 # without user information (cli/serve.py: the headers carry it)
     headers: dict[str, str] = field(default_factory=dict, repr=False)   # sent with every request, stored nowhere
+    secrets: tuple[str, ...] = field(default=(), repr=False)          # the credentials in them (scrubbed from records)
     endpoint: str = "/v1/completions"
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4])
     rates: list[float] = field(default_factory=list)
@@ -93,6 +97,7 @@ def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None =
                 record = to_run(target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint,
                                 seed=s.seed, slo=s.slo, usd_per_hour=s.price, env=env, started=snap[2], snap=snap,
                                 process=round_, processes=s.repeat, length_note=prompts.length_note)
+                record = _scrubbed(record, s.secrets)
                 store.append(s.output, record)
                 points.append(record.metrics | {"status": record.status, "message": record.message})
                 if on_point:
@@ -102,6 +107,13 @@ def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None =
     except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
         return Outcome(points, _line(s, rounds), interrupted=True)
     return Outcome(points, _line(s, rounds))
+
+
+def _scrubbed(record: Run, secrets: tuple[str, ...]) -> Run:
+    """``record`` with the credentials sent replaced wherever the server echoed them (an error body, its
+    models or metadata): kept nowhere, printed nowhere (results/redact.py)."""
+    return dataclasses.replace(record, **{f.name: scrubbed(getattr(record, f.name), secrets)
+                                          for f in dataclasses.fields(record)}) if secrets else record
 
 
 FOLDED = ("slo_attained", "output_tokens_per_s", "usd_per_1m_output_tokens")
