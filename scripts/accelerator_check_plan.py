@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MINUTES = 8.0
 JOB_END_MARGIN_S = 20.0   # end this long before the scheduler's end time (it sends SIGTERM there)
+JOB_END_WITHIN_S = 366 * 86400.0   # a job's end time further than this from now is not believed
 RESERVE_S = 5.0           # kept after the last step: the last summary and the interpreter's exit
 KILL_GRACE_S = 3.0        # a step's process group gets SIGTERM this long before its limit, then SIGKILL
 DETECT_S = 15.0           # one xpubench command's start: imports and device detection (estimate)
@@ -182,12 +183,18 @@ def _model_precision(env: dict, backend: str, device: str) -> str:
 
 def job_budget(minutes: float | None, environ: dict, now: float) -> tuple[float, str]:
     """(seconds, where they come from): ``--minutes``, capped by the job's end when the scheduler says
-    it (``SLURM_JOB_END_TIME``, epoch seconds, less JOB_END_MARGIN_S); the job's end alone; else 8 minutes."""
+    it (``SLURM_JOB_END_TIME``, epoch seconds, less JOB_END_MARGIN_S); the job's end alone; else 8 minutes.
+    An end time that is not a number of seconds within a year of ``now`` (``soon``, 400 digits) is ignored,
+    and the source says so."""
     end_text = environ.get("SLURM_JOB_END_TIME", "")
-    if not re.fullmatch(r"\d+(\.\d+)?", end_text):
+    number = re.fullmatch(r"\d{1,15}(\.\d{1,9})?", end_text)
+    if not number or abs(float(end_text) - now) > JOB_END_WITHIN_S:
+        shown = repr(end_text if len(end_text) <= 20 else end_text[:20] + "...")
+        why = f"SLURM_JOB_END_TIME {shown} is not a time within a year: ignored" if end_text else \
+            "no job end time found"
         if minutes is not None:
-            return minutes * 60, f"--minutes {minutes:g}"
-        return DEFAULT_MINUTES * 60, f"the default {DEFAULT_MINUTES:g} minutes (no job end time found)"
+            return minutes * 60, f"--minutes {minutes:g}" + (f" ({why})" if end_text else "")
+        return DEFAULT_MINUTES * 60, f"the default {DEFAULT_MINUTES:g} minutes ({why})"
     job_left = float(end_text) - now - JOB_END_MARGIN_S
     if minutes is not None and minutes * 60 <= job_left:
         return minutes * 60, f"--minutes {minutes:g}"

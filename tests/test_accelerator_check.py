@@ -19,6 +19,7 @@ from pathlib import Path
 
 import cpu_check
 import pytest
+from bad_input_doc import Case, check_row, run_case
 from machine_facts import MACHINES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +105,41 @@ def test_the_budget_comes_from_minutes_or_the_jobs_end(monkeypatch):
     seconds, said = plan_mod.job_budget(15, {"SLURM_JOB_END_TIME": str(int(now) + 300)}, now)
     assert seconds == 280 and "under --minutes 15" in said
     assert plan_mod.job_budget(4, {"SLURM_JOB_END_TIME": str(int(now) + 3600)}, now)[0] == 240
+
+
+@pytest.mark.parametrize("end", ["9" * 400, "1" + "0" * 15, "1e400", "nan", "inf", str(1_800_000_000 + 400 * 86400),
+                                 str(1_800_000_000 - 400 * 86400), "1800000000." + "5" * 400])
+def test_a_job_end_time_not_within_a_year_is_ignored_saying_so(end):
+    """The digits check alone let 400 digits through to float(): an infinite budget, then an OverflowError."""
+    now = 1_800_000_000.0
+    seconds, said = plan_mod.job_budget(None, {"SLURM_JOB_END_TIME": end}, now)
+    assert seconds == 480 and "is not a time within a year: ignored" in said and len(said) < 120
+    seconds, said = plan_mod.job_budget(3, {"SLURM_JOB_END_TIME": end}, now)
+    assert seconds == 180 and said.startswith("--minutes 3 (SLURM_JOB_END_TIME")
+
+
+def doc_cases(folder: Path) -> list[Case]:
+    """docs/bad-input.md's rows of the accelerator check: a scheduler's or a shell's number it cannot believe."""
+    machine_file = folder / "h100.json"
+    machine_file.write_text((MACHINES / "h100-sxm.json").read_text())
+    argv = f"bash scripts/accelerator_check.sh --dry-run --env-file {machine_file} --out {folder}"
+    return [
+        Case("a job end time of 400 digits", argv, "budget 480 s: the default 8 minutes (SLURM_JOB_END_TIME "
+             "'99999999999999999999...' is not a time within a year: ignored)", code=0,
+             env={"SLURM_JOB_END_TIME": "9" * 400}),
+        Case("the same with --minutes", argv + " --minutes 3", "budget 180 s: --minutes 3 (SLURM_JOB_END_TIME", code=0,
+             env={"SLURM_JOB_END_TIME": "9" * 400}),
+        Case("a start time of 400 digits", argv, "budget 480 s: the default 8 minutes (no job end time found)", code=0,
+             env={"XPUBENCH_CHECK_T0": "9" * 400, "SLURM_JOB_END_TIME": ""}),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_a_number_from_the_environment_beyond_belief_is_not_a_traceback(index, tmp_path):
+    case = doc_cases(tmp_path)[index]
+    outcome = run_case(case)
+    check_row(case, outcome)
+    assert summary(next(p for p in tmp_path.iterdir() if p.is_dir()))["budget_s"] in (480, 180)
 
 
 class FakeClock:

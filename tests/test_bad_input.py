@@ -1,8 +1,9 @@
 """Every input a user can get wrong ends in one line on stderr, exit code 2, no traceback, nothing lost.
 
 Most cases run `cli.main(argv)` in-process (fast); a few run `python -m xpubench` to prove the real
-process exits 2 without a traceback. `python tests/test_bad_input.py` prints docs/bad-input.md's table
-from the real messages.
+process exits 2 without a traceback. `python tests/test_bad_input.py` prints docs/bad-input.md's tables
+from the real messages: the first ones from this module's cases, then the generated sections (issue 51's
+rows: tests/bad_input_doc.py, whose cases their own test modules run), which a test compares with the doc.
 """
 
 import errno
@@ -466,5 +467,21 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+@pytest.mark.slow   # every generated row runs again (each is also its own module's test)
+def test_the_generated_sections_of_the_doc_are_current():
+    """docs/bad-input.md's tables between `<!-- generated: NAME -->` markers are what their cases print
+    (tests/bad_input_doc.py); `python tests/bad_input_doc.py --write` rewrites them."""
+    from bad_input_doc import DOC, SECTIONS, in_doc, section
+
+    doc = in_doc(DOC.read_text(encoding="utf-8"))
+    assert set(SECTIONS) <= set(doc), f"sections without markers in {DOC}: {sorted(set(SECTIONS) - set(doc))}"
+    for name in SECTIONS:
+        assert doc[name] == section(name), f"{DOC}'s section {name} is stale: python tests/bad_input_doc.py --write"
+
+
 if __name__ == "__main__":
+    from bad_input_doc import SECTIONS, marked, section
+
     print(markdown_table())
+    for name in SECTIONS:   # the generated sections (docs/bad-input.md's markers)
+        print("\n" + marked(name, section(name)))

@@ -115,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
+    """An error as the one line printed: escaped, every credential in it redacted (results/redact.py)."""
     from xpubench.results.plaintext import shown
+    from xpubench.results.redact import redacted
 
-    return shown(" ".join(str(exc).split()))
+    return shown(redacted(" ".join(str(exc).split())))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import os
 from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.plan.options_text import csv
+from xpubench.results.redact import split_credentials
 
 MAX_REQUESTS = 100_000   # per point: its record (each request kept) stays within a results file's line
 
@@ -44,7 +46,9 @@ def _whole(text: str) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="load an OpenAI-compatible server: latency and capacity under a sweep")
     who = p.add_argument_group("the server")
-    who.add_argument("--url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    who.add_argument("--url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000 "
+                     "(http://USER:PASSWORD@HOST: sent as Basic authentication, stored nowhere)")
+    who.add_argument("--api-key", metavar="KEY", help="--url: sent as `Authorization: Bearer KEY`, stored nowhere")
     who.add_argument("--server", choices=["llamacpp"], help="start llama.cpp's llama-server here")
     who.add_argument("--weights", metavar="DIR|GGUF", help="--server: a GGUF file, or a checkpoint folder")
     who.add_argument("--model", help="--server: random weights of a named shape (default smollm-135m)")
@@ -95,8 +99,7 @@ def settings_of(args):
         raise UserError("--weights, --model, --slots and --threads are for --server llamacpp, not --url")
     if args.weights and args.model:
         raise UserError("give --weights or --model, not both")
-    if args.url and not args.url.startswith(("http://", "https://")):
-        raise UserError(f"--url {args.url}: give an http:// or https:// address")
+    url, headers, secrets = _endpoint(args)
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be at least 0, got {args.warmup}")
     if max(args.requests or 0, args.warmup or 0) > MAX_REQUESTS:
@@ -107,7 +110,7 @@ def settings_of(args):
     inp, outp = lengths(args.lengths, fraction(args.scale))
     concurrency = args.concurrency or ([] if args.rate else [1, 2, 4])
     check_writable(Path(args.output))
-    return Settings(output=Path(args.output), url=args.url.rstrip("/") if args.url else None,
+    return Settings(output=Path(args.output), url=url, headers=headers, secrets=secrets,
                     endpoint=ENDPOINTS[args.endpoint], concurrency=concurrency, rates=args.rate or [],
                     input_len=args.input_len or inp, output_len=args.output_len or outp, requests=args.requests,
                     warmup=args.warmup, duration_s=args.duration, request_timeout_s=args.request_timeout,
@@ -138,6 +141,30 @@ def results_file(out: Path, warn):
     finally:
         if fresh and os.path.isfile(out) and not os.path.islink(out) and not out.stat().st_size:
             out.unlink()             # made here, and nothing was measured into it
+
+
+def _endpoint(args) -> tuple[str | None, dict[str, str], tuple[str, ...]]:
+    """--url without its user information, the headers that carry the credentials, and the secrets among them
+    (docs/serving.md): a record, a line on the terminal and an error hold the URL alone (results/redact.py)."""
+    if args.api_key and not args.url:
+        raise UserError("a key (--api-key) goes with --url: a server started here asks for none")
+    if not args.url:
+        return None, {}, ()
+    if not args.url.startswith(("http://", "https://")):
+        raise UserError(f"--url {args.url}: give an http:// or https:// address")
+    url, credentials = split_credentials(args.url)
+    if "?" in url or "#" in url:
+        raise UserError(f"--url: give the server's address without a ?query or #fragment (a key: --api-key), got {url}")
+    if args.api_key is not None and not (args.api_key.isascii() and args.api_key.isprintable() and args.api_key):
+        raise UserError("--api-key: give the key as printable ASCII (a header cannot carry anything else)")
+    if credentials and args.api_key:
+        raise UserError("give the credentials once: USER:PASSWORD@ in --url, or --api-key")
+    if credentials:
+        basic = base64.b64encode(":".join(credentials).encode()).decode()
+        return url.rstrip("/"), {"Authorization": f"Basic {basic}"}, (basic, credentials[1])
+    if args.api_key:
+        return url.rstrip("/"), {"Authorization": f"Bearer {args.api_key}"}, (args.api_key,)
+    return url.rstrip("/"), {}, ()
 
 
 def cmd_serve(args, console) -> int:

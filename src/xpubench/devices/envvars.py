@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from xpubench.results.redact import redacted_value
+
 
 @dataclass(frozen=True)
 class EnvVar:
@@ -84,8 +86,9 @@ def describe(name: str) -> EnvVar | None:
 
 
 def recorded(environ: Mapping[str, str]) -> dict[str, str]:
-    """The result-changing variables set in ``environ`` ({name: value}, sorted): a fingerprint's "env"."""
-    return {k: environ[k] for k in sorted(environ) if describe(k) is not None}
+    """The result-changing variables set in ``environ`` ({name: value}, sorted): a fingerprint's "env". A
+    secret among them (``TPU_API_KEY``, a token in ``XLA_FLAGS``) is recorded REDACTED (results/redact.py)."""
+    return {k: redacted_value(k, environ[k]) for k in sorted(environ) if describe(k) is not None}
 
 
 def silent_changes(environ: Mapping[str, str]) -> list[str]:

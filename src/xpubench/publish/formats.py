@@ -10,7 +10,6 @@ else (progress, warnings and notes go to stderr), so a script reads figures and 
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 
 from xpubench.errors import UserError
 from xpubench.publish.rows import COLUMNS, rows
+from xpubench.report.base.csvfile import csv_text
 from xpubench.results.schema import finite
 
 FORMATS = ("md", "csv", "json", "jsonl")
@@ -66,9 +66,7 @@ def rows_text(table: list[dict], fmt: str) -> str:
     if fmt == "jsonl":
         return "".join(json.dumps(finite(r), allow_nan=False) + "\n" for r in table)
     if fmt == "csv":
-        buf = io.StringIO()
-        pd.DataFrame(table, columns=list(COLUMNS)).to_csv(buf, index=False, lineterminator="\n")
-        return buf.getvalue()
+        return csv_text(COLUMNS, ([r.get(c) for c in COLUMNS] for r in table))
     if fmt == "md":
         return markdown_table(table)
     raise UserError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 
+from xpubench.report.base import csvfile
 from xpubench.report.render.html import esc
-
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True)
@@ -42,19 +39,10 @@ def html_table(table_id: str, head: list[str], rows: list[tuple[dict, list]]) ->
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def csv_safe(value):
-    """A text cell that a spreadsheet would read as a formula gets a leading quote (OWASP's advice)."""
-    if isinstance(value, str) and value.startswith(_FORMULA):
-        return "'" + value
-    return value
-
-
 def csv_text(head: list[str], rows: list[tuple[dict, list]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(head)
-    writer.writerows([csv_safe(c.raw if c.raw is not None else c.text) for c in map(cell, cells)] for _, cells in rows)
-    return buf.getvalue()
+    """The rows' CSV (report/base/csvfile.py: every CSV xpubench writes)."""
+    return csvfile.csv_text(head, ([c.raw if c.raw is not None else c.text for c in map(cell, cells)]
+                                   for _, cells in rows))
 
 
 def csv_links(table_id: str, csv_name: str, *, every_row: bool = True) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
+from xpubench.report.base import csvfile
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.outputs import GENERATOR, html_comment
 from xpubench.report.compare_gate import gate_lines, geometric_mean_line, group_of, grouped
@@ -70,15 +71,12 @@ def _group_title(name: str, rows) -> str:
 
 def csv_text(comparisons) -> str:
     """Every row of every comparison as CSV, numbers unformatted (seconds, ratios), one header line."""
-    out = []
-    for c in comparisons:
-        for r in c.rows:
-            out.append({"baseline": c.baseline, "other": c.other, "key": r.key, "mode": r.mode,
-                        "timing": r.figure, "median_a_s": r.median_a_s, "median_b_s": r.median_b_s,
-                        "processes_a": r.processes_a, "processes_b": r.processes_b, "n_a": r.n_a, "n_b": r.n_b,
-                        "ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high, "significant": r.significant,
-                        "group": group_of(r), "verdict": r.verdict, "note": r.note})
-    return pd.DataFrame(out).to_csv(index=False, lineterminator="\n")
+    head = ["baseline", "other", "key", "mode", "timing", "median_a_s", "median_b_s", "processes_a", "processes_b",
+            "n_a", "n_b", "ratio", "ci_low", "ci_high", "significant", "group", "verdict", "note"]
+    rows = ([c.baseline, c.other, r.key, r.mode, r.figure, r.median_a_s, r.median_b_s, r.processes_a, r.processes_b,
+             r.n_a, r.n_b, r.ratio, r.ci_low, r.ci_high, r.significant, group_of(r), r.verdict, r.note]
+            for c in comparisons for r in c.rows)
+    return csvfile.csv_text(head, rows)
 
 
 def print_tables(comparisons, console, *, to_file: bool = False, gate: dict | None = None) -> None:

@@ -132,13 +132,11 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
 
 
 def given_file(path: Path) -> Served:
-    """A GGUF the user gave: refused (one line) when it is not a GGUF or has no vocabulary to serve text."""
-    import gguf
+    """A GGUF the user gave: refused (one line) when it is not a GGUF (its header checked before it is read:
+    backends/llamacpp_/gguf_header.py) or has no vocabulary to serve text."""
+    from xpubench.backends.llamacpp_ import gguf_header
 
-    try:
-        reader = gguf.GGUFReader(str(path))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--weights {path}: not a readable GGUF file ({' '.join(str(exc).split())[:120]})") from None
+    reader = gguf_header.read(path, "--weights")
     field = reader.fields.get("tokenizer.ggml.model")
     model = bytes(field.parts[-1]).decode("utf-8", "replace") if field is not None else None
     if model in (None, "no_vocab", "none"):

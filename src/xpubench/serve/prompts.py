@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -77,6 +77,7 @@ class Prompts:
     source: str = "random"        # or a text file's path
     model: str | None = None
     length_note: str = ""
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # the credentials (cli/serve.py)
     _text: list[str] | None = None
 
     def __post_init__(self) -> None:
@@ -100,7 +101,7 @@ class Prompts:
         return asyncio.run(self._make(range(first, first + count), timeout_s))
 
     async def _make(self, numbers: range, timeout_s: float) -> list[str]:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=self.headers) as client:
             return [await self._cut(client, self._raw(i, self.input_len * 2 + 8), timeout_s) for i in numbers]
 
     async def _cut(self, client: httpx.AsyncClient, text: str, timeout_s: float) -> str:

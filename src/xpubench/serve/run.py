@@ -14,6 +14,7 @@ point's figures with the time the sweep may still take: ``upper_bound_s`` from t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from xpubench.backends.fingerprint import busy_note
 from xpubench.results import store
+from xpubench.results.redact import scrubbed
+from xpubench.results.schema import Run
 from xpubench.serve.client import payload
 from xpubench.serve.figures import Slo, capacity, capacity_line
 from xpubench.serve.prompts import Prompts
@@ -36,7 +39,9 @@ class Settings:
     """What one ``xpubench serve`` asks (cli/serve.py reads the flags into it)."""
 
     output: Path
-    url: str | None = None
+    url: str | None = None                 # without user information (cli/serve.py: the headers carry it)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # sent with every request, stored nowhere
+    secrets: tuple[str, ...] = field(default=(), repr=False)          # the credentials in them (scrubbed from records)
     endpoint: str = "/v1/completions"
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4])
     rates: list[float] = field(default_factory=list)
@@ -124,7 +129,7 @@ def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
     busy = busy_note(prints.get("cpu_busy_at_start"))
     if busy:
         hooks.warn(busy)
-    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, target.asked)
+    prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, target.asked, headers=s.headers)
     url = target.url + s.endpoint
     plan = [(round_, load) for round_ in range(s.repeat) for load in loads(s)]
     rounds: list[list[dict]] = [[] for _ in range(s.repeat)]
@@ -137,12 +142,12 @@ def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
             made += len(texts)
             bodies = [payload(s.endpoint, target.asked, t, s.output_len, s.ignore_eos) for t in texts]
             snap = start_snapshot()
-            run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load,
+            run = measure(url, bodies[:load.warmup], bodies[load.warmup:], load, s.headers,
                           on_request=lambda n, of=load.requests: hooks.request_ended(n, of))
-            record = readable(to_run(target, run, input_len=s.input_len, output_len=s.output_len,
-                                     endpoint=s.endpoint, seed=s.seed, slo=s.slo, usd_per_hour=s.price, prints=prints,
-                                     started=snap[2], snap=snap, process=round_, processes=s.repeat,
-                                     length_note=prompts.length_note))
+            record = readable(_scrubbed(to_run(
+                target, run, input_len=s.input_len, output_len=s.output_len, endpoint=s.endpoint, seed=s.seed,
+                slo=s.slo, usd_per_hour=s.price, prints=prints, started=snap[2], snap=snap, process=round_,
+                processes=s.repeat, length_note=prompts.length_note), s.secrets))
             store.append(s.output, record)
             points.append(record.metrics | {"status": record.status, "message": record.message})
             hooks.point_ended(points[-1], about_s([p for _, p in plan[index + 1:]], points[-1]))
@@ -151,6 +156,13 @@ def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
     except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
         return Outcome(points, _line(s, rounds), interrupted=True)
     return Outcome(points, _line(s, rounds))
+
+
+def _scrubbed(record: Run, secrets: tuple[str, ...]) -> Run:
+    """``record`` with the credentials sent replaced wherever the server echoed them (an error body, its
+    models or metadata): kept nowhere, printed nowhere (results/redact.py)."""
+    return dataclasses.replace(record, **{f.name: scrubbed(getattr(record, f.name), secrets)
+                                          for f in dataclasses.fields(record)}) if secrets else record
 
 
 FOLDED = ("slo_attained", "output_tokens_per_s", "usd_per_1m_output_tokens")

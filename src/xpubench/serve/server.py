@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from xpubench.errors import UserError
+from xpubench.results.redact import redacted
 from xpubench.serve import bounded
 
 HEALTH_TIMEOUT_S = 300.0
@@ -67,7 +68,8 @@ class LlamaServer:
 
     @property
     def command_line(self) -> str:
-        return shlex.join(self.command)
+        """The command as it is shown and recorded: a key among ``extra`` (``--api-key K``) redacted."""
+        return redacted(shlex.join(self.command))
 
     def version(self) -> str:
         """``llama-server --version``'s version line, e.g. "0.5.0-dev (build 1, commit 0c1e570)"."""
@@ -129,15 +131,17 @@ class LlamaServer:
         self.stop()
 
 
-def provenance(url: str, timeout_s: float = 30.0) -> tuple[dict[str, Any], str | None]:
+def provenance(url: str, timeout_s: float = 30.0,
+               headers: dict[str, str] | None = None) -> tuple[dict[str, Any], str | None]:
     """(what the server at ``url`` says about itself, its first model's id whole, for the requests): its
     models, properties, version and Server header, asked together within ``timeout_s`` and kept within
-    serve/bounded.py's bounds (``cut`` says what was cut). One line (UserError) when none is answered."""
-    return asyncio.run(_provenance(url, timeout_s))
+    serve/bounded.py's bounds (``cut`` says what was cut; ``headers``: the credentials). One line (UserError)
+    when none is answered."""
+    return asyncio.run(_provenance(url, timeout_s, headers or {}))
 
 
-async def _provenance(url: str, timeout_s: float) -> tuple[dict[str, Any], str | None]:
-    async with httpx.AsyncClient(timeout=timeout_s) as client:
+async def _provenance(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[dict[str, Any], str | None]:
+    async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
         models, props, version = await asyncio.gather(*(bounded.call(client, "GET", f"{url}/{path}",
                                                                      deadline_s=timeout_s) for path in PATHS))
     if models.status is None and props.status is None and version.status is None:

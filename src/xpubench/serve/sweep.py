@@ -102,10 +102,11 @@ async def _open(client, url: str, bodies: list[dict], load: Load, run: PointRun,
     await asyncio.gather(*tasks)
 
 
-async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun) -> None:
+async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun,
+                 headers: dict[str, str]) -> None:
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
     async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits,
-                                 headers=HEADERS) as client:
+                                 headers={**HEADERS, **headers}) as client:
         clock0 = time.perf_counter()
         for i in range(0, len(warm), load.concurrency):   # warm-up: discarded, concurrency at a time
             batch = warm[i:i + load.concurrency]
@@ -131,11 +132,12 @@ def _cut(run: PointRun, reason: str) -> None:
 
 
 def measure(url: str, warm: list[dict], bodies: list[dict], load: Load,
-            on_request: Callable[[int], None] | None = None) -> PointRun:
-    """Run one point; a Ctrl-C returns what was measured with ``interrupted`` set."""
+            headers: dict[str, str] | None = None, on_request: Callable[[int], None] | None = None) -> PointRun:
+    """Run one point (``headers``: sent with each request, the credentials); a Ctrl-C returns what was
+    measured with ``interrupted`` set."""
     run = PointRun(load, on_request=on_request)
     try:
-        asyncio.run(_point(url, warm, bodies, load, run))
+        asyncio.run(_point(url, warm, bodies, load, run, headers or {}))
     except KeyboardInterrupt:
         run.interrupted = True          # the requests in flight then (``in_flight``) were not measured
     run.close_window()

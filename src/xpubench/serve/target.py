@@ -24,7 +24,7 @@ def _asked(s, first: str | None) -> str | None:
 def opened(s, args, say: Callable[[str], None] = print) -> Iterator[Target]:
     """The sweep's Target (a context: a server started here is stopped on leaving)."""
     if s.url:
-        info, first = provenance(s.url, s.setup_timeout_s)
+        info, first = provenance(s.url, s.setup_timeout_s, s.headers)
         model = s.model_name or first or "unknown"
         yield Target(url=s.url, label=s.label or model.rsplit("/", 1)[-1], device="remote", precision="as-served",
                      server=server_name(info), model=model, provenance=info, asked=_asked(s, first))

@@ -213,10 +213,11 @@ def gguf_for(spec, fmt: str, seed: int, quantizer: Path | None = None, threads: 
 
 
 def tensor_summary(path: Path) -> dict[str, Any]:
-    """{"weight_bytes", "params", "types": {GGML type: tensors}} read back from a GGUF (gguf-py's reader)."""
-    import gguf
+    """{"weight_bytes", "params", "types": {GGML type: tensors}} read back from a GGUF (gguf-py's reader, the
+    header checked first: a damaged cached file is one line)."""
+    from xpubench.backends.llamacpp_ import gguf_header
 
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_header.read(path, "the cached GGUF")
     types: dict[str, int] = {}
     nbytes = params = 0
     for t in reader.tensors:

@@ -156,8 +156,8 @@ def results_frame(loaded) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    for col in ("batch_size", "size", "devices"):
-        frame[col] = frame[col].astype("Int64")
+    for col in ("batch_size", "size", "devices"):   # whole numbers, exact (never through a float: 2**53 + 1)
+        frame[col] = pd.array([r.get(col) for r in rows], dtype="Int64")
     return frame
 
 
