@@ -88,6 +88,7 @@ def figures(pp: dict[str, Any], tg: dict[str, Any], prompt_len: int, new_tokens:
         "warning": named_warnings({"prefill": pre, "decode": dec}),
         "attention_kernel_prefill": attention(pp), "attention_kernel_decode": attention(tg),
         "threads": int(tg["n_threads"]), "params": int(tg["model_n_params"]),
+        "kv_cache_na": "llama-bench does not report it",
         "weight_bytes": int(tg["model_size"]), "model_bytes": int(tg["model_size"]),
         "runtime_build": f"llama.cpp {tg.get('build_commit')} ({tg.get('build_number')})",
         "runtime_tests": f"pp{pp['n_prompt']} @ d{pp['n_depth']}, tg{tg['n_gen']} @ d{tg['n_depth']}; "

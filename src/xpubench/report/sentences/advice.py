@@ -2,7 +2,9 @@
 
 Every comparison goes through results/ratio.py ratio_estimate (bootstrap interval over the raw samples, a 5%
 minimum change): a difference that is not significant is said to be within noise, never ranked.
-A *setup* is one file x backend x device x precision x device count.
+A *setup* is one file x backend (and the variant it ran: torch's eager decode) x device x precision x device
+count; setups are compared only within one workload and its key options (``alike``: a brief 4-layer llama
+never against the full model).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from xpubench.results.fold import process_groups
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
-SETUP = ["source", "backend", "device", "precision", "devices"]
+SETUP = ["source", "backend", "variant", "device", "precision", "devices"]
 
 
 def _name(row, multi: bool) -> str:
@@ -76,15 +78,16 @@ def fastest(data: ResultSet) -> list[str]:
     precision of a mode measured at a size (matmul): the modes whose headline the samples' interval tests
     (results/modes.py ``rate_is_median``)."""
     frame, lines = data.frame, []
-    tested = [m for m in MODES.values() if m.rate_is_median]
+    tested = [m for m in MODES.values() if m.rate_is_median or m.bandwidth_bound]   # generation: tok/s
     batched = [m for m in tested if m.size == "batch_size"]
     for mode in batched:
         rows = _ranked(ok_rows(frame, mode.name))
         multi = many_sources(rows)
-        for workload, sub in rows.groupby("workload", sort=True):
+        for (workload, _), sub in rows.groupby(["workload", "alike"], sort=True):
             best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
             top = best.iloc[0]
-            text = (f"{workload} {mode.label}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
+            said = f" ({top['options_text']})" if top.get("options_text") else ""   # "(4/30 layers, pp64, tg16)"
+            text = (f"{workload} {mode.label}{said}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
                     f"{_rate(top)}")
             if len(best) == 1:
                 lines.append(text + " (the only setup measured).")

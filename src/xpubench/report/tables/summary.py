@@ -6,17 +6,16 @@ mark a cell carries is defined under the table (``legend``)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, benchmarks, num, row_mode
+from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, num, row_mode
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell
+from xpubench.report.tables.llm import bound_cell, load_notes, model_name, test_name
 from xpubench.results.fold import process_groups
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -47,21 +46,14 @@ class Line:
     tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
 
 
-def _model(row) -> str:
-    """A language model as llama-bench names it: "smollm-135m 4/30 layers" (a preset cut to fewer layers)."""
-    name = str(num(row, "architecture") or row["workload"])
-    cut = re.fullmatch(r"(\S+) \(n_layers (\d+)\)", name)
-    if cut:
-        from xpubench.workloads.llama.config import PRESETS
-
-        total = PRESETS[cut[1]].n_layers if cut[1] in PRESETS else None
-        return f"{cut[1]} {cut[2]}/{total} layers" if total else f"{cut[1]} {cut[2]} layers"
-    return name
+def _where(row) -> str:
+    devices = int(row.get("devices") or 1)
+    return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
 
 
 def _column(row) -> str:
-    devices = int(row.get("devices") or 1)
-    return f"{row['backend']} {row['device']}" + (f" x{devices}" if devices > 1 else "")
+    """A backend (with the variant it ran: "torch (eager decode)") on a device: one column of the summary."""
+    return f"{backend_label(row)} {_where(row)}"
 
 
 def _unit(row) -> str:
@@ -111,20 +103,20 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
         if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
             continue
         batch = int(num(row, "batch_size") or 1)
-        for kind, (metric, length) in {"pp": ("prefill_tokens_per_s", "prompt_len"),
-                                       "tg": ("decode_tokens_per_s", "new_tokens")}.items():
-            size = num(row, length)
-            test = f"{kind}{int(size) if size else '?'}" + (f" b{batch}" if batch > 1 else "")
-            model, precision = _model(row), str(row["precision"])
-            line = lines.setdefault(("llm", model, kind, test, precision), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
+        for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
+            test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
+            model, precision = model_name(row), str(row["precision"])
+            line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), num(row, "depth") or 0, kind,
+                 precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
             line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             PP_SAMPLES if kind == "pp" else None)
-            families.setdefault((row["workload"], precision, batch), []).append(line)
+            families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
         placed.add(index)
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
-        family = families.get((row["workload"], str(row["precision"]), int(num(row, "batch_size") or 1)))
+        batch = int(num(row, "batch_size") or 1)
+        family = families.get((row["workload"], str(row["precision"]), batch, row["alike"]))
         if row["mode"] == "generate" and row.get("status") != "ok" and family:
             for line in family:
                 line.cells.setdefault(_column(row), Cell(row, None))
@@ -216,8 +208,9 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
     columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    where = {_column(r): _where(r) for _, r in rows.iterrows()}
+    one_device = len({where[c] for c in columns}) == 1
+    header = {c: c.removesuffix(f" {where[c]}") if one_device else c for c in columns}
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
@@ -242,9 +235,10 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
     cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
                    text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
-    where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
-    title = f"Summary{where}: median ± half its 95% interval, per backend"
+    on = f" on {where[columns[0]]}" if one_device and columns else ""
+    title = f"Summary{on}: median ± half its 95% interval, per backend"
     note = legend(marks, unsure_any, "of bw bound" in kept)
+    note += "".join(f"\n{line}" for line in load_notes(rows[rows["status"] == "ok"]) if lines)   # llama.cpp under load
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
