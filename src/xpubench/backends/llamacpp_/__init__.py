@@ -35,7 +35,7 @@ class LlamaCppBackend(Backend):
     under_load = ("llama.cpp's threads meet at a barrier after every operation of every token, spinning while "
                   "they wait (llama-bench's --poll 50): while other processes hold the cores, each barrier waits "
                   "for a thread that is not running, so tg falls several-fold and spreads widely; measure on a "
-                  "quiet machine")
+                  "quiet machine.")
 
     def detect(self, host_cpu: dict) -> dict:
         """The programs found (binaries.py), their build, and the host CPU as the one device."""

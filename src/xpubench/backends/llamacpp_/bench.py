@@ -13,7 +13,8 @@ both with ``-t T`` (this process's usable cores, as torch and JAX compute with),
 after llama-bench's own untimed warm-up run, ``-o jsonl``. llama-bench feeds random token ids and times
 each repetition around ``llama_decode`` with its own clock (including its synchronisation); the depth's
 tokens are decoded before each repetition, untimed. Per repetition only the total is given, so a
-decode step's spread is that of the repetitions' means, not of single steps.
+decode step's spread is that of the repetitions' means, not of single steps. llama-bench reports no KV
+cache size (``kv_cache_na`` says so); no energy is read around what it times (harness/generation.py).
 """
 
 from __future__ import annotations

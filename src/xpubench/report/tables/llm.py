@@ -97,28 +97,38 @@ def kv_cell(row) -> str:
 BUSY_LOAD = 1.5   # a process that started at a 1-min load average this many times the usable cores: others competed
 
 
-def busy_text(row) -> str | None:
-    """How busy the machine was when the row was measured, in words, where it was: the run's busy-machine
-    note (other processes' share of the CPU before it started: backends/fingerprint.py ``busy_note``), or a
-    worker process that started at a 1-min load average above ``BUSY_LOAD`` x the usable cores; None: quiet."""
+def busy(row) -> bool:
+    """Whether the machine was busy when the row was measured: the run's busy-machine note (other processes
+    held a quarter of the CPU or more before it started: backends/fingerprint.py ``busy_note``), or a worker
+    process that started at a 1-min load average above ``BUSY_LOAD`` x the usable cores."""
     share, load, cores = (num(row, k) for k in ("cpu_busy_at_start", "load_at_start", "usable_cores"))
-    if share is not None and busy_note(share):
-        return f"other processes kept {share:.0%} of the CPU busy when its run started"
-    if load is not None and cores and load > BUSY_LOAD * cores:
-        return f"a process of it started at a 1-min load average of {load:.1f} on {cores:.0f} cores"
-    return None
+    return (share is not None and busy_note(share) is not None) or bool(load and cores and load > BUSY_LOAD * cores)
+
+
+def _how_busy(rows: pd.DataFrame) -> str:
+    """How busy the machine was for ``rows``, at its worst, in the words of what made them ``busy``."""
+    share, load = (pd.to_numeric(rows[k], errors="coerce").max() for k in ("cpu_busy_at_start", "load_at_start"))
+    cores = num(rows.iloc[0], "usable_cores")
+    said = []
+    if pd.notna(share) and busy_note(share):
+        said.append(f"other processes held up to {share:.0%} of the CPU when a run started")
+    if cores and load > BUSY_LOAD * cores:
+        said.append(f"a worker started at a 1-min load average of up to {load:.1f} on {cores:.0f} cores")
+    return "; ".join(said)
 
 
 def load_notes(rows: pd.DataFrame) -> list[str]:
-    """A line per row of a backend whose figures fall further than others' on a busy machine (its record's
-    ``under_load``: llama.cpp's spinning threads) measured while the machine was busy (``busy_text``): why
-    its figures are low and wide."""
+    """A line per backend whose figures fall further than others' on a busy machine (its record's
+    ``under_load``: llama.cpp's and torch's spinning threads) with rows measured on a busy machine
+    (``busy``): which rows, how busy, and why their figures are low and wide."""
     lines = []
-    for _, row in rows.iterrows():
-        why, busy = backends.record(str(row["backend"])).under_load, busy_text(row)
-        if why and busy:
-            lines.append(f"{backend_label(row)} {model_name(row)} {row['precision']}: measured while {busy}. {why}")
-    return list(dict.fromkeys(lines))
+    for backend, part in rows.groupby("backend", sort=True) if not rows.empty else []:
+        why = backends.record(str(backend)).under_load
+        part = part[[busy(r) for _, r in part.iterrows()]] if why else part.iloc[:0]
+        if not part.empty:
+            which = ", ".join(dict.fromkeys(f"{model_name(r)} {r['precision']}" for _, r in part.iterrows()))
+            lines.append(f"{backend} ({which}): measured on a busy machine ({_how_busy(part)}). {why}")
+    return lines
 
 
 def params_cell(row) -> str:
