@@ -1,4 +1,4 @@
-"""Issue 52 items 2 and 7, read from recorded files (tests/data/runs; nothing here runs a model): every
+"""Issue 52 items 2 and 7, read from recorded files (tests/data/runs, tests/data/llm; nothing here runs a model): every
 framework's LLM row at its best or labelled ("torch (eager decode)") in the summary's column, the answer,
 the report and compare; a brief 4-layer pp64/tg16 row never compared with, nor shown as, a full 30-layer
 pp512/tg128 one (nor a depth-32 one); the LLM report: torch in "Backend against backend", the llama line
@@ -22,9 +22,10 @@ from xpubench.report.compare_render import print_tables
 from xpubench.report.render.terminal import print_run_output
 from xpubench.report.sections import section
 
-RUNS = Path(__file__).parent / "data" / "runs"
+DATA = Path(__file__).parent / "data"
+RUNS = DATA / "runs"
 QUIET = RUNS / "default-zen3-quiet.jsonl"   # the brief run before issue 52: torch's eager decode, JAX's jitted one
-LLAMA = RUNS / "llama-zen5.jsonl"           # brief (torch compiled, jax, llamacpp), brief at depth 32, full; busy
+LLAMA = DATA / "llm" / "llama-zen5.jsonl"    # brief (torch compiled, jax, llamacpp), brief at depth 32, full; busy
 BARRIERS = "meet at a barrier"              # the under-load note's words (the llamacpp and torch records')
 
 
