@@ -26,6 +26,7 @@ DATA = Path(__file__).parent / "data"
 RUNS = DATA / "runs"
 QUIET = RUNS / "default-zen3-quiet.jsonl"   # the brief run before issue 52: torch's eager decode, JAX's jitted one
 LLAMA = DATA / "llm" / "llama-zen5.jsonl"    # brief (torch compiled, jax, llamacpp), brief at depth 32, full; busy
+DEFAULT = DATA / "llm" / "default-zen5.jsonl"  # the brief default run after issue 52: torch's decode compiled; busy
 BARRIERS = "meet at a barrier"              # the under-load note's words (the llamacpp and torch records')
 
 
@@ -143,6 +144,18 @@ def test_a_busy_run_says_why_llama_cpp_and_torch_figures_are_low():
     assert BARRIERS not in terminal(QUIET)                                # load 1.4 on 2 cores, nothing busy
     [quiet] = section("llm").shown_tables(ResultSet.load(analysis.load([QUIET])), report=True)
     assert BARRIERS not in quiet.note
+
+
+def test_the_default_runs_llm_row_is_torch_compiled_against_jax_and_its_note_names_it_alone():
+    """The default run after issue 52: torch's llama row is its compiled decode, like JAX's jitted one, so
+    neither is labelled; on a busy machine its note names that row, not torch's matmul or training rows."""
+    text = terminal(DEFAULT, width=2000)
+    header = next(line for line in text.splitlines() if "fastest" in line and "ratio" in line)
+    assert header.split()[3:6] == ["numpy", "torch", "jax"], header
+    assert re.search(r"- llama \(4/30 layers, pp64, tg16\): fastest here jax cpu at batch 1\b.*as fast as torch cpu",
+                     text), text
+    notes = [line for line in text.split("Answer:")[0].splitlines() if BARRIERS in line]
+    assert [line.split(":")[0] for line in notes] == ["torch (smollm-135m 4/30 layers fp32)"], notes
 
 
 def test_compare_labels_a_case_by_its_options_and_never_cuts_its_key():

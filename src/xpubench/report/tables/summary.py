@@ -15,7 +15,7 @@ from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, num
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell, load_notes, model_name, test_name
+from xpubench.report.tables.llm import bound_cell, llm_rows, load_notes, model_name, test_name
 from xpubench.results.fold import process_groups
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -238,7 +238,7 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     on = f" on {where[columns[0]]}" if one_device and columns else ""
     title = f"Summary{on}: median ± half its 95% interval, per backend"
     note = legend(marks, unsure_any, "of bw bound" in kept)
-    note += "".join(f"\n{line}" for line in load_notes(rows[rows["status"] == "ok"]) if lines)   # llama.cpp under load
+    note += "".join(f"\n{line}" for line in load_notes(llm_rows(rows)))   # llama.cpp's and torch's under load
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
