@@ -63,12 +63,12 @@ def test_under_the_summary_each_compile_is_shown_once_with_when_it_pays_back():
     rows = {r["test"]: r for r in table.frame().to_dict("records")}
     assert set(rows) == {"b256", "tg16"}   # the llama case's on its tg row only; matmul records none apart
     jax, torch = frame_row(frame, "jax", "llama"), frame_row(frame, "torch", "llama")
-    assert (rows["tg16"]["jax"], rows["tg16"]["torch"]) == (f"{jax['compile_s']:.3g} s", "none")   # torch: eager
+    assert (rows["tg16"]["jax"], rows["tg16"]["torch (eager decode)"]) == (f"{jax['compile_s']:.3g} s", "none")
     mnist = frame_row(frame, "jax", "mnist_cnn")
     assert (rows["b256"]["jax"], rows["b256"]["torch"]) == (f"{mnist['compile_s']:.3g} s", "none")
     # the break-even from the figures the summary prints: extra compile / (time per token of torch - of jax)
     n = math.ceil(jax["compile_s"] / (1 / torch["decode_tokens_per_s"] - 1 / jax["decode_tokens_per_s"]))
-    assert rows["tg16"]["pays back"] == f"jax after {n:,} tokens against torch"
+    assert rows["tg16"]["pays back"] == f"jax after {n:,} tokens against torch (eager decode)"
     assert rows["b256"]["pays back"] == ""   # torch trains faster and compiles nothing: nothing to pay back
     said = summary_text(results)
     assert said.index("Summary on cpu") < said.index("Compile time per worker process") < said.index("FLOP/s ceil")
@@ -100,14 +100,15 @@ def test_a_priced_run_shows_what_each_summary_row_costs_in_its_unit():
     jax_mm, torch_llama = (frame[(frame["backend"] == b) & (frame["workload"] == w)].iloc[0]
                            for b, w in (("jax", "matmul"), ("torch", "llama")))
     assert rows["N=2048"]["jax"] == f"${per_s * 1e15 / jax_mm['warm_flops_per_s']:,.4f}"
-    assert rows["tg16"]["torch"] == f"${per_s * 1e6 / torch_llama['decode_tokens_per_s']:,.4f}"
-    assert rows["pp64"]["torch"] == f"${per_s * 1e6 / torch_llama['prefill_tokens_per_s']:,.4f}"
+    assert rows["tg16"]["torch (eager decode)"] == f"${per_s * 1e6 / torch_llama['decode_tokens_per_s']:,.4f}"
+    assert rows["pp64"]["torch (eager decode)"] == f"${per_s * 1e6 / torch_llama['prefill_tokens_per_s']:,.4f}"
     assert rows["b256"]["numpy"] == "-" and rows["tg16"]["cheapest"] == "jax"   # one price: the cheaper is faster
     said = summary_text(results)
     assert said.index("Summary on cpu") < said.index("Cost at $0.10") < said.index("FLOP/s ceilings")
     assert paid(loaded(QUIET), "Cost at") is None   # no price given: no cost table
     priced = llm.format_tables(frame)[0].frame()
-    assert set(priced["$ per 1M tok"]) == {rows["tg16"]["torch"], rows["tg16"]["jax"], rows["pp64"]["torch"],
+    eager = "torch (eager decode)"
+    assert set(priced["$ per 1M tok"]) == {rows["tg16"][eager], rows["tg16"]["jax"], rows["pp64"][eager],
                                             rows["pp64"]["jax"]}
 
 
@@ -152,7 +153,7 @@ def test_a_compiled_decode_pays_back_its_compile_against_the_eager_one(monkeypat
     n = math.ceil(compiled["compile_s"] / (1 / eager["decode_tokens_per_s"] - 1 / compiled["decode_tokens_per_s"]))
 
     def ours(s):
-        return "than torch eager" in s and s.split(": ")[1].startswith("torch compiled")
+        return "than torch (eager decode)" in s and s.split(": ")[1].startswith("torch cpu")
     # two decode rounds per process were recorded: the speed-up is not significant, so no break-even is claimed
     assert not [s for s in break_even(data) if ours(s)]
     real = advice.speedup
@@ -164,5 +165,5 @@ def test_a_compiled_decode_pays_back_its_compile_against_the_eager_one(monkeypat
     (table,) = llm.format_tables(frame)
     cells = table.frame()
     steps = dict(zip(cells["backend"], cells["compile"]))   # the tg row's (the pp row's is "")
-    assert steps == {"torch eager": "none", "torch compiled": f"{compiled['compile_s']:.3g} s",
+    assert steps == {"torch (eager decode)": "none", "torch": f"{compiled['compile_s']:.3g} s",
                      "jax": f"{frame_row(frame, 'jax', 'llama')['compile_s']:.3g} s"}

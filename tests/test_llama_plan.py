@@ -97,8 +97,9 @@ def test_the_default_run_has_one_brief_case_per_framework():
         assert (c.mode, c.precision, c.batch_size, c.time_budget_s) == ("generate", "fp32", 1, 2.0)
         assert generation_lengths(configure(c.options), c.options) == (64, 16)
         assert configure(c.options).config.name == "smollm-135m (n_layers 4)"   # stated in the case's key too
-        # torch's eager step (a compile would outlast the brief run); --decode is torch's alone: not in jax's key
-        assert c.key.endswith("/4/64/16/eager" if c.backend == "torch" else "/4/64/16")
+        # torch's compiled step, as -w llama's (like with like against JAX's jitted one, issue 52 item 2);
+        # --decode is torch's alone: not in jax's key
+        assert c.key.endswith("/4/64/16/compiled" if c.backend == "torch" else "/4/64/16")
     chosen = build_cases(PlanRequest(quick=True, workloads=["llama"], backends=["torch"],
                                      options={"preset": "llama-1b"}), cpu_env())
     assert [configure(c.options).config.name for c in chosen] == ["llama-1b"]   # a chosen model is kept whole

@@ -74,7 +74,7 @@ def test_a_share_above_100_percent_is_an_unreliable_bound_never_stored():
     assert "it moved at least 54.0 GB/s" in m["bandwidth_bound_note"]
     assert llm.bound_cell(m) == "n/a (>100%: bound unreliable)"
     lines = llm.answer_lines(loaded(result(tg=200.0)).frame)
-    assert lines == [("for smollm-135m generation, torch cpu bf16: 200 tok/s, share of the bandwidth bound n/a "
+    assert lines == [("for smollm-135m generation (tg128), torch cpu bf16: 200 tok/s, share of the bandwidth bound n/a "
                       "(above 100%: the bandwidth read low (a busy machine?) or the bytes per token are "
                       "undercounted)")]
 
@@ -103,20 +103,20 @@ def test_one_table_per_weight_format_and_the_answer_line():
     assert list(cells["t/s"])[1::2] == ["30.0", "40.0"]
     assert list(cells["of bw bound"]) == ["", f"{30 / (18e9 / BYTES):.0%}", "", f"{40 / (18e9 / BYTES):.0%}"]
     lines = answer_lines(data)
-    assert f"- for smollm-135m generation, torch cpu bf16: 40.0 tok/s, {40 / (18e9 / BYTES):.0%} of the bandwidth " \
-           "bound" in lines
+    assert f"- for smollm-135m generation (tg128), torch cpu bf16: 40.0 tok/s, {40 / (18e9 / BYTES):.0%} of the " \
+           "bandwidth bound" in lines
 
 
 def test_the_table_reads_like_llama_bench():
-    """model, size, params, backend with its decode step, threads, test (with the depth), t/s ± sd; the
-    energy's n/a carries its reason."""
+    """model, size, params, backend with the decode step it ran where it is not the default (issue 52 item 2),
+    threads, test (with the depth), t/s ± sd; the energy's n/a carries its reason."""
     extra = {"params": 134_515_008, "model_bytes": 269_030_016, "threads": 2, "decode_tokens_per_s_sd": 0.5,
              "prefill_tokens_per_s_sd": 12.0, "energy_na": "n/a: no CPU energy counter: no RAPL package zone"}
     data = loaded(result("bf16", tg=40.0, metrics_extra={**extra, "decode_step": "compiled (torch.compile)"}),
                   result("bf16", tg=35.0, metrics_extra={**extra, "decode_step": "eager", "depth": 4096}))
     cells = section("llm").shown_tables(data, report=True)[0].frame()
     assert list(cells["test"]) == ["pp512", "tg128", "pp512 @ d4096", "tg128 @ d4096"]
-    assert list(cells["backend"]) == ["torch compiled"] * 2 + ["torch eager"] * 2
+    assert list(cells["backend"]) == ["torch"] * 2 + ["torch (eager decode)"] * 2
     assert cells["t/s"].iloc[1] == "40.0 ± 0.500" and cells["t/s"].iloc[0] == "1,024 ± 12.0"
     assert cells["params"].iloc[0] == "134.52 M" and cells["size"].iloc[0] == "256.6 MiB"
     assert cells["threads"].iloc[0] == "2"

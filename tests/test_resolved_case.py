@@ -171,16 +171,16 @@ def test_decode_is_a_torch_option_carried_and_keyed_by_torch_cases_only():
         assert "decode" not in case.options and not case.key.endswith(("compiled", "eager")), case.key
 
 
-def test_the_brief_run_does_not_skip_llamacpp_for_torchs_eager_decode(monkeypatch):
-    """The brief run asks for torch's eager step (a compile would outlast it); llama.cpp's case is not
-    refused for it: it does not carry the option."""
+def test_the_brief_run_does_not_skip_llamacpp_for_torchs_decode_step(monkeypatch):
+    """The brief run's torch case carries its decode step (compiled, as -w llama's: issue 52); llama.cpp's
+    case is not refused for it: it does not carry the option."""
     from xpubench import backends
 
     cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch", "llamacpp"], quick=True),
                         cpu_env("llamacpp"))
     torch_case = next(c for c in cases if c.backend == "torch")
     cpp_case = next(c for c in cases if c.backend == "llamacpp")
-    assert torch_case.options["decode"] == "eager" and "decode" not in cpp_case.options
+    assert torch_case.options["decode"] == "compiled" and "decode" not in cpp_case.options
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("XPUBENCH_LLAMACPP_DIR", "/nonexistent")
     reason = backends.get("llamacpp").unsupported(cpp_case) or ""
@@ -212,7 +212,8 @@ def test_an_older_files_keys_are_read_as_this_version_gives_them():
     assert "llama/jax/cpu/generate/fp32/b1/4/64/16/eager" in path.read_text()
     keys = {r.key for f in analysis.load([path]) for r in f.results if r.case["workload"] == "llama"}
     new = {c.key for c in build_cases(PlanRequest(quick=True), cpu_env()) if c.workload == "llama"}
-    assert keys == new == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/eager"}
+    assert keys == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/eager"}
+    assert new == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/compiled"}
     old = {"workload": "llama", "backend": "torch", "device": "cpu", "mode": "generate", "precision": "fp32",
            "batch_size": 1, "key": "llama/torch/cpu/generate/fp32/b1//home/me/ckpt/eager",
            "key_options": ["weights", "decode"],

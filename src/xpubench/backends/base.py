@@ -49,14 +49,24 @@ class Backend:
     compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
     compile_fallback: str | None = None   # what its runs do when compiling fails (None: the case fails)
     needs_coordinator = False       # across processes (--num-processes) it needs --coordinator HOST:PORT
-    decode_steps: tuple[str, ...] = ()   # the decode steps a run may choose (torch: eager, compiled); the
-                                         # report names the one that ran only where there is a choice
+    decode_steps: tuple[str, ...] = ()   # the decode steps a run may choose, its default and best first (torch:
+                                         # compiled, eager); a result of another is labelled (``variant``)
     precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run
+    under_load: str | None = None   # why its figures fall further than others' on a busy machine (llama.cpp's
+    #                                 spinning threads): the report says so beside a result of a busy run
     models: Mapping[str, Any] = MappingProxyType({})   # its own builders for workloads (name -> builder(spec))
     honours: tuple[str, ...] = ()   # the workloads' backend options its loops read (torch: llama's "decode"):
     #   only its cases carry them (plan._cases_for), so another backend's key never names a choice it ignores
 
     # ---- names ------------------------------------------------------------------------------------
+
+    def variant(self, step: Any) -> str | None:
+        """The words a result of this backend is labelled with wherever it is compared (report/base/frame.py
+        ``backend_label``: "torch (eager decode)"): its decode step (``step``: the result's ``decode_step``,
+        "eager" or "compiled (...)", else the case's --decode) where it is one of ``decode_steps`` other than
+        the default; None for the default, or a backend that offers no choice (JAX's step is always jitted)."""
+        chosen = next((s for s in self.decode_steps if str(step or "").startswith(s)), None)
+        return f"{chosen} decode" if chosen and chosen != self.decode_steps[0] else None
 
     def ids(self, env: dict | None = None) -> list[str]:
         """The backend ids this record stands for: its name, or with variants each ``name:variant``

@@ -122,6 +122,18 @@ def idle_watts(meter, seconds: float = IDLE_S) -> float | None:
     return reading.watts if reading.joules is not None else None
 
 
+def self_timed_energy(meter) -> str:
+    """Why a runtime that times itself in its own process (llama-bench) has no J/token: the device's meter
+    can't be read (its reason, e.g. no CPU energy counter), else no window can be read around regions
+    another program times."""
+    meter = meter or Unavailable("no energy meter was given")
+    meter.start()
+    reading = meter.stop()
+    if reading.joules is None:
+        return f"n/a: {reading.reason}"
+    return "n/a: the runtime times itself in its own process: no energy window around its timed regions"
+
+
 def energy_per_token(windows: tuple, tokens: tuple[int, int], idle: float | None) -> dict:
     """J/token of the prefills and of the decode steps, raw and with the idle power taken out; n/a with
     the meter's reason where it could not be read."""
@@ -149,7 +161,8 @@ def measure(gen: Generator, budget_s: float | None = None,
                          f"got {gen.new_tokens}")
     own = getattr(gen, "measure", None)   # a runtime that times itself (llama.cpp's llama-bench)
     if own is not None:
-        return own(budget_s)
+        metrics, samples = own(budget_s)
+        return {"energy_na": self_timed_energy(meter), **metrics}, samples
     budget = budget_s or DEFAULT_BUDGET_S
     compile_s = gen.compile()
     t0 = clock()

@@ -247,11 +247,9 @@ def is_brief(req: PlanRequest) -> bool:
 
 def brief_cases(req: PlanRequest, env: dict, cases: list[Case]) -> list[Case]:
     """The brief default run's cases out of the full brief sweep (plan/brief.py), fitted to the budget."""
-    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
     from xpubench.plan import brief
-    from xpubench.plan.estimate import case_seconds
 
-    chosen = brief.select(cases, req.budget_s or DEFAULT_RUN_BUDGET_S, lambda c: case_seconds(c, env)[0])
+    chosen = brief.select(cases, *brief.budget(req.budget_s, env))
     return sorted(chosen or cases[:1], key=lambda c: not is_accelerator(c.device))   # the accelerator first
 
 
@@ -364,10 +362,10 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
     notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
         variables, {c.device.split(":")[0] for c in cases})   # a default backend a module is missing for
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
-        from xpubench.plan.brief import left_out_line
+        from xpubench.plan.brief import budget, left_out_line
 
         full = build_cases(dataclasses.replace(req, all_cases=True), env)
-        notes += [line for line in [left_out_line(full, cases)] if line]
+        notes += [line for line in [left_out_line(full, cases, *budget(req.budget_s, env))] if line]
     on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)

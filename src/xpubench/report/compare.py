@@ -28,13 +28,14 @@ import numpy as np
 
 from xpubench import analysis
 from xpubench.errors import UserError, warn_caller
-from xpubench.report.base.frame import Entry, entries, timing_name
+from xpubench.report.base.frame import Entry, entries, timing_name, variant
 from xpubench.report.tables.environment import differences, file_fingerprints
 from xpubench.report.tables.target import compare_fields as target_compare_fields
 from xpubench.results.fold import process_groups
 from xpubench.results.ratio import MIN_CHANGE, ratio_estimate
 from xpubench.results.schema import finite
 from xpubench.results.stats import as_groups
+from xpubench.workloads import options_text
 
 CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "devices", "precision": "precisions",
                "batch_size": "batch sizes", "size": "matrix sizes", "devices": "device counts", "data": "data"}
@@ -65,6 +66,7 @@ class CompareRow:
     verdict: str
     note: str = ""
     mode: str | None = None     # the case's mode (--fail-on names a mode or its headline figure)
+    label: str = ""             # the key's options in words ("4/30 layers, pp64, tg16, eager decode": like with like)
 
 
 @dataclass
@@ -102,7 +104,8 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
     def fig(groups):
         return float(np.median([np.median(g) for g in groups])) if groups else None
 
-    base = {"key": ra.key, "figure": figure, "mode": ra.case.get("mode"),
+    label = ", ".join(filter(None, [options_text(ra.case), variant(ra)]))   # "4/30 layers, pp64, tg16, eager decode"
+    base = {"key": ra.key, "label": label, "figure": figure, "mode": ra.case.get("mode"),
             "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
             "processes_a": len(ga), "processes_b": len(gb), "median_a_s": fig(ga), "median_b_s": fig(gb)}
     bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]

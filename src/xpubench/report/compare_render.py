@@ -50,7 +50,7 @@ def rows_frame(comparison, rows=None) -> pd.DataFrame:
     for r in comparison.rows if rows is None else rows:
         quiet = ("", "the 95% interval contains 1")
         out.append({
-            "case": r.key, "timing": r.figure or "n/a",
+            "case": r.key + (f" ({r.label})" if r.label else ""), "timing": r.figure or "n/a",
             f"A: {comparison.baseline}": _figure(r.median_a_s, r.n_a, r.processes_a),
             f"B: {comparison.other}": _figure(r.median_b_s, r.n_b, r.processes_b),
             "B/A": "n/a" if r.ratio is None else f"{r.ratio:.3f}",
@@ -71,10 +71,10 @@ def _group_title(name: str, rows) -> str:
 
 def csv_text(comparisons) -> str:
     """Every row of every comparison as CSV, numbers unformatted (seconds, ratios), one header line."""
-    head = ["baseline", "other", "key", "mode", "timing", "median_a_s", "median_b_s", "processes_a", "processes_b",
-            "n_a", "n_b", "ratio", "ci_low", "ci_high", "significant", "group", "verdict", "note"]
-    rows = ([c.baseline, c.other, r.key, r.mode, r.figure, r.median_a_s, r.median_b_s, r.processes_a, r.processes_b,
-             r.n_a, r.n_b, r.ratio, r.ci_low, r.ci_high, r.significant, group_of(r), r.verdict, r.note]
+    head = ["baseline", "other", "key", "label", "mode", "timing", "median_a_s", "median_b_s", "processes_a",
+            "processes_b", "n_a", "n_b", "ratio", "ci_low", "ci_high", "significant", "group", "verdict", "note"]
+    rows = ([c.baseline, c.other, r.key, r.label, r.mode, r.figure, r.median_a_s, r.median_b_s, r.processes_a,
+             r.processes_b, r.n_a, r.n_b, r.ratio, r.ci_low, r.ci_high, r.significant, group_of(r), r.verdict, r.note]
             for c in comparisons for r in c.rows)
     return csvfile.csv_text(head, rows)
 
@@ -97,7 +97,8 @@ def print_tables(comparisons, console, *, to_file: bool = False, gate: dict | No
             frame = rows_frame(c, rows)
             table = Table(title=markup(_group_title(name, rows)), title_justify="left")
             for i, col in enumerate(frame.columns):
-                table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right")
+                table.add_column(col, justify="left" if i < 2 or col == "verdict" else "right",
+                                 overflow="fold" if col == "case" else "ellipsis")   # a key is never cut short
             style = {"slower": "red", "faster": "green"}.get(name, "")
             for row in frame.itertuples(index=False):
                 table.add_row(*[markup(v) for v in row], style=style)

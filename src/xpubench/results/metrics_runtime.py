@@ -21,5 +21,7 @@ class RuntimeFacts(Metrics):
                                        optional=True)
     runtime_tests: str | None = figure("text", "what the runtime was asked to time (llama-bench's tests: pp P @ "
                                                "depth, tg N @ depth; the KV cache's types)", optional=True)
+    kv_cache_na: str | None = figure("text", "why the KV cache's size is n/a (llama-bench does not report it)",
+                                     optional=True)
     gguf_types: str | None = figure("text", "the GGUF file's tensor types and counts (llama-quantize keeps some "
                                             "tensors in other types)", optional=True)

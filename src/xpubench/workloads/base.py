@@ -156,6 +156,8 @@ class Workload:
     Options: type[CaseOptions] = CaseOptions      # its own options, typed (a frozen subclass of case.Options)
     check_options: Callable[[Mapping[str, Any]], Any] | None = None   # refuses bad values (UserError)
     key_options: tuple[str, ...] = ()             # options that are part of a case's identity (Case.key)
+    describe_options: Callable[[Mapping[str, Any]], list[str]] | None = None   # a case's given key options in
+    #   words (llama's "4/30 layers", "pp64", "tg16"; none: "name value"): workloads.options_text
     case_options: Callable[[Mapping[str, Any]], list[dict]] | None = None  # one options dict per case
     pin_options: Callable[[Mapping[str, Any]], dict] | None = None   # the planner's one resolution of what
     #   the options point at (llama: --weights' absolute folder, digest and model name), read once

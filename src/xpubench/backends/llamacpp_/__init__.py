@@ -26,6 +26,10 @@ class LlamaCppBackend(Backend):
     precisions = ("fp32", "bf16", "fp16", "int8", "int4")
     matmul_dtypes = ()
     startup_s = 1.0                  # llama-bench loads a GGUF by mmap; writing one is cached (gguf_file.py)
+    under_load = ("llama.cpp's threads meet at a barrier after every operation of every token, spinning while "
+                  "they wait (llama-bench's --poll 50): while other processes hold the cores, each barrier waits "
+                  "for a thread that is not running, so tg falls several-fold and spreads widely; measure on a "
+                  "quiet machine.")
 
     def detect(self, host_cpu: dict) -> dict:
         """The programs found (binaries.py), their build, and the host CPU as the one device."""

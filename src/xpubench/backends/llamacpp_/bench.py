@@ -15,6 +15,8 @@ each repetition around ``llama_decode`` with its own clock (including its synchr
 tokens are decoded before each repetition, untimed. Per repetition only the total is given, so a
 decode step's spread is that of the repetitions' means, not of single steps: a repetition is what a
 round is to the generation loop, and ``decode_tokens_per_s`` = 1 / the median repetition's mean step.
+llama-bench reports no KV cache size (``kv_cache_na`` says so); no energy is read around what it times
+(harness/generation.py).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def figures(pp: dict[str, Any], tg: dict[str, Any], prompt_len: int, new_tokens:
         "warning": named_warnings({"prefill": pre, "decode": dec}),
         "attention_kernel_prefill": attention(pp), "attention_kernel_decode": attention(tg),
         "threads": int(tg["n_threads"]), "params": int(tg["model_n_params"]),
+        "kv_cache_na": "llama-bench does not report it",
         "weight_bytes": int(tg["model_size"]), "model_bytes": int(tg["model_size"]),
         "runtime_build": f"llama.cpp {tg.get('build_commit')} ({tg.get('build_number')})",
         "runtime_tests": f"pp{pp['n_prompt']} @ d{pp['n_depth']}, tg{tg['n_gen']} @ d{tg['n_depth']}; "

@@ -26,9 +26,16 @@ class TorchBackend(Backend):
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
     preload = ("torch", "torch._dynamo")   # its compiler: also imported by torch.optim's first step
     compile_fallback = "compile=auto trains eager on this device"
-    decode_steps = ("eager", "compiled")   # --decode (backends/torch_/generate.py)
+    decode_steps = ("compiled", "eager")   # --decode (backends/torch_/generate.py), the default first
+    under_load = ("PyTorch's CPU kernels (eager ops and Inductor's compiled ones) run on OpenMP threads that meet at "
+                  "a barrier after each parallel kernel, spinning while they wait: while other processes hold the "
+                  "cores, each barrier waits for a thread that is not running, so a decode step of many small "
+                  "kernels slows several-fold (docs/workloads.md, \"The brief run\"); measure on a quiet machine.")
     needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address
     compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
+    # torch.compile of a whole decode step, every layer traced and compiled: s, and s per layer, on a CPU with
+    # the cold cache every worker starts with (caches.py); docs/workloads.md, "The brief run"
+    decode_compile_s = (6.0, 1.8)
 
     def detect(self, host_cpu: dict) -> dict:
         from xpubench.backends.torch_.detect import detect
@@ -75,9 +82,19 @@ class TorchBackend(Backend):
 
     def compile_seconds(self, case) -> float:
         if case.mode == "generate":   # a compiled decode step (llama's --decode compiled)
-            return self.compile_s if case.options.get("decode") == "compiled" else 0.0
+            return self._decode_compile_s(case) if case.options.get("decode") == "compiled" else 0.0
         auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
         return self.compile_s if case.compile == "on" or auto_gpu else 0.0
+
+    def _decode_compile_s(self, case) -> float:
+        """A compiled decode step's estimate: ``decode_compile_s`` for the layers of the case's model (its
+        spec's ``config.n_layers``), ``compile_s`` where the spec has none."""
+        from xpubench.workloads import get_workload
+
+        spec = get_workload(case.workload).spec_for(case.options)
+        layers = getattr(getattr(spec, "config", None), "n_layers", None)
+        base, per_layer = self.decode_compile_s
+        return base + per_layer * layers if layers else self.compile_s
 
     def unsupported(self, case) -> str | None:
         if case.mode == "infer" and case.devices > 1:

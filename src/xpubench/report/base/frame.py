@@ -4,12 +4,18 @@ Columns: where the row came from (``source``: a short label of its file, ``path`
 measured (``key``, ``workload``, ``backend``, ``device``, ``device_name``, ``mode``, ``precision``,
 ``batch_size``, ``size``, ``devices``, ``data``), how it ended (``status``, ``message``, ``placement``,
 ``duration_s``), the chip's ``memory_bandwidth`` (bytes/s, from the fingerprint; None when unknown) and
-how the CPU's fp32 peak was estimated (``cpu_peak_basis``), then every metric of the record under its own
-name (a metric whose name is already a column is kept as ``metric.<name>``; ``eval_samples`` falls back
-to the case's setting), and three derived columns:
+how the CPU's fp32 peak was estimated (``cpu_peak_basis``), how busy the machine was (``cpu_busy_at_start``:
+other processes' share of the CPU before the run, the fingerprint's; ``load_at_start``: the highest 1-min
+load average any of its ok processes started at, against ``usable_cores``; None when unknown), then every
+metric of the record under its own name (a metric whose name is already a column is kept as
+``metric.<name>``; ``eval_samples`` falls back to the case's setting), and three derived columns:
 ``timing`` (the name of the case's headline raw samples, e.g. ``step_s``), ``n_samples`` (how many)
 and ``noisy`` (the harness flagged the figure, or its samples vary by 10% or more). ``entry`` is the
-row's position in :func:`entries` (for its raw samples, curves and gallery).
+row's position in :func:`entries` (for its raw samples, curves and gallery). Like with like (issue 52):
+``alike`` is what two rows must share to be compared (the case's key options but a backend's own,
+workloads.alike), ``options_text`` those options in words ("4/30 layers, pp64, tg16"), ``variant`` what
+the backend ran that is not its default ("eager decode": ``Backend.variant``), named with the backend
+wherever the row is (``backend_label``).
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from xpubench import backends
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.modes import Mode, mode_of
 from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
+from xpubench.workloads import alike, options_text
 
 CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
 NOISY_CV = 0.10          # the harness's own rule (results/stats.py CV_WARN)
@@ -125,6 +133,14 @@ def _noisy(result: Result, samples: np.ndarray) -> bool:
     return False
 
 
+def variant(result: Result) -> str | None:
+    """What the result's backend ran that is not its default ("eager decode": ``Backend.variant``): the
+    decode step the result records, else (a case that did not finish) the one its case asked for."""
+    record, given = backends.record(str(result.case.get("backend"))), result.case.get("options") or {}
+    asked = next((given[k] for k in record.honours if k in given), None)
+    return record.variant(result.metrics.get("decode_step") or asked)
+
+
 def row_of(entry: Entry, position: int) -> dict[str, Any]:
     r, c = entry.result, entry.result.case
     fp = r.fingerprint or {}
@@ -137,9 +153,14 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
     for name in CASE_COLUMNS:
         row[name] = c.get(name)
     row["devices"] = row["devices"] or 1
+    row.update(alike=alike(c), options_text=options_text(c), variant=variant(r))
     row["device_name"] = device_name(r)
     row["memory_bandwidth"] = device_record(r).get("memory_bandwidth")  # bytes/s of the chip, or None
     row["cpu_peak_basis"] = _dig(fp, "host", "cpu", "peak_estimate", "fp32", "basis")  # or None
+    row["cpu_busy_at_start"] = fp.get("cpu_busy_at_start")   # other processes' share before the run (or None)
+    row["usable_cores"] = _dig(fp, "host", "cpu", "usable_cores")
+    loads = [run.machine.get("load_1m_start") for run in r.ok_runs]
+    row["load_at_start"] = max((v for v in loads if isinstance(v, (int, float))), default=None)   # the busiest
     row.update(status=r.status, message=r.message, placement=r.placement, started_at=r.started_at,
                duration_s=r.duration_s, timing=timing_name(r), n_samples=int(samples.size),
                noisy=_noisy(r, samples) if r.status == "ok" else None)
@@ -186,7 +207,7 @@ class ResultSet:
 
 def series_label(row, *, with_source: bool, with_precision: bool = True, with_batch: bool = False) -> str:
     """How a row is named in a legend: "jax cpu", "torch gpu:0 bf16", "torch cpu [run-a]"."""
-    parts = [str(row["backend"]), str(row["device"])]
+    parts = [backend_label(row), str(row["device"])]
     if row.get("devices") and int(row["devices"]) > 1:
         parts[-1] += f" x{int(row['devices'])}"
     if with_precision and row.get("precision") != "fp32":
@@ -195,6 +216,12 @@ def series_label(row, *, with_source: bool, with_precision: bool = True, with_ba
         parts.append(f"b{int(row['batch_size'])}")
     label = " ".join(parts)
     return f"{label} [{row['source']}]" if with_source else label
+
+
+def backend_label(row) -> str:
+    """The backend and, where it ran a variant other than its default, that variant: "torch (eager decode)"."""
+    variant = row.get("variant")
+    return f"{row['backend']} ({variant})" if isinstance(variant, str) and variant else str(row["backend"])
 
 
 def num(row, name: str | None):

@@ -78,15 +78,15 @@ def throughput_latency_figure(frame: pd.DataFrame):
 
 
 def tokens_batch_chart(frame: pd.DataFrame) -> Chart | None:
-    """Decode and prefill tokens/s against the batch size, one line per model / backend / device / format;
-    None unless some line has two batch sizes or more."""
+    """Decode and prefill tokens/s against the batch size, one line per model and lengths (and depth) /
+    backend and its variant / device / format; None unless some line has two batch sizes or more."""
     rows = llm.llm_rows(frame)
     if rows.empty:
         return None
     multi = many_sources(rows)
     series = {}
     for _, r in rows.iterrows():
-        name = f"{r['model']} " + series_label(r, with_source=multi)
+        name = f"{llm.model_name(r)} {llm.lengths_text(r)} " + series_label(r, with_source=multi)   # like with like
         series.setdefault(name, []).append(r)
     if max(len(points) for points in series.values()) < 2:
         return None

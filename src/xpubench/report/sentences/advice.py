@@ -2,7 +2,9 @@
 
 Every comparison goes through results/ratio.py ratio_estimate (bootstrap interval over the raw samples, a 5%
 minimum change): a difference that is not significant is said to be within noise, never ranked.
-A *setup* is one file x backend x device x precision x device count.
+A *setup* is one file x backend (and the variant it ran: torch's eager decode) x device x precision x device
+count; setups are compared only within one workload and its key options (``alike``: a brief 4-layer llama
+never against the full model).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from xpubench.report.tables.headline import better, figure_text, headline_name, 
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
-SETUP = ["source", "backend", "device", "precision", "devices"]
+SETUP = ["source", "backend", "variant", "device", "precision", "devices"]
 
 
 def _name(row, multi: bool) -> str:
@@ -81,10 +83,11 @@ def fastest(data: ResultSet) -> list[str]:
     for mode in batched:
         rows = _ranked(ok_rows(frame, mode.name))
         multi = many_sources(rows)
-        for workload, sub in rows.groupby("workload", sort=True):
+        for (workload, _), sub in rows.groupby(["workload", "alike"], sort=True):
             best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
             top = best.iloc[0]
-            text = (f"{workload} {mode.label}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
+            said = f" ({top['options_text']})" if top.get("options_text") else ""   # "(4/30 layers, pp64, tg16)"
+            text = (f"{workload} {mode.label}{said}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
                     f"{_rate(top)}")
             if len(best) == 1:
                 lines.append(text + " (the only setup measured).")
@@ -190,22 +193,14 @@ def break_even(data: ResultSet) -> list[str]:
             if fast["mode"] == "train" and pd.notna(fast.get("global_batch")):
                 extra = f" (~{n * int(fast['global_batch']):,} samples)"
             start = "compile" if fast["mode"] == "generate" else f"compile and first {unit}"
-            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_runtime(fast, multi)} runs "
-                         f"{est.ratio:.2f}x faster per {unit} than {_runtime(slow, multi)} ({fmt_seconds(t_f)} "
+            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_name(fast, multi)} runs "
+                         f"{est.ratio:.2f}x faster per {unit} than {_name(slow, multi)} ({fmt_seconds(t_f)} "
                          f"against {fmt_seconds(t_s)}) but needs {fmt_seconds(ov_f - ov_s)} more to start ({start}); "
                          f"it wins only after {n:,} {unit}s{extra}.")
     return lines
 
 
 GENERATION_KEYS = ("architecture", "prompt_len", "new_tokens", "depth")   # a generation's model and lengths
-
-
-def _runtime(row, multi: bool) -> str:
-    """A setup's name, a generation's with its decode step ("torch compiled cpu": report/tables/llm.py)."""
-    from xpubench.report.tables.llm import runtime
-
-    name = _name(row, multi)
-    return runtime(row) + name.removeprefix(str(row["backend"])) if row["mode"] == "generate" else name
 
 
 def _metric_direction(row) -> tuple[str, int]:

@@ -15,7 +15,7 @@ import shlex
 
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, ok_rows, setting
+from xpubench.report.base.frame import ResultSet, backend_label, ok_rows, setting
 from xpubench.report.tables import llm
 from xpubench.report.tables.headline import better, figure_text, headline_rate, rate_groups
 from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
@@ -26,7 +26,7 @@ LISTED = 4  # at most this many cases named per line; the rest counted
 
 def _name(row) -> str:
     devices = int(row.get("devices") or 1)
-    parts = [str(row["backend"]), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
+    parts = [backend_label(row), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
     if row.get("precision") != "fp32":
         parts.append(str(row["precision"]))
     return " ".join(parts)
@@ -47,6 +47,7 @@ def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -
     rows = rows.sort_values("_rate", ascending=not better(rows.iloc[0]))
     best = rows.iloc[0]
     what = f"{best['workload']} ({best['mode']})" if named else best["workload"]
+    what += f" ({best['options_text']})" if best.get("options_text") else ""   # "llama (4/30 layers, pp64, tg16)"
     head = f"{what}: fastest here {_name(best)}"
     others = rows[[_name(r) != _name(best) for _, r in rows.iterrows()]]
     if others.empty:
@@ -109,7 +110,8 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
         if not rows.empty:
             rows = rows[~rows.index.isin(target_rows(frame).index)]   # cases with a target: ranked below
             modes = rows.groupby(["source", "workload"])["mode"].nunique()
-            for (source, workload, _), group in rows.groupby(["source", "workload", "mode"], sort=True):
+            # a line per workload, mode and key options (like with like: report/base/frame.py ``alike``)
+            for (source, workload, *_), group in rows.groupby(["source", "workload", "mode", "alike"], sort=True):
                 line = workload_line(data, group, named=modes[(source, workload)] > 1)
                 if line:
                     lines.append("- " + line)

@@ -1,9 +1,11 @@
 """Backends side by side (report/sections.py lists both tables):
 
 * ``backend_pairs(data)``: every two backends that ran the same case (file, workload, device, mode,
-  precision, batch or N, device count), the later one's speed over the earlier one's with the 95% interval
-  of the two-level bootstrap (results/ratio.py ratio_estimate) and a verdict; each backend named by its
-  own name, none in the code;
+  precision, batch or N, device count, the workload's key options: ``alike``, report/base/frame.py), the
+  later one's speed over the earlier one's with the 95% interval of the two-level bootstrap
+  (results/ratio.py ratio_estimate) and a verdict; each backend named by its own name and the variant it
+  ran ("torch (eager decode)": a backend option such as torch's --decode is not the case's identity, it
+  is labelled), none in the code;
 * the "Framework comparison": a backend that runs on other frameworks (its record's ``variants``: Keras)
   beside the same case on those frameworks natively (``layered_backends``, from the records).
 
@@ -21,7 +23,7 @@ import pandas as pd
 
 from xpubench.report.base.cells import case_text, fmt, fmt_seconds, noisy
 from xpubench.report.base.content import NOISY_MARK
-from xpubench.report.base.frame import ResultSet, num, ok_rows, row_mode, setting
+from xpubench.report.base.frame import ResultSet, backend_label, num, ok_rows, row_mode, setting
 from xpubench.report.base.table import Table, text_table
 from xpubench.results.metrics import unit
 from xpubench.results.ratio import ratio_estimate
@@ -65,24 +67,25 @@ def _pair_row(data: ResultSet, a, b) -> dict[str, str]:
         verdict = "not significant" + (f" ({est.note})" if est.note else "")
     else:
         verdict = "significant"
-    return {"workload": a["workload"], "device": a["device"], "case": case_text(a), "A": a["backend"],
-            "A time": noisy(a, fmt_seconds(num(a, a["timing"]))), "B": b["backend"],
+    what = case_text(a) + (f" ({a['options_text']})" if a.get("options_text") else "")
+    return {"workload": a["workload"], "device": a["device"], "case": what, "A": backend_label(a),
+            "A time": noisy(a, fmt_seconds(num(a, a["timing"]))), "B": backend_label(b),
             "B time": noisy(b, fmt_seconds(num(b, b["timing"]))),
-            "speed": faster_text(est, str(a["backend"]), str(b["backend"])), "verdict": verdict}
+            "speed": faster_text(est, backend_label(a), backend_label(b)), "verdict": verdict}
 
 
 def backend_pairs(data: ResultSet) -> list[Table]:
-    """Every two backends that ran the same case, A the one that comes first in the files; empty when no
-    case ran on two backends."""
+    """Every two backends (a backend's variants apart: torch's eager and compiled decode) that ran the same
+    case, A the one that comes first in the files; empty when no case ran on two backends."""
     rows = ok_rows(data.frame)
     if rows.empty:
         return []
-    order = {b: i for i, b in enumerate(dict.fromkeys(rows["backend"]))}
-    # the case's key without its backend: what MATCH leaves out (a prompt length, a model preset) must agree
-    rows = rows.assign(same_case=["/".join(k.split("/")[:1] + k.split("/")[2:]) for k in rows["key"].astype(str)])
+    rows = rows.assign(label=[backend_label(r) for _, r in rows.iterrows()])
+    order = {b: i for i, b in enumerate(dict.fromkeys(rows["label"]))}
     out = []
-    for _, group in rows.groupby([*MATCH, "same_case"], dropna=False):
-        firsts = [group[group["backend"] == b].iloc[0] for b in sorted(set(group["backend"]), key=order.get)]
+    # what MATCH leaves out (a prompt length, a model preset) must agree: the key options (``alike``)
+    for _, group in rows.groupby([*MATCH, "alike"], dropna=False):
+        firsts = [group[group["label"] == b].iloc[0] for b in sorted(set(group["label"]), key=order.get)]
         out += [_pair_row(data, a, b) for i, a in enumerate(firsts) for b in firsts[i + 1:]]
     return [text_table("", pd.DataFrame(out))] if out else []
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from xpubench.report.base.cells import fmt, fmt_seconds
-from xpubench.report.base.frame import many_sources, num, ok_rows
+from xpubench.report.base.frame import backend_label, many_sources, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables import llm
 
@@ -37,7 +37,7 @@ def generation_row(row) -> dict[str, str]:
     """One generation case as formatted cells (a frame row, or a dict of case fields and metrics)."""
     warn = " !" if num(row, "warning") else ""
     return {
-        "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
+        "workload": str(row["workload"]), "backend": backend_label(row), "device": str(row["device"]),
         "dtype": str(row["precision"]), "batch": _int(row, "batch_size"),
         "prompt + new": f"{_int(row, 'prompt_len')} + {_int(row, 'new_tokens')}",
         "compile": fmt_seconds(num(row, "compile_s")),
@@ -55,7 +55,7 @@ def generation_row(row) -> dict[str, str]:
 def token_training_row(row) -> dict[str, str]:
     """A token model's training case (gpt): the figures a language-model run is read by."""
     return {
-        "workload": str(row["workload"]), "backend": str(row["backend"]), "device": str(row["device"]),
+        "workload": str(row["workload"]), "backend": backend_label(row), "device": str(row["device"]),
         "dtype": str(row["precision"]),
         "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (num(row, "devices") or 1) > 1 else ""),
         "step p50": fmt_seconds(num(row, "step_s")),

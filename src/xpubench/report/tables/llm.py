@@ -11,10 +11,14 @@ analysis/generation.py derives the shares)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
+from xpubench import backends
+from xpubench.backends.fingerprint import busy_note
 from xpubench.report.base.cells import fmt, fmt_seconds, noisy
-from xpubench.report.base.frame import many_sources, num, ok_rows
+from xpubench.report.base.frame import backend_label, many_sources, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables.costs import usd
 from xpubench.report.tables.user_cost import compile_text
@@ -62,6 +66,13 @@ def _pct(row, name: str) -> str:
     return "n/a" if value is None else f"{value:.1%}" + (" (est.)" if num(row, "peak_is_estimate") else "")
 
 
+def lengths_text(row) -> str:
+    """A generation's lengths and depth, llama-bench's way: "pp512/tg128", "pp512/tg128 @ d4096"."""
+    depth = num(row, "depth")
+    return (f"pp{fmt(num(row, 'prompt_len'), '.0f')}/tg{fmt(num(row, 'new_tokens'), '.0f')}"
+            + (f" @ d{depth:.0f}" if depth else ""))
+
+
 def test_name(row, kind: str) -> str:
     """llama-bench's test name: pp512, tg128, tg128 @ d4096 (llama-bench's own spelling of a depth)."""
     length = fmt(num(row, "prompt_len" if kind == "pp" else "new_tokens"), ".0f")
@@ -69,14 +80,60 @@ def test_name(row, kind: str) -> str:
     return f"{kind}{length}" + (f" @ d{depth:.0f}" if depth else "")
 
 
-def runtime(row) -> str:
-    """The backend and, where its record offers a choice of decode steps (``decode_steps``) and the result
-    says which ran, that step: "torch compiled", "torch eager"; "jax" (XLA always compiles it)."""
-    from xpubench import backends
+def model_name(row) -> str:
+    """A language model as llama-bench names it: "smollm-135m 4/30 layers" (a preset cut to fewer layers)."""
+    name = str(num(row, "architecture") or row["workload"])
+    cut = re.fullmatch(r"(\S+) \(n_layers (\d+)\)", name)
+    if cut:
+        from xpubench.workloads.llama.config import PRESETS
 
-    step = str(num(row, "decode_step") or "")
-    chosen = next((s for s in backends.record(str(row["backend"])).decode_steps if step.startswith(s)), "")
-    return f"{row['backend']} {chosen}".strip()
+        total = PRESETS[cut[1]].n_layers if cut[1] in PRESETS else None
+        return f"{cut[1]} {cut[2]}/{total} layers" if total else f"{cut[1]} {cut[2]} layers"
+    return name
+
+
+def kv_cell(row) -> str:
+    """The KV cache's bytes as allocated; n/a with the reason the record gives (llama-bench does not report it)."""
+    size = num(row, "kv_cache_bytes")
+    reason = num(row, "kv_cache_na")
+    return fmt_bytes(size) if size is not None else f"n/a ({reason})" if reason else "n/a"
+
+
+BUSY_LOAD = 1.5   # a process that started at a 1-min load average this many times the usable cores: others competed
+
+
+def busy(row) -> bool:
+    """Whether the machine was busy when the row was measured: the run's busy-machine note (other processes
+    held a quarter of the CPU or more before it started: backends/fingerprint.py ``busy_note``), or a worker
+    process that started at a 1-min load average above ``BUSY_LOAD`` x the usable cores."""
+    share, load, cores = (num(row, k) for k in ("cpu_busy_at_start", "load_at_start", "usable_cores"))
+    return (share is not None and busy_note(share) is not None) or bool(load and cores and load > BUSY_LOAD * cores)
+
+
+def _how_busy(rows: pd.DataFrame) -> str:
+    """How busy the machine was for ``rows``, at its worst, in the words of what made them ``busy``."""
+    share, load = (pd.to_numeric(rows[k], errors="coerce").max() for k in ("cpu_busy_at_start", "load_at_start"))
+    cores = num(rows.iloc[0], "usable_cores")
+    said = []
+    if pd.notna(share) and busy_note(share):
+        said.append(f"other processes held up to {share:.0%} of the CPU when a run started")
+    if cores and load > BUSY_LOAD * cores:
+        said.append(f"a worker started at a 1-min load average of up to {load:.1f} on {cores:.0f} cores")
+    return "; ".join(said)
+
+
+def load_notes(rows: pd.DataFrame) -> list[str]:
+    """A line per backend whose figures fall further than others' on a busy machine (its record's
+    ``under_load``: llama.cpp's and torch's spinning threads) with rows measured on a busy machine
+    (``busy``): which rows, how busy, and why their figures are low and wide."""
+    lines = []
+    for backend, part in rows.groupby("backend", sort=True) if not rows.empty else []:
+        why = backends.record(str(backend)).under_load
+        part = part[[busy(r) for _, r in part.iterrows()]] if why else part.iloc[:0]
+        if not part.empty:
+            which = ", ".join(dict.fromkeys(f"{model_name(r)} {r['precision']}" for _, r in part.iterrows()))
+            lines.append(f"{backend} ({which}): measured on a busy machine ({_how_busy(part)}). {why}")
+    return lines
 
 
 def params_cell(row) -> str:
@@ -115,10 +172,10 @@ def test_rows(rows: pd.DataFrame) -> pd.DataFrame:
 def _columns(rows: pd.DataFrame) -> list[Column]:
     cols = [Column("file", lambda r: str(r["source"]), priority=LOW, text=True)] if many_sources(rows) else []
     return cols + [
-        Column("model", lambda r: str(r["model"]), text=True),
+        Column("model", model_name, text=True),
         Column("size", lambda r: fmt_bytes(num(r, "model_bytes") or num(r, "weight_bytes")), priority=1),
         Column("params", params_cell, priority=1),
-        Column("backend", runtime, text=True),
+        Column("backend", backend_label, text=True),
         Column("device", lambda r: str(r["device"]), text=True, priority=2),
         Column("threads", lambda r: fmt(num(r, "threads"), ".0f"), priority=2),
         Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
@@ -132,7 +189,7 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
           if "usd_per_hour" in rows and rows["usd_per_hour"].notna().any() else []),   # --price-per-hour given
         Column("TTFT / per token p50", lambda r: fmt_seconds(num(r, "ttft_s" if r["test_kind"] == "pp" else
                                                                     "decode_token_p50_s")), priority=LOW),
-        Column("KV cache", lambda r: fmt_bytes(num(r, "kv_cache_bytes")), priority=LOW),
+        Column("KV cache", kv_cell, priority=LOW),
     ]
 
 
@@ -144,21 +201,23 @@ def format_tables(frame: pd.DataFrame) -> list[Table]:
         part = rows[rows["precision"] == precision]
         if not part.empty:
             out.append(Table(f"{precision} weights: prompt processing (pp) and generation (tg), tokens/s",
-                             _columns(part), test_rows(part)))
+                             _columns(part), test_rows(part), note="\n".join(load_notes(part))))
     return out
 
 
 def answer_lines(frame: pd.DataFrame) -> list[str]:
-    """Per model, its fastest generation case here: "for smollm-135m generation, torch cpu bf16: 41 tok/s,
-    78% of the bandwidth bound" (the share n/a with its reason where it is unknown)."""
+    """Per model and test (its key options: like with like), its fastest generation case here: "for
+    smollm-135m generation (tg128), torch cpu bf16: 41 tok/s, 78% of the bandwidth bound" (the share n/a
+    with its reason where it is unknown; the backend with the variant it ran: "torch (eager decode)")."""
     rows = llm_rows(frame)
     lines = []
-    for model, part in rows.groupby("model", sort=True):
+    for _, part in rows.groupby(["model", "alike"], sort=True):
         best = part.loc[pd.to_numeric(part["decode_tokens_per_s"]).idxmax()]
-        batch = int(num(best, "batch_size") or 1)
-        who = f"{best['backend']} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
+        batch, test = int(num(best, "batch_size") or 1), test_name(best, "tg")
+        who = f"{backend_label(best)} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
         share = num(best, "pct_of_bandwidth_bound")
         bound = (f"{share:.0%} of the bandwidth bound" if share is not None else
                  f"share of the bandwidth bound n/a ({bound_reason(best)})")
-        lines.append(f"for {model} generation, {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} tok/s, {bound}")
+        lines.append(f"for {model_name(best)} generation ({test}), {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} "
+                     f"tok/s, {bound}")
     return lines

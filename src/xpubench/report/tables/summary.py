@@ -6,17 +6,16 @@ mark a cell carries is defined under the table (``legend``)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, benchmarks, num, row_mode
+from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, num, row_mode
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell
+from xpubench.report.tables.llm import bound_cell, llm_rows, load_notes, model_name, test_name
 from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -46,21 +45,23 @@ class Line:
     tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
 
 
-def _model(row) -> str:
-    """A language model as llama-bench names it: "smollm-135m 4/30 layers" (a preset cut to fewer layers)."""
-    name = str(num(row, "architecture") or row["workload"])
-    cut = re.fullmatch(r"(\S+) \(n_layers (\d+)\)", name)
-    if cut:
-        from xpubench.workloads.llama.config import PRESETS
-
-        total = PRESETS[cut[1]].n_layers if cut[1] in PRESETS else None
-        return f"{cut[1]} {cut[2]}/{total} layers" if total else f"{cut[1]} {cut[2]} layers"
-    return name
+def _where(row) -> str:
+    devices = int(row.get("devices") or 1)
+    return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
 
 
 def _column(row) -> str:
-    devices = int(row.get("devices") or 1)
-    return f"{row['backend']} {row['device']}" + (f" x{devices}" if devices > 1 else "")
+    """A backend (with the variant it ran: "torch (eager decode)") on a device: one column of the summary."""
+    return f"{backend_label(row)} {_where(row)}"
+
+
+def _columns(rows: pd.DataFrame) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The summary's columns, where each ran, and each one's header: the backend alone (with its variant)
+    where every column ran on one device, else the backend and the device."""
+    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows()))
+    where = {_column(r): _where(r) for _, r in rows.iterrows()}
+    one_device = len(set(where.values())) == 1
+    return columns, where, {c: c.removesuffix(f" {where[c]}") if one_device else c for c in columns}
 
 
 def _unit(row) -> str:
@@ -111,20 +112,20 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
         if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
             continue
         batch = int(num(row, "batch_size") or 1)
-        for kind, (metric, length) in {"pp": ("prefill_tokens_per_s", "prompt_len"),
-                                       "tg": ("decode_tokens_per_s", "new_tokens")}.items():
-            size = num(row, length)
-            test = f"{kind}{int(size) if size else '?'}" + (f" b{batch}" if batch > 1 else "")
-            model, precision = _model(row), str(row["precision"])
-            line = lines.setdefault(("llm", model, kind, test, precision), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
+        for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
+            test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
+            model, precision = model_name(row), str(row["precision"])
+            line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), num(row, "depth") or 0, kind,
+                 precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
             line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
-            families.setdefault((row["workload"], precision, batch), []).append(line)
+            families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
         placed.add(index)
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
-        family = families.get((row["workload"], str(row["precision"]), int(num(row, "batch_size") or 1)))
+        batch = int(num(row, "batch_size") or 1)
+        family = families.get((row["workload"], str(row["precision"]), batch, row["alike"]))
         if row["mode"] == "generate" and row.get("status") != "ok" and family:
             for line in family:
                 line.cells.setdefault(_column(row), Cell(row, None))
@@ -210,9 +211,8 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
-    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    columns, where, header = _columns(rows) if lines else ([], {}, {})
+    one_device = len(set(where.values())) == 1
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
@@ -237,9 +237,10 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
     cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
                    text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
-    where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
-    title = f"Summary{where}: median ± half its 95% interval, per backend"
+    on = f" on {where[columns[0]]}" if one_device and columns else ""
+    title = f"Summary{on}: median ± half its 95% interval, per backend"
     note = legend(marks, unsure_any, "of bw bound" in kept)
+    note += "".join(f"\n{line}" for line in load_notes(llm_rows(rows)))   # llama.cpp's and torch's under load
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
@@ -252,9 +253,7 @@ def paid_tables(frame: pd.DataFrame) -> list[Table]:
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = [li for li in (_lines(rows) if not rows.empty else [])
              if any(c.value is not None for c in li.cells.values())]
-    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    header = _columns(rows)[2] if lines else {}
     shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
               [Priced(header[c], cell.row, cell.value, cell.metric == "prefill_tokens_per_s")
                for c, cell in line.cells.items() if cell.value is not None]) for line in lines]

@@ -10,7 +10,7 @@
   measured after D tokens of context. ``--decode compiled|eager`` (a list sweeps) chooses PyTorch's
   decode step: ``compiled`` (the default: a static KV cache and ``torch.compile``, CUDA graphs on
   NVIDIA) or ``eager``; JAX's step is always compiled by XLA (its result's ``decode_step`` says so
-  whatever the option; the brief default run asks for torch's eager step: a compile takes minutes on 2 cores).
+  whatever the option; the brief default run's torch case compiles it too: docs/workloads.md, "The brief run").
   The depth (when not 0), the decode step and the int4 group size are in the case's key. The models are
   ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under ``--weights DIR``
   (checkpoint.py), else random ones (the speed does not depend on the values).
@@ -41,9 +41,10 @@ from xpubench.workloads.llama.options import DEFAULT_PRESET, LlamaOptions, _chec
 SIZE_OPTIONS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp512 / tg128
 # the brief default run's case: smollm-135m's shape with 4 of its 30 layers (its embedding, the largest
-# part, whole: 42M parameters), a short prompt and a few tokens; on the 2-core VM a worker process of it
-# takes ~10-25 s (JAX's random init and compile of the 30 layers alone took ~10 s)
-QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16, "decode": "eager"}
+# part, whole: 42M parameters), a short prompt and a few tokens, torch's decode step compiled as the
+# workload's default is (like with like against JAX's jitted step); on the 2-core VM a worker process of it
+# takes ~10-25 s, torch's ~20-40 s with its cold compile (docs/workloads.md, "The brief run")
+QUICK = {"n_layers": 4, "prompt_len": 64, "new_tokens": 16}
 TRAIN_CONTEXT = 256
 # a checkpoint's key part is its model's name and digest (``weights_id``, pin_options), not the path as typed
 KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights_id", "context", "prompt_len", "new_tokens", "depth", "decode",
@@ -158,6 +159,25 @@ def case_options(options: dict[str, Any]) -> list[dict]:
         values = list(dict.fromkeys(_listed(options.get(key)) or [default]))
         out = [dict(o, **({} if key == "depth" and v == 0 else {key: v})) for o in out for v in values]
     return out
+
+
+def describe(options: dict[str, Any]) -> list[str]:
+    """A case's given key options in words, as its row is labelled (workloads.options_text): a preset other
+    than smollm-135m, a checkpoint by its name, "4/30 layers" (a preset cut short), "hidden_size 512",
+    "pp64", "tg16", "d4096" (llama-bench's test names), "eager decode", "int4 groups of 64"."""
+    words = [str(options["weights_id"])] if "weights_id" in options else []
+    preset = options.get("preset", DEFAULT_PRESET)
+    words += [str(preset)] if preset != DEFAULT_PRESET and not words else []
+    for key in SIZE_OPTIONS:
+        if key in options:
+            whole = PRESETS[preset].n_layers if key == "n_layers" and preset in PRESETS else None
+            words.append(f"{options[key]}/{whole} layers" if whole else f"{key} {options[key]}")
+    for key, word in (("context", "context {}"), ("prompt_len", "pp{}"), ("new_tokens", "tg{}"), ("depth", "d{}"),
+                      ("int4_group_size", "int4 groups of {}")):
+        if options.get(key):
+            words.append(word.format(options[key]))
+    return words + ([f"{options['decode']} decode"] if options.get("decode", DECODE_STEPS[0]) != DECODE_STEPS[0]
+                    else [])
 
 
 def generation_lengths(spec: LlamaSpec, options: LlamaOptions) -> tuple[int, int]:
@@ -338,4 +358,4 @@ WORKLOAD = Workload(
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
     options=OPTIONS, Options=LlamaOptions, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,
-    pin_options=pin_options)
+    pin_options=pin_options, describe_options=describe)
