@@ -48,7 +48,7 @@ class Efficiency:
     ceiling_note: str | None
 
     def as_metrics(self) -> dict:
-        """Flat metric names a result carries (the lead registers them in harness/metrics)."""
+        """Flat metric names a result carries (each declared in results/metrics.py)."""
         return asdict(self)
 
     @property
@@ -76,7 +76,7 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     """A result's efficiency figures and labels.
 
     ``achieved_flops_per_s``: the result's FLOP/s (matmul: warm; models: analytic FLOPs x samples/s).
-    ``peak_*``: the spec peak of the same device and precision (``harness.metrics.peak_for``) and, for
+    ``peak_*``: the spec peak of the same device and precision (``backends.peaks.peak_for``) and, for
     a CPU estimate, its basis string. ``ceiling``: the measured ceiling of the same backend, device and
     precision. ``achieved_rel_noise``: half-width of the result's 95% interval / its median.
     ``flops_per_call`` and ``bytes_per_call``: for the arithmetic intensity (``matmul_bytes``, XLA's
