@@ -2,8 +2,9 @@
 src/xpubench modules (imports inside functions count too, and so does a module started in a child process,
 ``python -m xpubench.x.y``), no two packages importing each other, no import from a lower layer to a
 higher one (``LAYERS``, the one declaration of the order; docs/architecture.md draws it), no source file
-over 400 lines, and at most 8 modules directly in src/xpubench/ (the rest lives in packages named after
-the steps of a run)."""
+over 400 lines, at most 8 modules directly in src/xpubench/ (the rest lives in packages named after
+the steps of a run), and every reference in src, tests, scripts, benchmarks and docs to a module, a name in
+one or a file names what the repository holds, and no path outside it (tests/stale_references.py)."""
 
 from __future__ import annotations
 

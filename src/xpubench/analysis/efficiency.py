@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from xpubench.harness.ceiling import Ceiling
 
@@ -46,10 +46,6 @@ class Efficiency:
     peak_note: str | None                     # the explanation printed with it (never None above 100%)
     ceiling_label: str                        # what the "% of ceiling" column prints
     ceiling_note: str | None
-
-    def as_metrics(self) -> dict:
-        """Flat metric names a result carries (each declared in results/metrics.py)."""
-        return asdict(self)
 
     @property
     def rank_value(self) -> float | None:
