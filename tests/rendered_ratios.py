@@ -204,10 +204,6 @@ def lead_value(table: Table, column: str) -> str | None:
     return m[1] if m else None
 
 
-def ratio_of(number: float) -> str:
-    return f"{number:.2f}"
-
-
 def geometric(values: list[Fig]) -> tuple[float, float]:
     return (math.exp(sum(math.log(v.low) for v in values) / len(values)),
             math.exp(sum(math.log(v.high) for v in values) / len(values)))

@@ -143,6 +143,8 @@ CASES = [
      "price for cpu must be US dollars per hour, 0 or more, got -0.5"),
     ("--price-per-hour unknown device", "run -w matmul -b numpy --price-per-hour xpu=1",
      "prices: unknown device 'xpu'"),
+    ("--price-per-hour one device twice", "run -w matmul -b numpy --price-per-hour gpu=1 --price-per-hour cuda=2",
+     "prices: gpu is priced twice (gpu and cuda)"),
     ("--prices file missing", "run -w matmul -b numpy --prices {tmp}/nope.toml",
      "prices file {tmp}/nope.toml does not exist"),
     ("--prices not TOML", "run -w matmul -b numpy --prices {tmp}/malformed.toml", "is not valid TOML"),

@@ -1,4 +1,4 @@
-"""The whole run's time budget (harness/budget.py) and its hooks in the runner and api.run, with a fake
+"""The whole run's time budget (launch/budget.py) and its hooks in the runner and api.run, with a fake
 clock and fake worker durations: no process starts and no real time is read."""
 
 from __future__ import annotations

@@ -1,70 +1,86 @@
-"""Prices from flags and files (one-line errors for bad input), dollars per result, and rankings by
-time and by cost."""
+"""Prices from flags and files, read as `xpubench run` reads them (its parser, then its planner: one-line
+errors for bad input), dollars per result, and rankings by time and by cost."""
 
 import pytest
+from machine_facts import MACHINES
 
+from xpubench import api, cli
 from xpubench.analysis.cost import rank_time_and_cost, result_cost
-from xpubench.errors import UserError
-from xpubench.plan.prices import (
-    load_prices_file,
-    merge_prices,
-    normalise_device,
-    parse_price_flags,
-    price_for,
-)
+from xpubench.backends.envfile import load_environment
+from xpubench.cli.run import request_from
+from xpubench.plan.prices import normalise_device, price_for
+
+RUN = ["run", "-w", "matmul", "--size", "64", "-b", "torch", "-p", "fp32", "-d", "cpu,gpu:0,gpu:1",
+       "--env-file", str(MACHINES / "h100-sxm.json")]   # an H100 node: a case on the CPU and on two GPUs
+
+
+def planned_prices(*flags: str) -> dict[str, float | None]:
+    """{device: USD per hour} of the cases `xpubench run RUN FLAGS --dry-run` plans, parsed by the CLI's parser
+    and planned by its planner."""
+    args = cli.build_parser().parse_args([*RUN, *flags])
+    request, _ = request_from(args)
+    cases = api.plan(request, environment=load_environment(args.env_file)).cases
+    return {case.device: case.options.get("price_per_hour") for case in cases}
+
+
+def refusal(capsys, *flags: str) -> str:
+    """The one line `xpubench run RUN FLAGS --dry-run` exits 2 with."""
+    assert cli.main([*RUN, "--dry-run", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
 
 
 def test_price_flags_and_device_spellings():
-    prices = parse_price_flags(["cpu=0.10", "gpu=2.5", "CUDA:1=$1.20", "tpu:3 = 4", "mps=0"])
-    assert prices == {"cpu": 0.10, "gpu": 2.5, "gpu:1": 1.20, "tpu:3": 4.0, "mps": 0.0}
+    assert planned_prices("--price-per-hour", "cpu=0.10", "--price-per-hour", "gpu=2.5",
+                          "--price-per-hour", "CUDA:1=1.20") == {"cpu": 0.10, "gpu:0": 2.5, "gpu:1": 1.20}
+    assert planned_prices("--price-per-hour", "rocm:0=3") == {"cpu": None, "gpu:0": 3.0, "gpu:1": None}
     assert normalise_device("rocm:0") == "gpu:0" and normalise_device("cpu:0") == "cpu"
 
 
 @pytest.mark.parametrize("flag, words", [
-    ("cpu", "expected DEVICE=USD"), ("cpu=", "expected DEVICE=USD"), ("=1", "expected DEVICE=USD"),
-    ("cpu=abc", "number of US dollars"), ("cpu=-1", "at least 0"), ("cpu=nan", "number"), ("cpu=inf", "number"),
-    ("xpu=1", "unknown device 'xpu'"), ("cpu:1=1", "unknown device"), ("gpu:x=1", "unknown device"),
+    ("cpu", "give DEVICE=USD_PER_HOUR"), ("=1", "give DEVICE=USD_PER_HOUR"), ("cpu=", "not a price"),
+    ("cpu=abc", "not a price"), ("gpu=$1.20", "gpu: not a price in US dollars per hour: '$1.20'"),
+    ("cpu=-1", "0 or more"), ("cpu=nan", "0 or more"), ("cpu=inf", "0 or more"),
+    ("xpu=1", "unknown device 'xpu'"), ("cpu:1=1", "unknown device 'cpu:1'"), ("gpu:x=1", "unknown device 'gpu:x'"),
 ])
-def test_bad_price_flags_fail_in_one_line(flag, words):
-    with pytest.raises(UserError) as exc:
-        parse_price_flags([flag])
-    assert words in str(exc.value) and "\n" not in str(exc.value)
+def test_bad_price_flags_fail_in_one_line(capsys, flag, words):
+    assert words in refusal(capsys, "--price-per-hour", flag)
 
 
-def test_the_same_device_priced_twice_is_an_error():
-    with pytest.raises(UserError, match="gpu:0 is priced twice"):
-        parse_price_flags(["gpu:0=1", "cuda:0=2"])
+def test_one_device_priced_under_two_spellings_is_an_error(capsys):
+    err = refusal(capsys, "--price-per-hour", "gpu:0=1", "--price-per-hour", "cuda:0=2")
+    assert "gpu:0 is priced twice (gpu:0 and cuda:0)" in err
 
 
 def test_prices_file(tmp_path):
     f = tmp_path / "prices.toml"
     f.write_text('[prices]\ncpu = 0.10\ngpu = 2.50\n"gpu:1" = 1.2\n')
-    assert load_prices_file(f) == {"cpu": 0.10, "gpu": 2.5, "gpu:1": 1.2}
-    f.write_text('cpu = "0.05"\n')                          # the [prices] header may be left out
-    assert load_prices_file(f) == {"cpu": 0.05}
-    assert merge_prices({"cpu": 0.05, "gpu": 3.0}, {"cpu": 0.10}) == {"cpu": 0.10, "gpu": 3.0}
+    assert planned_prices("--prices", str(f)) == {"cpu": 0.10, "gpu:0": 2.5, "gpu:1": 1.2}
+    assert planned_prices("--prices", str(f), "--price-per-hour", "cpu=0.2") == {   # a flag over the file
+        "cpu": 0.2, "gpu:0": 2.5, "gpu:1": 1.2}
+    f.write_text("cpu = 0.05\n")                          # the [prices] header may be left out
+    assert planned_prices("--prices", str(f))["cpu"] == 0.05
+    (tmp_path / "prices.json").write_text('{"gpu": 2}')
+    assert planned_prices("--prices", str(tmp_path / "prices.json"))["gpu:1"] == 2.0
 
 
 @pytest.mark.parametrize("content, words", [
-    ("[prices\ncpu = 1", "not valid TOML"), ("[prices]\n", "expected a [prices] table"),
-    ("[prices]\ncpu = true", "number of US dollars"), ("[prices]\nquantum = 1", "unknown device"),
-    ('[prices]\ngpu = 1\n"cuda" = 2', "priced twice"), ("prices = 3", "expected a [prices] table"),
+    ("[prices\ncpu = 1", "not valid TOML"), ("[prices]\ncpu = true", "0 or more, got True"),
+    ('[prices]\ncpu = "$0.10"', "0 or more, got '$0.10'"), ("[prices]\nquantum = 1", "unknown device 'quantum'"),
+    ('[prices]\ngpu = 1\n"cuda" = 2', "gpu is priced twice (gpu and cuda)"),
 ])
-def test_bad_prices_files_fail_in_one_line(tmp_path, content, words):
+def test_bad_prices_files_fail_in_one_line(capsys, tmp_path, content, words):
     f = tmp_path / "prices.toml"
     f.write_text(content)
-    with pytest.raises(UserError) as exc:
-        load_prices_file(f)
-    assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert words in refusal(capsys, "--prices", str(f))
 
 
-def test_a_missing_or_binary_prices_file(tmp_path):
-    with pytest.raises(UserError, match="does not exist"):
-        load_prices_file(tmp_path / "nope.toml")
+def test_a_missing_or_binary_prices_file(capsys, tmp_path):
+    assert "does not exist" in refusal(capsys, "--prices", str(tmp_path / "nope.toml"))
     f = tmp_path / "bin.toml"
     f.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UserError, match="unreadable"):
-        load_prices_file(f)
+    assert "is not a text (UTF-8) file" in refusal(capsys, "--prices", str(f))
 
 
 def test_price_of_a_device_and_of_several():

@@ -27,7 +27,8 @@ CHECKS = r"""
 import dataclasses, json
 import jax, numpy as np
 from xpubench.case import Case
-from xpubench.backends.jax_.parallel import ShardedJaxTrainer, predict_sharded
+from xpubench.backends.jax_.parallel import ShardedJaxTrainer, ShardedPredictor
+from xpubench.harness.inference import predict_all
 from xpubench.backends.jax_.train import JaxTrainer
 
 assert jax.device_count() == 8, jax.devices()
@@ -53,7 +54,7 @@ out["placement"] = par.placement()
 params, _, extra = jax.device_get(par.state)
 fn = lambda p, e, x: par.apply(p, e, x, False, None)[0]
 x = par.x_eval
-sharded = predict_sharded(fn, params, extra, x, par.mesh, per_device_batch=16)   # 1001 -> 8 x 128 rows
+sharded = predict_all(ShardedPredictor(fn, params, extra, x, 16, par.mesh))   # 1001 -> 8 x 128 rows
 single = np.asarray(jax.jit(fn)(params, extra, x))
 out["predictions"] = [len(x), len(sharded)]
 out["pred_max_diff"] = float(np.abs(sharded - single).max())

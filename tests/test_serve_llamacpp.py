@@ -110,3 +110,24 @@ def test_a_checkpoint_folder_is_written_as_a_gguf_with_a_vocabulary(tmp_path, mo
     assert bytes(model.parts[-1]).decode() == "llama"
     assert len(reader.fields["tokenizer.ggml.tokens"].data) == TINY.vocab_size
     assert resolve(str(folder), None, "f32", 0, 1).path == served.path     # cached by the folder's files
+
+
+@pytest.mark.slow
+def test_each_points_rerun_command_measures_the_same_point_again(tiny_gguf, tmp_path, capsys):
+    """The command the site prints under a serve run (plan/rerun.py), its weights given, records the same
+    keys: a closed-loop point and an open-loop one."""
+    from xpubench.case import Case
+    from xpubench.plan.rerun import rerun_arguments
+    from xpubench.results import store
+    from xpubench.serve.rerun import WEIGHTS
+
+    first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
+    assert main(["serve", "--server", "llamacpp", "--weights", str(tiny_gguf), "-c", "1", "--rate", "4",
+                 "--input-len", "8", "--output-len", "4", "--requests", "2", "--warmup", "0", "-o", str(first)]) == 0
+    keys = [run.key for run in store.load_file(first).runs]
+    assert len(keys) == 2 and any("poisson" in key for key in keys)
+    for run in store.load_file(first).runs:
+        args, _ = rerun_arguments(Case.from_dict(run.case))
+        assert main([str(tiny_gguf) if word == WEIGHTS else word for word in args] + ["-o", str(again)]) == 0
+    capsys.readouterr()
+    assert set(keys) <= {run.key for run in store.load_file(again).runs}

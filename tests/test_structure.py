@@ -2,8 +2,9 @@
 src/xpubench modules (imports inside functions count too, and so does a module started in a child process,
 ``python -m xpubench.x.y``), no two packages importing each other, no import from a lower layer to a
 higher one (``LAYERS``, the one declaration of the order; docs/architecture.md draws it), no source file
-over 400 lines, and at most 8 modules directly in src/xpubench/ (the rest lives in packages named after
-the steps of a run)."""
+over 400 lines, at most 8 modules directly in src/xpubench/ (the rest lives in packages named after
+the steps of a run), and every reference in src, tests, scripts, benchmarks and docs to a module, a name in
+one or a file names what the repository holds, and no path outside it (tests/stale_references.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import re
 from pathlib import Path
 
 from source_trees import nodes
+from stale_references import stale_references
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "xpubench"
@@ -319,37 +321,50 @@ def test_no_source_file_over_400_lines():
     assert not long, f"split these files (over {MAX_LINES} lines): {long}"
 
 
-NAMED_PATH = re.compile(r"(?<![\w./-])((?:[a-z_]\w*/)+[a-z_]\w*\.py)\b")   # "results/fold.py"
+def test_every_reference_names_something_in_the_repository():
+    stale = stale_references()
+    assert not stale, ("references in src, tests, scripts, benchmarks or docs to what the repository does not "
+                       "hold (name where it lives now; see tests/stale_references.py):\n  " + "\n  ".join(stale))
 
 
-def stale_paths(src: Path = SRC) -> list[str]:
-    """Every ``package/module.py`` named in a source file (docstrings, comments, messages) whose first
-    folder is one of ours (``results/aggregate.py``) and which no longer exists under src/xpubench/. Paths
-    in other projects (``torch/utils/flop_counter.py``) and relative to a package (``llama/config.py``
-    inside workloads/) start with a folder that is not one of ours and are left alone."""
-    root = src / PACKAGE
-    ours = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            for named in NAMED_PATH.findall(line):
-                if named.split("/")[0] in ours and not (root / named).exists():
-                    found.append(f"{path.relative_to(src)}:{number}: {named}")
-    return found
-
-
-def test_every_module_path_named_in_the_source_exists():
-    stale = stale_paths()
-    assert not stale, "files named in src that no longer exist (name where it lives now):\n  " + "\n  ".join(stale)
-
-
-def test_the_path_check_finds_a_stale_name(tmp_path):
-    pkg = tmp_path / PACKAGE / "results"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "fold.py").write_text('"""Folded on load (results/fold.py), once kept in results/aggregate.py;\n'
-                                 'see torch/utils/flop_counter.py and llama/config.py."""\n')
-    assert stale_paths(tmp_path) == ["xpubench/results/fold.py:1: results/aggregate.py"]
+def test_the_reference_check_finds_each_kind_of_stale_reference(tmp_path):
+    files = {
+        "src/xpubench/__init__.py": "",
+        "src/xpubench/results/__init__.py": "",
+        "src/xpubench/results/fold.py": ("class Base:\n    def seen(self):\n        self.kept = 1\n\n\n"
+                                         "class Run(Base):\n    case: dict\n\n\ndef aggregate_all():\n    pass\n"),
+        "src/xpubench/plan/__init__.py": "from xpubench.results.fold import Run\n",
+        "src/xpubench/plan/defaults.py": ("STEPS = 3   # plan.STEPS is not here; plan/defaults.STEPS is\n"
+                                          "plan = 'plan.cases' and plan.nothing   # code is not read\n"
+                                          "NAME = f'{plan.title}/run.py'   # an f-string's field is code\n"),
+        "src/xpubench/workloads/__init__.py": "", "src/xpubench/workloads/llama/__init__.py": "",
+        "src/xpubench/workloads/llama/config.py": "",
+        "src/xpubench/backends/__init__.py": "", "src/xpubench/backends/torch_/__init__.py": "",
+        "docs/a.md": ("Fine: results/fold.py, `llama/config.py`, xpubench.results.fold.Run.case, plan.Run.seen,\n"
+                      "plan.Run.kept, results/fold.aggregate_all, src/xpubench/plan/defaults.py, docs/a.md,\n"
+                      "torch/utils/flop_counter.py, ../shared/datasets/mnist, llama/torch/cpu/train/fp32/b32,\n"
+                      "results.jsonl, report.html, tests/test_*.py.\n"
+                      "Stale: results/aggregate.py, xpubench.results.fold.Run.as_dict, plan.resolve,\n"
+                      "results/fold.aggregate, plan_defaults.quick_steps, docs/gone.md, cli.py, workloads/gpt/,\n"
+                      "outside: shared/notes/cpu-facts.md, ../shared, ../elsewhere/notes.md (../docs/a.md is in).\n"),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert stale_references(tmp_path) == [
+        "src/xpubench/plan/defaults.py:1: plan.STEPS (no such module or name)",
+        "docs/a.md:5: results/aggregate.py (no such file)",
+        "docs/a.md:5: xpubench.results.fold.Run.as_dict (no such module or name)",
+        "docs/a.md:5: plan.resolve (no such module or name)",
+        "docs/a.md:6: results/fold.aggregate (no such module or name)",
+        "docs/a.md:6: plan_defaults.quick_steps (an old flat name: now plan/defaults.py)",
+        "docs/a.md:6: docs/gone.md (no such file)",
+        "docs/a.md:6: cli.py (no file of that name)",
+        "docs/a.md:6: workloads/gpt/ (no such file or folder)",
+        "docs/a.md:7: shared/notes/cpu-facts.md (outside the repository)",
+        "docs/a.md:7: ../shared (outside the repository)",
+        "docs/a.md:7: ../elsewhere/notes.md (outside the repository)",
+    ]
 
 
 def test_the_cycle_finder_finds_a_cycle_made_by_an_import_inside_a_function(tmp_path):

@@ -1,4 +1,4 @@
-"""Your own model in the plan (plan_usermodel.py): its cases, backends, identity and the bad input refused
+"""Your own model in the plan (plan/usermodel.py): its cases, backends, identity and the bad input refused
 before anything runs; -b keras in the plan; xpubench.bench; the report's Framework comparison."""
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ class Case:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:
         """The case a record holds. A record written before ``key_options`` existed lacks it: the planner's
-        ``plan.with_identity`` fills it from the workload."""
+        ``workloads.with_identity`` fills it from the workload."""
         names = {f.name for f in dataclasses.fields(cls)}
         fields = {k: v for k, v in d.items() if k in names}
         if "key_options" in fields:

@@ -1,5 +1,5 @@
 """Every ok result of a ranked mode (results/modes.py: matmul, training, inference) ranked against the chip
-and priced, when a file is loaded (results/aggregate.aggregate_all calls ``annotate``; nothing here changes the file).
+and priced, when a file is loaded (analysis.analyse calls ``annotate``; nothing here changes the file).
 
 For each result:
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from xpubench.harness.ceiling import Ceiling
 
@@ -46,10 +46,6 @@ class Efficiency:
     peak_note: str | None                     # the explanation printed with it (never None above 100%)
     ceiling_label: str                        # what the "% of ceiling" column prints
     ceiling_note: str | None
-
-    def as_metrics(self) -> dict:
-        """Flat metric names a result carries (the lead registers them in harness/metrics)."""
-        return asdict(self)
 
     @property
     def rank_value(self) -> float | None:
@@ -76,7 +72,7 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     """A result's efficiency figures and labels.
 
     ``achieved_flops_per_s``: the result's FLOP/s (matmul: warm; models: analytic FLOPs x samples/s).
-    ``peak_*``: the spec peak of the same device and precision (``harness.metrics.peak_for``) and, for
+    ``peak_*``: the spec peak of the same device and precision (``backends.peaks.peak_for``) and, for
     a CPU estimate, its basis string. ``ceiling``: the measured ceiling of the same backend, device and
     precision. ``achieved_rel_noise``: half-width of the result's 95% interval / its median.
     ``flops_per_call`` and ``bytes_per_call``: for the arithmetic intensity (``matmul_bytes``, XLA's

@@ -144,7 +144,7 @@ def _cluster_settings(args):
     return contextlib.nullcontext()
 
 
-# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 130 (cli.py)
+# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 130 (cli/__init__.py)
 EXIT_OK = 0            # every case ended ok or was skipped with its reason, and at least one measured ok
 EXIT_SOME_FAILED = 1   # some cases failed (error, crash, oom, timeout); at least one ended ok
 EXIT_BAD_INPUT = 2     # bad input: nothing ran, or a case's worker found a bad input file (one line)

@@ -47,7 +47,6 @@ LARGEST_ACCEL_CACHE = 256 * 2**20    # the largest last-level cache of a known a
 DEFAULT_ACCEL_ARRAY_BYTES = LLC_FACTOR * LARGEST_ACCEL_CACHE
 MAX_MEMORY_SHARE = 0.25       # the three arrays together
 DEFAULT_BUDGET_S = 10.0       # per backend and device, both kernels
-TRANSFERS = {"copy": 2, "triad": 3}
 CHECK_STRIDE = 1009           # kernels are checked on every CHECK_STRIDE-th element and the last one
 _SYS_CPU = Path("/sys/devices/system/cpu")
 

@@ -27,13 +27,3 @@ def case_data(case, spec):
 def batch_order(steps: int, epoch: int, seed: int) -> np.ndarray:
     """The order batches are visited in an epoch: shuffled per epoch, the same in every framework."""
     return np.random.default_rng([seed, epoch]).permutation(steps)
-
-
-def padded_batches(n: int, batch: int):
-    """(start, stop, valid) for batches covering n samples; the last one is padded to ``batch``.
-
-    Any sample count works, whatever the batch size or device count: the pad rows are masked out.
-    """
-    for start in range(0, n, batch):
-        stop = min(start + batch, n)
-        yield start, stop, stop - start

@@ -37,12 +37,6 @@ class Cluster:
     def multi(self) -> bool:
         return self.num_processes > 1
 
-    def host_port(self) -> tuple[str, int]:
-        if not self.coordinator:
-            raise UserError("no coordinator: pass --coordinator HOST:PORT (process 0's address)")
-        host, _, port = self.coordinator.rpartition(":")
-        return host.strip("[]"), int(port)
-
 
 def _whole(name: str, value, low: int) -> int:
     text = str(value).strip()

@@ -45,7 +45,7 @@ MODES = ("train", "infer", target.TIME_TO_TARGET)   # time-to-target: training t
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
-# (steps per epoch: plan_defaults.quick_steps, more on accelerators)
+# (steps per epoch: plan/defaults.quick_steps, more on accelerators)
 QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0, "generate_budget_s": 2.0}
 
@@ -254,7 +254,7 @@ def brief_cases(req: PlanRequest, env: dict, cases: list[Case]) -> list[Case]:
 
 
 def _model_cases(req: PlanRequest, env: dict) -> list[Case]:
-    """A user's model (--model FILE.py:FUNCTION): its workload, backends and options (plan_usermodel.py),
+    """A user's model (--model FILE.py:FUNCTION): its workload, backends and options (plan/usermodel.py),
     then the same cases as a built-in workload's."""
     from xpubench.plan.usermodel import model_plan
 
@@ -305,7 +305,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     train_samples, eval_samples = req.train_samples, req.eval_samples
     if req.quick:
         epochs = epochs or QUICK["epochs"]
-        steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan_defaults.py)
+        steps = steps or quick_steps(device)   # pipelined accelerator epochs need more (plan/defaults.py)
     cases = []
     for precision in precisions:
         for asked in (["infer"] if precision in WEIGHT_ONLY else modes):

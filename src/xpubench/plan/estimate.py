@@ -7,7 +7,7 @@ It is a plan, never a measurement, and says what it assumes:
   a fork server, launch/forkserver.py, starts faster after the first: the estimate errs long there);
 - compilation: each backend record's ``compile_seconds(case)`` (JAX compiles each step ahead of time,
   1.7-2.8 s measured for the CNN on that VM; ``torch.compile``, compile="auto" on CUDA/ROCm, 18-33 s
-  measured on CPU with a cold cache; shared/notes/cpu-facts.md);
+  measured on CPU with a cold cache; docs/measured-facts.md);
 - work runs at an assumed share of the chip's peak: ``MATMUL_EFFICIENCY`` for matmul, ``MODEL_MFU`` for
   model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
   models are assumed no better);

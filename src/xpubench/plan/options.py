@@ -2,7 +2,7 @@
 its TOML key (``--config`` and the notebook API's keywords) and where its value goes. From the table:
 the `run` parser (``add_run_arguments``), the keys a config file may hold (``read_config``), the flags
 refused with ``--resume`` (``refused_with_resume``) and the mapping to a PlanRequest and the run
-settings (``split``; cli_run.request_from and api._request both use it).
+settings (``split``; cli.run.request_from and api._request both use it).
 
 Values are only read here (text -> number / list, options_text.py); whether they are acceptable is
 decided once: plan.validate (the plan) and api.check_run_settings (timeout, memory limit, processes).

@@ -1,29 +1,22 @@
-"""Prices per device-hour, from ``--price-per-hour DEVICE=USD`` flags or a TOML prices file, and the
-price each planned case carries (``priced``); the dollars per result they give are analysis/cost.py's.
+"""The price each planned case carries (``priced``), from the prices per device-hour the run was given
+(``--price-per-hour DEVICE=USD`` and ``--prices FILE``, read by plan/options_text.py and checked by the
+planner); the dollars per result they give are analysis/cost.py's.
 
 Prices are US dollars per device per hour, as the user pays them (a cloud instance's price is the
 price of the device it is rented for). Device spellings: ``cpu``, ``gpu``, ``gpu:N`` (``cuda``,
 ``cuda:N``, ``rocm:N`` are the same), ``tpu``, ``tpu:N``, ``mps``. A bare kind (``gpu``) prices every
 device of that kind; an indexed one (``gpu:1``) overrides it for that device. A case on several
-devices costs the sum of their prices.
-
-Prices file::
-
-    [prices]            # USD per device-hour
-    cpu = 0.10
-    gpu = 2.50
-    "gpu:1" = 1.20
-
-(The ``[prices]`` header may be left out.) Bad input raises ``UserError`` with one line.
+devices costs the sum of their prices. One device priced under two spellings (``gpu`` and ``cuda``)
+is refused: which price would count is not for the planner to guess. Bad input raises ``UserError``
+with one line.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 
 from xpubench.errors import UserError
 
@@ -42,53 +35,12 @@ def normalise_device(text: str) -> str:
 
 def _price(value: object, where: str) -> float:
     try:
-        price = float(str(value).strip().lstrip("$")) if not isinstance(value, bool) else math.nan
+        price = float(str(value).strip()) if not isinstance(value, bool) else math.nan
     except ValueError:
         price = math.nan
     if not math.isfinite(price) or price < 0:
         raise UserError(f"{where}: the price must be a number of US dollars per hour, at least 0; got {value!r}")
     return price
-
-
-def parse_price_flags(values: Iterable[str]) -> dict[str, float]:
-    """``["cpu=0.10", "gpu:0=2.5"]`` -> {"cpu": 0.1, "gpu:0": 2.5}; the same device twice is an error."""
-    prices: dict[str, float] = {}
-    for text in values:
-        device, sep, amount = text.partition("=")
-        if not sep or not device.strip() or not amount.strip():
-            raise UserError(f"--price-per-hour {text!r}: expected DEVICE=USD, e.g. cpu=0.10 or gpu:0=2.50")
-        key = normalise_device(device)
-        if key in prices:
-            raise UserError(f"--price-per-hour: {key} is priced twice")
-        prices[key] = _price(amount, f"--price-per-hour {text!r}")
-    return prices
-
-
-def load_prices_file(path: str | Path) -> dict[str, float]:
-    """Prices from a TOML file (see the module docstring)."""
-    from xpubench import readfile
-
-    p = Path(path)
-    try:
-        data = readfile.loads_toml(readfile.read_text(p, "prices file", readfile.MiB), f"prices file {p}")
-    except readfile.FileProblem as exc:
-        raise UserError(str(exc) if exc.reason == "does not exist" else f"prices file {p} is unreadable: it "
-                        f"{exc.reason}") from None
-    table = data.get("prices", data)
-    if not isinstance(table, dict) or not table:
-        raise UserError(f"prices file {p}: expected a [prices] table of DEVICE = USD per hour")
-    prices: dict[str, float] = {}
-    for device, amount in table.items():
-        key = normalise_device(device)
-        if key in prices:
-            raise UserError(f"prices file {p}: {key} is priced twice")
-        prices[key] = _price(amount, f"prices file {p}, {device}")
-    return prices
-
-
-def merge_prices(file_prices: Mapping[str, float] | None, flag_prices: Mapping[str, float] | None) -> dict[str, float]:
-    """The file's prices with the flags' on top (a flag wins for the same device)."""
-    return {**(file_prices or {}), **(flag_prices or {})}
 
 
 def price_for(prices: Mapping[str, float], device: str, devices: int = 1) -> float | None:
@@ -118,7 +70,13 @@ def priced(cases: list, prices: Mapping[str, float] | None) -> list:
     if prices:
         if not isinstance(prices, Mapping):
             raise UserError(f"prices must be a table of DEVICE = USD per hour, got {prices!r}")
-        prices = {normalise_device(str(k)): _price(v, f"price of {k}") for k, v in prices.items()}
+        given, prices = prices, {}
+        for device, usd in given.items():
+            key = normalise_device(str(device))
+            if key in prices:
+                twice = [str(d) for d in given if normalise_device(str(d)) == key]
+                raise UserError(f"prices: {key} is priced twice ({' and '.join(twice)})")
+            prices[key] = _price(usd, f"price of {device}")
     out = []
     for case in cases:
         price = price_for_case(prices, case.device, case.devices)

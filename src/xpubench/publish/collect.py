@@ -17,7 +17,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 
-CACHE_VERSION = 3   # 3: the rows carry compile_s
+CACHE_VERSION = 4   # 3: the rows carry compile_s; 4: and the command that runs the case again
 
 
 @dataclass
@@ -33,7 +33,7 @@ class RunRecord:
     xpubench: str
     git: str
     fingerprint: dict       # the first result's, as recorded
-    cases: list[dict]       # publish/rows.py rows + process medians, raw samples, options
+    cases: list[dict]       # publish/rows.py rows + process medians, raw samples, options, rerun command
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -58,6 +58,7 @@ def _machine(fingerprint: dict, chips: list[str]) -> tuple[str, str, str]:
 def read_run(path: Path, name: str, digest: str) -> dict:
     """One results file as a RunRecord's dict; {"error": reason} when it is not a results file."""
     from xpubench import analysis
+    from xpubench.plan.rerun import recorded_rerun
     from xpubench.publish.rows import rows
     from xpubench.report.base.frame import Entry, timing_name
     from xpubench.results import store
@@ -78,7 +79,7 @@ def read_run(path: Path, name: str, digest: str) -> dict:
         per_process = [[float(v) for v in run.samples.get(timing or "", []) or [] if isinstance(v, (int, float))]
                        for run in result.ok_runs]
         row.update(options=json.dumps(result.case.get("options") or {}, sort_keys=True, default=str),
-                   process_samples=per_process)
+                   process_samples=per_process, rerun=recorded_rerun(result.case, local_paths=False))
         cases.append(row)
     fingerprint = results[0].fingerprint or {}
     chips = sorted({str(c["device_name"]) for c in cases if c.get("device_name")})

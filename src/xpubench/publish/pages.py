@@ -149,16 +149,6 @@ def index_page(tables: dict, skipped: list[tuple[str, str]]) -> str:
     return page("xpubench results", "".join(parts))
 
 
-def _rerun_command(case: dict) -> str:
-    """The flags of the case (shell-quoted: a name from a file never becomes a command when pasted)."""
-    flags = [("-w", "workload"), ("-b", "backend"), ("-d", "device"), ("-p", "precision"), ("--size", "size"),
-             ("--batch-size", "batch_size")]
-    words = ["xpubench", "run", *(w for flag, k in flags if case.get(k) is not None for w in (flag, str(case[k])))]
-    mode = {"train": "train", "infer": "infer", "generate": "infer"}.get(str(case.get("mode")))   # `run --mode`
-    words += ["--mode", mode] if mode else []
-    return shlex.join([*words, "--processes", str(max(3, int(case.get("processes") or 0)))])
-
-
 def run_page(run: RunRecord, report_href: str | None) -> str:
     head = ["#", "case", "status", "figure", "time", "95% CI", "compile", "processes", "samples", "message"]
     rows = []
@@ -178,8 +168,8 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
              + "</table>", report,
              ("<h2>Command</h2><p class=\"note\">A results file does not record its command line. The report of the "
              f"file: <code>xpubench report {esc(shlex.quote(run.file))}</code>. "
-             "Each case again (its workload options below):</p>"),
-             "<pre>" + esc("\n".join(dict.fromkeys(_rerun_command(c) for c in run.cases))) + "</pre>",
+             "Each case again (real data is read from the default data folder):</p>"),
+             "<pre>" + esc("\n".join(dict.fromkeys(c["rerun"] for c in run.cases))) + "</pre>",
              "<h2>Cases</h2>" + csv_links("run-cases", f"{run.id}.csv", every_row=False)
              + html_table("run-cases", head, rows),
              "<h2>Raw samples</h2>"]

@@ -214,7 +214,7 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
             continue
         rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
         env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
-        with plain_text():   # a target's curves (target_chart.py); their texts plain
+        with plain_text():   # a target's curves (report/charts/target.py); their texts plain
             curves = target_curves(matched)
         comparisons.append(Comparison(base, other, rows, env, case_differences(groups[base], groups[other], matched),
                                       min_change, *curves))

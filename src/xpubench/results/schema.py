@@ -32,7 +32,7 @@ USER_ERRORS = ("UserError", "DataUnavailable")
 class Run:
     """What one worker process measured for one case (or why it could not): one line of a results file."""
 
-    case: dict[str, Any]                                      # the Case that ran (plan.Case.as_dict())
+    case: dict[str, Any]                                      # the Case that ran (case.Case.as_dict())
     status: str                                               # one of STATUSES
     message: str = ""                                         # error text, skip reason, warnings
     metrics: dict[str, Any] = field(default_factory=dict)     # flat scalars: medians, rates, MFU...

@@ -27,6 +27,7 @@ from pathlib import Path
 from xpubench.errors import UserError
 
 VOCAB_VERSION = 1
+AS_IN_THE_FILE = "as in the file"   # the format of a GGUF file served as it is
 WORD_START = "\u2581"    # SentencePiece's word-start mark (a space before the piece)
 # --format: llama.cpp's own names and xpubench's precision names -> the key of gguf_file.GGUF_TYPES
 FORMATS = {"f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16", "q8_0": "int8",
@@ -39,7 +40,7 @@ class Served:
 
     path: Path
     label: str          # the model's name in results (the shape and format, or the file's name)
-    weight_format: str  # llama.cpp's type name (q8_0) or "as in the file"
+    weight_format: str  # llama.cpp's type name (q8_0) or AS_IN_THE_FILE
     origin: str         # "random weights of smollm-135m's shape (seed 0), synthetic vocabulary", ...
 
 
@@ -128,7 +129,18 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
-    return Served(out, f"{cfg.name}-{gguf_type.lower()}", gguf_type.lower(), origin)
+    return Served(out, *served_as(cfg.name, fmt), origin)
+
+
+def served_as(name: str, fmt: str) -> tuple[str, str]:
+    """(the label results carry, the weights' format) of the named shape ``name`` written in ``fmt`` (a
+    FORMATS key): ("smollm-135m-q8_0", "q8_0") for smollm-135m in int8."""
+    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES
+
+    if fmt.lower() not in FORMATS:
+        raise UserError(f"--format {fmt}: choose from {', '.join(FORMATS)}")
+    kind = GGUF_TYPES[FORMATS[fmt.lower()]][0].lower()
+    return f"{name}-{kind}", kind
 
 
 def given_file(path: Path) -> Served:
@@ -142,7 +154,7 @@ def given_file(path: Path) -> Served:
     if model in (None, "no_vocab", "none"):
         raise UserError(f"--weights {path}: the GGUF has no vocabulary (tokenizer {model}): a server cannot "
                         "tokenise text with it")
-    return Served(path, path.stem, "as in the file", f"the GGUF {path}")
+    return Served(path, path.stem, AS_IN_THE_FILE, f"the GGUF {path}")
 
 
 def resolve(weights: str | None, model: str | None, fmt: str, seed: int, threads: int) -> Served:

@@ -29,6 +29,7 @@ from xpubench.serve.client import payload
 from xpubench.serve.figures import Slo, capacity, capacity_line
 from xpubench.serve.prompts import Prompts
 from xpubench.serve.record import Target, prints_of, readable, start_snapshot, to_run
+from xpubench.serve.rerun import OPEN_CAP
 from xpubench.serve.sweep import Load, measure
 
 SETUP_S = 30.0   # a set-up call (the server's description, /tokenize), or --request-timeout if shorter
@@ -94,7 +95,7 @@ def loads(s: Settings) -> list[Load]:
     common = {"duration_s": s.duration_s, "request_timeout_s": s.request_timeout_s,
               "point_timeout_s": s.point_timeout_s, "seed": s.seed}
     out = [Load(c, None, count(c), c if s.warmup is None else s.warmup, **common) for c in sorted(set(s.concurrency))]
-    cap = max(s.concurrency) if s.concurrency else 64
+    cap = max(s.concurrency) if s.concurrency else OPEN_CAP
     out += [Load(cap, r, s.requests or max(8, round(8 * r)), 1 if s.warmup is None else s.warmup, **common)
             for r in sorted(set(s.rates))]
     return out

@@ -3,8 +3,8 @@ that the backends' own trainers and inference sessions run it (``get_workload(ca
 ``Workload`` record with the model as its only model, under its framework's family).
 
 The case carries ``options["model"]`` (the reference, see reference.py) and, when given as options,
-``options["model_input"]`` (ModelInput.as_options: input_shape, input_dtype, task, vocab_size,
-learning_rate); values given as options win over the keys of a dict the function returns. Token-id
+``options["model_input"]`` (plan/usermodel.model_input_options: input_shape, input_dtype, task,
+vocab_size); values given as options win over the keys of a dict the function returns. Token-id
 inputs without a vocabulary from either take the model's own (outputs.model_vocabulary).
 
 Framework detection looks only at frameworks the user's file has imported already (``sys.modules``),

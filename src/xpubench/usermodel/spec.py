@@ -20,7 +20,6 @@ evaluation samples unless the case says otherwise.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -40,10 +39,6 @@ class ModelInput:
     task: str                        # as written: "classes:10"
     vocab_size: int | None = None    # integer inputs only
     learning_rate: float = 1e-3
-
-    def as_options(self) -> dict:
-        """The case options that carry it to the worker (JSON-friendly)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
 def parse_shape(text) -> tuple[int, ...]:

@@ -41,7 +41,6 @@ from xpubench.backends.jax_.train import (
     make_train_step,
     take_batch,
 )
-from xpubench.harness.inference import predict_all
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -141,12 +140,6 @@ class ShardedPredictor(JaxPredictor):
 
     def host(self, handle) -> np.ndarray:
         return to_host(handle).astype(np.float32)
-
-
-def predict_sharded(fn, params, extra, x: np.ndarray, mesh: Mesh, per_device_batch: int) -> np.ndarray:
-    """``fn(params, extra, x_batch)`` over all of ``x`` on the mesh: exactly len(x) outputs, in order
-    (the sample count is padded up to whole global batches and the pad rows dropped)."""
-    return predict_all(ShardedPredictor(fn, params, extra, x, per_device_batch, mesh))
 
 
 class ShardedSession(JaxSession):

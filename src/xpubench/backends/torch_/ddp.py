@@ -197,7 +197,7 @@ def check_devices(case, cluster: Cluster) -> None:
 
 def run(case, train):
     """A data-parallel training case (``case.devices`` > 1): ``train(case, rank, world)`` (the harness's
-    harness.dispatch.train_one, module level so a spawned rank finds it) on every rank; rank 0's outcome
+    launch.dispatch.train_one, module level so a spawned rank finds it) on every rank; rank 0's outcome
     (or this host's first rank's) with the data-parallel layout added."""
     cluster = from_env()
     check_devices(case, cluster)

@@ -2,7 +2,7 @@
 compilation is timed apart, as compile_s, on a warm-up step that is then undone: ``compile``).
 
 compile="auto" compiles on CUDA/ROCm only: on CPU, torch.compile was measured slower than eager for
-these models (shared/notes/cpu-facts.md) and costs 18-33 s of compilation. Where it cannot work (no
+these models (docs/measured-facts.md) and costs 18-33 s of compilation. Where it cannot work (no
 Triton, no C compiler) or its warm-up fails, "auto" trains eager and says why (``compiled: false`` and
 a warning); compile="on" fails the case instead.
 

@@ -71,7 +71,7 @@ class RunProgress:
         self.task = self.progress.add_task("starting", total=left)
 
     def budget(self, budget) -> None:
-        """The run's harness.budget.Budget: its time left is shown beside the bar."""
+        """The run's launch.budget.Budget: its time left is shown beside the bar."""
         self.left_column.budget = budget
 
     def cut(self, case, process: int) -> None:
