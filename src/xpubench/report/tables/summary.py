@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, benchmarks, num, row_mode
+from xpubench.report.base.frame import ResultSet, benchmarks, many_sources, num, row_mode
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
@@ -58,9 +58,28 @@ def _model(row) -> str:
     return name
 
 
-def _column(row) -> str:
+def _device(row) -> str:
     devices = int(row.get("devices") or 1)
-    return f"{row['backend']} {row['device']}" + (f" x{devices}" if devices > 1 else "")
+    return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
+
+
+def _column(row, sources: bool = False) -> str:
+    """A row's column: its backend and device; with several results files (a fleet's machines), each file's own."""
+    column = f"{row['backend']} {_device(row)}"
+    return f"{row['source']}: {column}" if sources else column
+
+
+def _headers(rows: pd.DataFrame) -> tuple[list[str], dict[str, str], str]:
+    """The columns, the header of each (the device left out where every column has the same one, which the
+    title then names: its third value)."""
+    sources = many_sources(rows)
+    devices = {_device(r) for _, r in rows.iterrows()}
+    one = len(devices) == 1
+    header: dict[str, str] = {}
+    for _, r in rows.iterrows():
+        header.setdefault(_column(r, sources), (f"{r['source']}: " if sources else "")
+                          + (str(r["backend"]) if one else f"{r['backend']} {_device(r)}"))
+    return list(header), header, f" on {next(iter(devices))}" if one and header else ""
 
 
 def _unit(row) -> str:
@@ -103,7 +122,7 @@ def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
     return f"±{(stats.ci95_high - stats.ci95_low) / 2 / stats.median:.0%}" if stats.median > 0 else ""
 
 
-def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> set:
+def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sources: bool) -> set:
     """A language model's pp and tg rows, labelled like llama-bench (the model and its layers, pp64, tg16),
     into ``lines``; a case of it that did not finish shows its status in both. Returns the rows placed."""
     placed, families = set(), {}
@@ -119,7 +138,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
             line = lines.setdefault(("llm", model, kind, test, precision), Line(
                 (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), kind, precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
-            line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
+            line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch), []).append(line)
         placed.add(index)
@@ -127,7 +146,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
         family = families.get((row["workload"], str(row["precision"]), int(num(row, "batch_size") or 1)))
         if row["mode"] == "generate" and row.get("status") != "ok" and family:
             for line in family:
-                line.cells.setdefault(_column(row), Cell(row, None))
+                line.cells.setdefault(_column(row, sources), Cell(row, None))
             placed.add(index)
     return placed
 
@@ -135,12 +154,13 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
 def _lines(frame: pd.DataFrame) -> list[Line]:
     lines: dict[tuple, Line] = {}
     order = {name: i for i, name in enumerate(dict.fromkeys(frame["workload"]))}
-    placed = _llm_lines(frame, order, lines)
+    sources = many_sources(frame)
+    placed = _llm_lines(frame, order, lines, sources)
     for index, row in frame.iterrows():
         if index in placed:
             continue
         ok = row.get("status") == "ok"
-        column, mode = _column(row), str(row["mode"])
+        column, mode = _column(row, sources), str(row["mode"])
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
@@ -210,9 +230,7 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
-    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    columns, header, where = _headers(rows) if lines else ([], {}, "")
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
@@ -237,8 +255,8 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
     cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
                    text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
-    where = f" on {columns[0].split(' ', 1)[1]}" if one_device and columns else ""
-    title = f"Summary{where}: median ± half its 95% interval, per backend"
+    title = (f"Summary{where}: median ± half its 95% interval, per "
+             f"{'results file (machine) and ' if many_sources(rows) else ''}backend")
     note = legend(marks, unsure_any, "of bw bound" in kept)
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
@@ -252,9 +270,7 @@ def paid_tables(frame: pd.DataFrame) -> list[Table]:
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = [li for li in (_lines(rows) if not rows.empty else [])
              if any(c.value is not None for c in li.cells.values())]
-    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows())) if lines else []
-    one_device = len({c.split(" ", 1)[1] for c in columns}) == 1
-    header = {c: c.split(" ", 1)[0] if one_device else c for c in columns}
+    header = _headers(rows)[1] if lines else {}
     shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
               [Priced(header[c], cell.row, cell.value, cell.metric == "prefill_tokens_per_s")
                for c, cell in line.cells.items() if cell.value is not None]) for line in lines]
