@@ -246,7 +246,8 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
 
 def results_files(paths: list[str]) -> list[str]:
     """``paths`` with each folder replaced by the results files in it (``*.jsonl``, subfolders too, by name, as
-    `xpubench site` reads a folder: publish/collect.py); a folder without one is one line."""
+    `xpubench site` reads a folder: publish/collect.py; an empty one, a run interrupted before its first
+    result, left out); a folder without one is one line."""
     from xpubench.publish.collect import find_files
 
     out = []
@@ -254,7 +255,7 @@ def results_files(paths: list[str]) -> list[str]:
         if not os.path.isdir(path):
             out.append(path)
             continue
-        found = find_files(Path(path))
+        found = [p for p in find_files(Path(path)) if p.stat().st_size]
         if not found:
             raise UserError(f"{_one_line(path)} holds no results files (*.jsonl)")
         out += [str(p) for p in found]

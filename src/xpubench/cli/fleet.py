@@ -60,11 +60,11 @@ def cmd_fleet(args, console) -> int:
         out = Path(args.resume)
         folder, machines, notes = drive.resumed(out, run_module=RUN_MODULE, submit=args.submit)
     for note in notes:
-        console.print(note, markup=False, highlight=False)
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     if args.dry_run:
         return drive.dry_run(folder, machines, console)
     if not machines:
-        console.print("nothing left to run", markup=False, highlight=False)
+        console.print("nothing left to run", markup=False, highlight=False, soft_wrap=True)
         return _finish(out, drive.Outcome({}, drive.EXIT_OK), console, folder)
     outcome = drive.drive(folder, machines, console, live=console.is_terminal and not args.no_progress,
                           first=mode == "new")
@@ -80,16 +80,16 @@ def _finish(out: Path, outcome, console, folder=None) -> int:
     from xpubench.report.render.terminal import print_run_output
 
     for name, (state, line) in outcome.states.items():
-        console.print(f"{name}: {state}" + (f": {line}" if line else ""), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(f"{name}: {state}" + (f" ({line})" if state == "done" else f": {line}" if line else ""),
+                      markup=False, highlight=False, soft_wrap=True)
     folder = folder or Folder(out, read(out / "fleet.toml"), RUN_MODULE)
     files = results_files(folder)
     if files:
         loaded = analysis.load(files)
         for f in loaded:
             for warning in f.warnings:
-                console.print(f"warning: {shown(warning)}", markup=False, highlight=False)
+                console.print(f"warning: {shown(warning)}", markup=False, highlight=False, soft_wrap=True)
         print_run_output(loaded, console, out)
     else:
-        console.print(f"no results in {shown(out)} yet", markup=False, highlight=False)
+        console.print(f"no results in {shown(out)} yet", markup=False, highlight=False, soft_wrap=True)
     return outcome.code

@@ -84,12 +84,13 @@ def _by_engine(machines) -> dict[str, list]:
 
 def dry_run(folder: Folder, machines: list, console) -> int:
     for m in machines:
-        console.print(f"{m.name} ({m.engine}{', resumed' if m.name in folder.resume else ''}):", markup=False,
-                      highlight=False)
-        for line in engines.get(m.engine).describe(m, folder):
-            console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        if m.name in folder.resume:
+            console.print(f"{m.name}: resumed (its cases left)", markup=False, highlight=False, soft_wrap=True)
+    for name, group in _by_engine(machines).items():
+        for line in engines.get(name).describe(group, folder):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"nothing submitted (--dry-run); the results would go to {shown(folder.path)}/<name>.jsonl",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 
@@ -129,10 +130,10 @@ def _interrupts():
             signal.signal(s, handler)
 
 
-def _rows(folder: Folder, machines, started, counter: Counter) -> list:
+def _rows(folder: Folder, machines, started, counter: Counter, cancelled: bool = False) -> list:
     jobs = {j.name: j for _, js in started for j in js}
-    return [(m.name, m.engine, state(jobs[m.name], counter(folder.results(m.name))), counter(folder.results(m.name)),
-             jobs[m.name].job_id) for m in machines]
+    return [(m.name, m.engine, state(jobs[m.name], counter(folder.results(m.name)), cancelled),
+             counter(folder.results(m.name)), jobs[m.name].job_id) for m in machines]
 
 
 def _follow(folder: Folder, machines, started, console, live: bool, stop: threading.Event) -> bool:
@@ -147,10 +148,10 @@ def _follow(folder: Folder, machines, started, console, live: bool, stop: thread
                 return False
             if stop.wait(POLL_S):
                 console.print("xpubench fleet: interrupted: cancelling the jobs it started (what arrived is kept)",
-                              markup=False, highlight=False)
+                              markup=False, highlight=False, soft_wrap=True)
                 for engine, jobs in started:
                     engine.cancel(jobs)
-                display.show(_rows(folder, machines, started, counter))
+                display.show(_rows(folder, machines, started, counter, cancelled=True))
                 return True
 
 

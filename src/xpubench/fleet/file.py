@@ -60,7 +60,7 @@ class FleetFile:
 
 def check_name(name: Any, where: str) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
-        raise UserError(f"{where}name {shown(name)!r} is not a file name: use letters, digits, '.', '_' and '-' "
+        raise UserError(f"{where}name '{shown(name)}' is not a file name: use letters, digits, '.', '_' and '-' "
                         "(at most 63, starting with a letter or digit; no '/', '..', space or control character)")
     return name
 

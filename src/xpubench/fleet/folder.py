@@ -17,6 +17,7 @@ DIR/<name>.jsonl`` where its plan is there and cases are left), with the machine
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +30,14 @@ from xpubench.version import __version__
 
 @dataclass
 class Folder:
-    path: Path
+    path: Path                                    # absolute: the jobs may start elsewhere (--chdir, workdir)
     fleet: FleetFile
     run_module: str                               # "xpubench.cli": `python -m` it runs `xpubench run`
     resume: set[str] = field(default_factory=set)   # machines whose run is resumed (their plan is in DIR)
     submit: bool = False                           # kubernetes, skypilot: call kubectl / sky on their files
+
+    def __post_init__(self) -> None:
+        self.path = Path(os.path.abspath(self.path))
 
     @property
     def config(self) -> Path:

@@ -80,7 +80,9 @@ def why(job: Job, count: Count) -> str:
     if count.planned is not None and not count.complete:
         said += f"{'; ' if said else ''}{count.planned - (count.done or 0)} of {count.planned} cases not finished"
     log = tail(job.log)
-    return shown(said + (f"; log {job.log}: {log}" if log else ""))
+    if log and log not in said:
+        said += f"; log {job.log}: {log}"
+    return shown(said)
 
 
 class Display:
@@ -117,4 +119,4 @@ class Display:
             if self._said.get(name) != now:
                 self._said[name] = now
                 self.console.print(f"{name} ({engine}{', ' + job_id if job_id else ''}): {st}, cases {count}",
-                                   markup=False, highlight=False)
+                                   markup=False, highlight=False, soft_wrap=True)

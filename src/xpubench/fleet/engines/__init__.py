@@ -14,7 +14,7 @@ where its key holds one value; ``machine_keys``: the entry's other keys) and doe
 | ``poll(jobs)`` | each job's phase now: queued, running, or ended (with what ended it) |
 | ``cancel(jobs)`` | stop the jobs this command started (Ctrl-C), and only those |
 
-``describe(machine, fleet)`` gives ``--dry-run``'s lines: the command or script it would submit.
+``describe(machines, fleet)`` gives ``--dry-run``'s lines: the command or script it would submit.
 """
 
 from __future__ import annotations
@@ -60,7 +60,13 @@ class Engine:
     def check(self, machines: list, fleet) -> None:
         """UserError when a machine cannot be submitted (before anything is written)."""
 
-    def describe(self, machine, fleet) -> list[str]:
+    def describe(self, machines: list, fleet) -> list[str]:
+        """``--dry-run``'s lines: each machine and what it would be sent."""
+        return [line for m in machines for line in (f"{m.name} ({self.name}):",
+                                                      *("  " + text for text in self.command(m, fleet)))]
+
+    def command(self, machine, fleet) -> list[str]:
+        """The command (or file) ``machine``'s run is handed to its engine as."""
         raise NotImplementedError
 
     def start(self, machines: list, fleet) -> list[Job]:

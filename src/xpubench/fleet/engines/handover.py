@@ -49,7 +49,7 @@ class Handover(Engine):
             raise UserError(f"machine {machines[0].name!r}: --submit calls {self.tool}, which is not on PATH (without "
                             f"--submit the fleet writes the {self.name} files for you to submit)")
 
-    def describe(self, machine, fleet) -> list[str]:
+    def command(self, machine, fleet) -> list[str]:
         return [f"{self.file(machine, fleet)}:", *self.text(machine, fleet).splitlines()]
 
     def start(self, machines: list, fleet) -> list[Job]:

@@ -24,7 +24,7 @@ class Local(Engine):
             raise UserError(f"{where}local must be true")
         return {}
 
-    def describe(self, machine, fleet) -> list[str]:
+    def command(self, machine, fleet) -> list[str]:
         where = f"cd {shlex.quote(machine.options['workdir'])} && " if machine.options.get("workdir") else ""
         return [where + shlex.join([fleet.python(machine), *fleet.run_args(machine)])]
 

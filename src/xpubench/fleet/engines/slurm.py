@@ -59,7 +59,7 @@ class Slurm(Engine):
         for m in machines:
             part = m.settings.get("partition")
             if part is not None and part not in known:
-                raise UserError(f"machine {m.name!r}: partition {shown(part)!r} is not one of this cluster's "
+                raise UserError(f"machine {m.name!r}: partition '{shown(part)}' is not one of this cluster's "
                                 f"({', '.join(sorted(known)) or 'none'}; `sinfo`)")
 
     def sbatch(self, machine, fleet, array: int = 1) -> list[str]:
@@ -91,16 +91,26 @@ class Slurm(Engine):
         lines.append(f"eval exec {srun}\"$RUN\"")
         return "\n".join(lines) + "\n"
 
-    def describe(self, machine, fleet) -> list[str]:
-        return [shlex.join([*self.sbatch(machine, fleet), "SCRIPT"]), *self.script([machine], fleet).splitlines()]
+    def groups(self, machines: list) -> list[list]:
+        """The machines whose sbatch settings are the same, together: one job array (a task each)."""
+        groups: dict[str, list] = {}
+        for m in machines:
+            groups.setdefault(json.dumps([m.settings, m.options], sort_keys=True), []).append(m)
+        return list(groups.values())
+
+    def describe(self, machines: list, fleet) -> list[str]:
+        lines = []
+        for group in self.groups(machines):
+            array = f", one job array of {len(group)}" if len(group) > 1 else ""
+            lines += [f"{', '.join(m.name for m in group)} (slurm{array}):",
+                      "  " + shlex.join([*self.sbatch(group[0], fleet, len(group)), "SCRIPT"]), "  SCRIPT:",
+                      *("    " + line for line in self.script(group, fleet).splitlines())]
+        return lines
 
     def start(self, machines: list, fleet) -> list[Job]:
         fleet.logs.mkdir(exist_ok=True)
-        groups: dict[str, list] = {}   # machines whose sbatch settings are the same: one array
-        for m in machines:
-            groups.setdefault(json.dumps([m.settings, m.options], sort_keys=True), []).append(m)
         jobs: list[Job] = []
-        for group in groups.values():
+        for group in self.groups(machines):
             path = fleet.logs / f"{group[0].name}.sbatch"
             path.write_text(self.script(group, fleet))
             proc = slurm(*self.sbatch(group[0], fleet, len(group)), str(path))

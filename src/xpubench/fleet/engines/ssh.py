@@ -45,7 +45,7 @@ class Ssh(Engine):
         remote = shlex.join([machine.options.get("python", "python3"), "-m", "xpubench.fleet.remote"])
         return ["ssh", *OPTIONS, *machine.options.get("ssh_args", []), "--", machine.settings["host"], remote]
 
-    def describe(self, machine, fleet) -> list[str]:
+    def command(self, machine, fleet) -> list[str]:
         return [shlex.join(self.argv(machine)) + "   # stdin: the plan; stdout: the results"]
 
     def start(self, machines: list, fleet) -> list[Job]:
@@ -77,6 +77,8 @@ class Ssh(Engine):
                     pass   # ssh already ended: its log says why
                 lines = (raw.decode("utf-8", "surrogateescape") for raw in proc.stdout)
                 job.handle["received"] = receive(messages(lines), out)
+            if not resume and not out.stat().st_size:
+                out.unlink()   # nothing came: no empty file for `report DIR` to refuse
         except UserError as exc:
             job.handle["refused"] = str(exc)
             proc.kill()
