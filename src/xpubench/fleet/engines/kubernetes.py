@@ -23,6 +23,14 @@ def object_name(machine) -> str:
     return f"xpubench-{re.sub(r'[^a-z0-9-]', '-', machine.name.lower())}"[:MAX_NAME].rstrip("-")
 
 
+def quantities(value):
+    """``resources`` with each number a quantity string ("nvidia.com/gpu" = 1 -> "1"), as the API's models type
+    them (the kubernetes client refuses the number)."""
+    if isinstance(value, dict):
+        return {k: quantities(v) for k, v in value.items()}
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
 class Kubernetes(Handover):
     name = "kubernetes"
     tool = "kubectl"
@@ -48,7 +56,7 @@ class Kubernetes(Handover):
         container = {"name": "xpubench", "image": s["image"], "command": self.remote_command(machine),
                      "volumeMounts": [{"name": "request", "mountPath": folder, "readOnly": True}]}
         if s.get("resources"):
-            container["resources"] = s["resources"]
+            container["resources"] = quantities(s["resources"])
         job_labels = {**labels, **({KUEUE_LABEL: s["queue"]} if s.get("queue") else {})}
         config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
                   "data": {REQUEST.rsplit("/", 1)[1]: self.request(machine, fleet)}}
