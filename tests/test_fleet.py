@@ -262,3 +262,38 @@ def test_slurm_final_states_become_the_machines_result():
     assert said["timeout"] == (None, "Slurm: TIMEOUT") and said["preempted"] == (None, "Slurm: PREEMPTED")
     assert said["setup broke"] == (None, "Slurm: FAILED (exit code 7)")
     assert said["gone"][1].startswith("Slurm: left the queue, its final state no longer known")
+
+
+@pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm's sbatch is not installed")
+def test_ntasks_runs_the_run_under_srun_on_every_task(tmp_path, capsys):
+    """``ntasks``/``nodes``: the job asks Slurm for them and starts the run with ``srun --ntasks`` (each task
+    finds its rank in Slurm's variables: launch/, docs/distributed.md); machines whose settings are the same
+    share one job array."""
+    (tmp_path / "fleet.toml").write_text(RUN + "".join(
+        f'[[machine]]\nname = "{name}"\nslurm = {{ time = "00:20:00", gres = "gpu:1" }}\nnodes = 2\nntasks = 2\n'
+        for name in ("a", "b")))
+    code, said, _ = fleet_cli(capsys, tmp_path / "fleet.toml", "-o", tmp_path / "out", "--dry-run")
+    assert code == 0
+    assert "a, b (slurm, one job array of 2):" in said
+    assert (f"sbatch --parsable --job-name=xpubench-a --time=00:20:00 --gres=gpu:1 --nodes=2 --ntasks=2 --array=0-1 "
+            f"--output={tmp_path}/out/logs/slurm-%A_%a.log SCRIPT") in said
+    assert 'eval exec srun --ntasks=2 "$RUN"' in said
+    assert f"-o {tmp_path}/out/b.jsonl --num-processes 2'" in said
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_local_fleet_records_the_machine_and_its_summary(tmp_path, capsys, one_thread_workers):
+    """``local = true``: the run in a child process, its results in DIR/<name>.jsonl with the entry recorded,
+    then the summary and `report DIR`."""
+    (tmp_path / "fleet.toml").write_text(RUN + "processes = 2\n" + LOCAL)
+    out = tmp_path / "out"
+    code, said, _ = fleet_cli(capsys, tmp_path / "fleet.toml", "-o", out, "--no-progress")
+    assert code == 0, said
+    assert "here (local, pid " in said and "here: done (1/1 cases)" in said
+    assert "Answer:" in said and f"xpubench report {out} -o report.html" in said
+    lines = (out / "here.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0])["fingerprint"]["fleet_machine"] == {"name": "here", "engine": "local"}
+    assert (out / "fleet.toml").read_text() == RUN + "processes = 2\n" + LOCAL
+    assert cli.main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
