@@ -13,8 +13,8 @@ runs in a container). No accounting (``sacct`` says it is disabled): a finished 
   ``session_lock``), each user is counted, and the last to leave stops it and removes its folder.
   ``stop_left(session_dir())`` (conftest's ``pytest_unconfigure``) stops whatever a crashed worker left.
 - ``missing()``: why there can be no cluster here (a package absent, not root), or None.
-- ``python tests/slurm_cluster.py DIR`` starts one in DIR and waits (Ctrl-C stops it): ``SLURM_CONF=DIR/slurm.conf``
-  then reaches it from another shell.
+- ``python tests/slurm_cluster.py DIR`` starts one in DIR and waits (Ctrl-C or SIGTERM stops it):
+  ``SLURM_CONF=DIR/slurm.conf`` then reaches it from another shell (scripts/fleet_slurm_demo.sh uses it).
 """
 
 from __future__ import annotations
@@ -259,7 +259,8 @@ if __name__ == "__main__":
     if missing():
         sys.exit(missing())
     started = start(where)
-    print(f"export SLURM_CONF={started.conf}   # Ctrl-C stops the cluster", flush=True)
+    print(f"export SLURM_CONF={started.conf}   # Ctrl-C (or SIGTERM) stops the cluster", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # a script's background job ignores SIGINT
     try:
         signal.pause()
     except KeyboardInterrupt:

@@ -49,6 +49,11 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def _queued(slurm, names: str) -> list[str]:
+    """This test's jobs still in the queue (by name: another test process may share the cluster)."""
+    return slurm.run("squeue", "-h", "-n", names, "-o", "%i").stdout.split()
+
+
 def _wait(until, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not until():
@@ -62,7 +67,7 @@ def test_an_unknown_partition_is_one_line_and_nothing_is_submitted(slurm, tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "machine 'gpu': partition 'gpu' is not one of this cluster's (batch, debug; `sinfo`)" in err
-    assert not (tmp_path / "out").exists() and slurm.queue() == []
+    assert not (tmp_path / "out").exists() and _queued(slurm, "xpubench-gpu") == []
 
 
 @pytest.mark.slow
@@ -82,7 +87,7 @@ def test_a_fleet_on_slurm_interrupted_then_resumed(slurm, tmp_path, capsys, one_
             fleet.kill()
     assert fleet.returncode == 130, said
     assert "interrupted: cancelling the jobs it started (what arrived is kept)" in said
-    assert "running" in said and slurm.queue() == []   # followed through squeue; cancelled with scancel
+    assert "running" in said and _queued(slurm, "xpubench-node-a") == []   # followed by squeue, cancelled by scancel
     arrived = {f: _lines(f) for f in files}
     assert any(arrived.values())
     assert "cancelled" in said
@@ -93,7 +98,7 @@ def test_a_fleet_on_slurm_interrupted_then_resumed(slurm, tmp_path, capsys, one_
     said = capsys.readouterr().out
     assert "node-a: done (2/2 cases)" in said and "node-b: done (2/2 cases)" in said
     assert "node-a: torch" in said and "node-b: torch" in said   # the summary: a column per machine
-    assert slurm.queue() == []
+    assert _queued(slurm, "xpubench-node-a") == []
     for f in files:
         lines = _lines(f)
         assert lines[:len(arrived[f])] == arrived[f]            # what arrived before the interrupt is kept
@@ -136,5 +141,5 @@ slurm = { setup = "sleep 120", partition = "batch" }
     assert "broken: failed: Slurm: FAILED (exit code 7)" in said
     assert "module cuda/99 not found" in said   # the tail of its log
     assert "cut: failed: Slurm: CANCELLED" in said
-    assert slurm.queue() == []
+    assert _queued(slurm, "xpubench-broken,xpubench-cut") == []
     assert not list(out.glob("*.jsonl"))
