@@ -50,12 +50,11 @@ def cmd_fleet(args, console) -> int:
     mode = _mode(args)
     if mode == "collect":
         out = Path(args.collect)
-        outcome = drive.collect(out, run_module=RUN_MODULE, console=console)
-        return _finish(out, outcome, console)
+        return _finish(out, drive.collect(out, run_module=RUN_MODULE), console)
     if mode == "new":
         out = Path(args.output)
-        folder, machines, notes = drive.new(args.file, out, run_module=RUN_MODULE, submit=args.submit), None, []
-        machines = list(folder.fleet.machines)
+        folder = drive.new(args.file, out, run_module=RUN_MODULE, submit=args.submit)
+        machines, notes = list(folder.fleet.machines), []
     else:
         out = Path(args.resume)
         folder, machines, notes = drive.resumed(out, run_module=RUN_MODULE, submit=args.submit)

@@ -184,7 +184,7 @@ def results_files(folder: Folder) -> list[Path]:
     return [p for p in (folder.results(m.name) for m in folder.fleet.machines) if p.exists() and p.stat().st_size]
 
 
-def collect(out: Path, *, run_module: str, console) -> Outcome:
+def collect(out: Path, *, run_module: str) -> Outcome:
     """The kubernetes and skypilot machines' logs (fetched with kubectl / sky where on PATH, else as put in
     DIR/logs/<name>.log) read into DIR/<name>.jsonl and its plan."""
     from xpubench.fleet.stream import messages, receive

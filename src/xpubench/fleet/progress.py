@@ -37,7 +37,7 @@ class Counter:
 
     def __call__(self, results: Path) -> Count:
         plan = plan_of(results)
-        stamp = tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None for p in (results, plan))
+        stamp = (_stamp(results), _stamp(plan))
         if results in self._seen and self._seen[results][0] == stamp:
             return self._seen[results][1]
         count = count_cases(results)
@@ -45,7 +45,16 @@ class Counter:
         return count
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def count_cases(results: Path) -> Count:
+    """Cases done (none of their processes left to run) and planned, from the plan sidecar and the file."""
     from xpubench.launch.orchestration import pending_processes
     from xpubench.launch.runfile import read_plan
     from xpubench.results import store
