@@ -2,8 +2,9 @@
 # Installs xpubench with PyTorch and JAX into the current Python (3.10+).
 #   bash scripts/setup.sh        -> what `xpubench run` needs
 #   bash scripts/setup.sh test   -> plus pytest (with pytest-xdist: the suite in 2 processes), Debian's chromium
-#                                   (the report screenshot test) and a llama.cpp build (scripts/build_llamacpp.sh:
-#                                   the llama.cpp runtime's tests)
+#                                   (the report screenshot test), slurm-wlm, munge and openssh-server (the fleet's
+#                                   tests) and a llama.cpp build (scripts/build_llamacpp.sh: the llama.cpp
+#                                   runtime's tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -16,12 +17,20 @@ if [ "${1:-}" = "test" ]; then
   # XPUBENCH_LLAMACPP_ADOPT=DIR copies a finished build of the same source instead. A failed build only skips them.
   bash scripts/build_llamacpp.sh ${XPUBENCH_LLAMACPP_ADOPT:+--adopt "$XPUBENCH_LLAMACPP_ADOPT"} \
     || echo "setup: llama.cpp not built: the llama.cpp tests will be skipped with the reason" >&2
-  if ! command -v chromium >/dev/null 2>&1; then
+  # Debian's packages the tests use: chromium (the report screenshot test), slurm-wlm and munge (the one-node
+  # Slurm of tests/slurm_cluster.py: the fleet's and srun's tests), openssh-server (tests/test_fleet_ssh.py)
+  wanted=""
+  command -v chromium >/dev/null 2>&1 || wanted="$wanted chromium"
+  { [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1; } \
+    || wanted="$wanted slurm-wlm"
+  [ -x /usr/sbin/munged ] || wanted="$wanted munge"
+  { [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null 2>&1; } || wanted="$wanted openssh-server openssh-client"
+  if [ -n "$wanted" ]; then
     if [ "$(id -u)" = 0 ]; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "setup: chromium not installed: the report screenshot test will be skipped" >&2
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $wanted >/dev/null) \
+        || echo "setup:$wanted not installed: the tests that need them will be skipped with the reason" >&2
     else
-      echo "setup: install Debian's chromium package for the report screenshot test" >&2
+      echo "setup: install Debian's$wanted for the tests that need them (they are skipped otherwise)" >&2
     fi
   fi
 else

@@ -27,6 +27,7 @@ MAX_TOP_MODULES = 8
 LAYERS: list[tuple[str, ...]] = [
     ("xpubench", "xpubench.__main__"),                     # the notebook facade and `python -m xpubench`
     ("xpubench.cli",),                                     # one module per command
+    ("xpubench.fleet",),                                   # one plan on many machines through their engines
     ("xpubench.api",),                                     # run / load / report / compare / bench
     ("xpubench.publish",),                                 # results shared: stdout formats, the static site
     ("xpubench.report", "xpubench.doctor"),                # what people read; the self-check

@@ -16,6 +16,7 @@ WEIGHTS_DIR = "XPUBENCH_WEIGHTS_DIR"        # user: the trained-weights cache ("
 LLAMACPP_DIR = "XPUBENCH_LLAMACPP_DIR"      # user: a folder with llama.cpp's llama-bench (backends/llamacpp_)
 HISTORY = "XPUBENCH_HISTORY"                # user: the timing history estimates learn from ("off": none)
 LAUNCH = "XPUBENCH_LAUNCH"                  # user: how workers start: forkserver or spawn (launch/forkserver.py)
+FLEET_MACHINE = "XPUBENCH_FLEET_MACHINE"    # fleet -> run: the [[machine]] entry (JSON), recorded in the fingerprint
 REFRESH = "XPUBENCH_REFRESH"                # user or --refresh ("1"): measure the reference figures again (the CPU
 #                                             clock, a run's brief bandwidth) instead of reading them from the cache
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.devices import envvars
+from xpubench.envnames import FLEET_MACHINE
 from xpubench.units import utc_now
 from xpubench.version import __version__
 
@@ -78,7 +79,20 @@ def fingerprint(environment: dict[str, Any]) -> dict[str, Any]:
         "cpu_busy_at_start": cpu_busy_fraction(),
         "env": envvars.recorded(os.environ),
         "kernels": environment.get("kernels", {}),   # what picked the CPU kernels (devices/kernels.py)
+        **fleet_machine(os.environ),
     }
+
+
+def fleet_machine(environ) -> dict[str, Any]:
+    """``{"fleet_machine": ENTRY}``: the ``[[machine]]`` entry `xpubench fleet` started this run for (its
+    FLEET_MACHINE variable, JSON), or {} (no fleet, or a value that is not such an entry)."""
+    text = environ.get(FLEET_MACHINE)
+    try:
+        entry = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    ok = isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("name", "engine"))
+    return {"fleet_machine": entry} if ok else {}
 
 
 def cpu_busy_fraction(interval_s: float = 0.3) -> float | None:

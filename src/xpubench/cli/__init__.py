@@ -9,8 +9,10 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from xpubench.cli import ceilings as ceilings_cli
+from xpubench.cli import fleet as fleet_cli
 from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
 from xpubench.envnames import REFRESH
@@ -88,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve_cli.add_parser(sub)      # xpubench serve (cli/serve.py, src/xpubench/serve/)
 
     rep = sub.add_parser("report", help="HTML or Markdown report from results files")
-    rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`")
+    rep.add_argument("files", nargs="+", help="results files (JSON Lines) of `xpubench run`, or folders of them "
+                     "(a fleet's DIR: every *.jsonl in it)")
     rep.add_argument("-o", "--output", help="the report's file (default: xpubench-report.html, or "
                      "xpubench-report.md with --format md)")
     rep.add_argument("--format", choices=["html", "md", "csv", "json", "jsonl"], default=None,
@@ -98,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(never a results file)")
 
     cmp_ = sub.add_parser("compare", help="compare matching cases of results files")
-    cmp_.add_argument("files", nargs="+", help="results files: the first is the baseline, each other is "
-                      "compared with it")
+    cmp_.add_argument("files", nargs="+", help="results files, or folders of them (a fleet's DIR: its *.jsonl "
+                      "by name): the first is the baseline, each other is compared with it")
     cmp_.add_argument("--format", choices=["table", "md", "html", "json", "csv"], default="table",
                       help="a terminal table (default), Markdown, HTML, JSON or CSV")
     cmp_.add_argument("-o", "--output", help="write to this file instead of the terminal (-: stdout, the "
@@ -111,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--force", action="store_true", help="replace -o even if xpubench did not write it "
                       "(never a results file)")
     site_cli.add_parser(sub)   # xpubench site (publish/site.py)
+    fleet_cli.add_parser(sub)  # xpubench fleet (src/xpubench/fleet/)
     return p
 
 
@@ -242,9 +246,28 @@ def _check_inputs(files: list[str], output: str | None, force: bool, what: str) 
         check_output(output, files, force=force, what=what)
 
 
+def results_files(paths: list[str]) -> list[str]:
+    """``paths`` with each folder replaced by the results files in it (``*.jsonl``, subfolders too, by name, as
+    `xpubench site` reads a folder: publish/collect.py; an empty one, a run interrupted before its first
+    result, left out); a folder without one is one line."""
+    from xpubench.publish.collect import find_files
+
+    out = []
+    for path in paths:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        found = [p for p in find_files(Path(path)) if p.stat().st_size]
+        if not found:
+            raise UserError(f"{_one_line(path)} holds no results files (*.jsonl)")
+        out += [str(p) for p in found]
+    return out
+
+
 def cmd_report(args, console) -> int:
     from xpubench.report.render.build import default_output
 
+    args.files = results_files(args.files)
     if args.output == "-" or args.format in ("csv", "json", "jsonl"):
         return _report_to_stdout(args)
 
@@ -270,6 +293,7 @@ def _report_to_stdout(args) -> int:
 
 
 def cmd_compare(args, console) -> int:
+    args.files = results_files(args.files)
     _check_inputs(args.files, None if args.output == "-" else args.output, args.force, "the comparison")
     from xpubench.report.compare_command import run_compare_command
 
@@ -279,7 +303,7 @@ def cmd_compare(args, console) -> int:
 
 COMMANDS = {"env": cmd_env, "list": cmd_list, "run": cmd_run, "doctor": cmd_doctor, "report": cmd_report,
             "compare": cmd_compare, "ceilings": ceilings_cli.cmd_ceilings, "serve": serve_cli.cmd_serve,
-            "site": site_cli.cmd_site}
+            "site": site_cli.cmd_site, "fleet": fleet_cli.cmd_fleet}
 
 if __name__ == "__main__":
     sys.exit(main())

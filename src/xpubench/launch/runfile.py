@@ -52,10 +52,11 @@ def plan_path(output: Path) -> Path:
 
 
 @contextlib.contextmanager
-def held(out: Path, *, create: bool):
+def held(out: Path, *, create: bool, what: str = "run"):
     """Hold the exclusive lock on the results file ``out`` (created when ``create``) for the ``with``
-    block; UserError at once if another run holds it, or if ``out`` is a link. A new run (``create``) also
-    refuses a file that is not empty once the lock is held (another run wrote it in between)."""
+    block; UserError at once if another run (or ``what``: another fleet) holds it, or if ``out`` is a link. A
+    new run (``create``) also refuses a file that is not empty once the lock is held (another run wrote it in
+    between)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no locking
@@ -73,7 +74,7 @@ def held(out: Path, *, create: bool):
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise UserError(f"another xpubench run is writing {out}: wait for it to finish, or choose another "
+            raise UserError(f"another xpubench {what} is writing {out}: wait for it to finish, or choose another "
                             "--output") from None
         if create and os.fstat(fh.fileno()).st_size:
             raise UserError(f"{out} already holds results: choose another --output or --resume {out}")

@@ -209,7 +209,10 @@ FINGERPRINT = record({
     "hostname": SCALAR, "platform": SCALAR, "python": SCALAR, "xpubench": SCALAR, "git": SCALAR, "time": SCALAR,
     "host": record({"hostname": SCALAR, "os": SCALAR, "python": SCALAR, "memory_bytes": whole(0), "cpu": CPU}),
     "backends": map_of(BACKEND), "packages": map_of(SCALAR), "env": map_of(SCALAR),
-    "cpu_busy_at_start": number(0, 1), "ceilings": CEILINGS})
+    "cpu_busy_at_start": number(0, 1), "ceilings": CEILINGS,
+    # the [[machine]] entry of `xpubench fleet` that ran it (fleet/file.py Machine.record)
+    "fleet_machine": record({"name": TEXT, "engine": TEXT, "settings": map_of(JSON), "nodes": whole(1),
+                             "ntasks": whole(1)}, required=("name", "engine"))})
 CASE = record({
     "workload": TEXT, "backend": TEXT, "device": TEXT, "mode": TEXT, "precision": TEXT, "key": TEXT, "run_id": TEXT,
     "batch_size": whole(1), "size": whole(1), "devices": whole(1), "epochs": whole(1), "steps": whole(1),

@@ -15,7 +15,7 @@ import shlex
 
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, backend_label, ok_rows, setting
+from xpubench.report.base.frame import ResultSet, backend_label, many_sources, ok_rows, setting
 from xpubench.report.tables import llm
 from xpubench.report.tables.headline import better, figure_text, headline_rate, rate_groups
 from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
@@ -24,12 +24,14 @@ from xpubench.results.ratio import ratio_estimate
 LISTED = 4  # at most this many cases named per line; the rest counted
 
 
-def _name(row) -> str:
+def _name(row, sources: bool = False) -> str:
+    """"torch cpu", "jax gpu:0 x8 bf16"; with ``sources`` (several results files: a fleet's machines)
+    "gpu-node: torch gpu:0", the file's label first."""
     devices = int(row.get("devices") or 1)
     parts = [backend_label(row), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
     if row.get("precision") != "fp32":
         parts.append(str(row["precision"]))
-    return " ".join(parts)
+    return (f"{row['source']}: " if sources else "") + " ".join(parts)
 
 
 def _comparable(a, b) -> bool:
@@ -37,10 +39,11 @@ def _comparable(a, b) -> bool:
                for k in ("batch_size", "size", "devices"))
 
 
-def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -> str:
+def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False, sources: bool = False) -> str:
     """One workload (and mode) of one file: its fastest case against the fastest other backend/device, both
     figures and their ratio (the interval's point: both come from the median of the process medians,
-    results/modes.py ``Rate``); ``named``: the line names the mode (the file holds the workload in several)."""
+    results/modes.py ``Rate``); ``named``: the line names the mode (the file holds the workload in several);
+    ``sources``: the rows of several files (a fleet's machines), ranked together, each named with its file."""
     rows = rows.assign(_rate=[headline_rate(r) for _, r in rows.iterrows()]).dropna(subset=["_rate"])
     if rows.empty:
         return ""
@@ -48,8 +51,8 @@ def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -
     best = rows.iloc[0]
     what = f"{best['workload']} ({best['mode']})" if named else best["workload"]
     what += f" ({best['options_text']})" if best.get("options_text") else ""   # "llama (4/30 layers, pp64, tg16)"
-    head = f"{what}: fastest here {_name(best)}"
-    others = rows[[_name(r) != _name(best) for _, r in rows.iterrows()]]
+    head = f"{what}: fastest {'' if sources else 'here '}{_name(best, sources)}"
+    others = rows[[_name(r, sources) != _name(best, sources) for _, r in rows.iterrows()]]
     if others.empty:
         return f"{head} (the only backend/device measured)"
     same = others[[_comparable(best, r) for _, r in others.iterrows()]]
@@ -57,17 +60,17 @@ def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False) -
     figures = f"{figure_text(best, best['_rate'], named=True)} against {figure_text(other, other['_rate'])}"
     ratio = best["_rate"] / other["_rate"] if better(best) else other["_rate"] / best["_rate"]
     if same.empty:
-        return (f"{head} ({setting(best)}), {ratio:.2f}x {_name(other)} ({setting(other)}; {figures}: different "
-                "settings, no interval)")
+        return (f"{head} ({setting(best)}), {ratio:.2f}x {_name(other, sources)} ({setting(other)}; {figures}: "
+                "different settings, no interval)")
     est = ratio_estimate(rate_groups(data, best), rate_groups(data, other))  # time of other / time of best
     where = f" at {setting(best)}" if setting(best) else ""
     if est is None:
-        return f"{head}{where}, {ratio:.2f}x {_name(other)} ({figures}; no raw samples: no interval)"
+        return f"{head}{where}, {ratio:.2f}x {_name(other, sources)} ({figures}; no raw samples: no interval)"
     if not est.significant:
-        return (f"{head}{where}, but not significant against {_name(other)} "
+        return (f"{head}{where}, but not significant against {_name(other, sources)} "
                 f"({figures}: {est.ratio:.2f}x, 95% interval {est.low:.2f}-{est.high:.2f}: {est.note})")
     note = " (provisional: one process a side)" if est.provisional else ""
-    return (f"{head}{where}: {est.ratio:.2f}x as fast as {_name(other)} "
+    return (f"{head}{where}: {est.ratio:.2f}x as fast as {_name(other, sources)} "
             f"({figures}; 95% interval {est.low:.2f}-{est.high:.2f}){note}")
 
 
@@ -109,10 +112,14 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
         rows = ok_rows(frame)
         if not rows.empty:
             rows = rows[~rows.index.isin(target_rows(frame).index)]   # cases with a target: ranked below
-            modes = rows.groupby(["source", "workload"])["mode"].nunique()
+            sources = many_sources(frame)   # a fleet's machines: ranked against each other
+            keys = ["workload"] if sources else ["source", "workload"]
+            modes = rows.groupby(keys)["mode"].nunique()
             # a line per workload, mode and key options (like with like: report/base/frame.py ``alike``)
-            for (source, workload, *_), group in rows.groupby(["source", "workload", "mode", "alike"], sort=True):
-                line = workload_line(data, group, named=modes[(source, workload)] > 1)
+            for key, group in rows.groupby([*keys, "mode", "alike"], sort=True):
+                mine = key[:len(keys)]
+                line = workload_line(data, group, named=modes[mine if len(keys) > 1 else mine[0]] > 1,
+                                     sources=sources)
                 if line:
                     lines.append("- " + line)
             # time to target: setups ranked with the interval, then what precision / batch size change

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, num, row_mode
+from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, many_sources, num, row_mode
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
@@ -50,18 +50,24 @@ def _where(row) -> str:
     return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
 
 
-def _column(row) -> str:
-    """A backend (with the variant it ran: "torch (eager decode)") on a device: one column of the summary."""
-    return f"{backend_label(row)} {_where(row)}"
+def _column(row, sources: bool = False) -> str:
+    """A backend (with the variant it ran: "torch (eager decode)") on a device: one column of the summary;
+    with several results files (a fleet's machines), each file's own."""
+    column = f"{backend_label(row)} {_where(row)}"
+    return f"{row['source']}: {column}" if sources else column
 
 
-def _columns(rows: pd.DataFrame) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """The summary's columns, where each ran, and each one's header: the backend alone (with its variant)
-    where every column ran on one device, else the backend and the device."""
-    columns = list(dict.fromkeys(_column(r) for _, r in rows.iterrows()))
-    where = {_column(r): _where(r) for _, r in rows.iterrows()}
-    one_device = len(set(where.values())) == 1
-    return columns, where, {c: c.removesuffix(f" {where[c]}") if one_device else c for c in columns}
+def _headers(rows: pd.DataFrame) -> tuple[list[str], dict[str, str], str]:
+    """The columns, the header of each (the device left out where every column has the same one, which the
+    title then names: its third value)."""
+    sources = many_sources(rows)
+    devices = {_where(r) for _, r in rows.iterrows()}
+    one = len(devices) == 1
+    header: dict[str, str] = {}
+    for _, r in rows.iterrows():
+        header.setdefault(_column(r, sources), (f"{r['source']}: " if sources else "")
+                          + (backend_label(r) if one else f"{backend_label(r)} {_where(r)}"))
+    return list(header), header, f" on {next(iter(devices))}" if one and header else ""
 
 
 def _unit(row) -> str:
@@ -104,7 +110,7 @@ def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
     return f"±{(stats.ci95_high - stats.ci95_low) / 2 / stats.median:.0%}" if stats.median > 0 else ""
 
 
-def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> set:
+def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sources: bool) -> set:
     """A language model's pp and tg rows, labelled like llama-bench (the model and its layers, pp64, tg16),
     into ``lines``; a case of it that did not finish shows its status in both. Returns the rows placed."""
     placed, families = set(), {}
@@ -119,7 +125,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
                 (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), num(row, "depth") or 0, kind,
                  precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
-            line.cells[_column(row)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
+            line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
         placed.add(index)
@@ -128,7 +134,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
         family = families.get((row["workload"], str(row["precision"]), batch, row["alike"]))
         if row["mode"] == "generate" and row.get("status") != "ok" and family:
             for line in family:
-                line.cells.setdefault(_column(row), Cell(row, None))
+                line.cells.setdefault(_column(row, sources), Cell(row, None))
             placed.add(index)
     return placed
 
@@ -136,12 +142,13 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line]) -> se
 def _lines(frame: pd.DataFrame) -> list[Line]:
     lines: dict[tuple, Line] = {}
     order = {name: i for i, name in enumerate(dict.fromkeys(frame["workload"]))}
-    placed = _llm_lines(frame, order, lines)
+    sources = many_sources(frame)
+    placed = _llm_lines(frame, order, lines, sources)
     for index, row in frame.iterrows():
         if index in placed:
             continue
         ok = row.get("status") == "ok"
-        column, mode = _column(row), str(row["mode"])
+        column, mode = _column(row, sources), str(row["mode"])
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
@@ -211,8 +218,7 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = _lines(rows) if not rows.empty else []
-    columns, where, header = _columns(rows) if lines else ([], {}, {})
-    one_device = len(set(where.values())) == 1
+    columns, header, where = _headers(rows) if lines else ([], {}, "")
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
@@ -237,8 +243,8 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     wrapping = ("workload", "test", "fastest", "of bw bound")   # the figures keep their width, these wrap
     cols = [Column(name, lambda r, name=name: str(r[name]), priority=ALWAYS, whole=name not in wrapping,
                    text=name in ("workload", "test", "dtype", "fastest")) for name in kept]
-    on = f" on {where[columns[0]]}" if one_device and columns else ""
-    title = f"Summary{on}: median ± half its 95% interval, per backend"
+    title = (f"Summary{where}: median ± half its 95% interval, per "
+             f"{'results file (machine) and ' if many_sources(rows) else ''}backend")
     note = legend(marks, unsure_any, "of bw bound" in kept)
     note += "".join(f"\n{line}" for line in load_notes(llm_rows(rows)))   # llama.cpp's and torch's under load
     if unfinished:
@@ -253,7 +259,7 @@ def paid_tables(frame: pd.DataFrame) -> list[Table]:
     rows = frame[benchmarks(frame)] if not frame.empty else frame
     lines = [li for li in (_lines(rows) if not rows.empty else [])
              if any(c.value is not None for c in li.cells.values())]
-    header = _columns(rows)[2] if lines else {}
+    header = _headers(rows)[1] if lines else {}
     shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
               [Priced(header[c], cell.row, cell.value, cell.metric == "prefill_tokens_per_s")
                for c, cell in line.cells.items() if cell.value is not None]) for line in lines]
