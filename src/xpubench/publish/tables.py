@@ -8,6 +8,7 @@ import io
 from dataclasses import dataclass
 
 from xpubench.report.render.html import esc
+from xpubench.results.plaintext import shown
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
@@ -43,9 +44,11 @@ def html_table(table_id: str, head: list[str], rows: list[tuple[dict, list]]) ->
 
 
 def csv_safe(value):
-    """A text cell that a spreadsheet would read as a formula gets a leading quote (OWASP's advice)."""
-    if isinstance(value, str) and value.startswith(_FORMULA):
-        return "'" + value
+    """A text cell as the pages show it (``shown``), with a leading quote where a spreadsheet would read it as a
+    formula (OWASP's advice)."""
+    if isinstance(value, str):
+        value = shown(value)
+        return "'" + value if value.startswith(_FORMULA) else value
     return value
 
 
