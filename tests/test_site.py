@@ -230,6 +230,10 @@ def test_time_axis_labels_and_legends_fit(tmp_path, capsys):
     assert all(b - a >= 12 * 7 for (a, _), (b, _) in itertools.pairwise(ticks)), ticks   # 12 characters apart
     legends = re.findall(r'class="legend">([^<]*)<', svg)
     assert legends == [f"ci-runner-0: {end.format(1)}", f"ci-runner-0: {end.format(17)}"]
+    many = chart("k", "s", {f"m{i}": [point("2026-11-27T10:00:00", 1), point("2026-11-28T10:00:00", 2)]
+                            for i in range(15)})   # past the palette's 12 colours: dashed lines
+    styles = re.findall(r'<polyline [^>]*stroke="([^"]+)" stroke-width="1.5"( stroke-dasharray="[^"]+")?', many)
+    assert len(styles) == 15 == len(set(styles))
     folder = tmp_path / "results"
     folder.mkdir()
     (folder / "a.jsonl").write_bytes((DATA / "gate" / "base.jsonl").read_bytes())

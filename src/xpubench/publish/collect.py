@@ -19,6 +19,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.publish import cache
+from xpubench.publish.folder import file_digest
 from xpubench.results.plaintext import shown
 from xpubench.results.validate import Invalid
 
@@ -120,14 +121,6 @@ def read_run(path: Path, name: str) -> dict:
         return {"error": f"{type(exc).__name__}: {said(exc)}"}
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _read_one(args: tuple[str, str]) -> dict:
     path, name = args
     return read_run(Path(path), name)
@@ -149,7 +142,7 @@ def collect(folder: Path, cached: bytes | None = None, jobs: int | None = None,
         try:
             st = path.stat()
             known = old_stats.get(name)
-            digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else _digest(path)
+            digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else file_digest(path)
         except OSError as exc:
             names.append((name, path, None, shown(f"cannot be read ({exc.strerror})")))
             continue

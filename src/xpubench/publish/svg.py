@@ -23,7 +23,8 @@ PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4a", "#8e44ad", "#c0392b", "#16a0a0", "#7
            "#9cc3e6", "#f3b27a", "#95d5a4")
 W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 240, 64, 40, 14, 38
 TICKS = 5           # time-axis labels: 5 of at most 16 characters (11px) fit 616 px with room between them
-LEGEND_ROW, LEGEND_CHARS = 18, 100   # one machine a row, its label whole up to 100 characters
+LEGEND_ROW, LEGEND_CHARS, HALF = 18, 100, 48   # legend: labels whole up to 100 characters, two a row up to 48
+DASHES = ("", "6 3", "2 2")   # the palette's first, second and third round: lines of one colour stay apart
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,9 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
     def y(value: float) -> float:
         return TOP + (H - TOP - BOTTOM) * (1 - value / y1)
 
-    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + LEGEND_ROW * len(series)}" role="img" '
+    columns = 2 if max(len(m) for m in series) <= HALF else 1
+    rows = -(-len(series) // columns)
+    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + LEGEND_ROW * rows}" role="img" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>'),
            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" class="axis"/>']
     for tick in np.linspace(0, y1, 5):
@@ -117,10 +120,12 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
                    f'<text x="{pos:.1f}" y="{H - BOTTOM + 16}" class="tick" text-anchor="middle">{esc(text)}</text>')
     for i, (machine, ps) in enumerate(series.items()):
         colour = PALETTE[i % len(PALETTE)]
+        dash = DASHES[i // len(PALETTE) % len(DASHES)]
+        dash = f' stroke-dasharray="{dash}"' if dash else ""
         ps = sorted(ps, key=lambda p: _seconds(p.date))
         if len(ps) > 1:
             path = " ".join(f"{x(p.date):.1f},{y(p.value):.1f}" for p in ps)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"{dash}/>')
         for before, p in zip([None, *ps], ps):
             moved = change(before, p) if before else ""
             mark = f' class="{moved}"' if moved else ""
@@ -128,8 +133,8 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
             out.append(f'<a href="{esc(p.href)}"><circle cx="{x(p.date):.1f}" cy="{y(p.value):.1f}" '
                        f'r="{5 if moved else 3}" fill="{colour}"{mark}><title>{esc(p.label + note)}</title>'
                        "</circle></a>")
-        ly = H + 4 + LEGEND_ROW * i
-        out.append(f'<rect x="{LEFT}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{LEFT + 14}" y="{ly}" class="legend">{esc(_short(machine, LEGEND_CHARS))}</text>')
+        lx, ly = LEFT + (i % columns) * (W - LEFT) // 2, H + 4 + LEGEND_ROW * (i // columns)
+        out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="{colour}" stroke-width="3"'
+                   f'{dash}/><text x="{lx + 22}" y="{ly}" class="legend">{esc(_short(machine, LEGEND_CHARS))}</text>')
     out.append("</svg>")
     return "".join(out)
