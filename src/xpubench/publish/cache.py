@@ -8,7 +8,8 @@ of its content, so a rebuild reads only the files that are new or changed.
 
 It is published with the site, so it holds nothing local: names are relative to the results folder, and a
 record holds what the pages show anyway. It is input like any file: checked as strictly as a results file
-(results/validate.py's checks, every field named, every number finite, JSON no deeper than a record's)
+(results/validate.py's checks: every field of a run named, every case field of its kind, a case field
+the pages do not read a single value, every number finite, JSON no deeper than a record's)
 and, when anything in it is off, not used at all (every file is read again); the pages' names and links
 come from the digests, never from a field of it.
 """
@@ -19,7 +20,7 @@ import json
 from typing import Any
 
 from xpubench.publish.folder import HEX
-from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, optional, record, whole
+from xpubench.results.validate import JSON, SCALAR, TEXT, Invalid, list_of, map_of, number, optional, record, whole
 
 CACHE_VERSION = 3
 MAX_BYTES = 1 << 30
@@ -45,7 +46,7 @@ _NUMBERS = ("time_s", "time_ci95_low_s", "time_ci95_high_s", "value", "flops_per
 CASE = record({**dict.fromkeys(_TEXT, TEXT), **dict.fromkeys(_NUMBERS, number()),
                **dict.fromkeys(("batch_size", "size", "devices", "processes", "samples"), whole(0)),
                "noisy": _flag, "process_samples": list_of(list_of(number()))},
-              required=("key", "status", "setting"), rest=_unknown)
+              required=("key", "status", "setting"), rest=SCALAR)   # a column rows.py adds later: one value
 RUN = record({**dict.fromkeys(("machine_label", "host", "date", "xpubench", "git"), TEXT), "chips": list_of(TEXT),
               "fingerprint": optional(JSON), "cases": list_of(CASE)},
              required=("machine_label", "host", "date", "xpubench", "git", "chips", "cases"), rest=_unknown)

@@ -66,13 +66,14 @@ def _label(fingerprint: dict, chips: list[str]) -> tuple[str, str]:
 
 
 def setting(case: dict, row: dict) -> str:
-    """What the case is measured at, every part of its key that changes the figure named:
-    "b1 n_layers=4 prompt_len=64 new_tokens=16 decode=eager", "N=2048"."""
+    """What the case is measured at, every part of its key that changes the figure named: its mode's size or
+    batch (report/base/frame.py ``setting``) and each key option as recorded: "b1 n_layers=4 prompt_len=64
+    new_tokens=16 decode=eager", "N=2048"."""
+    from xpubench.report.base.frame import setting as size
+
     options = case.get("options") if isinstance(case.get("options"), dict) else {}
     named = case.get("key_options") if isinstance(case.get("key_options"), list) else sorted(options)
-    parts = [f"N={row['size']}" if row.get("size") is not None and case.get("mode") == "matmul" else "",
-             f"b{row['batch_size']}" if row.get("batch_size") is not None else "",
-             f"x{row['devices']}" if (row.get("devices") or 1) != 1 else "",
+    parts = [size(row, short=True), f"x{row['devices']}" if (row.get("devices") or 1) != 1 else "",
              str(row["data"]) if row.get("data") not in (None, "synthetic") else "",
              *(f"{k}={options[k]}" for k in dict.fromkeys([*named, "model", "target"])
                if options.get(k) not in (None, "", [], {}))]
