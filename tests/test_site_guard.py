@@ -243,6 +243,16 @@ def test_a_file_that_breaks_the_reader_is_left_out_with_its_reason(tmp_path, mon
     assert "odd.jsonl: KeyError" in (tmp_path / "site" / "index.html").read_text()
 
 
+def test_a_fifo_or_a_dangling_link_among_the_results_is_left_out_with_its_reason(tmp_path):
+    """Never opened for long (a FIFO with no writer would block a read), never silently dropped."""
+    folder_ = results(tmp_path)
+    os.mkfifo(folder_ / "pipe.jsonl")
+    (folder_ / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    code, lines = site(str(folder_), "-o", str(tmp_path / "site"))
+    assert code == 0 and lines == ["xpubench: warning: gone.jsonl left out: cannot be read (No such file or directory)",
+                                   "xpubench: warning: pipe.jsonl left out: is a FIFO (named pipe), not a regular file"]
+
+
 INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u200e", "\u200f", "\u061c", "\u202e", "\u2067",
              "\u00ad"]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from xpubench.errors import UserError
 from xpubench.publish import cache
 from xpubench.publish.folder import file_digest
+from xpubench.readfile import FileProblem
 from xpubench.results.plaintext import shown
 from xpubench.results.validate import Invalid
 
@@ -51,10 +52,11 @@ class RunRecord:
 
 
 def find_files(folder: Path) -> list[Path]:
-    """Every ``*.jsonl`` under ``folder`` (sorted; links to files outside it are followed as files)."""
+    """Every ``*.jsonl`` under ``folder`` but folders (sorted; links to files outside it are followed as files; a
+    FIFO or device is left out with its reason when it is read)."""
     if not folder.is_dir():
         raise UserError(f"{shown(folder)}: not a folder of results files")
-    return sorted(p for p in folder.rglob("*.jsonl") if p.is_file())
+    return sorted(p for p in folder.rglob("*.jsonl") if not p.is_dir())
 
 
 def _label(fingerprint: dict, chips: list[str]) -> tuple[str, str]:
@@ -144,7 +146,10 @@ def collect(folder: Path, cached: bytes | None = None, jobs: int | None = None,
             st = path.stat()
             known = old_stats.get(name)
             digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else file_digest(path)
-        except OSError as exc:
+        except FileProblem as exc:   # a FIFO or device (never blocked on), unreadable
+            names.append((name, path, None, shown(exc.reason)))
+            continue
+        except OSError as exc:   # a link to nothing, gone since
             names.append((name, path, None, shown(f"cannot be read ({exc.strerror})")))
             continue
         stats[name] = [st.st_size, st.st_mtime_ns, digest]

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from xpubench.errors import UserError
+from xpubench.readfile import open_regular
 from xpubench.results.plaintext import shown
 
 MANIFEST = ".xpubench-site.json"
@@ -43,8 +44,9 @@ def digest(data: bytes) -> str:
 
 
 def file_digest(path: Path) -> str:
+    """The sha256 of a regular file's content (FileProblem, one line, for a FIFO or device: never blocks)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, "") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -174,7 +176,7 @@ class Writer:
             with os.fdopen(fd, "wb") as fh:
                 if isinstance(what, Path):
                     h = hashlib.sha256()
-                    with open(what, "rb") as src:
+                    with open_regular(what, "results file") as src:
                         for block in iter(lambda: src.read(1 << 20), b""):
                             h.update(block)
                             fh.write(block)
