@@ -103,7 +103,7 @@ def test_every_recorded_case_is_planned_again_by_its_command(path, tmp_path, mon
 def test_the_sites_run_page_prints_each_cases_command():
     """With --data and the workload's options (the page's command once dropped them), no local folder."""
     path = ROOT / "tests" / "data" / "records" / "seed.jsonl"
-    page = html.unescape(run_page(RunRecord(**read_run(path, "seed.jsonl", "0" * 64)), None))
+    page = html.unescape(run_page(RunRecord.of("0" * 64, "seed.jsonl", path, read_run(path, "seed.jsonl")), None))
     said = page.split("<h2>Command</h2>")[1].split("</pre>")[0].split("<pre>")[1].splitlines()
     assert ("xpubench run -w mnist_cnn -b torch -d cpu -p fp32 --batch-size 32 --epochs 2 --steps 2 --train-samples "
             "128 --eval-samples 128 --time-budget 1.0 --data real --mode infer") in said

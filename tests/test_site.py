@@ -5,6 +5,7 @@ results left out with their reason, the output folder guarded, the digest cache,
 import csv
 import importlib.util
 import io
+import itertools
 import json
 import re
 import time
@@ -172,3 +173,69 @@ def test_reports_are_built_once_per_file(tmp_path):
     (folder / "b.jsonl").write_bytes((DATA / "gate" / "rerun.jsonl").read_bytes())
     build_site(folder, tmp_path / "site")
     assert not report.exists()   # its file is gone: so is its report
+
+
+def _rows(page: Path) -> list[dict]:
+    """The workload table's rows as {column: text}."""
+    table = list(csv.DictReader(io.StringIO(page.with_suffix(".csv").read_text())))
+    assert len([a for t, a in parsed(page).tags if t == "tr" and "data-framework" in a]) == len(table)
+    return table
+
+
+def test_rows_are_keyed_by_what_changes_the_figure_and_repeats_are_shown_once(tmp_path):
+    """Issue 52: a brief 4-layer pp64/tg16 llama row and a full 30-layer pp512/tg128 one both showed as `b1`,
+    and a copy of a file (or an earlier site's r/ folder among the results) showed every case twice."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    brief = (RUNS / "llama-brief-zen3.jsonl").read_text()
+    (folder / "brief.jsonl").write_text(brief)
+    full = [json.loads(line) for line in brief.splitlines()]
+    for r in full:
+        r["case"]["options"].update(n_layers=30, prompt_len=512, new_tokens=128)
+        r["case"].update(key=r["case"]["key"].replace("/4/64/16", "/30/512/128"), run_id="f" + r["case"]["run_id"][1:])
+        r["started_at"] = r["started_at"].replace("2026-11-27", "2026-11-28")
+    (folder / "full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full))
+    build_site(folder, tmp_path / "earlier")
+    (folder / "copies").mkdir()
+    (folder / "copies" / "brief.jsonl").write_text(brief)                      # a copy
+    (tmp_path / "earlier").rename(folder / "earlier-site")                     # an earlier site's r/*.jsonl
+    (folder / "both.jsonl").write_text(brief + (folder / "full.jsonl").read_text())   # the same records again
+    summary = build_site(folder, tmp_path / "site")
+    assert summary.runs == 3   # brief, full, both: one run per content
+    rows = _rows(tmp_path / "site" / "w" / "llama.html")
+    settings = sorted((r["framework"], r["setting"]) for r in rows)
+    assert settings == [(f, f"b1 n_layers={n} prompt_len={p} new_tokens={t}") for f in ("jax", "torch")
+                        for n, p, t in ((30, 512, 128), (4, 64, 16))], settings
+    runs = " ".join(p.read_text() for p in (tmp_path / "site" / "r").glob("*.html"))
+    assert "the same file also as copies/brief.jsonl, earlier-site/r/" in runs
+    assert runs.count("the same record as in ") == 4   # both.jsonl's four cases (or brief's and full's), once
+
+
+def test_time_axis_labels_and_legends_fit(tmp_path, capsys):
+    """Issue 52: the time axis's labels overlapped (three runs minutes apart, one weeks later), machine labels
+    that differ at their end were cut to the same legend, and the summary said "1 machines"."""
+    from xpubench.publish.svg import BOTTOM, H, Point, chart
+
+    def point(date, value):
+        return Point(date, value, 1 / value, [], "#", "tip")
+
+    end = "AMD EPYC 7B13 64-Core Processor (family 25 model {})"
+    svg = chart("k", "FLOP/s", {
+        f"ci-runner-0: {end.format(1)}": [point("2026-11-27T10:00:00", 1e9), point("2026-11-27T10:01:00", 2e9),
+                                         point("2026-11-27T10:02:00", 3e9), point("2027-01-20T10:00:00", 2e9)],
+        f"ci-runner-0: {end.format(17)}": [point("2026-11-27T10:00:30", 1e9)]})
+    axis = rf'<text x="([\d.]+)" y="{H - BOTTOM + 16}"[^>]*>([^<]*)<'
+    ticks = [(float(x), text) for x, text in re.findall(axis, svg)]
+    assert len(ticks) >= 2 and len({t for _, t in ticks}) == len(ticks)
+    assert all(b - a >= 12 * 7 for (a, _), (b, _) in itertools.pairwise(ticks)), ticks   # 12 characters apart
+    legends = re.findall(r'class="legend">([^<]*)<', svg)
+    assert legends == [f"ci-runner-0: {end.format(1)}", f"ci-runner-0: {end.format(17)}"]
+    many = chart("k", "s", {f"m{i}": [point("2026-11-27T10:00:00", 1), point("2026-11-28T10:00:00", 2)]
+                            for i in range(15)})   # past the palette's 12 colours: dashed lines
+    styles = re.findall(r'<polyline [^>]*stroke="([^"]+)" stroke-width="1.5"( stroke-dasharray="[^"]+")?', many)
+    assert len(styles) == 15 == len(set(styles))
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes((DATA / "gate" / "base.jsonl").read_bytes())
+    assert main(["site", str(folder), "-o", str(tmp_path / "site")]) == 0
+    assert "1 run, 1 case, 1 machine, 1 workload, 3 pages" in capsys.readouterr().out

@@ -25,7 +25,11 @@ def cmd_site(args, console) -> int:
     summary = build_site(args.folder, args.output, jobs=args.jobs, reports=args.reports)
     for name, why in summary.skipped:
         print(f"xpubench: warning: {shown(name)} left out: {shown(why)}", file=sys.stderr)
-    console.print(f"site written to {args.output}/index.html: {summary.runs} runs, {summary.cases} cases, "
-                  f"{summary.machines} machines, {summary.workloads} workloads, {summary.pages} pages in "
-                  f"{summary.seconds:.1f} s", markup=False, highlight=False)
+    for note in summary.notes:
+        print(f"xpubench: warning: {shown(note)}", file=sys.stderr)
+    counts = ", ".join(f"{n} {word if n == 1 else word + 's'}" for n, word in [
+        (summary.runs, "run"), (summary.cases, "case"), (summary.machines, "machine"), (summary.workloads, "workload"),
+        (summary.pages, "page")])
+    console.print(f"site written to {args.output}/index.html: {counts} in {summary.seconds:.1f} s", markup=False,
+                  highlight=False)
     return 0

@@ -1,9 +1,11 @@
 """A folder of results files -> one record per run (a file): its machine, date, fingerprint and cases.
 
 Each file is read by the results store (validation, folding) and analysed (peak shares) in a pool of
-worker processes; what the site needs of it is kept as plain data (``RunRecord``), cached by the file's
-content digest in the site folder, so a rebuild reads only the files that are new or changed. A file that
-is not a results file is left out with its one-line reason (shown on the index), never a traceback.
+worker processes; what the site needs of it is kept as plain data, cached by the file's content digest in
+the site folder (publish/cache.py), so a rebuild reads only the files that are new or changed. A file that
+is not a results file, or that xpubench cannot summarise, is left out with its one-line reason (shown on
+the index), never a traceback and never the end of the build. Every text from a file is kept as the
+terminal shows it (results/plaintext.py ``shown``): control, format and lone surrogate characters escaped.
 """
 
 from __future__ import annotations
@@ -12,18 +14,22 @@ import hashlib
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from xpubench.errors import UserError
-
-CACHE_VERSION = 4   # 3: the rows carry compile_s; 4: and the command that runs the case again
+from xpubench.publish import cache
+from xpubench.publish.folder import file_digest
+from xpubench.readfile import FileProblem
+from xpubench.results.plaintext import shown
+from xpubench.results.validate import Invalid
 
 
 @dataclass
 class RunRecord:
     id: str                 # the first 16 hex digits of the file's sha256: its pages' names
-    file: str               # the path under the folder given
+    file: str               # the path under the folder given, as shown (``shown``)
+    path: Path              # the file itself (read for the copy and the report; never shown)
     digest: str
     machine: str            # a short id of the machine (hostname + chips)
     machine_label: str      # how pages name it: "vm: AMD EPYC"
@@ -33,125 +39,145 @@ class RunRecord:
     xpubench: str
     git: str
     fingerprint: dict       # the first result's, as recorded
-    cases: list[dict]       # publish/rows.py rows + process medians, raw samples, options, rerun command
+    cases: list[dict]       # publish/rows.py rows + setting, process medians, raw samples, options, rerun command
+    copies: list[str] = field(default_factory=list)   # other names of the same content under the folder
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    @classmethod
+    def of(cls, digest: str, name: str, path: Path, record: dict) -> RunRecord:
+        """From a cache record (publish/cache.py): the id and machine come from the digest and the label."""
+        machine = hashlib.sha256(record["machine_label"].encode("utf-8", "backslashreplace")).hexdigest()[:10]
+        return cls(digest[:16], shown(name), path, digest, machine, record["machine_label"], record["host"],
+                   record["chips"], record["date"], record["xpubench"], record["git"], record.get("fingerprint") or {},
+                   record["cases"])
 
 
 def find_files(folder: Path) -> list[Path]:
-    """Every ``*.jsonl`` under ``folder`` (sorted; links to files outside it are followed as files)."""
+    """Every ``*.jsonl`` under ``folder`` but folders (sorted; links to files outside it are followed as files; a
+    FIFO or device is left out with its reason when it is read)."""
     if not folder.is_dir():
-        raise UserError(f"{folder}: not a folder of results files")
-    return sorted(p for p in folder.rglob("*.jsonl") if p.is_file())
+        raise UserError(f"{shown(folder)}: not a folder of results files")
+    return sorted(p for p in folder.rglob("*.jsonl") if not p.is_dir())
 
 
-def _machine(fingerprint: dict, chips: list[str]) -> tuple[str, str, str]:
+def _label(fingerprint: dict, chips: list[str]) -> tuple[str, str]:
     host = str(fingerprint.get("hostname") or (fingerprint.get("host") or {}).get("hostname") or "unknown host")
     cpu = (fingerprint.get("host") or {}).get("cpu") or {}
     family = (f" (family {cpu.get('cpu_family')} model {cpu.get('cpu_model')})"
               if isinstance(cpu, dict) and cpu.get("cpu_family") is not None else "")
-    label = f"{host}: {', '.join(chips) or 'unknown chip'}{family}"
-    return hashlib.sha256(label.encode("utf-8", "replace")).hexdigest()[:10], label, host
+    return shown(f"{host}: {', '.join(chips) or 'unknown chip'}{family}"), shown(host)
 
 
-def read_run(path: Path, name: str, digest: str) -> dict:
-    """One results file as a RunRecord's dict; {"error": reason} when it is not a results file."""
+def setting(case: dict, row: dict) -> str:
+    """What the case is measured at, every part of its key that changes the figure named: its mode's size or
+    batch (report/base/frame.py ``setting``) and each key option as recorded: "b1 n_layers=4 prompt_len=64
+    new_tokens=16 decode=eager", "N=2048"."""
+    from xpubench.report.base.frame import setting as size
+
+    options = case.get("options") if isinstance(case.get("options"), dict) else {}
+    named = case.get("key_options") if isinstance(case.get("key_options"), list) else sorted(options)
+    parts = [size(row, short=True), f"x{row['devices']}" if (row.get("devices") or 1) != 1 else "",
+             str(row["data"]) if row.get("data") not in (None, "synthetic") else "",
+             *(f"{k}={options[k]}" for k in dict.fromkeys([*named, "model", "target"])
+               if options.get(k) not in (None, "", [], {}))]
+    return shown(" ".join(p for p in parts if p))
+
+
+def read_run(path: Path, name: str) -> dict:
+    """One results file as the site keeps it (publish/cache.py); {"error": reason} when it is left out."""
     from xpubench import analysis
     from xpubench.plan.rerun import recorded_rerun
     from xpubench.publish.rows import rows
     from xpubench.report.base.frame import Entry, timing_name
     from xpubench.results import store
-    from xpubench.results.plaintext import shown
+
+    def said(exc: BaseException) -> str:   # with the name under the folder: a public site shows no local path
+        text = str(exc)
+        for local in (str(path), str(path.resolve())):
+            text = text.replace(local, name)
+        return shown(" ".join(text.split()))[:500]
 
     try:
-        loaded = store.load_file(path)
-        results = analysis.analyse(loaded.results)
-    except UserError as exc:   # said with the name under the folder (a public site shows no local path)
-        return {"error": shown(" ".join(str(exc).replace(str(path), name).split()))}
-    except (OSError, ValueError, TypeError, RecursionError) as exc:
-        return {"error": shown(f"{type(exc).__name__}: {' '.join(str(exc).replace(str(path), name).split())}")}
-    if not results:
-        return {"error": "no results in it"}
-    cases = []
-    for result, row in zip(results, rows([Entry(name, path, r) for r in results])):
-        timing = timing_name(result)
-        per_process = [[float(v) for v in run.samples.get(timing or "", []) or [] if isinstance(v, (int, float))]
-                       for run in result.ok_runs]
-        row.update(options=json.dumps(result.case.get("options") or {}, sort_keys=True, default=str),
-                   process_samples=per_process, rerun=recorded_rerun(result.case, local_paths=False))
-        cases.append(row)
-    fingerprint = results[0].fingerprint or {}
-    chips = sorted({str(c["device_name"]) for c in cases if c.get("device_name")})
-    machine, label, host = _machine(fingerprint, chips)
-    dates = sorted(str(r.started_at) for r in results if r.started_at)
-    return RunRecord(digest[:16], name, digest, machine, label, host, chips, dates[0] if dates else "",
-                     str(fingerprint.get("xpubench") or "n/a"), str(fingerprint.get("git") or "n/a"),
-                     json.loads(json.dumps(fingerprint, default=str)), cases).as_dict()
+        results = analysis.analyse(store.load_file(path).results)
+        if not results:
+            return {"error": "no results in it"}
+        cases = []
+        for result, row in zip(results, rows([Entry(name, path, r) for r in results])):
+            timing = timing_name(result)
+            per_process = [[float(v) for v in run.samples.get(timing or "", []) or [] if isinstance(v, (int, float))]
+                           for run in result.ok_runs]
+            row.update(options=shown(json.dumps(result.case.get("options") or {}, sort_keys=True, default=str)),
+                       setting=setting(result.case, row), process_samples=per_process,
+                       rerun=shown(recorded_rerun(result.case, local_paths=False)))
+            cases.append(row)
+        fingerprint = results[0].fingerprint or {}
+        chips = sorted({str(c["device_name"]) for c in cases if c.get("device_name")})
+        label, host = _label(fingerprint, chips)
+        dates = sorted(str(r.started_at) for r in results if r.started_at)
+        kept = {"machine_label": label, "host": host, "chips": chips, "date": shown(dates[0] if dates else ""),
+                "xpubench": shown(fingerprint.get("xpubench") or "n/a"), "git": shown(fingerprint.get("git") or "n/a"),
+                "fingerprint": json.loads(json.dumps(fingerprint, default=str)), "cases": cases}
+        cache.check_record(kept, name)
+        return kept
+    except UserError as exc:
+        return {"error": said(exc)}
+    except Invalid as exc:
+        return {"error": f"xpubench cannot show it: {said(exc)}"}
+    except Exception as exc:   # noqa: BLE001 - one contributed file never ends the build; its reason is shown
+        return {"error": f"{type(exc).__name__}: {said(exc)}"}
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _read_one(args: tuple[str, str]) -> dict:
+    path, name = args
+    return read_run(Path(path), name)
 
 
-def _read_one(args: tuple[str, str, str]) -> dict:
-    path, name, digest = args
-    return read_run(Path(path), name, digest)
-
-
-def _load_cache(cache: Path | None) -> dict:
-    """{"records": {digest: record}, "stats": {path: [size, mtime_ns, digest]}} of an earlier build."""
-    try:
-        blob = json.loads(cache.read_text(encoding="utf-8")) if cache is not None and cache.is_file() else {}
-    except (OSError, ValueError):
-        blob = {}
-    if not isinstance(blob, dict) or blob.get("cache_version") != CACHE_VERSION:
-        return {"records": {}, "stats": {}}
-    return {"records": blob.get("records") or {}, "stats": blob.get("stats") or {}}
-
-
-def collect(folder: Path, cache: Path | None = None, jobs: int | None = None,
-            on_progress=None) -> tuple[list[RunRecord], list[tuple[str, str]]]:
-    """(the runs, oldest first; [(file, why it was left out)]) of every results file under ``folder``.
-    ``cache``: a JSON file of what earlier builds read (by content digest; a file whose size and
-    modification time are unchanged is not even hashed again)."""
+def collect(folder: Path, cached: bytes | None = None, jobs: int | None = None,
+            on_progress=None) -> tuple[list[RunRecord], list[tuple[str, str]], bytes, str]:
+    """(the runs, oldest first, one per content; [(file, why it was left out)]; the new cache; why the old
+    cache was not used, "" when it was) of every results file under ``folder``. ``cached``: the bytes of
+    an earlier build's cache (publish/cache.py; a file whose size and modification time are unchanged is
+    not even hashed again)."""
     files = find_files(folder)
     if not files:
-        raise UserError(f"{folder}: no results files (*.jsonl) in it")
-    old = _load_cache(cache)
+        raise UserError(f"{shown(folder)}: no results files (*.jsonl) in it")
+    old_records, old_stats, bad_cache = cache.load(cached)
     stats, records, todo, names = {}, {}, [], []
     for path in files:
-        name, st = path.relative_to(folder).as_posix(), path.stat()
-        known = old["stats"].get(str(path))
-        digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else _digest(path)
-        stats[str(path)] = [st.st_size, st.st_mtime_ns, digest]
-        names.append((name, digest))
-        if digest in old["records"]:
-            records[digest] = old["records"][digest]
+        name = path.relative_to(folder).as_posix()
+        try:
+            st = path.stat()
+            known = old_stats.get(name)
+            digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else file_digest(path)
+        except FileProblem as exc:   # a FIFO or device (never blocked on), unreadable
+            names.append((name, path, None, shown(exc.reason)))
+            continue
+        except OSError as exc:   # a link to nothing, gone since
+            names.append((name, path, None, shown(f"cannot be read ({exc.strerror})")))
+            continue
+        stats[name] = [st.st_size, st.st_mtime_ns, digest]
+        names.append((name, path, digest, ""))
+        if digest in old_records:
+            records[digest] = old_records[digest]
         elif digest not in records:
             records[digest] = None
-            todo.append((str(path), name, digest))
+            todo.append((str(path), name))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    if jobs == 1 or len(todo) < 8:
-        blobs = map(_read_one, todo)
-    else:
-        pool = ProcessPoolExecutor(jobs)
-        blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
-    for (_, name, digest), blob in zip(todo, blobs):
-        records[digest] = blob
+    pool = ProcessPoolExecutor(jobs) if jobs > 1 and len(todo) >= 8 else None
+    blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8))) if pool else map(_read_one, todo)
+    for (_, name), blob in zip(todo, blobs):
+        records[stats[name][2]] = blob
         if on_progress:
-            on_progress(name)
-    if jobs > 1 and len(todo) >= 8:
+            on_progress(shown(name))
+    if pool:
         pool.shutdown()
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"cache_version": CACHE_VERSION, "records": records, "stats": stats}),
-                         encoding="utf-8")
-    runs = [RunRecord(**(records[d] | {"file": n})) for n, d in names if "error" not in records[d]]
-    skipped = [(n, records[d]["error"]) for n, d in names if "error" in records[d]]
-    runs.sort(key=lambda r: (r.date, r.file))
-    return runs, skipped
+    runs: dict[str, RunRecord] = {}
+    skipped = []
+    for name, path, digest, why in names:
+        why = why or records[digest].get("error", "")
+        if why:
+            skipped.append((shown(name), why))
+        elif digest in runs:
+            runs[digest].copies.append(shown(name))
+        else:
+            runs[digest] = RunRecord.of(digest, name, path, records[digest])
+    return sorted(runs.values(), key=lambda r: (r.date, r.file)), skipped, cache.dump(records, stats), bad_cache

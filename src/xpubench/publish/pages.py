@@ -17,12 +17,19 @@ from xpubench.publish.tables import Cell, csv_links, filter_form, html_table
 from xpubench.report.render.html import esc
 
 MAX_CHARTS = 24
-SETTING = {"matmul": ("size", "N={}"), "generate": ("batch_size", "b{}")}
 
 
-def setting(case: dict) -> str:
-    field, text = SETTING.get(str(case.get("mode")), ("batch_size", "b{}"))
-    return text.format(case[field]) if case.get(field) is not None else ""
+def shown_cases(run: RunRecord):
+    """(index, case) of the run's cases that no earlier file holds too (site.py ``mark_repeats``)."""
+    return ((i, c) for i, c in enumerate(run.cases) if not c.get("repeat_of"))
+
+
+def run_href(run: RunRecord, root: str = "../r/") -> str:
+    return f"{root}{run.id}.html"   # an id is the digest's hex (publish/collect.py); escaped where it is written
+
+
+def case_href(run: RunRecord, i: int) -> str:
+    return f"{run_href(run)}#case-{i}"
 
 
 def figure_cell(case: dict, href: str) -> Cell:
@@ -45,20 +52,20 @@ def compile_cell(case: dict) -> Cell:
 def workload_rows(runs: list[RunRecord], workload: str) -> list[tuple[dict, list]]:
     rows = []
     for run in runs:
-        for i, case in enumerate(run.cases):
+        for i, case in shown_cases(run):
             if case.get("workload") != workload:
                 continue
-            href = f"../r/{run.id}.html#case-{i}"
+            href = case_href(run, i)
             attrs = {"device": case.get("device_name") or case.get("device") or "n/a",
                      "framework": case.get("backend") or "n/a", "precision": case.get("precision") or "n/a",
                      "date": run.date[:10]}
             rows.append((attrs, [
                 Cell(run.date[:16].replace("T", " ") or "n/a", sort=run.date or ""), run.machine_label,
-                attrs["device"], attrs["framework"], attrs["precision"], case.get("mode") or "n/a", setting(case),
-                figure_cell(case, href), time_cell(case), compile_cell(case),
+                attrs["device"], attrs["framework"], attrs["precision"], case.get("mode") or "n/a",
+                case.get("setting") or "", figure_cell(case, href), time_cell(case), compile_cell(case),
                 Cell(str(case.get("processes") or 0), sort=case.get("processes") or 0),
                 Cell(case.get("status") or "n/a", cls="" if case.get("status") == "ok" else "failed"),
-                Cell(run.file, href=f"../r/{run.id}.html"),
+                Cell(run.file, href=run_href(run)),
             ]))
     return rows
 
@@ -71,13 +78,13 @@ def series(runs: list[RunRecord], workload: str) -> dict[str, dict[str, list[Poi
     """{case key: {machine label: points over time}} of the workload's ok cases with a figure."""
     out: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        for i, case in enumerate(run.cases):
+        for i, case in shown_cases(run):
             if case.get("workload") != workload or case.get("value") is None or not run.date:
                 continue
             label = f"{run.machine_label}, {run.date[:16].replace('T', ' ')}: {si(case['value'], case['unit'] or '')}"
             out[case["key"]][run.machine_label].append(Point(run.date, float(case["value"]), case.get("time_s"),
                                                              case.get("process_samples") or [],
-                                                             f"../r/{run.id}.html#case-{i}", label))
+                                                             case_href(run, i), label))
     return out
 
 
@@ -121,13 +128,13 @@ def index_tables(runs: list[RunRecord], workloads: dict[str, str]) -> dict[str, 
                     for label, rs in sorted(machines.items())]
     run_rows = [({"date": run.date[:10]}, [
         Cell(run.date[:16].replace("T", " ") or "n/a", sort=run.date), run.machine_label,
-        Cell(run.file, href=f"r/{run.id}.html"), Cell(str(len(run.cases)), sort=len(run.cases)),
+        Cell(run.file, href=run_href(run, "r/")), Cell(str(len(run.cases)), sort=len(run.cases)),
         Cell(str(sum(c.get("status") == "ok" for c in run.cases)),
              sort=sum(c.get("status") == "ok" for c in run.cases)),
         ", ".join(sorted({str(c.get("workload")) for c in run.cases})), run.xpubench]) for run in reversed(runs)]
     counts: dict[str, int] = defaultdict(int)
     for run in runs:
-        for case in run.cases:
+        for _, case in shown_cases(run):
             counts[str(case.get("workload"))] += 1
     workload_rows = [({}, [Cell(w, href=href), Cell(str(counts[w]), sort=counts[w])])
                      for w, href in sorted(workloads.items())]
@@ -149,6 +156,12 @@ def index_page(tables: dict, skipped: list[tuple[str, str]]) -> str:
     return page("xpubench results", "".join(parts))
 
 
+def _message(case: dict) -> str:
+    repeat = case.get("repeat_of")
+    same = f"the same record as in {repeat[0]} (its workload's page shows it from there)" if repeat else ""
+    return "; ".join(filter(None, [case.get("message") or "", same]))
+
+
 def run_page(run: RunRecord, report_href: str | None) -> str:
     head = ["#", "case", "status", "figure", "time", "95% CI", "compile", "processes", "samples", "message"]
     rows = []
@@ -158,10 +171,11 @@ def run_page(run: RunRecord, report_href: str | None) -> str:
         rows.append(({}, [Cell(str(i), sort=i), Cell(c.get("key") or "n/a", href=f"#case-{i}"), c.get("status"),
                           figure_cell(c, f"#case-{i}"), time_cell(c), ci, compile_cell(c),
                           Cell(str(c.get("processes")), sort=c.get("processes") or 0),
-                          Cell(str(c.get("samples")), sort=c.get("samples") or 0), c.get("message") or ""]))
+                          Cell(str(c.get("samples")), sort=c.get("samples") or 0), _message(c)]))
     report = (f'<p><a href="{esc(report_href)}">The report of this run</a> (xpubench report, built with the site).</p>'
               if report_href else "")
-    facts = [("results file", f'<a href="{run.id}.jsonl">{esc(run.file)}</a> (sha256 {esc(run.digest)})'),
+    copies = f"; the same file also as {esc(', '.join(run.copies))}" if run.copies else ""
+    facts = [("results file", f'<a href="{esc(run.id)}.jsonl">{esc(run.file)}</a> (sha256 {esc(run.digest)}{copies})'),
              ("machine", esc(run.machine_label)), ("started", esc(run.date or "n/a")),
              ("xpubench", esc(run.xpubench)), ("git", esc(run.git))]
     parts = ["<table>" + "".join(f"<tr><th class=\"text\">{k}</th><td class=\"text\">{v}</td></tr>" for k, v in facts)

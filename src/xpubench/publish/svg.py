@@ -21,7 +21,10 @@ from xpubench.results.stats import separated
 MIN_CHANGE = 0.05
 PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4a", "#8e44ad", "#c0392b", "#16a0a0", "#7f6a00", "#d6589f", "#555555",
            "#9cc3e6", "#f3b27a", "#95d5a4")
-W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 240, 64, 16, 14, 38
+W, H, LEFT, RIGHT, TOP, BOTTOM = 720, 240, 64, 40, 14, 38
+TICKS = 5           # time-axis labels: 5 of at most 16 characters (11px) fit 616 px with room between them
+LEGEND_ROW, LEGEND_CHARS, HALF = 18, 100, 48   # legend: labels whole up to 100 characters, two a row up to 48
+DASHES = ("", "6 3", "2 2")   # the palette's first, second and third round: lines of one colour stay apart
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,24 @@ def _prefix(top: float, unit: str) -> tuple[float, str]:
 
 
 def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "\u2026"
+    """At most ``width`` characters, cut in the middle: the end of a machine label (its CPU model) is kept."""
+    return text if len(text) <= width else text[: width // 2 - 1] + "\u2026" + text[-(width - width // 2):]
+
+
+def time_ticks(x0: float, x1: float, ticks: int = TICKS) -> list[tuple[float, str]]:
+    """(seconds, label) of up to ``ticks`` times evenly spread over [x0, x1], no two labels alike: dates, or
+    "MM-DD HH:MM" where the ticks are less than a day apart."""
+    if x1 <= x0:
+        ticks = 1
+    step = (x1 - x0) / max(1, ticks - 1)
+    out: list[tuple[float, str]] = []
+    for k in range(ticks):
+        at = x0 + k * step if ticks > 1 else (x0 + x1) / 2
+        moment = datetime.fromtimestamp(at, timezone.utc)
+        label = moment.strftime("%m-%d %H:%M" if step < 86400 else "%Y-%m-%d")
+        if not out or out[-1][1] != label:
+            out.append((at, label))
+    return out
 
 
 def change(before: Point, after: Point) -> str:
@@ -84,7 +104,9 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
     def y(value: float) -> float:
         return TOP + (H - TOP - BOTTOM) * (1 - value / y1)
 
-    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + 18 * ((len(series) + 1) // 2)}" role="img" '
+    columns = 2 if max(len(m) for m in series) <= HALF else 1
+    rows = -(-len(series) // columns)
+    out = [(f'<svg class="chart" viewBox="0 0 {W} {H + LEGEND_ROW * rows}" role="img" '
            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>'),
            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" class="axis"/>']
     for tick in np.linspace(0, y1, 5):
@@ -92,19 +114,18 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
                    f'{tick / scale:.3g}</text>'
                    f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{W - RIGHT}" y2="{y(tick):.1f}" class="grid"/>')
     out.append(f'<text x="{LEFT}" y="{TOP - 2}" class="tick">{esc(unit)}</text>')
-    dates = sorted({p.date for p in points}, key=_seconds)
-    short = (x1 - x0) < 3 * 86400   # within three days: the hour too
-    for date in dates[:: max(1, len(dates) // 5)]:
-        text = date[5:16].replace("T", " ") if short else date[:10]
-        at = x(date)
-        anchor = "end" if at > W - RIGHT - 40 else "start" if at < LEFT + 40 else "middle"
-        out.append(f'<text x="{at:.1f}" y="{H - BOTTOM + 16}" class="tick" text-anchor="{anchor}">{esc(text)}</text>')
+    for at, text in time_ticks(x0, x1):
+        pos = LEFT + (W - LEFT - RIGHT) * ((at - x0) / (x1 - x0) if x1 > x0 else 0.5)
+        out.append(f'<line x1="{pos:.1f}" y1="{H - BOTTOM}" x2="{pos:.1f}" y2="{H - BOTTOM + 4}" class="axis"/>'
+                   f'<text x="{pos:.1f}" y="{H - BOTTOM + 16}" class="tick" text-anchor="middle">{esc(text)}</text>')
     for i, (machine, ps) in enumerate(series.items()):
         colour = PALETTE[i % len(PALETTE)]
+        dash = DASHES[i // len(PALETTE) % len(DASHES)]
+        dash = f' stroke-dasharray="{dash}"' if dash else ""
         ps = sorted(ps, key=lambda p: _seconds(p.date))
         if len(ps) > 1:
             path = " ".join(f"{x(p.date):.1f},{y(p.value):.1f}" for p in ps)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"{dash}/>')
         for before, p in zip([None, *ps], ps):
             moved = change(before, p) if before else ""
             mark = f' class="{moved}"' if moved else ""
@@ -112,8 +133,8 @@ def chart(title: str, unit: str, series: dict[str, list[Point]]) -> str:
             out.append(f'<a href="{esc(p.href)}"><circle cx="{x(p.date):.1f}" cy="{y(p.value):.1f}" '
                        f'r="{5 if moved else 3}" fill="{colour}"{mark}><title>{esc(p.label + note)}</title>'
                        "</circle></a>")
-        lx, ly = LEFT + (i % 2) * 330, H + 14 + 18 * (i // 2)
-        out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{lx + 14}" y="{ly}" class="legend">{esc(_short(machine, 50))}</text>')
+        lx, ly = LEFT + (i % columns) * (W - LEFT) // 2, H + 4 + LEGEND_ROW * (i // columns)
+        out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="{colour}" stroke-width="3"'
+                   f'{dash}/><text x="{lx + 22}" y="{ly}" class="legend">{esc(_short(machine, LEGEND_CHARS))}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from xpubench.report.base import csvfile
 from xpubench.report.render.html import esc
+from xpubench.results.plaintext import shown
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,13 @@ def html_table(table_id: str, head: list[str], rows: list[tuple[dict, list]]) ->
 
 
 def csv_text(head: list[str], rows: list[tuple[dict, list]]) -> str:
-    """The rows' CSV (report/base/csvfile.py: every CSV xpubench writes)."""
-    return csvfile.csv_text(head, ([c.raw if c.raw is not None else c.text for c in map(cell, cells)]
+    """The rows' CSV (report/base/csvfile.py: every CSV xpubench writes), its text as the pages show it."""
+    return csvfile.csv_text(head, ([_shown(c.raw if c.raw is not None else c.text) for c in map(cell, cells)]
                                    for _, cells in rows))
+
+
+def _shown(value):
+    return shown(value) if isinstance(value, str) else value
 
 
 def csv_links(table_id: str, csv_name: str, *, every_row: bool = True) -> str:

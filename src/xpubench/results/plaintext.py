@@ -1,10 +1,12 @@
 """Text xpubench did not write itself (case keys, exception messages, paths, env-file fields, warnings and
 device names read from results files) shown as plain text, at the points it is printed.
 
-- ``shown(value)``: control characters (C0 but tab and newline, DEL, C1), lone surrogates and the
-  bidirectional overrides are written as Python escapes (``\\x1b``, ``\\udcff``, ``\\u202e``): an
-  ``ESC ]0;...BEL`` from a results file never reaches the terminal or a report raw, and a lone surrogate
-  can be encoded by any stream.
+- ``shown(value)``: control characters (C0 but tab and newline, DEL, C1), lone surrogates and every
+  format character (Unicode's category Cf: the bidirectional overrides, isolates and marks, zero-width
+  spaces and joiners, the soft hyphen, the BOM) are written as Python escapes (``\\x1b``, ``\\udcff``,
+  ``\\u202e``, ``\\u200b``): an ``ESC ]0;...BEL`` from a results file never reaches the terminal, a report
+  or the site raw, a lone surrogate can be encoded by any stream, and two names that differ only by an
+  invisible character never look the same.
 - ``markup(value)``: ``shown`` and rich's markup escape, for a value put inside a markup string
   (``f"[yellow]warning:[/] {markup(w)}"``): ``[/x]`` is never a closing tag, ``[batch, features]`` is kept.
 - ``plain_streams()``: stdout and stderr never fail on a character they cannot encode (``LC_ALL=C``,
@@ -26,11 +28,14 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")   # Unicode's Cf
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{_FORMAT}]")
 
 
 def shown(value: Any) -> str:
-    """``str(value)`` with every control character, lone surrogate and bidi override escaped."""
+    """``str(value)`` with every control character, lone surrogate and format character escaped."""
     return _UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
