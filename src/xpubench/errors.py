@@ -1,4 +1,18 @@
-"""Errors a user can cause. The CLI turns each into one line on stderr and exit code 2."""
+"""What ends a command early, in one place: an error a user can cause (the CLI turns each into one line on
+stderr and exit code 2), and a stop asked from outside -- Ctrl-C, SIGTERM, SIGHUP -- which every command
+takes the one way Ctrl-C is taken (``stops_like_ctrl_c``: exit code 128 + the signal), while every child
+xpubench starts ends with it (docs/robustness.md, "Stopping")."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+# taken as Ctrl-C's SIGINT is (Windows has no SIGHUP)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class UserError(Exception):
@@ -22,3 +36,131 @@ def warn_caller(message: str) -> None:
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, stacklevel=level)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt (``stops_like_ctrl_c``): every
+    ``except KeyboardInterrupt`` and ``finally`` that stops a child or keeps a result runs for it too."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def stop_signal(exc: BaseException) -> int:
+    """The signal an interrupt came from: SIGINT (Ctrl-C) unless it is an ``Interrupted``. A command that
+    stops on it exits with 128 + this, as a shell reports a process its signal ended: 130 Ctrl-C, 143
+    SIGTERM, 129 SIGHUP."""
+    return getattr(exc, "signum", int(signal.SIGINT))
+
+
+def stopped_by(signum: int) -> str:
+    """"Ctrl-C", "SIGTERM" or "SIGHUP": what interrupted, as a message says it."""
+    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def _interrupt(signum, frame) -> None:
+    """The handler of SIGTERM and SIGHUP within ``stops_like_ctrl_c``: the first raises Interrupted; any
+    after it, while the command unwinds, is ignored, so no stop is cut half-way (each is bounded: a
+    worker's group is killed, llama-server gets 10 s)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()   # the only one that may set a handler
+
+
+@contextlib.contextmanager
+def stops_like_ctrl_c() -> Iterator[None]:
+    """Within it, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread, as Ctrl-C raises
+    KeyboardInterrupt: a command unwinds the same way whichever of the three stopped it. A signal this
+    process was started ignoring stays ignored (``nohup xpubench run ...`` goes on when the terminal
+    closes, as Python leaves an ignored SIGINT ignored). The earlier handlers come back on leaving;
+    outside the main thread nothing changes."""
+    if not _main_thread():
+        yield
+        return
+    earlier = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for s, handler in earlier.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
+@contextlib.contextmanager
+def stops_cancel(cancel: Callable[[], object]) -> Iterator[None]:
+    """Within it, a SIGTERM or SIGHUP that ``stops_like_ctrl_c`` would raise calls ``cancel`` instead, and
+    Interrupted is raised on leaving: an asyncio loop's work is cancelled inside the loop, its connections
+    closed (raised wherever the signal lands, the exception could leave them half-closed), as asyncio.run
+    takes Ctrl-C."""
+    taken = [s for s in STOP_SIGNALS if signal.getsignal(s) is _interrupt] if _main_thread() else []
+    got: list[int] = []
+
+    def take(signum, frame) -> None:
+        got.append(signum)
+        cancel()
+
+    for s in taken:
+        signal.signal(s, take)
+    try:
+        yield
+    except BaseException:   # the cancellation ``cancel`` caused, or another end
+        if not got:
+            raise
+    finally:
+        for s in taken:
+            signal.signal(s, _interrupt)
+    if got:
+        _interrupt(got[0], None)
+
+
+def _prctl():
+    """libc's prctl on Linux, else None; looked up once, on import, so a child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def ends_with_parent() -> None:
+    """What a child runs first (Popen's ``preexec_fn``, a process pool's ``initializer``) so that it ends
+    with the process that started it, even one killed outright (SIGKILL, a crash): the kernel then sends it
+    SIGKILL (Linux's PR_SET_PDEATHSIG, which fires when the starting *thread* ends: start such children
+    from the main thread; elsewhere only the parent's own stop ends it). Ctrl-C is left to the parent,
+    which stops the child (SIGINT ignored, so a terminal's Ctrl-C to the whole group does not break a pool
+    mid-task); SIGTERM and SIGHUP end it (a pool ends a broken worker with SIGTERM). The three are then let
+    through (``stops_held``). For the children that cannot notice their parent's end themselves: a
+    worker watches its parent (launch/worker.py), a fork server reads its runner's pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, *STOP_SIGNALS})
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held back in this thread while within, and delivered on leaving: a child
+    forked within starts with them held too, until ``ends_with_parent`` has said what they do there (one
+    sent to the whole group as the child starts would otherwise meet the parent's handler in it)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    earlier = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *STOP_SIGNALS})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, earlier)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, stop_signal, stopped_by
 from xpubench.plan.options_text import csv
 from xpubench.results.plaintext import markup
 
@@ -121,15 +121,17 @@ def cmd_serve(args, console) -> int:
             from xpubench.serve.run import sweep
 
             outcome = sweep(s, tgt, on_point=lambda p: console.print(markup(point_line(p)), highlight=False))
-    except KeyboardInterrupt:      # while the server started (a sweep's own Ctrl-C keeps its points: run.py)
-        console.print("xpubench serve: interrupted before the sweep began; nothing was measured", highlight=False)
-        return 130
+    except KeyboardInterrupt as exc:   # while the server started (a sweep's own interrupt keeps its points: run.py)
+        signum = stop_signal(exc)
+        console.print(f"xpubench serve: interrupted ({stopped_by(signum)}) before the sweep began; nothing was "
+                      "measured", highlight=False)
+        return 128 + signum
     console.print(points_table(outcome.points))
     if outcome.line:
         console.print(markup(outcome.line[:1].upper() + outcome.line[1:] + "."), highlight=False)
     console.print(f"results appended to {markup(s.output)}; `xpubench report {markup(s.output)}` shows them",
                   highlight=False)
-    return 130 if outcome.interrupted else 0
+    return 128 + outcome.interrupted if outcome.interrupted else 0   # 128 + the signal, as for every command
 
 
 def _ms(v) -> str:

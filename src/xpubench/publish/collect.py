@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, ends_with_parent, stops_held
 
 CACHE_VERSION = 2
 
@@ -135,17 +135,21 @@ def collect(folder: Path, cache: Path | None = None, jobs: int | None = None,
             records[digest] = None
             todo.append((str(path), name, digest))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    pool = None
     if jobs == 1 or len(todo) < 8:
         blobs = map(_read_one, todo)
-    else:
-        pool = ProcessPoolExecutor(jobs)
-        blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
-    for (_, name, digest), blob in zip(todo, blobs):
-        records[digest] = blob
-        if on_progress:
-            on_progress(name)
-    if jobs > 1 and len(todo) >= 8:
-        pool.shutdown()
+    else:   # its workers leave Ctrl-C to this process and end with it (errors.ends_with_parent)
+        with stops_held():   # the workers are forked here, by the first task
+            pool = ProcessPoolExecutor(jobs, initializer=ends_with_parent)
+            blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
+    try:
+        for (_, name, digest), blob in zip(todo, blobs):
+            records[digest] = blob
+            if on_progress:
+                on_progress(name)
+    finally:   # an interrupt (Ctrl-C, SIGTERM, SIGHUP) drops the files no worker has begun
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"cache_version": CACHE_VERSION, "records": records, "stats": stats}),

@@ -18,6 +18,7 @@ from typing import Any
 
 from xpubench.backends.fingerprint import fingerprint, package_versions
 from xpubench.case import Case
+from xpubench.errors import stopped_by
 from xpubench.results import machine
 from xpubench.results.metrics import check
 from xpubench.results.schema import Run
@@ -72,15 +73,15 @@ def to_run(target: Target, point: PointRun, *, input_len: int, output_len: int, 
     metrics |= {"load": load.label, "concurrency": load.concurrency, "request_rate": load.rate,
                 "input_len": input_len, "output_len": output_len, "endpoint": endpoint,
                 "warmup_requests": len(point.warmup_samples), "server": target.server, "model": target.model,
-                "server_command": target.command, "interrupted": point.interrupted or None}
+                "server_command": target.command, "interrupted": True if point.interrupted else None}
     notes = [n for n in (length_note, _warmup_note(point)) if n]
     if point.interrupted:
-        notes.append(f"interrupted (Ctrl-C): {len(point.samples)} requests finished, {point.in_flight} in "
-                     "flight not measured")
+        notes.append(f"interrupted ({stopped_by(point.interrupted)}): {len(point.samples)} requests finished, "
+                     f"{point.in_flight} in flight not measured")
     metrics["warning"] = "; ".join(notes) or None
     metrics = {k: v for k, v in metrics.items() if v is not None or k in ("warning",)}
     ok = metrics.get("completed", 0) > 0
-    message = "" if ok else f"no request completed: {metrics.get('failure_reasons') or 'none was sent'}"
+    message = "" if ok else _no_request_completed(point, metrics)
     if ok and metrics.get("failed"):
         message = f"{metrics['failed']} of {metrics['requests']} requests failed: {metrics['failure_reasons']}"
     return Run(case=case_of(target, load, input_len, output_len, endpoint, seed).as_dict(),
@@ -90,6 +91,15 @@ def to_run(target: Target, point: PointRun, *, input_len: int, output_len: int, 
                fingerprint=fingerprint(env) | {"client": platform.node()}, started_at=started,
                duration_s=round(time.monotonic() - snap[1], 3), process=process, processes=processes,
                machine=machine.state(snap[0], machine.snapshot()))
+
+
+def _no_request_completed(point: PointRun, metrics: dict) -> str:
+    """Why a point has no measured request: it was interrupted first (in its warm-up or after), or every
+    request failed, or none was sent."""
+    if point.interrupted:
+        where = " in the warm-up" if len(point.warmup_samples) < point.load.warmup else ""
+        return f"interrupted ({stopped_by(point.interrupted)}){where} before any measured request completed"
+    return f"no request completed: {metrics.get('failure_reasons') or 'none was sent'}"
 
 
 def _warmup_note(point: PointRun) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xpubench.errors import stop_signal
 from xpubench.results import store
 from xpubench.serve.client import payload
 from xpubench.serve.figures import Slo, capacity, capacity_line
@@ -52,7 +53,7 @@ class Settings:
 class Outcome:
     points: list[dict]                     # each point's metrics, in sweep order (the last round's)
     line: str | None                       # the capacity line, with an SLO
-    interrupted: bool = False
+    interrupted: int | None = None          # the signal that ended the sweep early (SIGINT: Ctrl-C)
 
 
 def loads(s: Settings) -> list[Load]:
@@ -69,8 +70,8 @@ def loads(s: Settings) -> list[Load]:
 
 
 def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None = None) -> Outcome:
-    """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C ends the sweep after
-    recording the point it cut."""
+    """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C, SIGTERM or SIGHUP ends
+    the sweep after recording the point it cut."""
     env = environment(target)
     prompts = Prompts(target.url, s.input_len, s.seed, s.prompts, s.model_name or target.model)
     url = target.url + s.endpoint
@@ -97,9 +98,9 @@ def sweep(s: Settings, target: Target, on_point: Callable[[dict], None] | None =
                 if on_point:
                     on_point(points[-1])
                 if run.interrupted:
-                    return Outcome(points, _line(s, rounds), interrupted=True)
-    except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
-        return Outcome(points, _line(s, rounds), interrupted=True)
+                    return Outcome(points, _line(s, rounds), interrupted=run.interrupted)
+    except KeyboardInterrupt as exc:      # between points (making prompts): what was measured is in the file
+        return Outcome(points, _line(s, rounds), interrupted=stop_signal(exc))
     return Outcome(points, _line(s, rounds))
 
 

@@ -5,9 +5,10 @@ OpenAI-compatible server at a URL; either way what the server says about itself 
 llama-bench) on 127.0.0.1 at a free port with ``-np`` parallel slots (one per user of the largest
 concurrency, continuous batching on, llama.cpp's default), a context of ``slots x per-slot`` tokens and
 this process's usable cores as threads; it waits for ``/health`` to say ok (the model loaded), and on
-exit terminates it (SIGTERM, then SIGKILL after 10 s). Its log goes to a temporary file whose last lines
-are the error when it dies. ``provenance(url)`` reads ``/v1/models``, ``/props`` (llama.cpp),
-``/version`` (vLLM) and the ``Server`` header.
+exit -- Ctrl-C, SIGTERM and SIGHUP included (errors.stops_like_ctrl_c) -- terminates it (SIGTERM, then
+SIGKILL after 10 s); were xpubench killed outright, the kernel ends it (errors.ends_with_parent). Its log
+goes to a temporary file whose last lines are the error when it dies. ``provenance(url)`` reads
+``/v1/models``, ``/props`` (llama.cpp), ``/version`` (vLLM) and the ``Server`` header.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, ends_with_parent, stops_held
 
 HEALTH_TIMEOUT_S = 300.0
 
@@ -86,9 +88,17 @@ class LlamaServer:
 
     def __enter__(self):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-llama-server-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
         try:
+            # its own session: a terminal's Ctrl-C reaches xpubench alone, which records the cut point, then
+            # stops the server (stop); it ends with xpubench even when xpubench is killed outright, and a
+            # stop sent as it starts arrives once it is self.proc (errors.stops_held). ends_with_parent
+            # takes no lock and imports nothing (prctl was looked up before): safe between fork and exec
+            with stops_held(), warnings.catch_warnings():
+                # JAX, where this process imported it, warns of any fork: this child runs no JAX, only exec
+                warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+                self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=ends_with_parent)  # noqa: PLW1509
             self._wait_healthy()
         except BaseException:
             self.stop()
