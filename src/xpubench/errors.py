@@ -5,14 +5,16 @@ xpubench starts ends with it (docs/robustness.md, "Stopping")."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import gc
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 
-# taken as Ctrl-C's SIGINT is (Windows has no SIGHUP)
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+# Ctrl-C, kill / a batch scheduler, a closed terminal (Windows has no SIGHUP)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class UserError(Exception):
@@ -39,8 +41,9 @@ def warn_caller(message: str) -> None:
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt (``stops_like_ctrl_c``): every
-    ``except KeyboardInterrupt`` and ``finally`` that stops a child or keeps a result runs for it too."""
+    """Ctrl-C, SIGTERM or SIGHUP, raised where Python raises KeyboardInterrupt for Ctrl-C
+    (``stops_like_ctrl_c``): every ``except KeyboardInterrupt`` and ``finally`` that stops a child or keeps a
+    result runs for each."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -48,9 +51,9 @@ class Interrupted(KeyboardInterrupt):
 
 
 def stop_signal(exc: BaseException) -> int:
-    """The signal an interrupt came from: SIGINT (Ctrl-C) unless it is an ``Interrupted``. A command that
-    stops on it exits with 128 + this, as a shell reports a process its signal ended: 130 Ctrl-C, 143
-    SIGTERM, 129 SIGHUP."""
+    """The signal an interrupt came from (a plain KeyboardInterrupt: SIGINT). A command that stops on it
+    exits with 128 + this, as a shell reports a process its signal ended: 130 Ctrl-C, 143 SIGTERM, 129
+    SIGHUP."""
     return getattr(exc, "signum", int(signal.SIGINT))
 
 
@@ -59,12 +62,34 @@ def stopped_by(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
+def _drops_exceptions(frame) -> bool:
+    """Whether an exception raised at ``frame`` would be printed and dropped instead of stopping the command:
+    inside a garbage collector's callback (JAX registers one, run at every collection) or a finaliser."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+_held: list[int] = []   # stops_held: how deep, in the main thread; the stop that came meanwhile, if any
+_waiting: list[int] = []
+
+
 def _interrupt(signum, frame) -> None:
-    """The handler of SIGTERM and SIGHUP within ``stops_like_ctrl_c``: the first raises Interrupted; any
-    after it, while the command unwinds, is ignored, so no stop is cut half-way (each is bounded: a
-    worker's group is killed, llama-server gets 10 s)."""
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
+    """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is. Unless the
+    stops are held (``stops_held``): then it waits for their end; or unless an exception there would be
+    dropped (``_drops_exceptions``): then the signal is sent again, and taken at the first line outside.
+    So a stop is never lost, and each one raises anew, as each Ctrl-C does."""
+    if _held:
+        _waiting[:] = _waiting or [signum]
+        return
+    if _drops_exceptions(frame):   # sent again from another thread: from here it would be taken here again
+        again = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum)
 
 
@@ -74,11 +99,10 @@ def _main_thread() -> bool:
 
 @contextlib.contextmanager
 def stops_like_ctrl_c() -> Iterator[None]:
-    """Within it, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread, as Ctrl-C raises
-    KeyboardInterrupt: a command unwinds the same way whichever of the three stopped it. A signal this
-    process was started ignoring stays ignored (``nohup xpubench run ...`` goes on when the terminal
-    closes, as Python leaves an ignored SIGINT ignored). The earlier handlers come back on leaving;
-    outside the main thread nothing changes."""
+    """Within it, Ctrl-C, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread: a command unwinds
+    the same way whichever of the three stopped it. A signal this process was started ignoring stays
+    ignored (``nohup xpubench run ...`` goes on when the terminal closes; Python leaves an ignored SIGINT
+    ignored too). The earlier handlers come back on leaving; outside the main thread nothing changes."""
     if not _main_thread():
         yield
         return
@@ -92,10 +116,10 @@ def stops_like_ctrl_c() -> Iterator[None]:
 
 @contextlib.contextmanager
 def stops_cancel(cancel: Callable[[], object]) -> Iterator[None]:
-    """Within it, a SIGTERM or SIGHUP that ``stops_like_ctrl_c`` would raise calls ``cancel`` instead, and
-    Interrupted is raised on leaving: an asyncio loop's work is cancelled inside the loop, its connections
-    closed (raised wherever the signal lands, the exception could leave them half-closed), as asyncio.run
-    takes Ctrl-C."""
+    """Within it, a stop that ``stops_like_ctrl_c`` would raise calls ``cancel`` instead, and Interrupted is
+    raised on leaving: an asyncio loop's work is cancelled inside the loop, its connections closed (raised
+    wherever the signal lands, the exception could leave them half-closed), as asyncio.run takes a plain
+    Ctrl-C."""
     taken = [s for s in STOP_SIGNALS if signal.getsignal(s) is _interrupt] if _main_thread() else []
     got: list[int] = []
 
@@ -114,7 +138,7 @@ def stops_cancel(cancel: Callable[[], object]) -> Iterator[None]:
         for s in taken:
             signal.signal(s, _interrupt)
     if got:
-        _interrupt(got[0], None)
+        raise Interrupted(got[0])
 
 
 def _prctl():
@@ -142,25 +166,31 @@ def ends_with_parent() -> None:
     mid-task); SIGTERM and SIGHUP end it (a pool ends a broken worker with SIGTERM). The three are then let
     through (``stops_held``). For the children that cannot notice their parent's end themselves: a
     worker watches its parent (launch/worker.py), a fork server reads its runner's pipe."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_DFL)
+        signal.signal(s, signal.SIG_IGN if s == signal.SIGINT else signal.SIG_DFL)
     if _PRCTL is not None:
         _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, *STOP_SIGNALS})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 @contextlib.contextmanager
 def stops_held() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP held back in this thread while within, and delivered on leaving: a child
-    forked within starts with them held too, until ``ends_with_parent`` has said what they do there (one
-    sent to the whole group as the child starts would otherwise meet the parent's handler in it)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    earlier = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *STOP_SIGNALS})
+    """Ctrl-C, SIGTERM and SIGHUP held back while within (in the main thread, where they are taken), and
+    raised on leaving: a step that must not be cut half-way (stopping a child, starting one so that it is
+    known to be stopped) runs whole. A child forked within starts with them blocked, until
+    ``ends_with_parent`` has said what they do there (one sent to the whole group as the child starts
+    would otherwise meet the parent's handler in it)."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+    main = _main_thread()
+    if main:
+        _held.append(1)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, earlier)
+        if main:
+            _held.pop()
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if main and not _held and _waiting:
+            raise Interrupted(_waiting.pop())

@@ -116,22 +116,25 @@ def cmd_serve(args, console) -> int:
     s = settings_of(args)
     console.print(f"xpubench serve: {len(s.concurrency)} concurrency and {len(s.rates)} rate points, "
                   f"{s.input_len} tokens in, {s.output_len} out -> {markup(s.output)}", highlight=False)
+    outcome = None
     try:
         with target.opened(s, args, say=lambda line: console.print(markup(line), highlight=False)) as tgt:
             from xpubench.serve.run import sweep
 
             outcome = sweep(s, tgt, on_point=lambda p: console.print(markup(point_line(p)), highlight=False))
-    except KeyboardInterrupt as exc:   # while the server started (a sweep's own interrupt keeps its points: run.py)
-        signum = stop_signal(exc)
-        console.print(f"xpubench serve: interrupted ({stopped_by(signum)}) before the sweep began; nothing was "
-                      "measured", highlight=False)
-        return 128 + signum
+        stopped = outcome.interrupted
+    except KeyboardInterrupt as exc:   # while the server started or stopped (a sweep's own keeps its points: run.py)
+        stopped = stop_signal(exc)
+        if outcome is None:
+            console.print(f"xpubench serve: interrupted ({stopped_by(stopped)}) before the sweep began; nothing "
+                          "was measured", highlight=False)
+            return 128 + stopped
     console.print(points_table(outcome.points))
     if outcome.line:
         console.print(markup(outcome.line[:1].upper() + outcome.line[1:] + "."), highlight=False)
     console.print(f"results appended to {markup(s.output)}; `xpubench report {markup(s.output)}` shows them",
                   highlight=False)
-    return 128 + outcome.interrupted if outcome.interrupted else 0   # 128 + the signal, as for every command
+    return 128 + stopped if stopped else 0   # 128 + the signal, as for every command
 
 
 def _ms(v) -> str:

@@ -120,17 +120,19 @@ class LlamaServer:
         raise UserError(f"llama-server was not ready after {HEALTH_TIMEOUT_S:g} s: {self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.log is not None:
-            self.log.close()
-            Path(self.log.name).unlink(missing_ok=True)
-            self.log = None
+        """SIGTERM, SIGKILL after 10 s, its log removed, whole: a stop meanwhile waits for it (errors.stops_held)."""
+        with stops_held():
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            if self.log is not None:
+                self.log.close()
+                Path(self.log.name).unlink(missing_ok=True)
+                self.log = None
 
     def __exit__(self, *exc) -> None:
         self.stop()
