@@ -73,8 +73,8 @@ def _drops_exceptions(frame) -> bool:
     return False
 
 
-_held: list[int] = []   # stops_held: how deep, in the main thread; the stop that came meanwhile, if any
-_waiting: list[int] = []
+_held: list[int] = []      # one entry per stops_held the main thread is in
+_waiting: list[int] = []   # the stop that came meanwhile, raised when the last one ends
 
 
 def _interrupt(signum, frame) -> None:

@@ -136,13 +136,13 @@ def collect(folder: Path, cache: Path | None = None, jobs: int | None = None,
             todo.append((str(path), name, digest))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     pool = None
-    if jobs == 1 or len(todo) < 8:
-        blobs = map(_read_one, todo)
-    else:   # its workers leave Ctrl-C to this process and end with it (errors.ends_with_parent)
-        with stops_held():   # the workers are forked here, by the first task
-            pool = ProcessPoolExecutor(jobs, initializer=ends_with_parent)
-            blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
     try:
+        if jobs == 1 or len(todo) < 8:
+            blobs = map(_read_one, todo)
+        else:   # its workers leave Ctrl-C to this process and end with it (errors.ends_with_parent)
+            with stops_held():   # the workers are forked here, by the first task
+                pool = ProcessPoolExecutor(jobs, initializer=ends_with_parent)
+                blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
         for (_, name, digest), blob in zip(todo, blobs):
             records[digest] = blob
             if on_progress:
