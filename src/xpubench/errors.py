@@ -5,7 +5,6 @@ xpubench starts ends with it (docs/robustness.md, "Stopping")."""
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import gc
 import signal
@@ -86,7 +85,7 @@ def _interrupt(signum, frame) -> None:
         _waiting[:] = _waiting or [signum]
         return
     if _drops_exceptions(frame):   # sent again from another thread: from here it would be taken here again
-        again = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+        again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signum))
         again.daemon = True
         again.start()
         return
