@@ -4,7 +4,10 @@ the working directory."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -57,3 +60,33 @@ def test_bench_writes_where_it_is_told(monkeypatch, tmp_path, capsys):
         frame = bench_module.bench(model_file(tmp_path), quick=True, processes=1, output=tmp_path / "mine.jsonl")
     assert loaded == [tmp_path / "mine.jsonl"] and frame.attrs["results_file"] == str(tmp_path / "mine.jsonl")
     assert "results in" not in capsys.readouterr().out
+
+
+BENCH_IN_A_PROCESS = """
+import sys
+from pathlib import Path
+import pandas as pd
+from xpubench import api
+from xpubench.api import bench as bench_module
+
+api.plan = lambda *a, **k: api.Plan([], [], {"host": {}, "backends": {}})
+api.load = lambda paths: pd.DataFrame({"case": []})
+frame = bench_module.bench(sys.argv[1], quick=True, processes=2)
+folder = Path(frame.attrs["results_file"]).parent
+assert folder.is_dir() and folder.name.startswith("xpubench-bench-"), folder   # there while the process lives
+print(folder)
+"""
+
+
+def test_benchs_temporary_folder_goes_when_the_process_ends(tmp_path):
+    """Issue 52 item 9: each ``bench()`` without output= left an ``xpubench-bench-*`` folder in the temp folder
+    for good; it lasts as long as the process (a notebook's kernel), which can report from it until then."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = dict(os.environ, TMPDIR=str(temp))
+    proc = subprocess.run([sys.executable, "-c", BENCH_IN_A_PROCESS, model_file(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    folder = Path(proc.stdout.strip().splitlines()[-1])
+    assert folder.parent == temp and not folder.exists()
+    assert [p.name for p in temp.iterdir() if p.name.startswith("xpubench-bench-")] == []

@@ -27,7 +27,9 @@ inside the function, or the function into a ``.py`` file.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,8 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
     """Plan and run ``model`` (see the module docstring) with ``xpubench.run``'s keywords (``modes``,
     ``backends``, ``precisions``, ``batch_sizes``, ``quick``, ``output``, ``processes``, ...); returns the
     results file's DataFrame, one row per case, its ``attrs["results_file"]`` the file. Without ``output``
-    the file (and its plan) go to a new temporary folder, printed, not the working directory."""
+    the file (and its plan) go to a new temporary folder, printed, not the working directory, and removed
+    when this Python process ends."""
     if run_options.get("resume") is not None:
         raise UserError("bench plans a new run: to resume one, use xpubench.run(resume=FILE)")
     for name in ("model", "request"):
@@ -68,12 +71,23 @@ def bench(model, /, *, input_shape=None, input_dtype: str | None = None, task: s
 
 def _output(given) -> Path:
     """``output=`` as given, else a new results file in a temporary folder of its own (a notebook's
-    working directory gets neither the results nor the plan beside them), said where it is."""
+    working directory gets neither the results nor the plan beside them), said where it is. That folder
+    lasts as long as this Python process (the notebook's kernel): the frame's ``attrs["results_file"]``
+    can be reported from until then, and nothing is left in the temp folder after it."""
     if given:
         return Path(given)
-    output = api.default_output(Path(tempfile.mkdtemp(prefix="xpubench-bench-")))
-    print(f"xpubench.bench: results in {output} (a temporary folder; output=PATH keeps them elsewhere)", flush=True)
+    folder = tempfile.mkdtemp(prefix="xpubench-bench-")
+    atexit.register(_remove, folder, os.getpid())
+    output = api.default_output(Path(folder))
+    print(f"xpubench.bench: results in {output} (a temporary folder, removed when this Python process ends; "
+          "output=PATH keeps them)", flush=True)
     return output
+
+
+def _remove(folder: str, owner: int) -> None:
+    """At exit: the temporary folder, by the process that made it (never by a child forked from it)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _frame(output: Path):

@@ -6,6 +6,7 @@ Every error a user can cause ends in one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -16,7 +17,7 @@ from xpubench.cli import fleet as fleet_cli
 from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
 from xpubench.envnames import REFRESH
-from xpubench.errors import UserError
+from xpubench.errors import UserError, stop_signal, stopped_by, stops_like_ctrl_c
 from xpubench.plan.options import REFRESH_HELP, add_run_arguments, device_help, doctor_backend_help
 from xpubench.plan.options_text import csv
 from xpubench.version import __version__
@@ -134,17 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns
     wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
     console, err = Console(width=wide), Console(stderr=True)
+    args = None
     try:
-        _check_working_folder()
-        args = build_parser().parse_args(argv)
-        if args.command is None:
-            build_parser().print_help()
-            return EXIT_USAGE
-        if getattr(args, "refresh", False):   # the detection child and the run's brief bandwidth read it
-            os.environ[REFRESH] = "1"
-        if args.command == "run":
-            _exit_on_sigterm()
-        return COMMANDS[args.command](args, console)
+        with stops_like_ctrl_c():   # SIGTERM, SIGHUP: the way Ctrl-C goes (errors.py, docs/robustness.md)
+            _check_working_folder()
+            args = build_parser().parse_args(argv)
+            if args.command is None:
+                build_parser().print_help()
+                return EXIT_USAGE
+            if getattr(args, "refresh", False):   # the detection child and the run's brief bandwidth read it
+                os.environ[REFRESH] = "1"
+            return COMMANDS[args.command](args, console)
     except UserError as exc:
         err.print(f"xpubench: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         return EXIT_USAGE
@@ -155,9 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"xpubench: error: {exc.strerror or _one_line(exc)}{where}", markup=False, highlight=False,
                   soft_wrap=True)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        err.print("xpubench: interrupted; finished cases are in the results file (use --resume)")
-        return 130
+    except KeyboardInterrupt as exc:   # Ctrl-C, SIGTERM or SIGHUP: each child was stopped on the way here
+        signum = stop_signal(exc)
+        run = getattr(args, "command", None) == "run"
+        kept = "; finished cases are in the results file (use --resume)" if run else ""
+        with contextlib.suppress(OSError):   # a hung-up terminal (SIGHUP) takes no more lines
+            err.print(f"xpubench: interrupted ({stopped_by(signum)}){kept}", markup=False, highlight=False,
+                      soft_wrap=True)
+        return 128 + signum
 
 
 def _check_working_folder() -> None:
@@ -168,19 +174,6 @@ def _check_working_folder() -> None:
     except FileNotFoundError:
         raise UserError("the current folder no longer exists (deleted while this shell was in it): cd to an "
                         "existing folder and run again") from None
-
-
-def _exit_on_sigterm() -> None:
-    """SIGTERM (kill, a batch scheduler) unwinds like Ctrl-C: the running worker's process group is
-    killed and every finished case stays in the results file."""
-    import signal
-    import threading
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, interrupt)
 
 
 def cmd_env(args, console) -> int:

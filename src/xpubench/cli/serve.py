@@ -14,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, stop_signal, stopped_by
 from xpubench.plan.options_text import csv
 from xpubench.results.redact import split_credentials
 
@@ -173,6 +173,7 @@ def cmd_serve(args, console) -> int:
 
     s = settings_of(args)
     show = SweepShow(console, s, args)
+    outcome = None
     with results_file(s.output, show.warn):
         show.started()
         try:
@@ -181,8 +182,12 @@ def cmd_serve(args, console) -> int:
 
                 with show:
                     outcome = sweep(s, tgt, show.hooks())
-        except KeyboardInterrupt:      # while the server started (a sweep's own Ctrl-C keeps its points: run.py)
-            show.say("xpubench serve: interrupted before the sweep began; nothing was measured")
-            return 130
+            stopped = outcome.interrupted
+        except KeyboardInterrupt as exc:   # while the server started or stopped (a sweep's own keeps its points)
+            stopped = stop_signal(exc)
+            if outcome is None:
+                show.say(f"xpubench serve: interrupted ({stopped_by(stopped)}) before the sweep began; nothing was "
+                         "measured")
+                return 128 + stopped
     show.ended(outcome)
-    return 130 if outcome.interrupted else 0
+    return 128 + stopped if stopped else 0   # 128 + the signal, as for every command

@@ -22,6 +22,7 @@ from pathlib import Path
 from xpubench import backends, envnames
 from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
+from xpubench.errors import stops_held
 from xpubench.harness import failures
 from xpubench.harness.cluster import from_env
 from xpubench.harness.target import process_case
@@ -104,16 +105,19 @@ def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | 
 
 
 def _kill_group(proc: subprocess.Popen | forkserver.Forked | None) -> None:
+    """The worker's whole process group killed and waited for, whole: a second Ctrl-C, SIGTERM or SIGHUP
+    waits for it (errors.stops_held)."""
     if proc is None:   # a fork server's imports outlasted the timeout: it was ended (forkserver.py)
         return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except (subprocess.TimeoutExpired, forkserver.ServerGone):
-        pass
+    with stops_held():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=10)
+        except (subprocess.TimeoutExpired, forkserver.ServerGone):
+            pass
 
 
 def _device_of(text: str) -> Device | None:

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, ends_with_parent, stops_held
 from xpubench.publish import cache
 from xpubench.publish.folder import file_digest
 from xpubench.readfile import FileProblem
@@ -162,14 +162,21 @@ def collect(folder: Path, cached: bytes | None = None, jobs: int | None = None,
             records[digest] = None
             todo.append((str(path), name))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    pool = ProcessPoolExecutor(jobs) if jobs > 1 and len(todo) >= 8 else None
-    blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8))) if pool else map(_read_one, todo)
-    for (_, name), blob in zip(todo, blobs):
-        records[stats[name][2]] = blob
-        if on_progress:
-            on_progress(shown(name))
-    if pool:
-        pool.shutdown()
+    pool = None
+    try:
+        if jobs == 1 or len(todo) < 8:
+            blobs = map(_read_one, todo)
+        else:   # its workers leave Ctrl-C to this process and end with it (errors.ends_with_parent)
+            with stops_held():   # the workers are forked here, by the first task
+                pool = ProcessPoolExecutor(jobs, initializer=ends_with_parent)
+                blobs = pool.map(_read_one, todo, chunksize=max(1, len(todo) // (jobs * 8)))
+        for (_, name), blob in zip(todo, blobs):
+            records[stats[name][2]] = blob
+            if on_progress:
+                on_progress(shown(name))
+    finally:   # an interrupt (Ctrl-C, SIGTERM, SIGHUP) drops the files no worker has begun
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     runs: dict[str, RunRecord] = {}
     skipped = []
     for name, path, digest, why in names:

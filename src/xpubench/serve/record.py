@@ -25,7 +25,7 @@ from typing import Any
 
 from xpubench.backends.fingerprint import fingerprint, package_versions
 from xpubench.case import Case
-from xpubench.errors import UserError
+from xpubench.errors import UserError, stopped_by
 from xpubench.results import machine
 from xpubench.results.metrics import check
 from xpubench.results.schema import Run, run_from_dict
@@ -94,7 +94,7 @@ def to_run(target: Target, point: PointRun, *, input_len: int, output_len: int, 
                 "input_len": input_len, "output_len": output_len, "endpoint": endpoint,
                 "warmup_requests": len(point.warmup_samples), "server": target.server,
                 "model": shaped(target.model, cut, "the model id"), "server_command": target.command,
-                "interrupted": point.interrupted or None}
+                "interrupted": True if point.interrupted else None}
     case = case_of(target, load, input_len, output_len, endpoint, seed, cut)
     described, unread = target.provenance.get("cut"), target.provenance.get("unread")
     notes = [n for n in (length_note, metrics.get("warning"), _warmup_note(point), _usage_note(point),
@@ -104,12 +104,12 @@ def to_run(target: Target, point: PointRun, *, input_len: int, output_len: int, 
                          target.asked is None and len(target.model) > TEXT and
                          "the requests named no model (the id is too long to send): the server's default") if n]
     if point.interrupted:
-        notes.append(f"interrupted (Ctrl-C): {len(point.samples)} requests finished, {point.in_flight} in "
-                     "flight not measured")
+        notes.append(f"interrupted ({stopped_by(point.interrupted)}): {len(point.samples)} requests finished, "
+                     f"{point.in_flight} in flight not measured")
     metrics["warning"] = "; ".join(notes) or None
     metrics = {k: v for k, v in metrics.items() if v is not None or k in ("warning",)}
     ok = metrics.get("completed", 0) > 0
-    message = "" if ok else f"no request completed: {metrics.get('failure_reasons') or 'none was sent'}"
+    message = "" if ok else _no_request_completed(point, metrics)
     if ok and metrics.get("failed"):
         message = f"{metrics['failed']} of {metrics['requests']} requests failed: {metrics['failure_reasons']}"
     return Run(case=case.as_dict(), status="ok" if ok else "error", message=message, metrics=check(metrics),
@@ -133,6 +133,15 @@ def readable(run: Run) -> Run:
 def _usage_note(point: PointRun) -> str:
     notes = Counter(s.note for s in point.samples if s.note)
     return "; ".join(f"{n} of {len(point.samples)} requests: {note}" for note, n in notes.most_common())
+
+
+def _no_request_completed(point: PointRun, metrics: dict) -> str:
+    """Why a point has no measured request: it was interrupted first (in its warm-up or after), or every
+    request failed, or none was sent."""
+    if point.interrupted:
+        where = " in the warm-up" if len(point.warmup_samples) < point.load.warmup else ""
+        return f"interrupted ({stopped_by(point.interrupted)}){where} before any measured request completed"
+    return f"no request completed: {metrics.get('failure_reasons') or 'none was sent'}"
 
 
 def _warmup_note(point: PointRun) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xpubench.backends.fingerprint import busy_note
+from xpubench.errors import stop_signal
 from xpubench.results import store
 from xpubench.results.redact import scrubbed
 from xpubench.results.schema import Run
@@ -85,7 +86,7 @@ class Hooks:
 class Outcome:
     points: list[dict]                     # each point's metrics, in sweep order (the last round's)
     line: str | None                       # the capacity line, with an SLO
-    interrupted: bool = False
+    interrupted: int | None = None          # the signal that ended the sweep early (SIGINT: Ctrl-C)
 
 
 def loads(s: Settings) -> list[Load]:
@@ -123,8 +124,8 @@ def about_s(points: list[Load], last: dict) -> float | None:
 
 
 def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
-    """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C ends the sweep after
-    recording the point it cut."""
+    """Run every point (module docstring), appending each to ``s.output``; a Ctrl-C, SIGTERM or SIGHUP ends
+    the sweep after recording the point it cut."""
     hooks = hooks or Hooks()
     prints = prints_of(target)
     busy = busy_note(prints.get("cpu_busy_at_start"))
@@ -153,9 +154,9 @@ def sweep(s: Settings, target: Target, hooks: Hooks | None = None) -> Outcome:
             points.append(record.metrics | {"status": record.status, "message": record.message})
             hooks.point_ended(points[-1], about_s([p for _, p in plan[index + 1:]], points[-1]))
             if run.interrupted:
-                return Outcome(points, _line(s, rounds), interrupted=True)
-    except KeyboardInterrupt:      # between points (making prompts): what was measured is in the file
-        return Outcome(points, _line(s, rounds), interrupted=True)
+                return Outcome(points, _line(s, rounds), interrupted=run.interrupted)
+    except KeyboardInterrupt as exc:      # between points (making prompts): what was measured is in the file
+        return Outcome(points, _line(s, rounds), interrupted=stop_signal(exc))
     return Outcome(points, _line(s, rounds))
 
 

@@ -5,9 +5,10 @@ OpenAI-compatible server at a URL; either way what the server says about itself 
 llama-bench) on 127.0.0.1 at a free port with ``-np`` parallel slots (one per user of the largest
 concurrency, continuous batching on, llama.cpp's default), a context of ``slots x per-slot`` tokens and
 this process's usable cores as threads; it waits for ``/health`` to say ok (the model loaded), and on
-exit terminates it (SIGTERM, then SIGKILL after 10 s). Its log goes to a temporary file whose last lines
-are the error when it dies. ``provenance(url)`` reads ``/v1/models``, ``/props`` (llama.cpp),
-``/version`` (vLLM) and the ``Server`` header.
+exit -- Ctrl-C, SIGTERM and SIGHUP included (errors.stops_like_ctrl_c) -- terminates it (SIGTERM, then
+SIGKILL after 10 s); were xpubench killed outright, the kernel ends it (errors.ends_with_parent). Its log
+goes to a temporary file whose last lines are the error when it dies. ``provenance(url)`` reads
+``/v1/models``, ``/props`` (llama.cpp), ``/version`` (vLLM) and the ``Server`` header.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from xpubench.errors import UserError
+from xpubench.errors import UserError, ends_with_parent, stops_held
 from xpubench.results.redact import redacted
 from xpubench.serve import bounded
 
@@ -91,9 +93,17 @@ class LlamaServer:
 
     def __enter__(self):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-llama-server-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
         try:
+            # its own session: a terminal's Ctrl-C reaches xpubench alone, which records the cut point, then
+            # stops the server (stop); it ends with xpubench even when xpubench is killed outright, and a
+            # stop sent as it starts arrives once it is self.proc (errors.stops_held). ends_with_parent
+            # takes no lock and imports nothing (prctl was looked up before): safe between fork and exec
+            with stops_held(), warnings.catch_warnings():
+                # JAX, where this process imported it, warns of any fork: this child runs no JAX, only exec
+                warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+                self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=ends_with_parent)  # noqa: PLW1509
             self._wait_healthy()
         except BaseException:
             self.stop()
@@ -115,17 +125,19 @@ class LlamaServer:
         raise UserError(f"llama-server was not ready after {HEALTH_TIMEOUT_S:g} s: {self.log_tail()}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.log is not None:
-            self.log.close()
-            Path(self.log.name).unlink(missing_ok=True)
-            self.log = None
+        """SIGTERM, SIGKILL after 10 s, its log removed, whole: a stop meanwhile waits for it (errors.stops_held)."""
+        with stops_held():
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            if self.log is not None:
+                self.log.close()
+                Path(self.log.name).unlink(missing_ok=True)
+                self.log = None
 
     def __exit__(self, *exc) -> None:
         self.stop()

@@ -5,7 +5,7 @@ whose samples are discarded.
 A point sends ``requests`` measured requests, or fewer where ``duration_s`` runs out first (no new
 request starts after it; those in flight finish). Its time limit ``point_timeout_s`` cancels whatever is
 still in flight then: those requests count as timeouts with that reason. ``samples`` is filled as each
-request ends, so a Ctrl-C (the caller catches it) keeps every request finished by then.
+request ends, so a Ctrl-C, SIGTERM or SIGHUP keeps every request finished by then.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from xpubench.errors import stop_signal, stops_cancel
 from xpubench.serve.bounded import HEADERS
 from xpubench.serve.client import Sample, send
 
@@ -48,7 +49,7 @@ class PointRun:
     samples: list[Sample] = field(default_factory=list)
     warmup_samples: list[Sample] = field(default_factory=list)
     window_s: float | None = None
-    interrupted: bool = False
+    interrupted: int | None = None   # the signal that cut it: Ctrl-C's SIGINT, SIGTERM or SIGHUP
     in_flight: int = 0
     on_request: Callable[[int], None] | None = None    # told the measured requests ended so far
 
@@ -115,10 +116,13 @@ async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run
         clock0 = time.perf_counter()
         loop = _closed if load.rate is None else _open
         task = asyncio.ensure_future(loop(client, url, bodies, load, run, clock0))
-        done, _ = await asyncio.wait({task}, timeout=load.point_timeout_s)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=load.point_timeout_s)
+        finally:   # the point's time limit, or the point cancelled (a stop): its requests end here, in the loop
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if not done:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
             _cut(run, f"cut by the point's time limit ({load.point_timeout_s:g} s)")
         else:
             task.result()
@@ -133,12 +137,25 @@ def _cut(run: PointRun, reason: str) -> None:
 
 def measure(url: str, warm: list[dict], bodies: list[dict], load: Load,
             headers: dict[str, str] | None = None, on_request: Callable[[int], None] | None = None) -> PointRun:
-    """Run one point (``headers``: sent with each request, the credentials); a Ctrl-C returns what was
-    measured with ``interrupted`` set."""
+    """Run one point (``headers``: sent with each request, the credentials); a Ctrl-C, SIGTERM or SIGHUP
+    (errors.stops_like_ctrl_c) returns what was measured with ``interrupted`` set."""
     run = PointRun(load, on_request=on_request)
     try:
-        asyncio.run(_point(url, warm, bodies, load, run, headers or {}))
-    except KeyboardInterrupt:
-        run.interrupted = True          # the requests in flight then (``in_flight``) were not measured
+        asyncio.run(_stoppable(_point(url, warm, bodies, load, run, headers or {})))
+    except KeyboardInterrupt as exc:    # the requests in flight then (``in_flight``) were not measured
+        run.interrupted = stop_signal(exc)
     run.close_window()
     return run
+
+
+async def _stoppable(work) -> None:
+    """``work`` as a task that Ctrl-C (asyncio.run's own way), SIGTERM and SIGHUP (errors.stops_cancel)
+    cancel, so its requests end inside the loop before the stop goes on."""
+    task, loop = asyncio.ensure_future(work), asyncio.get_running_loop()
+
+    def cancel() -> None:
+        task.cancel()
+        loop.call_soon_threadsafe(lambda: None)   # wakes the loop from its wait, as asyncio.run does on Ctrl-C
+
+    with stops_cancel(cancel):
+        await task
