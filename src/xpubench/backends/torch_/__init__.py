@@ -27,7 +27,6 @@ class TorchBackend(Backend):
     preload = ("torch", "torch._dynamo")   # its compiler: also imported by torch.optim's first step
     compile_fallback = "compile=auto trains eager on this device"
     decode_steps = ("eager", "compiled")   # --decode (backends/torch_/generate.py)
-    needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address
     compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
 
     def detect(self, host_cpu: dict) -> dict:
