@@ -28,6 +28,9 @@
 - ``no_timing_history`` (every test): runs neither read nor write the user's timing history.
 - The results files the report and compare tests read (real small runs, made once per session by
   tests/report_runs.py): the fixtures ``report_base_file`` and ``report_slow_file`` (both slow to make).
+- ``slurm``: the run's one-node Slurm on 127.0.0.1 (tests/slurm_cluster.py), started once for the test
+  processes that ask, stopped when the last leaves (and by ``pytest_unconfigure`` if one crashed); skipped
+  with the reason where Debian's slurm-wlm and munge are absent. ``SLURM_CONF`` is set for the test.
 """
 
 from __future__ import annotations
@@ -113,6 +116,22 @@ def one_thread_workers(monkeypatch) -> None:
     what a run records, not how fast it runs."""
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.setenv(name, "1")
+
+
+@pytest.fixture(scope="session")
+def slurm_session():
+    import slurm_cluster
+
+    with slurm_cluster.cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def slurm(slurm_session, monkeypatch):
+    """The one-node Slurm (tests/slurm_cluster.py), ``SLURM_CONF`` pointing at it for the test and its children."""
+    for name, value in slurm_session.environ().items():
+        monkeypatch.setenv(name, value)
+    return slurm_session
 
 
 @pytest.fixture(scope="session")
@@ -241,6 +260,9 @@ def pytest_unconfigure(config):
         detecting.join(timeout=TEST_TIMEOUT_S)
     own = config.stash.get(_OWN_SESSION_DIR, None)
     if own is not None:
+        import slurm_cluster
+
+        slurm_cluster.stop_left(own)   # a test process that crashed left its Slurm running
         shutil.rmtree(own, ignore_errors=True)
         os.environ.pop(SESSION_DIR, None)
     if hasattr(config, "workerinput"):
