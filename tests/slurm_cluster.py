@@ -9,12 +9,12 @@ runs in a container). No accounting (``sacct`` says it is disabled): a finished 
 ``scontrol show job`` for ``MinJobAge`` seconds.
 
 - ``cluster()``, a context manager: the run's one cluster, shared by the test processes (xdist's
-  workers) through ``conftest.session_dir()``: the first to ask starts it (under ``session_lock``), each
-  user is counted, and the last to leave stops it. ``stop_left(session_dir())`` (conftest's
-  ``pytest_unconfigure``) stops whatever a crashed worker left.
+  workers) through ``conftest.session_dir()`` (which names its folder): the first to ask starts it (under
+  ``session_lock``), each user is counted, and the last to leave stops it and removes its folder.
+  ``stop_left(session_dir())`` (conftest's ``pytest_unconfigure``) stops whatever a crashed worker left.
 - ``missing()``: why there can be no cluster here (a package absent, not root), or None.
-- ``python tests/slurm_cluster.py DIR`` starts one in DIR and waits (Ctrl-C stops it): ``SLURM_CONF=DIR/slurm.conf``
-  then reaches it from another shell.
+- ``python tests/slurm_cluster.py DIR`` starts one in DIR and waits (Ctrl-C or SIGTERM stops it):
+  ``SLURM_CONF=DIR/slurm.conf`` then reaches it from another shell (scripts/fleet_slurm_demo.sh uses it).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,6 +210,19 @@ def _users(folder: Path, change: int) -> int:
     return count
 
 
+def _folder(session: Path, make: bool) -> Path | None:
+    """The cluster's folder, named in the session's ``slurm.folder``: in the temporary folder, not under the
+    session's (munged refuses a socket below a folder that not everyone may enter)."""
+    record = session / "slurm.folder"
+    if record.exists():
+        return Path(record.read_text())
+    if not make:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="xpubench-slurm-"))
+    record.write_text(str(folder))
+    return folder
+
+
 @contextlib.contextmanager
 def cluster():
     """The test run's one-node Slurm (module docstring); pytest.skip with the reason where there can be none."""
@@ -218,8 +232,8 @@ def cluster():
     why = missing()
     if why:
         pytest.skip(why)
-    folder = session_dir() / "slurm"
     with session_lock("slurm"):
+        folder = _folder(session_dir(), make=True)
         if not (folder / "pids.json").exists():
             start(folder)
         _users(folder, +1)
@@ -228,12 +242,16 @@ def cluster():
     finally:
         with session_lock("slurm"):
             if _users(folder, -1) <= 0:
-                stop(folder)
+                stop_left(session_dir())
 
 
 def stop_left(session: Path) -> None:
-    """Stop a cluster a test process left running (it crashed before leaving ``cluster()``)."""
-    stop(session / "slurm")
+    """Stop the session's cluster (also one a crashed test process left running) and remove its folder."""
+    folder = _folder(session, make=False)
+    if folder is not None:
+        stop(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        (session / "slurm.folder").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
@@ -241,7 +259,8 @@ if __name__ == "__main__":
     if missing():
         sys.exit(missing())
     started = start(where)
-    print(f"export SLURM_CONF={started.conf}   # Ctrl-C stops the cluster", flush=True)
+    print(f"export SLURM_CONF={started.conf}   # Ctrl-C (or SIGTERM) stops the cluster", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # a script's background job ignores SIGINT
     try:
         signal.pause()
     except KeyboardInterrupt:
