@@ -39,8 +39,8 @@ def test_a_multi_process_jax_case_joins_the_cluster_before_any_device_query(monk
     for name, value in MULTI.items():
         monkeypatch.setenv(name, value)
     events = []
-    monkeypatch.setattr(distributed, "initialize", lambda cluster=None: events.append("initialize") or
-                        distributed.from_env())
+    monkeypatch.setattr(distributed, "initialize", lambda world=None: events.append("initialize") or
+                        distributed.handed())
     monkeypatch.setattr(distributed, "check_same_case", lambda key, gather=None: events.append("same case"))
     monkeypatch.setattr(distributed, "mesh_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
     monkeypatch.setattr(device, "jax_devices", lambda *a, **k: events.append("devices") or [fake_jax_device()])
@@ -50,42 +50,7 @@ def test_a_multi_process_jax_case_joins_the_cluster_before_any_device_query(monk
     assert events == ["initialize", "same case", "devices"]   # jax 0.10 refuses initialize after jax.devices()
 
 
-# --- 2: hosts of a multi-host run stay in step ----------------------------------------------------------
-
-def test_a_multi_host_run_has_no_budget_and_says_why(monkeypatch):
-    from xpubench import api
-
-    said = []
-    hooks = api.RunHooks(on_warning=said.append)
-    assert api._budget(PlanRequest(), lambda case: 1.0, 0.0, hooks) is not None   # one host: the default budget
-    for name, value in MULTI.items():
-        monkeypatch.setenv(name, value)
-    assert api._budget(PlanRequest(), lambda case: 1.0, 0.0, hooks) is None
-    assert len(said) == 1 and "no run budget across 2 processes" in said[0]
-
-
-@pytest.mark.parametrize("multi", [False, True])
-def test_a_host_decides_nothing_from_its_own_failures_in_a_multi_host_run(monkeypatch, multi):
-    from xpubench.launch import runner
-
-    if multi:
-        for name, value in MULTI.items():
-            monkeypatch.setenv(name, value)
-    ran = []
-
-    def fake_run_one(case, **kwargs):
-        ran.append((case.batch_size, len(ran)))
-        return ({"status": "oom", "message": "out of memory"} if case.batch_size == 8 and len(ran) == 1
-                else {"status": "ok", "metrics": {}}), 0.01
-
-    monkeypatch.setattr(runner, "run_one", fake_run_one)
-    cases = [Case(workload="mnist_cnn", backend="jax", device="gpu:0", mode="train", batch_size=b, devices=2)
-             for b in (8, 16)]
-    runner.run_cases(cases, None, fingerprint={}, processes=2)
-    sizes = [b for b, _ in ran]
-    # one host: batch 8 failed (no second process) and 16 > the OOM size is skipped; several: the plan alone
-    assert sizes == ([8, 16, 8, 16] if multi else [8])
-
+# --- 2: hosts of a multi-host run stay in step (process 0 decides for all: tests/test_launchers.py) -------
 
 def test_peers_running_another_case_are_refused_by_every_process():
     from xpubench.backends.jax_.distributed import KEY_BYTES, check_same_case

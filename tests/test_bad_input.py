@@ -183,8 +183,9 @@ ENV_CASES = [
     ("no default target", "run -w weather_gru -b torch --mode time-to-target --data real --data-dir {tmp}",
      "weather_gru has no default target (defaults: mnist_cnn, cifar10_resnet, imdb_lstm): give --target"),
     ("--devices more than exist", "run -w matmul -b torch --devices 64", "torch sees only"),
-    ("torch across hosts, no coordinator", "run -w mnist_cnn -b torch --num-processes 2", "needs --coordinator"),
-    ("matmul across hosts", "run -w matmul -b jax --num-processes 2", "matmul runs on one device"),
+    ("several processes, no coordinator", "run -w mnist_cnn -b torch --num-processes 2", "needs --coordinator"),
+    ("matmul across hosts", "run -w matmul -b jax --num-processes 2 --coordinator 127.0.0.1:29500 --process-id 1",
+     "matmul runs on one device"),
     ("bad data inside a case", "run --selftest baddata -b numpy --no-progress -o {tmp}/data.jsonl",
      "selftest: data file is corrupt (deliberate); fix or delete it"),
     # issue 31: what a run accepts its readers accept (results/validate.py, both directions); repeated flags

@@ -1,6 +1,7 @@
 """Several processes (hosts) on loopback: two `xpubench run` processes form one data-parallel group,
-with torchrun's engine (c10d rendezvous) for PyTorch and jax.distributed for JAX; and the checks of
-the multi-process settings."""
+with torchrun's engine (c10d rendezvous) for PyTorch and jax.distributed for JAX, process 0 writing the
+case once; and the plans of a multi-process run. (The launchers' settings and process 0's word to the
+others: tests/test_launchers.py; the same under srun: tests/test_srun.py.)"""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from conftest import this_machine
 from quick_compile import QUICK_XLA
 from worker_processes import SERVER_NAME, descendants, is_worker, process_table, workers_below
 
+from xpubench.backends.world import World
 from xpubench.errors import UserError
-from xpubench.harness import cluster
+from xpubench.launch import launchers
 from xpubench.plan import PlanRequest, build_cases
 from xpubench.results.store import load_file
 
@@ -45,7 +47,8 @@ def xpubench_run(tmp_path) -> list[str]:
     return [sys.executable, "-c", XPUBENCH_RUN, str(saved), "run"]
 
 
-def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> list:
+def _two_processes(tmp_path, backend: str, extra_env: dict | None = None):
+    """The case as process 0 wrote it (process 1 writes nothing: its -o is not made)."""
     port = _free_port()
     procs, outs = [], []
     for pid in (0, 1):
@@ -67,47 +70,29 @@ def _two_processes(tmp_path, backend: str, extra_env: dict | None = None) -> lis
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    results = [load_file(out).results for out in outs]
-    assert [len(r) for r in results] == [1, 1]
-    return [r[0] for r in results]
+    assert not outs[1].exists()
+    (result,) = load_file(outs[0]).results
+    return result
 
 
 @pytest.mark.slow
 def test_torch_ddp_across_two_processes_on_loopback(tmp_path, one_thread_workers):
     pytest.importorskip("torch")
-    results = _two_processes(tmp_path, "torch")
-    for r in results:
-        assert r.status == "ok", r.message
-        m = r.metrics
-        assert (m["hosts"], m["world_size"], m["global_batch"], m["ddp_backend"]) == (2, 2, 32, "gloo")
-    # one group: the replicas saw the same global batches and ended with the same validation loss
-    assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
+    r = _two_processes(tmp_path, "torch")
+    assert r.status == "ok", r.message
+    m = r.metrics   # one group of 2 ranks, on one machine
+    assert (m["hosts"], m["world_size"], m["global_batch"], m["ddp_backend"], m["launcher"]) == (1, 2, 32, "gloo",
+                                                                                                  "hosts")
 
 
 @pytest.mark.slow
 def test_jax_distributed_across_two_processes_on_loopback(tmp_path, one_thread_workers):
     pytest.importorskip("jax")
-    results = _two_processes(tmp_path, "jax", {"XLA_FLAGS": QUICK_XLA})   # what is recorded, not its speed
-    for r in results:
-        assert r.status == "ok", r.message
-        m = r.metrics
-        assert (m["world_size"], m["devices"], m["global_batch"]) == (2, 2, 32)
-        assert r.placement.endswith("(2 devices)")
-    assert results[0].metrics["final_val_loss"] == pytest.approx(results[1].metrics["final_val_loss"], rel=1e-6)
-
-
-def test_cluster_settings_are_checked_in_one_line():
-    assert cluster.parse() == cluster.Cluster()
-    assert cluster.parse("h:1234", "2", "1") == cluster.Cluster("h:1234", 2, 1)
-    for args, text in [(("h", "2", "0"), "HOST:PORT"), (("h:99999", "2"), "HOST:PORT"),
-                       ((None, "0"), "at least 1"), (("h:1", "2", "2"), "out of range"),
-                       (("h:1",), "need --num-processes"), ((None, "two"), "whole number")]:
-        with pytest.raises(UserError, match=text):
-            cluster.parse(*args)
-    env: dict = {}
-    cluster.export(cluster.Cluster("h:1", 2, 0), env)
-    assert cluster.from_env(env) == cluster.Cluster("h:1", 2, 0)
-    assert cluster.from_env({"JAX_COORDINATOR_ADDRESS": "h:1"}) == cluster.Cluster()   # alone: one process
+    r = _two_processes(tmp_path, "jax", {"XLA_FLAGS": QUICK_XLA})   # what is recorded, not its speed
+    assert r.status == "ok", r.message
+    m = r.metrics
+    assert (m["hosts"], m["world_size"], m["devices"], m["global_batch"]) == (1, 2, 2, 32)
+    assert r.placement.endswith("(2 devices)")
 
 
 def _env_with(backend: str, devices: int) -> dict:
@@ -115,21 +100,18 @@ def _env_with(backend: str, devices: int) -> dict:
         {"id": "cpu" if i == 0 else f"cpu:{i}", "kind": "cpu"} for i in range(devices)]}}}
 
 
-def test_multi_process_plans(monkeypatch):
-    monkeypatch.setenv("XPUBENCH_NUM_PROCESSES", "2")
-    monkeypatch.setenv("XPUBENCH_COORDINATOR", "127.0.0.1:1234")
+def test_multi_process_plans():
     env = _env_with("jax", 4)
-    cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16]), env)
-    assert [c.devices for c in cases] == [8]                      # default: every device of both processes
-    cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16], scaling=True), env)
-    assert [c.devices for c in cases] == [2, 4, 8]
-    with pytest.raises(UserError, match="does not split evenly"):
-        build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], device_counts=[3]), env)
-    with pytest.raises(UserError, match="matmul runs on one device"):
-        build_cases(PlanRequest(workloads=["matmul"], backends=["jax"]), env)
-    monkeypatch.delenv("XPUBENCH_COORDINATOR")
-    with pytest.raises(UserError, match="needs --coordinator"):
-        build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["torch"]), _env_with("torch", 1))
+    with launchers.running(launchers.Hosts(World("127.0.0.1:1234", 2, 0)), told=False):
+        cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16]), env)
+        assert [c.devices for c in cases] == [8]                      # default: every device of both processes
+        cases = build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], batch_sizes=[16], scaling=True),
+                            env)
+        assert [c.devices for c in cases] == [2, 4, 8]
+        with pytest.raises(UserError, match="does not split evenly"):
+            build_cases(PlanRequest(workloads=["mnist_cnn"], backends=["jax"], device_counts=[3]), env)
+        with pytest.raises(UserError, match="matmul runs on one device"):
+            build_cases(PlanRequest(workloads=["matmul"], backends=["jax"]), env)
 
 
 def test_too_many_jax_cpu_devices_names_the_xla_flag():

@@ -8,9 +8,10 @@ from pathlib import Path
 MEMORY_LIMIT = "XPUBENCH_MEMORY_LIMIT"      # runner -> worker: bytes of address space (RLIMIT_AS), CPU cases
 PARENT_PID = "XPUBENCH_PARENT_PID"          # runner -> worker: when that process dies, the worker kills itself
 SCRATCH = "XPUBENCH_SCRATCH"                # worker: its private folder (fresh compilation caches live there)
-COORDINATOR = "XPUBENCH_COORDINATOR"        # several hosts: process 0's HOST:PORT (harness/cluster.py)
-NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # several hosts: how many processes
-PROCESS_ID = "XPUBENCH_PROCESS_ID"          # several hosts: this process's id
+COORDINATOR = "XPUBENCH_COORDINATOR"        # several processes: process 0's HOST:PORT (launch/launchers/,
+NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # ... how many processes               user or launcher -> worker:
+PROCESS_ID = "XPUBENCH_PROCESS_ID"          # ... this process's id                backends/world.py reads them)
+HOSTS = "XPUBENCH_HOSTS"                    # launcher -> worker: the machines the processes sit on
 DATA_DIR = "XPUBENCH_DATA_DIR"              # user: where --data real looks without --data-dir
 WEIGHTS_DIR = "XPUBENCH_WEIGHTS_DIR"        # user: the trained-weights cache ("off" disables it)
 LLAMACPP_DIR = "XPUBENCH_LLAMACPP_DIR"      # user: a folder with llama.cpp's llama-bench (backends/llamacpp_)

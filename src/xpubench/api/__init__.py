@@ -104,7 +104,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             settings.processes = processes or default_processes(planned.cases, DEFAULT_PROCESSES)  # a target: 5 seeds
             estimate = Estimator(planned.environment)   # plan/learnt.py: what --dry-run said
             launch.start_new(out, planned.cases, planned.environment, settings, planned.notes,
-                             budget=lambda: _budget(request, estimate.seconds, began, launch.hooks))
+                             budget=lambda: _budget(request, estimate.seconds, began))
         estimates = {c.run_id: estimate(c) for c in launch.cases} if launch.left else {}
         launch.announce()
         launch.fingerprint(ceilings=lambda env, cases, note: _ceilings(env, cases, measure_ceilings, note))
@@ -139,19 +139,14 @@ def _resume_target(output, resume, processes, request, request_fields) -> Path:
     return Path(resume)
 
 
-def _budget(request: PlanRequest, estimate, began: float, hooks: RunHooks | None = None):
+def _budget(request: PlanRequest, estimate, began: float):
     """The run's launch.budget.Budget (None: unlimited), its clock started when run() was called, its cases
-    admitted by ``estimate`` (a case -> seconds of one worker process: plan/learnt.py); none for a run over
-    several hosts (harness/cluster.py budget_note, said as a warning)."""
-    from xpubench.harness.cluster import budget_note, from_env
+    admitted by ``estimate`` (a case -> seconds of one worker process: plan/learnt.py). In a run over several
+    processes it is process 0's: it decides for all (launch/launchers/)."""
     from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
 
     total = default_budget(request.budget_s,
                            workloads_given=bool(request.workloads or request.model or request.all_cases))
-    lockstep = budget_note(from_env())
-    if total and lockstep:
-        (hooks or RunHooks()).warn(lockstep)
-        return None
     return Budget(total, estimate=estimate, started=began, reserve_s=RESERVE_S,
                   repeat_safety=REPEAT_SAFETY) if total else None
 

@@ -48,7 +48,6 @@ class Backend:
     preload: tuple[str, ...] = ()   # what a fork server imports once for its workers (launch/forkserver.py)
     compile_s = 0.0                 # estimate: one step's ahead-of-time compile, where the backend compiles
     compile_fallback: str | None = None   # what its runs do when compiling fails (None: the case fails)
-    needs_coordinator = False       # across processes (--num-processes) it needs --coordinator HOST:PORT
     decode_steps: tuple[str, ...] = ()   # the decode steps a run may choose, its default and best first (torch:
                                          # compiled, eager); a result of another is labelled (``variant``)
     precisions: tuple[str, ...] = ("fp32",)  # every precision its cases can run

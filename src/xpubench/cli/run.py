@@ -55,8 +55,46 @@ def _check_resume_flags(args) -> None:
 
 
 def execute_run(args, console) -> int:
-    with _cluster_settings(args):
-        return _execute_run(args, console)
+    """The run, by its launcher (launch/launchers/: this process alone, or one of several started by hand
+    or by srun): process 0 plans, runs, writes and prints; another process starts the workers process 0
+    tells it to and prints only an error."""
+    from xpubench.launch import launchers
+
+    launcher = launchers.declared(*(getattr(args, k, None) for k in ("coordinator", "num_processes", "process_id")))
+    dry = bool(getattr(args, "dry_run", False))
+    if launcher.world.multi:   # every process refuses a bad flag itself, the same line: no one waits to hear it
+        with launchers.running(launcher, told=False):
+            _check_flags(args)
+    with launchers.running(launcher, told=not dry):
+        if launcher.leads:
+            return _execute_run(args, console)
+        return 0 if dry else _follow(launcher)
+
+
+def _check_flags(args) -> None:
+    """What can be checked of the flags without this machine's devices (plan.validate and the run settings)."""
+    from xpubench import api
+    from xpubench.plan import validate
+
+    if args.resume:
+        _check_resume_flags(args)
+        return
+    request, opts = request_from(args)
+    api.check_run_settings(opts["timeout"], opts["memory_limit"], opts["processes"])
+    validate(request)
+
+
+def _follow(launcher) -> int:
+    """Another process than 0: process 0's workers, then its last word (an error: the same line, prefixed)."""
+    from xpubench.launch.follower import follow
+
+    world = launcher.world
+    print(f"xpubench: process {world.process_id} of {world.num_processes} ({launcher.name}): process 0 at "
+          f"{shown(world.coordinator)} plans the run and writes its results", file=sys.stderr)
+    ending = follow(launcher)
+    if ending.get("error"):
+        print(f"xpubench: error: process 0: {shown(ending['error'])}", file=sys.stderr)
+    return int(ending.get("code") or 0) if ending.get("error") else 0
 
 
 def _dry_run(args, console) -> int:
@@ -126,25 +164,7 @@ def _execute_run(args, console) -> int:
     return summarize_failures(results)
 
 
-def _cluster_settings(args):
-    """--coordinator / --num-processes / --process-id: checked, then exported for the plan and the
-    workers during the run (harness/cluster.py). Without them, XPUBENCH_* variables already set are used."""
-    import contextlib
-    import os
-
-    from xpubench.harness import cluster
-
-    if os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("LOCAL_RANK"):
-        raise UserError("xpubench starts its own ranks (torchrun's engine) for each case: run it once per "
-                        "host, not under torchrun, with --coordinator/--num-processes/--process-id "
-                        "(docs/distributed.md)")
-    given = [getattr(args, k, None) for k in ("coordinator", "num_processes", "process_id")]
-    if any(v is not None for v in given):
-        return cluster.exported(cluster.parse(*given))
-    return contextlib.nullcontext()
-
-
-# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 130 (cli/__init__.py)
+# the exit codes of `xpubench run` (docs/bad-input.md, "Exit codes"); an interrupt is 128 + its signal
 EXIT_OK = 0            # every case ended ok or was skipped with its reason, and at least one measured ok
 EXIT_SOME_FAILED = 1   # some cases failed (error, crash, oom, timeout); at least one ended ok
 EXIT_BAD_INPUT = 2     # bad input: nothing ran, or a case's worker found a bad input file (one line)

@@ -13,22 +13,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from xpubench import backends, envnames
+from xpubench import envnames
 from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.errors import stops_held
 from xpubench.harness import failures
-from xpubench.harness.cluster import from_env
 from xpubench.harness.target import process_case
 from xpubench.launch import forkserver
 from xpubench.launch.budget import Budget
-from xpubench.launch.worker import prepare_environment
+from xpubench.launch.launchers import active
 from xpubench.results import machine, store
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
@@ -39,11 +37,14 @@ DEFAULT_TIMEOUT_S = 3600.0
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
             workdir: Path | None = None, process: int = 0) -> tuple[dict, float]:
-    """Run one case in a fresh worker process (the case's ``process``-th); returns (outcome dict, wall seconds).
+    """Run one case in a fresh worker process (the case's ``process``-th), started by the run's launcher
+    (launch/launchers/: spawned or forked, handed this process's place in the run); returns (outcome dict,
+    wall seconds).
 
     The worker only writes its own RESULT file in a private temporary folder; only this (parent)
     process appends to the results file, so a worker orphaned by a killed parent can never add a
     record (and it kills itself when it notices, see worker.watch_parent)."""
+    launcher = active()
     with tempfile.TemporaryDirectory(prefix="xpubench-", dir=workdir) as tmp:
         tmpdir = Path(tmp)
         case_path, result_path, err_path = tmpdir / "case.json", tmpdir / "result.json", tmpdir / "stderr.txt"
@@ -52,11 +53,13 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         env.pop(envnames.MEMORY_LIMIT, None)
         if memory_limit_bytes:
             env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
+        launcher.worker_environment(env)
         start, proc, how = time.perf_counter(), None, forkserver.method(is_accelerator(case.device))
         outcome = None
         with open(err_path, "wb") as err:
             try:
-                proc, how = _start(case, how, [str(case_path), str(result_path)], env, err, timeout_s, process)
+                proc, how = launcher.start_worker(case, how, [str(case_path), str(result_path)], env, err, timeout_s,
+                                                  process)
                 code = proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - start)))
             except subprocess.TimeoutExpired:
                 outcome = {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}
@@ -70,26 +73,9 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         if outcome is None:
             outcome = _outcome(code, result_path, failures.stderr_tail(err_path), memory_limit_bytes, case.device)
         outcome["metrics"] = {**(outcome.get("metrics") or {}), "launch": how}
+        if launcher.world.multi:
+            outcome["metrics"]["launcher"] = launcher.name
         return outcome, wall
-
-
-def _start(case: Case, how: str, argv: list[str], env: dict[str, str], err, timeout_s: float, process: int):
-    """The worker process and how it started (launch/forkserver.py): forked from a server that has
-    imported the case's framework, or a fresh interpreter (``spawn``; also where a server can't start)."""
-    if how == "forkserver":
-        server_env = dict(env)
-        prepare_environment(case.device, server_env)   # before the server's imports, as the worker does
-        try:
-            preload = backends.record(case.backend).preload_modules(case.backend)
-            return forkserver.start_worker(argv, env, server_env, preload, err.name, timeout_s, process), how
-        except forkserver.ServerGone as exc:
-            err.write(f"xpubench: spawning the worker instead: {exc}\n".encode())
-            err.flush()
-    return subprocess.Popen(
-        [sys.executable, "-m", "xpubench.launch.worker", *argv],
-        stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
-        start_new_session=True,  # own process group: a timeout kills the worker and its children
-    ), "spawn"
 
 
 def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,
@@ -173,10 +159,9 @@ def run_cases(
     the runs of this call not yet in the file are saved next to it (or in the temp folder) and
     AppendError says where; nothing that ran is lost.
 
-    In a run over several hosts (``harness/cluster.py``: one runner per host) every host must run the same
-    case at the same time, so nothing a host decides from its own results changes what it runs: no
-    case stops after a failed process and no larger batch is skipped after an OOM (api.run also runs
-    such a run without a budget).
+    In a run over several processes (launch/launchers/) this is process 0's sweep: it decides for all
+    (the budget, an OOM, a failure), and each worker it starts is told to the others first, which start
+    the same worker (launch/follower.py).
 
     With a ``budget`` (launch/budget.py) the cases run in its order, a case whose first process does
     not fit in the time left is recorded as skipped with the reason, a further process that does not fit
@@ -207,8 +192,6 @@ class Sweep:
     on_start: Callable[[Case, int], None] | None = None
     on_result: Callable[[Run], None] | None = None
     on_cut: Callable[[Case, int], None] | None = None
-    # several hosts: only the plan decides what runs (harness/cluster.py), never a host's own failures
-    lockstep: bool = dataclasses.field(default_factory=lambda: from_env().multi)
     oom_at: dict[tuple, int] = dataclasses.field(default_factory=dict)    # OOM group -> smallest batch that ran out
     done: set[tuple[str, int]] = dataclasses.field(default_factory=set)   # (run_id, process) already in the file
     stopped: set[str] = dataclasses.field(default_factory=set)            # run_ids that start no more processes
@@ -274,14 +257,13 @@ class Sweep:
 
     def judge(self, case: Case, outcome: dict) -> None:
         """Never a silent fallback: work that ran on another device than asked is an error (its numbers
-        kept); an OOM skips larger batches, any failure the case's further processes (not in lockstep)."""
-        if not self.lockstep:   # a host's own failures would take it out of step with the others
-            _note_oom(self.oom_at, case, outcome["status"])
+        kept); an OOM skips larger batches, any failure the case's further processes."""
+        _note_oom(self.oom_at, case, outcome["status"])
         if outcome["status"] == "ok":
             problem = placement_problem(case, outcome.get("placement"))
             if problem:
                 outcome.update(status="error", message=problem)
-        if outcome["status"] != "ok" and not self.lockstep:
+        if outcome["status"] != "ok":
             self.stopped.add(case.run_id)
 
     def record(self, run: Run) -> None:
@@ -297,10 +279,12 @@ CUT = object()   # Sweep.verdict: a further process the budget has no time for (
 
 def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None,
                 process: int = 0) -> tuple[dict, float]:
-    """run_one, its timeout capped by the budget's time left; the budget re-plans from its wall time."""
+    """run_one, its timeout capped by the budget's time left, told first to the run's other processes (if
+    any); the budget re-plans from its wall time."""
     capped = budget.timeout(timeout_s) if budget else timeout_s
-    # a case with a quality target: each process trains with a seed of its own (harness/target.py)
-    outcome, wall = run_one(process_case(case, process), timeout_s=capped, memory_limit_bytes=limit, process=process)
+    ran = process_case(case, process)   # a case with a quality target: each process trains with a seed of its own
+    active().tell({"case": ran.as_dict(), "process": process, "timeout_s": capped, "memory_limit_bytes": limit})
+    outcome, wall = run_one(ran, timeout_s=capped, memory_limit_bytes=limit, process=process)
     if budget:
         budget.record(case, wall)
         if outcome["status"] == "timeout" and capped < timeout_s:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpubench.backends import record as backend_record
 from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator
@@ -31,7 +30,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
     quick_steps,
     slow_cpu_dtypes,
 )
-from xpubench.plan.devices import _cluster, available_count, device_counts  # noqa: F401 - re-exported
+from xpubench.plan.devices import available_count, device_counts, processes  # noqa: F401 - re-exported
 from xpubench.plan.prices import priced
 from xpubench.plan.readable import readable
 from xpubench.plan.resolve import for_backend, pinned, resolve_paths
@@ -149,6 +148,8 @@ def validate(req: PlanRequest) -> None:
     target.check(req)            # --target, --mode time-to-target, --eval-every (plan/target.py)
     _check_model(req)
     _check_run_extras(req)
+    if processes() > 1 and any(get_workload(w).kind == "matmul" for w in req.workloads or []):
+        raise UserError("matmul runs on one device: with --num-processes choose model workloads (-w ...)")
 
 
 LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "device", "precisions": "precision",
@@ -215,12 +216,10 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
         device_counts=_unique(req.device_counts))
     req = resolve_paths(req)   # data_dir, --save-weights: absolute, in one place (plan/resolve.py)
-    cluster = _cluster()
-    defaults = [w for w in default_run() if not (cluster.multi and get_workload(w).kind == "matmul")]
+    spans = processes()
+    defaults = [w for w in default_run() if not (spans > 1 and get_workload(w).kind == "matmul")]
     workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
     backends = req.backends or default_backends_here(env)
-    if cluster.multi:
-        _check_multi_process(cluster, workloads, backends)
     cases: list[Case] = _model_cases(req, env) if req.model else []
     for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
         for device in devices:
@@ -340,15 +339,6 @@ def workload_precisions(env: dict, workload: Workload, backend: str, device: str
     slow = slow_cpu_dtypes(env, backend, device)
     precisions = [p for p in workload.default_precisions if p not in slow]
     return precisions[:1] if quick else precisions
-
-
-def _check_multi_process(cluster, workloads: list[str], backends: list[str]) -> None:
-    if "matmul" in workloads:
-        raise UserError("matmul runs on one device: with --num-processes choose model workloads (-w ...)")
-    for name in backends:
-        if backend_record(name).needs_coordinator and not cluster.coordinator:
-            raise UserError(f"{name} across processes needs --coordinator HOST:PORT (process 0's address: the "
-                            "rendezvous endpoint)")
 
 
 def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:

@@ -9,11 +9,12 @@ from xpubench import backends
 from xpubench.errors import UserError
 
 
-def _cluster():
-    """This run's processes (--num-processes; harness/cluster.py): 1 unless it spans several hosts."""
-    from xpubench.harness.cluster import from_env
+def processes() -> int:
+    """How many processes the run in progress spans (its launcher's world: launch/launchers/): 1 unless
+    it spans several hosts."""
+    from xpubench.launch.launchers import active
 
-    return from_env()
+    return active().world.num_processes
 
 
 def available_count(env: dict, backend: str, device: str) -> int:
@@ -25,21 +26,21 @@ def available_count(env: dict, backend: str, device: str) -> int:
     if have is None:
         devs = env.get("backends", {}).get(backend, {}).get("devices", [])
         have = max(1, sum(1 for d in devs if d["kind"] == kind))
-    return have * _cluster().num_processes
+    return have * processes()
 
 
 def device_counts(req: Any, env: dict, backend: str, device: str) -> list[int]:
     """The data-parallel device counts N of the request (a plan.PlanRequest): --devices, or N = 1, 2, 4, ...
     with --scaling (with P processes: multiples of P, P devices at least). Refuses more than there are (one
     line)."""
-    have, processes = available_count(env, backend, device), _cluster().num_processes
+    have, spans = available_count(env, backend, device), processes()
     if req.scaling:
-        counts, n = [], processes
+        counts, n = [], spans
         while n <= have:
             counts.append(n)
             n *= 2
         return counts + ([have] if counts[-1] != have else [])
-    default = [0] if processes > 1 else [1]   # several processes: every device of every process
+    default = [0] if spans > 1 else [1]   # several processes: every device of every process
     counts = [have if n == 0 else n for n in (req.device_counts or default)]
     kind = device.split(":")[0]
     for n in counts:
@@ -47,7 +48,7 @@ def device_counts(req: Any, env: dict, backend: str, device: str) -> list[int]:
             hint = backends.record(backend).data_parallel_hint(device)
             raise UserError(f"--devices {n}: {backend} sees only {have} {kind} device(s) here; "
                             f"use --devices {have} or --devices all{hint}")
-        if n % processes:
-            raise UserError(f"--devices {n} does not split evenly over {processes} processes: "
-                            f"use a multiple of {processes}")
+        if n % spans:
+            raise UserError(f"--devices {n} does not split evenly over {spans} processes: "
+                            f"use a multiple of {spans}")
     return counts

@@ -178,11 +178,12 @@ OPTIONS: tuple[Option, ...] = (
     _o("scaling", "--scaling", "request.scaling", "sweep N = 1, 2, 4, ... devices", action="store_true"),
     _o("lr_scaling", "--lr-scaling", "options.lr_scaling", "scale the learning rate linearly with N",
        action="store_true"),
-    _o("coordinator", "--coordinator", "cli", "several hosts: process 0's address (docs/distributed.md)",
-       metavar="HOST:PORT", **CLI_ONLY),
-    _o("num_processes", "--num-processes", "cli", "several hosts: how many processes (one per host)",
-       metavar="P", **CLI_ONLY),
-    _o("process_id", "--process-id", "cli", "several hosts: this process's id, 0..P-1", metavar="I", **CLI_ONLY),
+    _o("coordinator", "--coordinator", "cli", "several hosts: process 0's address; PORT and PORT+1 are used "
+       "(docs/distributed.md; under srun: derived)", metavar="HOST:PORT", **CLI_ONLY),
+    _o("num_processes", "--num-processes", "cli", "several hosts: how many processes (one per host; under srun: "
+       "the step's tasks)", metavar="P", **CLI_ONLY),
+    _o("process_id", "--process-id", "cli", "several hosts: this process's id, 0..P-1 (not under srun)", metavar="I",
+       **CLI_ONLY),
     _o("epochs", "--epochs", "request.epochs", "training epochs per case (default: the workload's, "
        "`xpubench list`; 3 in the brief run)", type=read.whole),
     _o("steps", "--steps", "request.steps", "cap on steps per epoch", type=read.whole),

@@ -275,6 +275,8 @@ class Processes(Metrics):
     launch: str | None = figure("text", "how the worker process started: forkserver (forked from a server that had "
                                         "imported the framework, untimed) or spawn (a fresh interpreter)",
                                 optional=True)
+    launcher: str | None = figure("text", "what started the run's processes, where there were several: srun (a Slurm "
+                                          "step's tasks) or hosts (by hand); docs/distributed.md", optional=True)
     case_s: float | None = figure("s", "the worker's wall time in its case: set-up, compilation and measurement "
                                        "(the rest of the process's duration_s is its start, imports, and exit)",
                                   optional=True)

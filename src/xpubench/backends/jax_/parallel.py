@@ -41,6 +41,7 @@ from xpubench.backends.jax_.train import (
     make_train_step,
     take_batch,
 )
+from xpubench.backends.world import handed
 from xpubench.harness.setup import training_setup
 from xpubench.workloads import get_workload
 
@@ -173,5 +174,5 @@ class ShardedSession(JaxSession):
 def data_parallel_metrics(mesh: Mesh, per_device_batch: int) -> dict:
     return {"devices": int(mesh.size), "per_device_batch": per_device_batch,
             "global_batch": per_device_batch * int(mesh.size), "world_size": jax.process_count(),
-            "hosts": jax.process_count(),
+            "hosts": handed().hosts if jax.process_count() > 1 else 1,   # the machines, as the launcher counted them
             "parallelism": "jax.jit over a Mesh('data'): replicated parameters, batch split over devices"}

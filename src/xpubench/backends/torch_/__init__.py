@@ -31,7 +31,6 @@ class TorchBackend(Backend):
                   "a barrier after each parallel kernel, spinning while they wait: while other processes hold the "
                   "cores, each barrier waits for a thread that is not running, so a decode step of many small "
                   "kernels slows several-fold (docs/workloads.md, \"The brief run\"); measure on a quiet machine.")
-    needs_coordinator = True   # DistributedDataParallel's rendezvous endpoint: process 0's address
     compile_s = 30.0         # torch.compile of a CNN step: 18-33 s measured on CPU with a cold cache
     # torch.compile of a whole decode step, every layer traced and compiled: s, and s per layer, on a CPU with
     # the cold cache every worker starts with (caches.py); docs/workloads.md, "The brief run"

@@ -12,9 +12,10 @@ runs the (untimed) validation pass, so no rank's step waits for another's evalua
 
 CPU: one process per core; each rank is pinned to its own cores and runs cores / N threads (as
 torchrun's OMP_NUM_THREADS=1 for one core each) -- N processes with the default thread count would
-fight over the same cores. With several hosts (``--num-processes P``, ``harness/cluster.py``) each
-host's worker is one node of P (``N / P`` ranks each), rendezvousing at the coordinator; the
-rendezvous id is the case's run id, so every case forms a fresh group.
+fight over the same cores. In a run over P processes (the world its launcher hands the worker,
+backends/world.py) each process's worker is one node of P (``N / P`` ranks each), rendezvousing at
+process 0's address, process 0 hosting the store; the rendezvous id is the case's run id, so every case
+forms a fresh group.
 
 The ranks are children of the worker in its process group: the runner's timeout kills them with it.
 """
@@ -33,8 +34,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from xpubench.backends.torch_.device import torch_device
 from xpubench.backends.torch_.train import TorchTrainer
+from xpubench.backends.world import World, handed
 from xpubench.errors import UserError
-from xpubench.harness.cluster import Cluster, from_env
 
 LAUNCHER = "torch.distributed elastic_launch (torchrun's engine), c10d rendezvous"
 JOIN_TIMEOUT_S = 300
@@ -101,25 +102,23 @@ def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
     return rank, info, result
 
 
-def launch(case, entry, *args, cluster: Cluster | None = None) -> dict[int, tuple]:
+def launch(case, entry, *args, world: World | None = None) -> dict[int, tuple]:
     """``entry(case, rank, world_size, *args)`` on every rank of a fresh group of ``case.devices``
-    processes (over all hosts); returns {rank: (rank, info, entry's value)} for this host's ranks."""
+    processes (over all of the run's processes); returns {rank: (rank, info, entry's value)} for this
+    process's ranks."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    cluster = cluster or from_env()
-    nodes = cluster.num_processes
+    world = world or handed()
+    nodes = world.num_processes
     if case.devices % nodes:
         raise UserError(f"--devices {case.devices} does not split over {nodes} processes")
     rdzv = {"join_timeout": JOIN_TIMEOUT_S}
-    if cluster.multi:
-        if not cluster.coordinator:
-            raise UserError("torch across processes needs --coordinator HOST:PORT (the rendezvous endpoint)")
-        if cluster.process_id is not None:
-            rdzv["is_host"] = cluster.process_id == 0  # process 0 hosts the rendezvous store
+    if world.multi:
+        rdzv["is_host"] = world.process_id == 0  # process 0 hosts the rendezvous store
     config = LaunchConfig(
         min_nodes=nodes, max_nodes=nodes, nproc_per_node=case.devices // nodes, run_id=case.run_id,
-        rdzv_backend="c10d", rdzv_endpoint=cluster.coordinator if cluster.multi else "127.0.0.1:0",
+        rdzv_backend="c10d", rdzv_endpoint=world.coordinator if world.multi else "127.0.0.1:0",
         rdzv_configs=rdzv, max_restarts=0, monitor_interval=0.1, start_method="spawn")
     with tempfile.TemporaryDirectory(prefix="xpubench-ddp-") as tmp:
         first_error = Path(tmp) / "first_error.txt"
@@ -181,10 +180,10 @@ def ddp_trainer(case, rank: int, world: int) -> DDPTrainer:
                       wrap=lambda model: DistributedDataParallel(model, device_ids=ids))
 
 
-def check_devices(case, cluster: Cluster) -> None:
+def check_devices(case, world: World) -> None:
     """Refuse what DDP cannot run here before any process starts (one line)."""
     kind = case.device.partition(":")[0]
-    local = case.devices // max(1, cluster.num_processes)
+    local = case.devices // world.num_processes
     if kind == "gpu":
         start = int(case.device.partition(":")[2] or 0)
         torch_device(case.device)
@@ -199,12 +198,12 @@ def run(case, train):
     """A data-parallel training case (``case.devices`` > 1): ``train(case, rank, world)`` (the harness's
     launch.dispatch.train_one, module level so a spawned rank finds it) on every rank; rank 0's outcome
     (or this host's first rank's) with the data-parallel layout added."""
-    cluster = from_env()
-    check_devices(case, cluster)
-    ranks = launch(case, train, cluster=cluster)
+    world = handed()
+    check_devices(case, world)
+    ranks = launch(case, train, world=world)
     _, info, outcome = ranks[min(ranks)]
     outcome.metrics.update(info)
     outcome.metrics.update({
-        "devices": case.devices, "per_device_batch": case.batch_size, "hosts": cluster.num_processes,
+        "devices": case.devices, "per_device_batch": case.batch_size, "hosts": world.hosts if world.multi else 1,
         "parallelism": f"DistributedDataParallel; {LAUNCHER}"})
     return outcome
