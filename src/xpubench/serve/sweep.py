@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from xpubench.serve.bounded import HEADERS
-from xpubench.serve.client import Sample, send
+from xpubench.serve.client import send
+from xpubench.serve.sample import Sample
 
 
 @dataclass(frozen=True)
