@@ -62,7 +62,8 @@ DETECTION_FAILED = "detection_failed"
 TEST_TIMEOUT_S = 600   # per test, where pytest-timeout is installed
 XDIST_WORKERS = 2      # worker processes for the whole suite, where pytest-xdist is installed (2 cores in CI)
 SESSION_DIR = "XPUBENCH_TEST_SESSION_DIR"   # environment variable: the run's shared folder (session_dir)
-OPTIONAL_PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "hypothesis", "transformers")
+OPTIONAL_PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "hypothesis", "transformers",
+                     "httpx", "gguf")
 _TESTS = Path(__file__).resolve().parent
 SHARED_DATASETS = next((p / "shared" / "datasets" for p in _TESTS.parents if (p / "shared" / "datasets").is_dir()),
                        _TESTS.parents[1] / "shared" / "datasets")   # repo_root.parent / shared where absent

@@ -2,8 +2,10 @@
 
 ``Children()`` starts one runner process that imports ``xpubench.cli`` once; ``run(argv, limit_s)`` has it fork
 a child that runs ``xpubench argv`` (stdout and stderr to files) and waits for it with ``os.wait4``, whose
-``ru_maxrss`` is that child's own peak resident set (the imports it shares with the runner included, as a
-fresh ``xpubench`` process holds them too). A child still running after ``limit_s`` is killed and said so.
+``ru_maxrss`` is that child's peak resident set (the imports it shares with the runner included, as a fresh
+``xpubench`` process holds them too), or that of a process it started and waited for where larger (Linux
+counts them: the CPU clock's measuring child, 206 MB, where the clock is not cached). A child still running
+after ``limit_s`` is killed and said so.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from xpubench.errors import UserError
 from xpubench.serve import bounded
 from xpubench.serve.bounded import Refused
-from xpubench.serve.client import Sample
 from xpubench.serve.record import Target, readable, start_snapshot, to_run
+from xpubench.serve.sample import Sample
 from xpubench.serve.sweep import Load, PointRun
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from xpubench.errors import UserError
 from xpubench.report.charts.serving import pareto
-from xpubench.serve.client import Sample
 from xpubench.serve.figures import capacity, capacity_line, meets, parse_slo, point_figures, reasons
 from xpubench.serve.prompts import fraction, lengths
+from xpubench.serve.sample import Sample
 
 
 def _sample(start, stamps, out=None, inp=10, error=None, timed_out=False):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -88,6 +89,8 @@ def add_parser(sub) -> None:
 
 def settings_of(args):
     """The flags checked and read into serve.run.Settings (one line, exit 2, on anything wrong)."""
+    if importlib.util.find_spec("httpx") is None:   # xpubench's dependency, and only serve's (docs/serving.md)
+        raise UserError("xpubench serve needs httpx, which is not installed here: pip install httpx")
     from xpubench.results.store import check_writable
     from xpubench.serve.figures import parse_slo
     from xpubench.serve.prompts import fraction, lengths
@@ -168,10 +171,10 @@ def _endpoint(args) -> tuple[str | None, dict[str, str], tuple[str, ...]]:
 
 
 def cmd_serve(args, console) -> int:
+    s = settings_of(args)
     from xpubench.cli.serve_show import SweepShow
     from xpubench.serve import target
 
-    s = settings_of(args)
     show = SweepShow(console, s, args)
     outcome = None
     with results_file(s.output, show.warn):

@@ -15,7 +15,10 @@ clock = 2 cycles x extra rounds / extra seconds.
 
 What it is: the clock of one busy core (a single-core boost). With every core busy a CPU may run slower,
 so the estimate built on it is an upper bound for the whole CPU, which is what a peak must be.
-Without JAX (or when its CPU backend cannot run) there is no measurement: None.
+Without JAX (or when its CPU backend cannot run) there is no measurement: None. It runs in a child process
+(``python -m xpubench.devices.clock``, ``measured_mhz``): JAX and XLA's CPU client (~170 MB) are held there,
+never by the process that asks (``xpubench serve`` records the host's facts itself, and peaked at ~250 MB with
+JAX inside it where the clock was not cached yet).
 
 Kept (``cpu_clock``): the clock is measured ``MEASUREMENTS`` times, its figure is their median with their
 spread (half their range over the median), and it is cached per CPU (``cpu.cpu_identity``: model, flags,
@@ -30,6 +33,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +61,7 @@ METHOD = ("a dependent chain of 32-bit adds and xors (1 cycle each) compiled by 
 FORMAT = 1
 MAX_BYTES = 1 << 20
 MAX_ENTRIES = 8               # CPUs kept (another container's or VM's CPU shares the home folder)
+CHILD_TIMEOUT_S = 120.0       # the measuring child: JAX's import, two compiles, 5 x 25 x 2 short calls
 
 
 def _chain(iterations: int):
@@ -90,9 +96,26 @@ def slope_ghz(short_s: float, long_s: float, iterations: tuple[int, int] = ITERA
     return ghz if SANE_GHZ[0] <= ghz <= SANE_GHZ[1] else None
 
 
-def measured_mhz(measurements: int = MEASUREMENTS) -> tuple[list[float], str]:
-    """(the clock of one busy core in MHz, once per measurement, how it was measured) or ([], why not). Each
-    is the slope of the fastest of REPEATS interleaved calls at the two lengths."""
+def measured_mhz(timeout_s: float = CHILD_TIMEOUT_S) -> tuple[list[float], str]:
+    """``measured_here`` in a child process (this module run with ``-m``): (MHz per measurement, how) or
+    ([], why not), a child that failed or ran past ``timeout_s`` included."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xpubench.devices.clock"], capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return [], f"not measured (its process ran past {timeout_s:g} s)"
+    try:
+        samples, method = json.loads(proc.stdout)
+        return [float(s) for s in samples], str(method)
+    except (ValueError, TypeError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
+        return [], f"not measured (its process ended with code {proc.returncode}: {tail})"
+
+
+def measured_here(measurements: int = MEASUREMENTS) -> tuple[list[float], str]:
+    """(the clock of one busy core in MHz, once per measurement, how it was measured) or ([], why not), in
+    this process (JAX imported here). Each is the slope of the fastest of REPEATS interleaved calls at the two
+    lengths."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # as detection imports JAX
     found, odd = [], []
     try:
@@ -180,3 +203,7 @@ def _store(entries: list[dict], path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump({"format": FORMAT, "entries": entries[-MAX_ENTRIES:]}, fh, indent=1)
     os.replace(tmp, path)
+
+
+if __name__ == "__main__":   # measured_mhz's child: [samples, method] as JSON on stdout
+    json.dump(measured_here(), sys.stdout)

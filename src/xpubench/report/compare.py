@@ -200,8 +200,7 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
     items = entries(loaded)
     sources = list(dict.fromkeys(e.source for e in items))
     groups = {s: [e for e in items if e.source == s] for s in sources}
-    from xpubench.report.charts.performance import plain_text
-    from xpubench.report.charts.target import compared_curves as target_curves  # matplotlib: only here
+    from xpubench.report.charts.target import compared_curves as target_curves  # matplotlib: only to draw
 
     fps = file_fingerprints(items)
     base = sources[0]
@@ -214,8 +213,7 @@ def compare_loaded(loaded, *, min_change: float = MIN_CHANGE,
             continue
         rows = [compare_row(x, y, min_change=min_change) for x, y in matched]
         env = differences((fps[base] or [{}])[0], (fps[other] or [{}])[0])
-        with plain_text():   # a target's curves (report/charts/target.py); their texts plain
-            curves = target_curves(matched)
+        curves = target_curves(matched)   # a target's curves (report/charts/target.py)
         comparisons.append(Comparison(base, other, rows, env, case_differences(groups[base], groups[other], matched),
                                       min_change, *curves))
     if not comparisons:

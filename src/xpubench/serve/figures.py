@@ -25,7 +25,7 @@ import numpy as np
 
 from xpubench.errors import UserError
 from xpubench.results.stats import bootstrap_median_ci
-from xpubench.serve.client import Sample
+from xpubench.serve.sample import Sample
 from xpubench.units import fmt_rate
 
 SLO_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "tpot": "tpot_s", "e2e": "e2e_s"}

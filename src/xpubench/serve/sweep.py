@@ -20,7 +20,8 @@ import httpx
 
 from xpubench.errors import stop_signal, stops_cancel
 from xpubench.serve.bounded import HEADERS
-from xpubench.serve.client import Sample, send
+from xpubench.serve.client import send
+from xpubench.serve.sample import Sample
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numpy as np
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import ResultSet, many_sources, series_label
-from xpubench.report.charts.performance import colors, new_figure, png
+from xpubench.report.charts.performance import colors, new_figure, plain_text, png
 from xpubench.report.tables.target import GROUP, seed_curves, target_rows, terminal_lines
 from xpubench.results.targets import parse
 
@@ -61,4 +61,5 @@ def compared_curves(matched) -> tuple[list[str], Chart | None]:
     if not items:
         return [], None
     data = ResultSet.load(items)
-    return terminal_lines(data), curves_chart(data)
+    with plain_text():   # drawn only here: matplotlib is imported only where a case has a target
+        return terminal_lines(data), curves_chart(data)

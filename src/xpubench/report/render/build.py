@@ -3,6 +3,7 @@ Markdown with PNG charts beside it."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pandas as pd
@@ -65,7 +66,7 @@ def build_report(loaded, *, charts: bool = True) -> Report:
         raise UserError("no results in these files: nothing to report")
     from xpubench.report.charts.performance import plain_text
 
-    with plain_text():   # a `$` in a device name is a dollar sign, not math
+    with plain_text() if charts else contextlib.nullcontext():   # a `$` in a device name is a dollar sign, not math
         secs = [s for s in (build_section(spec, data, charts) for spec in SECTIONS if spec.report) if s is not None]
     warnings = [w for f in (loaded if isinstance(loaded, list) else []) for w in getattr(f, "warnings", [])]
     warnings += environment_warnings(data.items)
