@@ -12,7 +12,7 @@ from xpubench.serve.server import free_port
     ([], "give one of --url URL"),
     (["--url", "http://x", "--server", "llamacpp"], "give one of --url URL"),
     (["--url", "ftp://x"], "give an http:// or https:// address"),
-    (["--url", "http://x", "--model", "smollm-135m"], "are for --server llamacpp"),
+    (["--url", "http://x", "--model", "smollm-135m"], "are for --server, not --url"),
     (["--server", "llamacpp", "--weights", "a.gguf", "--model", "smollm-135m"], "not both"),
     (["--server", "llamacpp", "--slo", "ttft=fast"], "--slo ttft=fast"),
     (["--server", "llamacpp", "--lengths", "1k"], "--lengths 1k: write input/output"),
@@ -23,7 +23,8 @@ from xpubench.serve.server import free_port
     (["--server", "llamacpp", "--endpoint", "embeddings"], "invalid choice"),
     (["--server", "llamacpp", "-o", "/nonexistent/dir/out.jsonl"], "does not exist"),
     (["--server", "llamacpp", "--weights", "/nonexistent.gguf"], "no such file or folder"),
-    (["--server", "vllm"], "invalid choice"),
+    (["--server", "sglang"], "backend 'sglang' is not installed; pip install \"sglang[all]\""),
+    (["--server", "tgi"], "invalid choice"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(argv, said, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -95,14 +96,17 @@ def test_a_file_another_run_is_writing_is_refused(server, tmp_path, capsys):
     assert "another xpubench run is writing" in capsys.readouterr().err and out.read_text() == ""
 
 
-def test_a_results_file_is_appended_to_after_its_torn_last_line_is_cut(server, tmp_path, capsys):
+def test_a_results_file_holding_results_is_refused_and_resume_cuts_its_torn_last_line(server, tmp_path, capsys):
+    """As run's: -o writes a new or empty file (a sweep is finished with --resume, never appended to)."""
     from xpubench.results import store
 
     out = tmp_path / "serve.jsonl"
     assert _serve(server, out, "-c", "1") == 0
+    assert _serve(server, out, "-c", "2") == 2
+    assert "already holds results: choose another --output or --resume" in capsys.readouterr().err
     out.write_bytes(out.read_bytes() + b'{"schema_version": 2, "ca')      # a run killed mid-write
-    assert _serve(server, out, "-c", "2") == 0
-    assert [r.case["batch_size"] for r in store.load_file(out).runs] == [1, 2]
+    assert main(["serve", "--resume", str(out)]) == 0
+    assert [r.case["users"] for r in store.load_file(out).runs] == [1]
     assert "dropped an incomplete last line" in capsys.readouterr().out
 
 
@@ -138,7 +142,7 @@ def test_the_table_fits_80_columns_with_every_number_whole(server, tmp_path, cap
     assert "…" not in shown and max(len(line) for line in table.splitlines()) <= 80
     for run in store.load_file(out).runs:
         m = run.metrics
-        row = next(line for line in table.splitlines() if line.startswith(f"{run.case['batch_size']} user"))
+        row = next(line for line in table.splitlines() if line.startswith(f"{run.case['users']} user"))
         for cell in (f"{fmt_rate(m['ttft_p50_s'] * 1e3)}/{fmt_rate(m['ttft_p90_s'] * 1e3)}",
                      fmt_rate(m["output_tokens_per_s"]), fmt_rate(m["user_e2e_tokens_per_s"]), "0 of 2", "100%"):
             assert f" {cell} " in f" {row} ", (cell, row)

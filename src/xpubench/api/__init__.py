@@ -30,6 +30,7 @@ from xpubench.plan.target import default_processes
 from xpubench.results import store
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result
+from xpubench.serve.host import Hosts
 
 DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
 
@@ -50,7 +51,7 @@ def plan(request: PlanRequest | None = None, *, environment: dict | None = None,
     environment variables warned about are the ones recorded there (``environ`` overrides them)."""
     request = _request(request, request_fields)
     # here: only the backends the plan reads (-b numpy: no torch or JAX import)
-    env = environment if environment is not None else _detect(request.backends) if request.backends else _detect()
+    env = environment if environment is not None else _detect(_read_by(request))
     cases = build_cases(request, env)
     if environ is None:
         environ = env.get("variables") or {} if environment is not None else dict(os.environ)
@@ -61,7 +62,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
         hooks: RunHooks | None = None, measure_ceilings: bool = False, allow_changed_model: bool = False,
-        **request_fields: Any) -> list[Result]:
+        hosts: Any = None, **request_fields: Any) -> list[Result]:
     """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
     interleaved with the other cases), append each process's result to ``output`` as it ends.
 
@@ -80,7 +81,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     first (docs/ceilings.md).
 
     The run's steps are launch/orchestration.py's ``Launch``; this function gives it what the layers
-    above launch/ know (the plan, the budget's estimate, the memory-fit refusal, the ceilings).
+    above launch/ know (the plan, the budget's estimate, the memory-fit refusal, the ceilings, the servers
+    serve cases share: ``hosts``, serve/host.py's ``Hosts``, by default one that says what it starts and
+    records a server that does not start as each of its points' failure).
     """
     import time
 
@@ -109,7 +112,8 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         launch.announce()
         launch.fingerprint(ceilings=lambda env, cases, note: _ceilings(env, cases, measure_ceilings, note))
         history = Recorder(launch.env, {k: e.modelled for k, e in estimates.items()})
-        launch.sweep(refuse=lambda case: refusal(case, launch.env), learn=history.add)
+        launch.sweep(refuse=lambda case: refusal(case, launch.env), learn=history.add,
+                     hosts=hosts or Hosts(say=launch.hooks.note))
         runs = launch.finish()
     if history.problem:
         launch.hooks.warn(history.problem)
@@ -162,16 +166,27 @@ def check_new_output(out: Path) -> None:
                         "(a run writes a new or empty file)")
 
 
+def _read_by(request: PlanRequest) -> list[str] | None:
+    """The backends whose records a plan of ``request`` reads (None: every one); a sweep of a server at a URL
+    reads none but the host's (``_detect``)."""
+    if request.options.get("url") and request.modes == ["serve"]:
+        return []
+    return request.backends
+
+
 def _detect(backends: list[str] | None = None) -> dict:
     """The environment (in a child process) of the named backends (and those they run on), else of every
     one; a broken detection is one line, not a traceback."""
     import subprocess
 
+    from xpubench.backends import known
     from xpubench.backends.detect import needed
 
+    if backends is not None and backends and not any(known(b) for b in backends):
+        backends = []   # only a URL's server, no backend of this machine's (serve/record.py BACKEND): the host
     try:
-        needs = needed(backends)
-        return detect_environment(backends=needs) if needs else detect_environment()
+        needs = [] if backends == [] else needed(backends)
+        return detect_environment(backends=needs) if needs is not None else detect_environment()
     except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as exc:
         raise UserError(f"{' '.join(str(exc).split())}; check the framework installs with `xpubench env`") from None
 

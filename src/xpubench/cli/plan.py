@@ -33,6 +33,10 @@ def machine_summary(env: dict) -> str:
 def _length(case) -> str:
     if case.mode == "matmul":
         return f"N={case.size}, budget {case.time_budget_s or estimate.MATMUL_BUDGET_S:g} s"
+    if case.users:   # a serving point (plan/serve.py)
+        o = case.options
+        load = f"{case.rate:g} req/s, " if case.rate else ""
+        return f"{load}{o['requests']} requests of {o['input_len']} + {o['output_len']} tokens after {o['warmup']}"
     workload = get_workload(case.workload) if case.workload in REGISTRY else None
     if workload is not None and workload.run is not None:   # its own measurement (the selftest): what it does
         options = workload.options_of(case.options)
@@ -61,7 +65,8 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
     guess = Estimator(env)   # plan/learnt.py: this machine's history, else the model
     estimates = [guess(case) for case in planned.cases]
     for i, (case, est) in enumerate(zip(planned.cases, estimates), 1):
-        size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
+        size = f"N={case.size}" if case.size else f"{case.users} users" if case.users else (
+            str(case.batch_size) if case.batch_size else "-")
         fit = fit_of(case, env)
         skipped = fit is not None and fit.fits is False
         table.add_row(str(i), markup(case.key), size, str(case.devices), _length(case),

@@ -5,6 +5,8 @@ backend supplies (backends/base.py). Every loop lives in the harness:
     train   -> harness/training.py    run_training(backend.trainer(case, rank, world), ...) in backend.launch
     infer   -> harness/inference.py   run_inference(case, backend.session(case))
     generate-> harness/generation.py  run_generation(case, backend.generator(case))
+    serve   -> serve/point.py         measure_case(case): a point of load against the server its run opened
+                                      (its workload is the served model's name, its backend the engine)
 
 A workload that is its own measurement (its record's ``run``: the selftest) runs directly. A user's model
 (``options["model"]``) is loaded and registered as a workload first (usermodel/load.py).
@@ -17,6 +19,7 @@ import time
 
 from xpubench import backends
 from xpubench.backends.base import Unsupported
+from xpubench.case import SERVE
 from xpubench.results.outcome import Outcome
 from xpubench.workloads import get_workload
 
@@ -24,6 +27,10 @@ FLOP_FIGURES = ("flops_per_sample", "forward_flops_per_sample", "achieved_flops_
 
 
 def run_case(case) -> Outcome:
+    if case.mode == SERVE:
+        from xpubench.serve.point import measure_case
+
+        return measure_case(case)
     model_metrics: dict = {}
     if case.options.get("model"):
         from xpubench.usermodel.load import prepare

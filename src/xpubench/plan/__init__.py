@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.backends import supports
-from xpubench.case import SYNC_MODES, Case
+from xpubench.case import SERVE, SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
-from xpubench.plan import target
+from xpubench.plan import serve, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     backend_ids,
     choose_devices,
@@ -40,7 +40,8 @@ from xpubench.workloads.base import Workload
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
 WEIGHT_ONLY = ("int8", "int4")   # inference precisions; int4 only where the workload's generation models own
 #                                  their weight formats (llama: workloads/llama/costs.py FORMATS)
-MODES = ("train", "infer", target.TIME_TO_TARGET)   # time-to-target: training to a target
+MODES = ("train", "infer", target.TIME_TO_TARGET, SERVE)   # time-to-target: training to a target; serve: a
+#                                                          server under load (plan/serve.py)
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
@@ -82,6 +83,9 @@ class PlanRequest:
     budget_s: float | None = None             # the whole run's seconds, worker start and compile included
     target: str | None = None                 # a quality target, "accuracy=0.975" (plan/target.py)
     eval_every: int | None = None             # with a target: evaluate every N steps (default: every epoch)
+    users: list[int] | None = None            # --mode serve: the closed-loop points' users (plan/serve.py)
+    rates: list[float] | None = None          # --mode serve: the open-loop points' requests/s
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # a --url server's credentials (in no case)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -116,9 +120,10 @@ def validate(req: PlanRequest) -> None:
     for v in req.devices or []:
         if not isinstance(v, str) or not v.strip():
             raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
-    for name in ("batch_sizes", "sizes"):
+    for name in ("batch_sizes", "sizes", "users"):
         for v in getattr(req, name) or []:
             _check_positive(LIST_LABELS[name], v)
+    serve.check(req)             # --concurrency, --rate: a serve sweep's points (plan/serve.py)
     for v in req.device_counts or []:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
@@ -153,7 +158,8 @@ def validate(req: PlanRequest) -> None:
 
 
 LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "device", "precisions": "precision",
-               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count"}
+               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count",
+               "users": "concurrency", "rates": "rate"}
 
 
 def _check_model(req: PlanRequest) -> None:
@@ -221,7 +227,12 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
     backends = req.backends or default_backends_here(env)
     cases: list[Case] = _model_cases(req, env) if req.model else []
-    for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
+    if SERVE in (req.modes or []):   # a server under load: its points, planned apart (plan/serve.py)
+        cases += serve.serve_cases(req, env, [get_workload(w) for w in workloads])
+        req = dataclasses.replace(req, modes=[m for m in req.modes if m != SERVE])
+        backends = backends if req.modes else []   # serve alone: no other case to plan
+    for backend, devices in (choose_devices(env, backends, req.devices, implicit=not req.backends).items()
+                             if backends else ()):
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -351,6 +362,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
     variables = environ if environ is not None else env.get("variables") or {}
     notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
         variables, {c.device.split(":")[0] for c in cases})   # a default backend a module is missing for
+    notes += serve.notes(req)
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
         from xpubench.plan.brief import budget, left_out_line
 
@@ -381,7 +393,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
             notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
                          f"{'/'.join(slow)} instructions: {backend} computes it at ~1 GFLOP/s); ask for it with "
                          f"--precision {slow[0]}")
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode not in ("matmul", SERVE)):
         half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
         if half:
             notes.append(half)

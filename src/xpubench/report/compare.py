@@ -38,7 +38,8 @@ from xpubench.results.stats import as_groups
 from xpubench.workloads import options_text
 
 CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "devices", "precision": "precisions",
-               "batch_size": "batch sizes", "size": "matrix sizes", "devices": "device counts", "data": "data"}
+               "batch_size": "batch sizes", "size": "matrix sizes", "users": "users", "rate": "request rates",
+               "devices": "device counts", "data": "data"}
 RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "training samples",
               "eval_samples": "evaluation samples", "time_budget_s": "time budget (s)", "compile": "compile setting",
               "seed": "seed"}

@@ -18,6 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xpubench.case import SERVE, SERVE_KEY_OPTIONS, Case
 from xpubench.errors import UserError
 from xpubench.results.validate import Invalid, check_run
 
@@ -98,8 +99,14 @@ class Result:
 
 
 def retryable(run: Run | Result) -> bool:
-    """The run failed on bad input found in its worker (USER_ERRORS): --resume runs its case again."""
-    return run.status == "error" and run.metrics.get("error_type") in USER_ERRORS
+    """The run failed on bad input found in its worker (USER_ERRORS), or a stop cut it short (a serving
+    point's finished requests, kept: ``interrupted``): --resume runs it again, its record replaced."""
+    return (run.status == "error" and run.metrics.get("error_type") in USER_ERRORS) or cut_short(run)
+
+
+def cut_short(run: Run | Result) -> bool:
+    """A stop (Ctrl-C, SIGTERM, SIGHUP) ended it with what it had measured (results/modes.py ``keeps_cut``)."""
+    return run.metrics.get("interrupted") is True
 
 
 def _jsonable(value: Any) -> Any:
@@ -122,12 +129,37 @@ def finite(value: Any) -> Any:
 
 
 def _migrate(record: dict[str, Any], version: int) -> dict[str, Any]:
-    """Bring an older record up to SCHEMA_VERSION. Version 1 (one record per case) is process 0 of 1."""
+    """Bring an older record up to SCHEMA_VERSION. Version 1 (one record per case) is process 0 of 1. A
+    serving point written before cases had ``users`` is read as one written now (``_serving_point``)."""
     if version < 2:
         record.setdefault("process", 0)
         record.setdefault("processes", 1)
         record.setdefault("machine", {})
+    case = record.get("case")
+    if isinstance(case, dict) and case.get("mode") == SERVE and "users" not in case and "batch_size" in case:
+        record["case"] = _serving_point(case, record.get("fingerprint"))
     return record
+
+
+def _serving_point(case: dict[str, Any], prints: Any) -> dict[str, Any]:
+    """A serving point as ``xpubench serve`` wrote it before serving was planned: its users in ``batch_size``,
+    its load an option ("closed", "poisson 2 rps"), its backend "http" and the server it started named only
+    in the fingerprint's backends (the one that carries the server's description; "remote" for a --url).
+    Read as written now, and keyed so (case.py): the same point of an older and a newer file compare."""
+    options = dict(case.get("options") or {})
+    load = str(options.pop("load", "closed")).split()
+    described = [name for name, b in ((prints or {}).get("backends") or {}).items() if isinstance(b, dict)
+                 and "server" in b]
+    backend = described[0] if described and described[0] != "remote" else case.get("backend")
+    if backend != case.get("backend"):
+        options.pop("url", None)    # the address a server started for the sweep had: gone with it
+    try:
+        rate = float(load[1]) if load[0] == "poisson" else None
+        point = Case.from_dict({**case, "backend": backend, "users": case.get("batch_size"), "batch_size": None,
+                                "rate": rate, "options": options, "key_options": SERVE_KEY_OPTIONS})
+    except (IndexError, TypeError, ValueError):
+        return {**case, "users": case.get("batch_size"), "batch_size": None}   # refused by the checks after
+    return point.as_dict()
 
 
 def run_from_dict(record: Any, *, where: str) -> Run:

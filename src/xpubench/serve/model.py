@@ -24,14 +24,12 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from xpubench.backends.llamacpp_.gguf_file import FORMATS
 from xpubench.errors import UserError
 
 VOCAB_VERSION = 1
 AS_IN_THE_FILE = "as in the file"   # the format of a GGUF file served as it is
 WORD_START = "\u2581"    # SentencePiece's word-start mark (a space before the piece)
-# --format: llama.cpp's own names and xpubench's precision names -> the key of gguf_file.GGUF_TYPES
-FORMATS = {"f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16", "q8_0": "int8",
-           "int8": "int8", "q4_0": "int4", "int4": "int4", "q4_k_m": "q4_K_M"}
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,20 @@ def given_file(path: Path) -> Served:
     if model in (None, "no_vocab", "none"):
         raise UserError(f"--weights {path}: the GGUF has no vocabulary (tokenizer {model}): a server cannot "
                         "tokenise text with it")
-    return Served(path, path.stem, AS_IN_THE_FILE, f"the GGUF {path}")
+    return Served(path, path.stem, file_type(reader), f"the GGUF {path}")
+
+
+def file_type(reader) -> str:
+    """A GGUF's format as llama.cpp names it (``q8_0``, ``f32``, ``q4_k_m``: its ``general.file_type``, as
+    llama-server's /props says it), or AS_IN_THE_FILE where the header does not say."""
+    import gguf
+
+    field = reader.fields.get("general.file_type")
+    try:
+        kind = gguf.LlamaFileType(int(field.parts[-1][0])).name if field is not None else None
+    except (ValueError, IndexError, TypeError):
+        kind = None
+    return kind.removeprefix("MOSTLY_").removeprefix("ALL_").lower() if kind and kind != "GUESSED" else AS_IN_THE_FILE
 
 
 def resolve(weights: str | None, model: str | None, fmt: str, seed: int, threads: int) -> Served:

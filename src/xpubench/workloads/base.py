@@ -141,6 +141,8 @@ class Workload:
     quick_options: Mapping[str, Any] = field(default_factory=dict)   # options its cases get in the brief
     #   default run, unless given, or the request chose the model itself (one of its ``selects`` options)
     generates: bool = False                       # its "infer" is the generation loop (case mode "generate")
+    served: bool = False                          # an engine's server can load its model (--mode serve: a
+    #                                               named shape, a checkpoint folder or a GGUF; plan/serve.py)
     generation_lengths: Callable[[Any, Mapping[str, Any]], tuple[int, int]] | None = None  # (prompt, new)
     decode_flops_per_token: Callable[[Any, float], float] | None = None   # (spec, context) -> FLOPs
     generation_batch_sizes: tuple[int, ...] = ()  # a generation run's batch sweep (one case each)

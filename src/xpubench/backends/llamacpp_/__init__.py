@@ -14,7 +14,10 @@ version, commit and CMake flags are in the environment record, so in every resul
 
 from __future__ import annotations
 
-from xpubench.backends.base import Backend, Unsupported
+from xpubench.backends.base import Backend, ServerSpec, Unsupported
+
+# llama-server's /props names of formats (llama_model_ftype_name) that are not the format's own name
+REPORTED = {"all f32": "f32", "q4_k - medium": "q4_k_m"}
 
 
 class LlamaCppBackend(Backend):
@@ -72,6 +75,28 @@ class LlamaCppBackend(Backend):
         if case.precision in ("int8", "int4") and programs.quantize is None:
             return f"{case.precision} needs llama-quantize beside {programs.bench}, and there is none"
         return None
+
+    def server(self) -> ServerSpec:
+        """llama.cpp's llama-server, built beside llama-bench: ``-np`` slots sharing ``-c`` tokens of context
+        (continuous batching, its default), serving the case's name (``--alias``), its Prometheus metrics on."""
+        from xpubench.backends.llamacpp_.binaries import SERVER, find
+        from xpubench.backends.llamacpp_.gguf_file import FORMATS, GGUF_TYPES
+
+        programs = find()
+        program = programs.bench.parent / SERVER if programs.bench else None
+        missing = (programs.missing if program is None else None if program.is_file() else
+                   f"no {SERVER} beside {programs.bench} (scripts/build_llamacpp.sh builds it)")
+        return ServerSpec(
+            "llama.cpp llama-server", (str(program),) if program else (),
+            ("-m", "{model}", "--host", "{host}", "--port", "{port}", "--alias", "{name}", "-np", "{slots}",
+             "-c", "{total_context}", "--metrics", "--no-webui"), threads=("-t", "{threads}"), serves="gguf",
+            formats={**{name: GGUF_TYPES[key][0].lower() for name, key in FORMATS.items()}, **REPORTED},
+            default_format="q8_0",
+            version_args=("--version",), identified_by="props.build_info", missing=missing,
+            telemetry={"running": ("llamacpp:requests_processing",), "waiting": ("llamacpp:requests_deferred",),
+                       "kv_cache": ("llamacpp:kv_cache_usage_ratio",),
+                       "prompt_tokens": ("llamacpp:prompt_tokens_total",),
+                       "output_tokens": ("llamacpp:tokens_predicted_total",)})
 
     def generator(self, case):
         from xpubench.backends.llamacpp_.case import llama_bench_for

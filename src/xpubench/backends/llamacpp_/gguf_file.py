@@ -37,6 +37,9 @@ from xpubench.errors import UserError
 # xpubench weight format -> (GGUF file type name as llama-quantize spells it, written by gguf-py directly)
 GGUF_TYPES = {"fp32": ("F32", True), "bf16": ("BF16", True), "fp16": ("F16", True),
               "int8": ("Q8_0", False), "int4": ("Q4_0", False), "q4_K_M": ("Q4_K_M", False)}
+# a served GGUF's --format: llama.cpp's own names and xpubench's precision names -> the key of GGUF_TYPES
+FORMATS = {"f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16", "q8_0": "int8",
+           "int8": "int8", "q4_0": "int4", "int4": "int4", "q4_k_m": "q4_K_M"}
 FORMAT_NOTES = {
     "int8": "llama.cpp q8_0: blocks of 32 weights with one fp16 scale (8.5 bits per weight), made by "
             "llama-quantize; activations quantised to q8 for the dot products",

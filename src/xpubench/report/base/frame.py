@@ -36,7 +36,8 @@ from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
 from xpubench.workloads import alike, options_text
 
-CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
+CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "users", "rate", "devices",
+                "data")
 NOISY_CV = 0.10          # the harness's own rule (results/stats.py CV_WARN)
 
 
@@ -177,7 +178,7 @@ def results_frame(loaded) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    for col in ("batch_size", "size", "devices"):   # whole numbers, exact (never through a float: 2**53 + 1)
+    for col in ("batch_size", "size", "users", "devices"):   # whole numbers, exact (never through a float: 2**53 + 1)
         frame[col] = pd.array([r.get(col) for r in rows], dtype="Int64")
     return frame
 

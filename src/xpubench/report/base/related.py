@@ -10,7 +10,7 @@ import pandas as pd
 
 from xpubench.report.base.frame import ok_rows
 
-SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size")
+SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size", "users", "rate")
 
 
 def _same(frame: pd.DataFrame, row, names) -> pd.Series:

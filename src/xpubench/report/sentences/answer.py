@@ -36,7 +36,7 @@ def _name(row, sources: bool = False) -> str:
 
 def _comparable(a, b) -> bool:
     return all((pd.isna(a.get(k)) and pd.isna(b.get(k))) or a.get(k) == b.get(k)
-               for k in ("batch_size", "size", "devices"))
+               for k in ("batch_size", "size", "users", "rate", "devices"))
 
 
 def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False, sources: bool = False) -> str:

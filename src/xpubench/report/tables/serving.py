@@ -23,7 +23,7 @@ def serving_rows(frame: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return rows
     rate = rows["request_rate"] if "request_rate" in rows else pd.Series(0.0, index=rows.index)
-    return rows.assign(_rate=rate.fillna(0.0)).sort_values(["source", "workload", "device", "_rate", "batch_size"])
+    return rows.assign(_rate=rate.fillna(0.0)).sort_values(["source", "workload", "device", "_rate", "users"])
 
 
 def _group(row, multi: bool) -> str:
@@ -47,7 +47,7 @@ def _rate(name: str):
 
 def load_text(r) -> str:
     rate = num(r, "request_rate")
-    users = int(num(r, "batch_size") or num(r, "concurrency"))
+    users = int(num(r, "users") or num(r, "concurrency"))
     return f"Poisson {rate:g} req/s" if rate else f"{users} user{'s' if users != 1 else ''}"
 
 
@@ -138,7 +138,7 @@ def answer_lines(frame: pd.DataFrame) -> list[str]:
         if not slo_text:
             continue
         slo = parse_slo(str(slo_text))
-        points = [{"concurrency": int(r["batch_size"]), "request_rate": num(r, "request_rate"),
+        points = [{"concurrency": int(r["users"]), "request_rate": num(r, "request_rate"),
                    "slo_attained": num(r, "slo_attained"), "output_tokens_per_s": num(r, "output_tokens_per_s"),
                    "usd_per_1m_output_tokens": num(r, "usd_per_1m_output_tokens")} for _, r in g.iterrows()]
         server = str(num(g.iloc[0], "server") or "the server")

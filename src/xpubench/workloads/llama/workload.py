@@ -354,7 +354,7 @@ WORKLOAD = Workload(
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
     default_precisions=costs.FORMATS[:4], quick_options=QUICK,   # int4 when asked for (-p int4)
-    generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
+    generates=True, served=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
     generation_counts=generation_counts, memory_needed=memory_needed,
     options=OPTIONS, Options=LlamaOptions, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,

@@ -1,0 +1,66 @@
+"""SGLang: a server started for ``serve`` cases (``xpubench serve --server sglang``, ``run -b sglang --mode
+serve``), usually on a datacenter GPU; it runs no framework loop of xpubench's.
+
+``python -m sglang.launch_server --model-path CHECKPOINT`` serves a Hugging Face checkpoint folder with its own
+tokenizer under the case's name (``--served-model-name``), ``--max-running-requests`` at once of
+``--context-length`` tokens, weights in ``--dtype``, with ``--enable-metrics``. It answers ``/health`` once
+loaded, ``/get_server_info`` (its version among its settings) and Prometheus ``/metrics``
+(``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage``, the token counters). Its
+cases run on the devices torch sees (a GPU's index given by ``CUDA_VISIBLE_DEVICES``). Not installable on
+xpubench's CPU test machine: tests/test_serve_standin.py runs the lifecycle against a stand-in ``sglang``
+package that speaks the same routes (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from xpubench.backends.base import Backend, ServerSpec
+
+DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
+          "fp32": "float32", "float32": "float32", "float": "float32", "auto": "auto"}
+
+
+class SglangBackend(Backend):
+    name = "sglang"
+    title = "SGLang"
+    module = "sglang"                # its launcher is a module of the package (python -m sglang.launch_server)
+    packages = ("sglang",)
+    trains = False
+    matmul_dtypes = ()
+    precisions = ("bf16", "fp16", "fp32")
+    startup_s = 0.5                  # a serve point's worker (httpx); the server starts once for its points
+
+    def install_hint(self) -> str:
+        return 'pip install "sglang[all]" (on a machine its wheels support: a CUDA or ROCm GPU)'
+
+    def detect(self, host_cpu: dict) -> dict:
+        return {**self.versions(), "devices": []}
+
+    def device_backend(self, backend: str) -> str:
+        return "torch"
+
+    def supports(self, workload, backend: str | None = None) -> bool:
+        return False                 # no loop of xpubench's: its cases are serve points (plan/serve.py)
+
+    def unsupported(self, case) -> str | None:
+        return None if case.mode == "serve" else "SGLang runs serve cases only (--mode serve)"
+
+    def server(self) -> ServerSpec:
+        import importlib.util
+
+        return ServerSpec(
+            "SGLang", (sys.executable, "-m", "sglang.launch_server"),
+            ("--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--served-model-name", "{name}",
+             "--dtype", "{format}", "--max-running-requests", "{slots}", "--context-length", "{context}",
+             "--enable-metrics"),
+            formats=DTYPES, default_format="bfloat16", version_route="/get_server_info",
+            identified_by="server_info.version",
+            device_variable="CUDA_VISIBLE_DEVICES",
+            missing=None if importlib.util.find_spec("sglang") else f"sglang is not installed: {self.install_hint()}",
+            telemetry={"running": ("sglang:num_running_reqs",), "waiting": ("sglang:num_queue_reqs",),
+                       "kv_cache": ("sglang:token_usage",), "prompt_tokens": ("sglang:prompt_tokens_total",),
+                       "output_tokens": ("sglang:generation_tokens_total",)})
+
+
+BACKEND = SglangBackend()
