@@ -166,3 +166,16 @@ def test_the_table_keeps_large_figures_whole_at_80_columns():
         assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
         for cell in ("12,345/23,456", "1,234/2,346", "1,234", "12,346", "1,234", "12 of 64", "50%"):
             assert f" {cell} " in text.replace("\n", " \n"), (cell, text)
+
+
+def test_the_budget_applies_to_a_sweep_as_to_a_run(server, tmp_path, capsys):
+    """Issue 50: a point the --budget has no time for is recorded as skipped, no worker started (each point
+    is estimated at its --duration and one request's time limit, beside its worker's start)."""
+    from xpubench.results import store
+
+    out = tmp_path / "s.jsonl"
+    assert _serve(server, out, "--duration", "2", "--budget", "3") == 0
+    runs = store.load_file(out).runs
+    assert [(r.case["users"], r.status) for r in runs] == [(1, "skipped"), (2, "skipped")]
+    assert all("budget" in r.message and "this case needs about" in r.message for r in runs)
+    assert "none, skipped (the run's 3 s budget" in capsys.readouterr().out

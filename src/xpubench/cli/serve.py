@@ -190,7 +190,7 @@ def cmd_serve(args, console) -> int:
                  and v != args.serve_defaults.get(k)]
         if given:
             raise UserError(f"--resume takes the sweep from the results file: drop --{given[0].replace('_', '-')} "
-                            "(only --url's credentials, --api-key or USER:PASSWORD@, go with it)")
+                            "(only the credentials of its --url go with it: its key, or USER:PASSWORD@ in the address)")
         if importlib.util.find_spec("httpx") is None:
             raise UserError("xpubench serve needs httpx, which is not installed here: pip install httpx")
         headers, request, out = _endpoint(args)[1] if args.url else {}, None, Path(args.resume)

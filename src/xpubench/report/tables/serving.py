@@ -53,8 +53,9 @@ def load_text(r) -> str:
 
 def _failed(r) -> str:
     sent = num(r, "requests")
-    if sent is None:
-        return f"all ({str(num(r, 'message') or '')[:60]})"
+    if sent is None:   # none sent: skipped (the budget, the plan) or failed before its requests
+        said, which = str(num(r, "message") or ""), "none, skipped" if num(r, "status") == "skipped" else "all"
+        return f"{which} ({said[:57] + '...' if len(said) > 60 else said})"
     failed = int(num(r, "failed") or 0)
     timeouts = int(num(r, "timeouts") or 0)
     return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
