@@ -120,20 +120,22 @@ def handler(state: State, token_s: float, die_after: int | None):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
+            with state.lock:   # as an engine counts them: the prompt when it is read, each token as it is made
+                state.prompt_tokens += prompt_n
             try:
                 for i in range(n):
                     time.sleep(token_s)
+                    with state.lock:
+                        state.output_tokens += 1
                     choice = {"index": 0, "delta": {"content": f" t{i}"}} if chat else {"index": 0, "text": f" t{i}"}
                     self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
                     self.wfile.flush()
-                usage = {"prompt_tokens": prompt_n, "completion_tokens": n, "total_tokens": prompt_n + n}
-                self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
-                self.wfile.flush()
-            finally:
+            finally:           # done before its last words are sent, as the engine's step ends before its answer
                 with state.lock:
                     state.running -= 1
-                    state.prompt_tokens += prompt_n
-                    state.output_tokens += n
+            usage = {"prompt_tokens": prompt_n, "completion_tokens": n, "total_tokens": prompt_n + n}
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
             self.close_connection = True
 
     return Handler

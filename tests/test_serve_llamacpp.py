@@ -29,8 +29,9 @@ def tiny_gguf(tmp_path_factory) -> Path:
     return written(TINY, "q8_0", seed=3, environ={"XDG_CACHE_HOME": str(cache)}).path
 
 
-def _servers_of(path: Path) -> list[int]:
-    """Processes whose command line names ``path`` (the llama-server the command started)."""
+def servers_of(path: Path) -> list[int]:
+    """Processes whose command line names ``path`` (a server the command started: llama-server, or the
+    stand-in vLLM of tests/test_serve_standin.py)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -53,7 +54,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
     assert main(argv) == 0
     said = capsys.readouterr().out
     assert "serves 2 concurrent users within TTFT 20 s and ITL 10 s (0.1 tok/s each)" in " ".join(said.split())
-    assert _servers_of(tiny_gguf) == []            # stopped when the sweep ended
+    assert servers_of(tiny_gguf) == []            # stopped when the sweep ended
 
     [loaded] = analysis.load([out])
     assert [r.status for r in loaded.results] == ["ok", "ok"]

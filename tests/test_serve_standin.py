@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from standin_server import VERSION, install
+from test_serve_llamacpp import servers_of as _left
 
 from xpubench.cli import main
 from xpubench.results import store
@@ -45,18 +46,6 @@ def standin(tmp_path, monkeypatch) -> Path:
     (folder / "tokenizer.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
     return folder
-
-
-def _left(folder: Path) -> list[int]:
-    """Processes whose command line names ``folder`` (a server the sweep started)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and str(folder).encode() in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return [pid for pid in found if pid != os.getpid()]
 
 
 def test_a_vllm_server_is_started_measured_recorded_and_stopped_and_its_url_sweep_compares(standin, tmp_path,

@@ -15,36 +15,21 @@ from __future__ import annotations
 
 import sys
 
-from xpubench.backends.base import Backend, ServerSpec
-
-DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
-          "fp32": "float32", "float32": "float32", "float": "float32", "auto": "auto"}
+from xpubench.backends.base import ServerSpec
+from xpubench.backends.served import DTYPES, ServedBackend
 
 
-class SglangBackend(Backend):
+class SglangBackend(ServedBackend):
     name = "sglang"
     title = "SGLang"
     module = "sglang"                # its launcher is a module of the package (python -m sglang.launch_server)
     packages = ("sglang",)
-    trains = False
-    matmul_dtypes = ()
-    precisions = ("bf16", "fp16", "fp32")
-    startup_s = 0.5                  # a serve point's worker (httpx); the server starts once for its points
 
     def install_hint(self) -> str:
         return 'pip install "sglang[all]" (on a machine its wheels support: a CUDA or ROCm GPU)'
 
     def detect(self, host_cpu: dict) -> dict:
         return {**self.versions(), "devices": []}
-
-    def device_backend(self, backend: str) -> str:
-        return "torch"
-
-    def supports(self, workload, backend: str | None = None) -> bool:
-        return False                 # no loop of xpubench's: its cases are serve points (plan/serve.py)
-
-    def unsupported(self, case) -> str | None:
-        return None if case.mode == "serve" else "SGLang runs serve cases only (--mode serve)"
 
     def server(self) -> ServerSpec:
         import importlib.util

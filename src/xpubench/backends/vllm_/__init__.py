@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import shutil
 
-from xpubench.backends.base import Backend, ServerSpec
+from xpubench.backends.base import ServerSpec
+from xpubench.backends.served import DTYPES, ServedBackend
 
 PROGRAM = "vllm"
-DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
-          "fp32": "float32", "float32": "float32", "float": "float32", "auto": "auto"}
 
 
-class VllmBackend(Backend):
+class VllmBackend(ServedBackend):
     name = "vllm"
     title = "vLLM"
     module = None                    # a program on PATH: detect() says whether it is there
     packages = ("vllm",)
-    trains = False
-    matmul_dtypes = ()
-    precisions = ("bf16", "fp16", "fp32")
-    startup_s = 0.5                  # a serve point's worker (httpx); the server starts once for its points
 
     def installed(self, env: dict, backend: str) -> bool:
         return bool((env.get("backends", {}).get(self.name) or {}).get("program"))
@@ -45,15 +40,6 @@ class VllmBackend(Backend):
         from xpubench.devices.detect import version_of
 
         return {"version": version_of(PROGRAM), "program": shutil.which(PROGRAM), "devices": []}
-
-    def device_backend(self, backend: str) -> str:
-        return "torch"
-
-    def supports(self, workload, backend: str | None = None) -> bool:
-        return False                 # no loop of xpubench's: its cases are serve points (plan/serve.py)
-
-    def unsupported(self, case) -> str | None:
-        return None if case.mode == "serve" else "vLLM runs serve cases only (--mode serve)"
 
     def server(self) -> ServerSpec:
         return ServerSpec(
