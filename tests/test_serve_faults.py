@@ -74,9 +74,9 @@ class Fake(BaseHTTPRequestHandler):
             self._stream(tokens + done, gap_s=0.05)
         elif how == "interrupt" and self.path.endswith("/v1/completions"):   # Ctrl-C with the 3rd request
             Fake.seen += 1
-            if Fake.seen == 3:
+            if Fake.seen == 3:   # the stop goes to the command, which passes it to the point's worker meanwhile
                 os.kill(os.getpid(), signal.SIGINT)
-            self._stream(tokens + done, gap_s=0.05)
+            self._stream(tokens + done, gap_s=0.5 if Fake.seen >= 3 else 0.05)
         elif how == "errorevent":
             self._stream(tokens[:1] + [b'data: {"error": {"message": "context full"}}\n\n'])
 

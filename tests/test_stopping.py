@@ -141,7 +141,7 @@ def test_run_stops_its_workers_and_fork_servers_and_keeps_the_finished_cases(com
 def _served(serve: Command) -> int:
     """The completions llama-server has ended so far (a line of its log each)."""
     return sum(log.read_text(errors="replace").count("stop processing")
-               for log in serve.temp.glob("xpubench-llama-server-*.log"))
+               for log in serve.temp.glob("xpubench-server-*.log"))
 
 
 def _serve(command, gguf: Path, out: Path):

@@ -12,10 +12,18 @@ DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float1
 
 
 class ServedBackend(Backend):
+    """Installed where its server's program is (``versions()["program"]``, found without importing it)."""
+
     trains = False
     matmul_dtypes = ()
     precisions = ("bf16", "fp16", "fp32")
     startup_s = 0.5                  # a serve point's worker (httpx); the server starts once for its points
+
+    def installed(self, env: dict, backend: str) -> bool:
+        return bool((env.get("backends", {}).get(self.name) or {}).get("program"))
+
+    def detect(self, host_cpu: dict) -> dict:
+        return self.versions()
 
     def device_backend(self, backend: str) -> str:
         return "torch"

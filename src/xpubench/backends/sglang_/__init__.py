@@ -22,14 +22,19 @@ from xpubench.backends.served import DTYPES, ServedBackend
 class SglangBackend(ServedBackend):
     name = "sglang"
     title = "SGLang"
-    module = "sglang"                # its launcher is a module of the package (python -m sglang.launch_server)
     packages = ("sglang",)
 
     def install_hint(self) -> str:
         return 'pip install "sglang[all]" (on a machine its wheels support: a CUDA or ROCm GPU)'
 
-    def detect(self, host_cpu: dict) -> dict:
-        return {**self.versions(), "devices": []}
+    def versions(self) -> dict:
+        """Its version, and its launcher (``python -m sglang.launch_server``) where it is, found unimported."""
+        import importlib.util
+
+        from xpubench.devices.detect import version_of
+
+        found = importlib.util.find_spec("sglang")
+        return {"version": version_of("sglang"), "program": found.origin if found else None, "devices": []}
 
     def server(self) -> ServerSpec:
         import importlib.util

@@ -27,14 +27,8 @@ class VllmBackend(ServedBackend):
     module = None                    # a program on PATH: detect() says whether it is there
     packages = ("vllm",)
 
-    def installed(self, env: dict, backend: str) -> bool:
-        return bool((env.get("backends", {}).get(self.name) or {}).get("program"))
-
     def install_hint(self) -> str:
         return "pip install vllm (on a machine its wheels support: a CUDA or ROCm GPU, or its CPU build)"
-
-    def detect(self, host_cpu: dict) -> dict:
-        return self.versions()
 
     def versions(self) -> dict:
         from xpubench.devices.detect import version_of
