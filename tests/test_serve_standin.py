@@ -189,3 +189,18 @@ def test_a_sweep_cut_by_ctrl_c_keeps_its_points_and_resume_finishes_it(standin, 
     [loaded] = analysis.load([out])
     assert [(r.case["users"], r.status, r.metrics["completed"], r.metrics.get("interrupted"))
             for r in loaded.results] == [(1, "ok", 6, None), (2, "ok", 6, None)]
+
+
+def test_in_a_run_a_server_that_exits_at_start_is_each_of_its_points_failure(standin, tmp_path, monkeypatch, capsys):
+    """`xpubench run --mode serve` goes on past a server that does not start (its other servers and cases
+    would run): each point records why (and, nothing measured, run's exit 3), where `xpubench serve`, whose sweep
+    is that server's, stops in one line."""
+    monkeypatch.setenv("STANDIN_EXIT_AT_START", "1")
+    out = tmp_path / "r.jsonl"
+    assert main(["run", "-w", "llama", "-b", "vllm", "--mode", "serve", "--weights", str(standin), "-c", "1,2",
+                 "--prompt-len", "8", "--new-tokens", "4", "--processes", "1", "--no-progress", "-o", str(out)]) == 3
+    runs = store.load_file(out).runs
+    assert [(r.case["users"], r.status) for r in runs] == [(1, "error"), (2, "error")]
+    assert all(r.message.startswith("vLLM exited with status 1 before it was ready: stand-in vllm: cannot load")
+               for r in runs)
+    assert _left(standin) == []
