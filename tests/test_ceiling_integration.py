@@ -39,14 +39,14 @@ def test_price_matching_exact_id_then_kind():
 def test_priced_cases_carry_their_price_in_the_options():
     cases = [Case("mnist_cnn", "torch", "gpu:1", "train", batch_size=256, options={"sync": "step"}),
              Case("mnist_cnn", "torch", "tpu:0", "train", batch_size=256)]
-    out = priced(cases, {"CUDA:1": 1.2, "cpu": "0.1"})       # spellings normalised, as the CLI's parser does
+    out = priced(cases, {"CUDA:1": 1.2, "cpu": 0.1})         # spellings normalised (devices/device.py)
     assert out[0].options == {"sync": "step", "price_per_hour": 1.2}
     assert out[1] is cases[1]                                # no matching price: unchanged
     assert out[0].key == cases[0].key                        # the price is not part of what is measured
-    with pytest.raises(UserError):
-        priced(cases, {"cpu": -1})
-    with pytest.raises(UserError):
-        priced(cases, {"fpga": 1})
+    assert priced(cases, {"hip:1": 3})[0].options["price_per_hour"] == 3.0   # every spelling -d reads
+    for bad in ({"cpu": -1}, {"fpga": 1}, {"cpu": "0.1"}):   # a price is a number, as `xpubench run` checks it
+        with pytest.raises(UserError):
+            priced(cases, bad)
 
 
 def test_cost_metric_arithmetic():

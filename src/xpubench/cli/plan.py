@@ -9,6 +9,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from xpubench.devices.device import kind_of
 from xpubench.plan import estimate
 from xpubench.plan.fit import fit_of, memory_lines
 from xpubench.plan.learnt import Estimator, basis_counts
@@ -20,7 +21,7 @@ def machine_summary(env: dict) -> str:
     """"h100-node: torch 8 x NVIDIA H100 80GB HBM3; jax 8 x NVIDIA H100 80GB HBM3" (accelerators only)."""
     parts = []
     for backend, info in env.get("backends", {}).items():
-        names = Counter(d.get("name") for d in info.get("devices", []) if d.get("kind") != "cpu")
+        names = Counter(d.get("name") for d in info.get("devices", []) if kind_of(d.get("kind")).accelerator)
         if names:
             parts.append(f"{backend} " + ", ".join(f"{n} x {name}" for name, n in names.items()))
         for platform, error in (info.get("platform_errors") or {}).items():

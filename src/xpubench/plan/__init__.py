@@ -15,7 +15,7 @@ from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
-from xpubench.plan import target
+from xpubench.plan import prices, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     backend_ids,
     choose_devices,
@@ -31,7 +31,6 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
     slow_cpu_dtypes,
 )
 from xpubench.plan.devices import available_count, device_counts, processes  # noqa: F401 - re-exported
-from xpubench.plan.prices import priced
 from xpubench.plan.readable import readable
 from xpubench.plan.resolve import for_backend, pinned, resolve_paths
 from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
@@ -183,18 +182,9 @@ def _check_model(req: PlanRequest) -> None:
 
 def _check_run_extras(req: PlanRequest) -> None:
     """Prices (device -> USD per hour) and the run's budget (at most what a plan sidecar holds)."""
-    from xpubench.devices.device import Device
     from xpubench.results.validate import LARGEST
 
-    if not isinstance(req.prices, dict):
-        raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
-    for device, usd in req.prices.items():
-        try:
-            Device.parse(device)
-        except ValueError as exc:
-            raise UserError(f"prices: {exc}") from None
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
-            raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
+    prices.checked(req.prices)
     b = req.budget_s
     if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= LARGEST):
         raise UserError(f"--budget must be a number of seconds above 0 (at most {LARGEST:g}), got {b!r}")
@@ -226,7 +216,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
             for workload in workloads:
-                cases += priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
+                cases += prices.priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
     if not cases:
         raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
                         "add -b torch or -b jax, or choose -w matmul")
@@ -282,7 +272,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
     if workload.kind == "matmul":
-        accel = not device.startswith("cpu")
+        accel = is_accelerator(device)
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
         if req.quick:
             sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
@@ -356,7 +346,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
 
         full = build_cases(dataclasses.replace(req, all_cases=True), env)
         notes += [line for line in [left_out_line(full, cases, *budget(req.budget_s, env))] if line]
-    on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
+    on_cpu = {c.backend for c in cases if not is_accelerator(c.device)}
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
               if f.backend in on_cpu]

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Any
 
+from xpubench.devices.device import device_id
 from xpubench.errors import UserError
 
 KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # the frameworks Keras 3 runs on
@@ -132,8 +133,8 @@ class KerasDevice:
             from xpubench.backends.torch_.device import placement
 
             return placement(value)
-        kind, _, index = value.device.rpartition("/device:")[2].lower().partition(":")
-        return "cpu" if kind == "cpu" else f"{kind}:{index}"
+        kind, _, index = value.device.rpartition("/device:")[2].partition(":")
+        return device_id(kind, int(index or 0))
 
     def check_placement(self, model: Any) -> str:
         """The placement of the model's weights; raises where it is not the case's device."""
