@@ -13,7 +13,7 @@ from typing import Any
 
 from xpubench.backends import supports
 from xpubench.case import SYNC_MODES, Case
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.errors import UserError
 from xpubench.plan import prices, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
@@ -340,7 +340,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
 
     variables = environ if environ is not None else env.get("variables") or {}
     notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
-        variables, {c.device.split(":")[0] for c in cases})   # a default backend a module is missing for
+        variables, {kind_of(c.device).name for c in cases})   # a default backend a module is missing for
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
         from xpubench.plan.brief import budget, left_out_line
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xpubench.case import Case
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.results.modes import mode_of
 
 MIN_PROCESSES = 2
@@ -118,7 +118,7 @@ def alone(case: Case) -> bool:
 
 def _what(case: Case, accelerated: bool) -> tuple[str, str]:
     """(kind, item) of a left-out case: ("matmul", "N=1024"), ("training", "fashion_cnn")."""
-    where = f" on {case.device.split(':')[0]}" if accelerated else ""
+    where = f" on {kind_of(case.device)}" if accelerated else ""
     if case.mode == "matmul":
         return "matmul", (f"N={case.size}" if case.precision == "fp32" else f"{case.backend} {case.precision}") + where
     return {"train": "training", "infer": "inference", "generate": "generation"}.get(case.mode, case.mode), \
