@@ -47,8 +47,9 @@ def _length(case) -> str:
     return f"{epochs} epochs x {case.steps or 'all'} steps"
 
 
-def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
-    env = planned.environment
+def print_plan(planned, console, source: str | None) -> int:
+    """``planned`` (an api.Plan: its cases, notes, budget and worker processes) as `--dry-run` prints it."""
+    env, processes = planned.environment, planned.processes
     where = f" (from {source})" if source else " (this machine)"
     console.print(f"[bold]Dry run[/bold] for {markup(machine_summary(env))}{markup(where)}: "
                   "nothing runs, nothing is written.",
@@ -82,7 +83,7 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
                      "machine's own runs teach the next estimate)" if modelled else
                      " (learnt: each such case's newest processes here, or the model scaled by cases like it; "
                      "docs/accelerators.md, \"What the estimate assumes\")"), highlight=False, soft_wrap=True)
-    note = estimate.budget_note(planned.cases, guess.seconds, budget_s, processes)
+    note = estimate.budget_note(planned.cases, guess.seconds, planned.budget_s, processes)
     if note:
         console.print(f"budget: {note}", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -49,13 +49,13 @@ def _matmul_kept(case: Case, sizes_on_device: dict[str, list[int]], dtypes: dict
     return case.size == wanted and case.precision == precision
 
 
-def budget(budget_s: float | None, env: dict) -> tuple[float, Callable[[Case], float]]:
-    """The brief run's budget (``--budget``, else the default run's) and the estimate it admits cases by
-    (seconds of one worker process, plan/estimate.py)."""
-    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
+def budget(req, env: dict) -> tuple[float, Callable[[Case], float]]:
+    """The brief run's budget (plan/request.py ``budget_s``: ``--budget``, else the brief run's) and the
+    estimate it admits cases by (seconds of one worker process, plan/estimate.py)."""
     from xpubench.plan.estimate import case_seconds
+    from xpubench.plan.request import budget_s
 
-    return budget_s or DEFAULT_RUN_BUDGET_S, lambda c: case_seconds(c, env)[0]
+    return budget_s(req), lambda c: case_seconds(c, env)[0]
 
 
 def candidates(cases: list[Case]) -> list[Case]:
