@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from xpubench.backends.base import Backend, Unsupported
 from xpubench.devices.device import CPU, GPU, MPS, kind_of
+from xpubench.workloads.llama.options import DECODE_STEPS
 
 # CPU instructions that make a half-precision matmul native (slow_cpu_dtypes)
 NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
@@ -27,7 +28,7 @@ class TorchBackend(Backend):
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
     preload = ("torch", "torch._dynamo")   # its compiler: also imported by torch.optim's first step
     compile_fallback = "compile=auto trains eager on this device"
-    decode_steps = ("compiled", "eager")   # --decode (backends/torch_/generate.py), the default first
+    decode_steps = DECODE_STEPS   # --decode (generate.py), the default first: declared with llama's option
     under_load = ("PyTorch's CPU kernels (eager ops and Inductor's compiled ones) run on OpenMP threads that meet at "
                   "a barrier after each parallel kernel, spinning while they wait: while other processes hold the "
                   "cores, each barrier waits for a thread that is not running, so a decode step of many small "
