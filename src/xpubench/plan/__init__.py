@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from xpubench.backends import supports
-from xpubench.case import SYNC_MODES, Case
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.errors import UserError
 from xpubench.plan import prices, target
@@ -73,8 +73,8 @@ def validate(req: PlanRequest) -> None:
     _check_choice("backend", req.backends, backend_ids())
     _check_choice("precision", req.precisions, PRECISIONS)
     _check_choice("mode", req.modes, MODES)
-    _check_choice("data source", [req.data], ("synthetic", "real"))
-    _check_choice("compile setting", [req.compile], ("auto", "on", "off"))
+    _check_choice("data source", [req.data], DATA_SOURCES)
+    _check_choice("compile setting", [req.compile], COMPILE_SETTINGS)
     for v in req.devices or []:
         if not isinstance(v, str) or not v.strip():
             raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")

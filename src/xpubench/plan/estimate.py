@@ -67,7 +67,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         return start, True
     spec = workload.spec_for(case.options)   # gpt's preset and sizes
     forward = workload.forward_flops(spec)
-    global_batch = case.batch_size * case.devices   # resolved: the case has it (case.py)
+    global_batch = case.global_batch   # resolved: the case has it (case.py)
     per_epoch = (case.train_samples or spec.train_samples) // global_batch
     steps = min(case.steps or per_epoch, per_epoch)
     epochs = case.epochs or spec.epochs

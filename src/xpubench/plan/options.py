@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xpubench.case import SYNC_MODES
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES
 from xpubench.errors import UserError
 from xpubench.plan import MATMUL_SIZES, MATMUL_SIZES_ACCEL, MODES, PlanRequest
 from xpubench.plan import options_text as read
@@ -203,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
        "inference cases keep the weights they train in DIR (.npz; default: a temp cache)", metavar="DIR",
        type=read.text()),
     _o("data", "--data", "request.data", "synthetic (default: generated, nothing to fetch) or real (the "
-       "workload's data set, from --data-dir)", choices=("synthetic", "real")),
+       "workload's data set, from --data-dir)", choices=DATA_SOURCES),
     _o("data_dir", "--data-dir", "request.data_dir", "where real data sets are read (and --download writes; "
        "default: XPUBENCH_DATA_DIR or ~/.cache/xpubench/datasets)", metavar="DIR"),
     _o("download", "--download", "options.download",
@@ -211,7 +211,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("sync", "--sync", "options.sync", "training: synchronise every step (per-step times; default on CPUs) "
        "or once per steady epoch (pipelined; default on accelerators)", choices=SYNC_MODES),
     _o("compile", "--compile", "request.compile", "torch.compile the training step: auto (on CUDA/ROCm, eager "
-       "elsewhere), on or off; JAX always compiles", choices=("auto", "on", "off")),
+       "elsewhere), on or off; JAX always compiles", choices=COMPILE_SETTINGS),
     _o("seed", "--seed", "request.seed", "random seed of weights and data (default 0; each "
        "process of a --target case adds its index)",
        type=int),

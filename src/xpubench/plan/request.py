@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES
 from xpubench.plan.target import TARGET_SEEDS
 from xpubench.workloads import default_run, get_workload, option_rows
 
@@ -43,9 +44,9 @@ class PlanRequest:
     train_samples: int | None = None
     eval_samples: int | None = None
     time_budget_s: float | None = None
-    data: str = "synthetic"
+    data: str = DATA_SOURCES[0]
     data_dir: str | None = None
-    compile: str = "auto"
+    compile: str = COMPILE_SETTINGS[0]
     seed: int = 0
     quick: bool | None = None                 # None: brief when no workload is named (``is_quick``)
     all_cases: bool = False                   # the default run: every workload, size and dtype (plan/brief.py)
