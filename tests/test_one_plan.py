@@ -1,7 +1,7 @@
 """The notebook API and the command line plan the same run (issue 53 item 3): ``api.plan()`` with no
-arguments (the plan ``xpubench.run()`` runs) is `xpubench run`'s brief default run, the same cases, notes, budget and worker processes, and so
-is every other request asked both ways, through one set of rules (plan/request.py). Planned on recorded
-machines: nothing runs, nothing is detected."""
+arguments (the plan ``xpubench.run()`` runs) is `xpubench run`'s brief default run, the same cases, notes,
+budget and worker processes, and so is every other request asked both ways, through one set of rules
+(plan/request.py). Planned on recorded machines: nothing runs, nothing is detected."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_the_api_plans_what_the_command_line_plans(flags, keywords, machine):
 
 
 def test_xpubench_plan_with_no_arguments_is_the_brief_run():
-    by_cli, by_api = _both([], {}, "h100-sxm")
+    by_api = api.plan(environment=load_environment(str(MACHINES / "h100-sxm.json")))
     assert by_api.budget_s == BRIEF_BUDGET_S and by_api.processes == DEFAULT_PROCESSES
     assert any(note.startswith("brief run: ") for note in by_api.notes)   # plan/brief.py's left-out line
     full = api.plan(environment=by_api.environment, quick=False)      # the full default sweep, asked for

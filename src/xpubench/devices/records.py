@@ -21,12 +21,6 @@ from xpubench.devices import specs
 from xpubench.devices.device import CPU, GPU, MPS, TPU, device_id, kind_named
 
 
-def kind_of_platform(platform: str) -> str:
-    """xpubench's device kind for a JAX platform name ("METAL" -> "mps", devices/device.py); unknown names
-    pass through."""
-    return str(kind_named(platform) or (platform or "").lower())
-
-
 def amd_arch(value: Any) -> str | None:
     """"gfx942" from "gfx942:sramecc+:xnack-" or "gfx942"; None when ``value`` is not a gfx string."""
     m = re.match(r"\s*(gfx[0-9a-f]+)", str(value or ""), re.IGNORECASE)
