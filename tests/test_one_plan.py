@@ -11,6 +11,7 @@ from machine_facts import MACHINES
 from xpubench import api, cli
 from xpubench.backends.envfile import load_environment
 from xpubench.cli.run import request_from
+from xpubench.errors import UserError
 from xpubench.plan.request import BRIEF_BUDGET_S, DEFAULT_PROCESSES
 
 MODEL = "docs/examples/model_families.py:tiny_bert"
@@ -54,3 +55,12 @@ def test_xpubench_plan_with_no_arguments_is_the_brief_run():
     full = api.plan(environment=by_api.environment, quick=False)      # the full default sweep, asked for
     assert len(by_api.cases) < len(full.cases) and full.budget_s is None
     assert {c.workload for c in by_api.cases} <= {"llama", "matmul", "mnist_cnn", "gpt"}
+
+
+def test_a_price_the_command_line_refuses_is_refused_from_a_notebook():
+    """One check of prices (plan/prices.py checked) for a flag, a file and a keyword: "$1.20" is text, not a
+    number of dollars, from either side (the old notebook path took it as 1.2)."""
+    env_file = str(MACHINES / "h100-sxm.json")
+    assert cli.main(["run", "-w", "matmul", "--price-per-hour", "gpu=$1.20", "--env-file", env_file, "--dry-run"]) == 2
+    with pytest.raises(UserError, match=r"price for gpu must be US dollars per hour.*'\$1.20'"):
+        api.plan(workloads=["matmul"], prices={"gpu": "$1.20"}, environment=load_environment(env_file))

@@ -64,12 +64,6 @@ def price_for(prices: Mapping[str, float], device: str, devices: int = 1) -> flo
     return total
 
 
-def price_for_case(prices: Mapping[str, float] | None, device: str, devices: int = 1) -> float | None:
-    """The price per hour of a case on ``devices`` devices from ``device``: the exact id ("gpu:1") first,
-    then its kind ("gpu"); None when no price matches (or none was given)."""
-    return price_for(checked(prices), device, devices or 1) if prices else None
-
-
 def priced(cases: list, prices: Mapping[str, float] | None) -> list:
     """The plan's cases with ``options["price_per_hour"]`` set where a price matches their device(s)
     (plan.build_cases: the one hook). Cases without a matching price are returned as they are."""
