@@ -64,3 +64,21 @@ def test_a_price_the_command_line_refuses_is_refused_from_a_notebook():
     assert cli.main(["run", "-w", "matmul", "--price-per-hour", "gpu=$1.20", "--env-file", env_file, "--dry-run"]) == 2
     with pytest.raises(UserError, match=r"price for gpu must be US dollars per hour.*'\$1.20'"):
         api.plan(workloads=["matmul"], prices={"gpu": "$1.20"}, environment=load_environment(env_file))
+
+
+@pytest.mark.parametrize("name", ["mnist_cnn", "imdb_lstm", "gpt", "llama"])
+def test_xpubench_list_shows_the_batch_sizes_the_planner_plans(name):
+    """One batch-size rule (plan/defaults.py default_batch_sizes): `xpubench list`'s column is what
+    `xpubench run -w NAME` plans on a CPU, in each mode the workload lists (training, generation)."""
+    from xpubench.cli.listing import _batches
+    from xpubench.workloads import get_workload
+
+    env = load_environment(str(MACHINES / "h100-sxm.json"))
+    workload = get_workload(name)
+    for listed, mode in (("train", "train"), ("generate", "infer")):
+        if listed == "generate" and not workload.generates:
+            continue
+        cases = api.plan(workloads=[name], backends=["torch"], devices=["cpu"], precisions=["fp32"], modes=[mode],
+                         environment=env).cases
+        assert cases and {c.mode for c in cases} == {listed}
+        assert ", ".join(map(str, sorted({c.batch_size for c in cases}))) == _batches(workload, listed)
