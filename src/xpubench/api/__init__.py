@@ -186,7 +186,7 @@ def _detect(backends: list[str] | None = None) -> dict:
     from xpubench.backends.detect import needed
 
     if backends is not None and backends and not any(known(b) for b in backends):
-        backends = []   # only a URL's server, no backend of this machine's (serve/record.py BACKEND): the host
+        backends = []   # only a URL's server, no backend of this machine's (serve/keys.py BACKEND): the host
     try:
         needs = [] if backends == [] else needed(backends)
         return detect_environment(backends=needs) if needs is not None else detect_environment()

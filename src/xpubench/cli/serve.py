@@ -107,8 +107,6 @@ def add_parser(sub) -> None:
 
 def request_of(args):
     """The flags checked and read into the sweep's PlanRequest (one line, exit 2, on anything wrong)."""
-    if importlib.util.find_spec("httpx") is None:   # xpubench's dependency, and only serve's (docs/serving.md)
-        raise UserError("xpubench serve needs httpx, which is not installed here: pip install httpx")
     from xpubench.plan import PlanRequest
     from xpubench.serve.figures import parse_slo
     from xpubench.serve.prompts import fraction, lengths
@@ -181,6 +179,8 @@ def _endpoint(args) -> tuple[str | None, dict[str, str]]:
 
 
 def cmd_serve(args, console) -> int:
+    if importlib.util.find_spec("httpx") is None:   # xpubench's dependency, and only serve's (docs/serving.md)
+        raise UserError("xpubench serve needs httpx, which is not installed here: pip install httpx")
     from xpubench import api
     from xpubench.cli.serve_show import SweepShow
     from xpubench.serve.host import Hosts
@@ -191,8 +191,6 @@ def cmd_serve(args, console) -> int:
         if given:
             raise UserError(f"--resume takes the sweep from the results file: drop --{given[0].replace('_', '-')} "
                             "(only the credentials of its --url go with it: its key, or USER:PASSWORD@ in the address)")
-        if importlib.util.find_spec("httpx") is None:
-            raise UserError("xpubench serve needs httpx, which is not installed here: pip install httpx")
         headers, request, out = _endpoint(args)[1] if args.url else {}, None, Path(args.resume)
     else:
         request = request_of(args)

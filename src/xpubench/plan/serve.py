@@ -29,13 +29,11 @@ from xpubench import backends
 from xpubench.case import SERVE, SERVE_KEY_OPTIONS, Case
 from xpubench.devices.device import Device, is_accelerator
 from xpubench.errors import UserError
+from xpubench.serve.keys import AS_SERVED, BACKEND, OPEN_CAP, REMOTE
 
 DEFAULT_USERS = (1, 2, 4)
-OPEN_CAP = 64          # an open-loop point's cap on requests in flight without users (serve/rerun.py)
 OPEN_SLOTS = 8         # a started server's slots for rate points alone (more wait in its queue)
 CHAT_OVERHEAD = 64     # a chat template's tokens around the prompt, room kept in each slot's context
-AS_SERVED = "as-served"   # the format of a URL's model that its server does not say
-REMOTE = "remote"      # the device of a URL's server that -d does not name
 LENGTHS = (1024, 1024)  # input and output tokens (--lengths 1k/1k, InferenceX's)
 DEFAULTS = {"endpoint": "completions", "request_timeout_s": 120.0, "point_timeout_s": 600.0, "prompts": "random",
             "ignore_eos": True}
@@ -156,7 +154,6 @@ def _named(options: dict, model: dict, fmt: str) -> tuple[str, str]:
 def _at_url(req, options: dict) -> tuple[str, str, str, str]:
     """(engine, device, name, format) of the server at the URL, from what it says about itself."""
     from xpubench.serve.host import setup_timeout_s
-    from xpubench.serve.record import BACKEND
     from xpubench.serve.server import provenance
 
     url = options["url"]

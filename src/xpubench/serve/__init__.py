@@ -14,6 +14,7 @@ process of its own against the server its run opened.
 - server.py: an engine's server (its record's ServerSpec) started, watched and stopped; a URL's provenance;
 - host.py: the server a group of points shares, opened for the run's sweep and found by each point's worker;
 - model.py: the GGUF llama-server serves (random weights of a named shape with a synthetic vocabulary, or yours);
-- point.py: a point measured in its worker; record.py: its outcome, as a results-file line reads;
+- point.py: a point measured in its worker; record.py: its outcome, as a results-file line reads; keys.py:
+  what its key holds where the server does not say;
   rerun.py: the ``xpubench serve`` arguments that measure a point again.
 """

@@ -28,7 +28,6 @@ from xpubench.serve.bounded import TEXT, shaped
 from xpubench.serve.figures import Slo, point_figures
 from xpubench.serve.sweep import PointRun
 
-BACKEND = "http"     # the engine of a server at a URL that does not say which it is
 FINGERPRINT_ROOM = 1 << 20   # what the runner adds to a record (the fingerprint, the machine's state)
 
 

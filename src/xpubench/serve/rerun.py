@@ -15,10 +15,9 @@ model's name, the engine, the device, the format, the users and rate, the length
 from __future__ import annotations
 
 from xpubench.case import Case
+from xpubench.serve.keys import AS_SERVED, OPEN_CAP, REMOTE
 
-OPEN_CAP = 64          # plan/serve.py's: an open-loop point's cap without --concurrency
 WEIGHTS = "WEIGHTS"    # the placeholder for weights a case does not name
-AS_SERVED, REMOTE = "as-served", "remote"   # plan/serve.py's: a URL's format and device it does not say
 
 
 def serve_arguments(case: Case) -> list[str]:
