@@ -124,7 +124,7 @@ def doc_cases(folder: Path) -> list[Case]:
              "'+SUM(1+1)/torch", code=0),
         Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format csv", f",{BIG},", code=0),
         Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format jsonl", f'"batch_size": {BIG}', code=0),
-        Case("matrix size 2048 beside cases without one", f"xpubench report {path} -o - --format csv", ",fp32,,2048,1,",
+        Case("matrix size 2048 beside cases without one", f"xpubench report {path} -o - --format csv", ",fp32,,2048,,,1,",
              code=0),
     ]
 
