@@ -43,7 +43,7 @@ def metrics(tg: float = 40.0, **extra) -> dict:
 
 def test_the_share_uses_the_measured_bandwidth_before_the_spec():
     m = metrics(peak_flops_per_s=4e11)
-    add_generation_bounds(m, CASE, fingerprint(measured=18e9, spec=50e9))
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint(measured=18e9, spec=50e9))
     assert m["bandwidth_bound_tokens_per_s"] == pytest.approx(18e9 / BYTES)
     assert m["pct_of_bandwidth_bound"] == pytest.approx(40 / (18e9 / BYTES))
     assert m["bound_bandwidth_source"].startswith("measured (torch's copy/triad")
@@ -51,24 +51,24 @@ def test_the_share_uses_the_measured_bandwidth_before_the_spec():
     faster["ceilings"]["bandwidth"]["jax/cpu"] = {"bytes_per_s": 24e9}       # the device's: the fastest backend's
     faster["ceilings"]["bandwidth"]["jax/gpu:0"] = {"bytes_per_s": 3e12}     # another device: not this one's
     m2 = metrics()
-    add_generation_bounds(m2, CASE, faster)
+    add_generation_bounds(m2, Case.from_dict(CASE), faster)
     assert m2["bound_bandwidth"] == 24e9 and m2["bound_bandwidth_source"].startswith("measured (jax's")
     assert m["prefill_flops_per_s"] == pytest.approx(2.8e11) and m["prefill_mfu"] == pytest.approx(0.7)
     spec = metrics()
-    add_generation_bounds(spec, CASE, fingerprint(spec=50e9))
+    add_generation_bounds(spec, Case.from_dict(CASE), fingerprint(spec=50e9))
     assert spec["bound_bandwidth"] == 50e9 and "spec" in spec["bound_bandwidth_source"]
     assert spec["prefill_mfu"] is None             # no peak known: n/a, never a guess
 
 
 def test_no_bandwidth_known_is_na_with_the_reason():
     m = metrics()
-    add_generation_bounds(m, CASE, fingerprint())
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint())
     assert "pct_of_bandwidth_bound" not in m and "xpubench ceilings" in m["bandwidth_bound_note"]
 
 
 def test_a_share_above_100_percent_is_an_unreliable_bound_never_stored():
     m = metrics(tg=200.0)                           # 200 tok/s x 270 MB = 54 GB/s against 18 GB/s
-    add_generation_bounds(m, CASE, fingerprint(measured=18e9))
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint(measured=18e9))
     assert "pct_of_bandwidth_bound" not in m
     assert m["bandwidth_bound_note"].startswith("unreliable bound, not printed: decode ran at 200.0 tokens/s")
     assert "it moved at least 54.0 GB/s" in m["bandwidth_bound_note"]

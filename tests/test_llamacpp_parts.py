@@ -222,7 +222,7 @@ def test_a_run_records_what_llama_bench_printed_as_a_llama_case(tmp_path, monkey
                       "hidden_size = 64\nn_heads = 4\nn_kv_heads = 2\nintermediate_size = 96\nvocab_size = 256\n")
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--config", str(config), "-o", str(out)]) == 0
-    results = {r.case["precision"]: r for r in analysis.load([out])[0].results}
+    results = {r.case.precision: r for r in analysis.load([out])[0].results}
     # int8 needs llama-quantize, which the stand-in folder lacks: skipped, and saying so
     assert results["int8"].status == "skipped" and "llama-quantize" in results["int8"].message
     r = results["fp32"]

@@ -52,7 +52,7 @@ def test_a_llama_bench_run_is_a_case_the_reports_read(own_cache, capsys):
                       + "".join(f"{k} = {v}\n" for k, v in TINY.items()))
     out = own_cache / "r.jsonl"
     assert cli.main(["run", "--config", str(config), "-o", str(out)]) == 0
-    results = {r.case["precision"]: r for r in analysis.load([out])[0].results}
+    results = {r.case.precision: r for r in analysis.load([out])[0].results}
     assert set(results) == {"fp32", "int8"}
     for precision, gguf_type in (("fp32", "f32"), ("int8", "q8_0")):
         r = results[precision]

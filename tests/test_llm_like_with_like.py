@@ -15,6 +15,7 @@ from report_runs import quick_charts
 from rich.console import Console
 
 from xpubench import analysis
+from xpubench.case import Case
 from xpubench.energy.meter import EnergyMeter, Unavailable
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.compare import compare_files
@@ -173,13 +174,15 @@ def test_compare_labels_a_case_by_its_options_and_never_cuts_its_key():
 
 
 def test_a_case_is_named_and_compared_by_its_options_less_its_backends_own():
-    from xpubench.workloads import alike, options_text
+    from xpubench.workloads import alike, options_text, with_identity
 
-    brief = {"workload": "llama", "backend": "torch", "options": {"n_layers": 4, "prompt_len": 64, "new_tokens": 16,
-                                                                  "decode": "eager"}}
+    def llama(backend: str = "torch", **options) -> Case:
+        return with_identity(Case("llama", backend, "cpu", "generate", batch_size=1, options=options))
+
+    brief = llama(n_layers=4, prompt_len=64, new_tokens=16, decode="eager")
     assert options_text(brief) == "4/30 layers, pp64, tg16"           # the decode step: the backend's label
-    assert alike(brief) == alike({**brief, "backend": "jax", "options": {**brief["options"], "decode": "compiled"}})
-    full = {"workload": "llama", "backend": "torch", "options": {"decode": "compiled"}}
+    assert alike(brief) == alike(llama("jax", n_layers=4, prompt_len=64, new_tokens=16, decode="compiled"))
+    full = llama(decode="compiled")
     assert options_text(full) == "" and alike(full) != alike(brief)
-    deep = {"workload": "llama", "options": {"preset": "llama-1b", "n_layers": 4, "depth": 512, "int4_group_size": 64}}
+    deep = llama(preset="llama-1b", n_layers=4, depth=512, int4_group_size=64)
     assert options_text(deep) == "llama-1b, 4/16 layers, d512, int4 groups of 64"

@@ -27,8 +27,7 @@ DATA = Path(__file__).parent / "data"
 
 def matmul(backend: str, precision: str, gflops: float, seed: int = 0) -> Result:
     r = record(workload="matmul", backend=backend, mode="matmul", precision=precision, seed=seed)
-    case = {**r.case, "size": 2048, "batch_size": None, "key": f"matmul/{backend}/cpu/matmul/{precision}/n2048",
-            "run_id": f"mm{backend}{precision}"}
+    case = dataclasses.replace(r.case, size=2048, batch_size=None)   # matmul/<backend>/cpu/matmul/<precision>/n2048
     t = 2 * 2048 ** 3 / (gflops * 1e9)
     samples = [t * (1 + 0.01 * ((i * 7 + seed) % 5 - 2)) for i in range(7)]
     return dataclasses.replace(r, case=case, metrics={"warm_s": t, "warm_flops_per_s": gflops * 1e9, "warning": None,
@@ -119,7 +118,7 @@ def test_the_progress_line_says_which_statistic_each_figure_is():
 
 def test_the_ceiling_note_is_below_the_table_once_in_cli_words():
     results = [dataclasses.replace(r, fingerprint={**r.fingerprint, "ceilings": {
-        "ceilings": {}, "bandwidth": {}, "missing": [f"{r.case['backend']}/cpu/fp32"], "note": "x"}})
+        "ceilings": {}, "bandwidth": {}, "missing": [f"{r.case.backend}/cpu/fp32"], "note": "x"}})
         for r in mixed_run()[:3]]
     text = printed(results, 100)
     assert text.count("FLOP/s ceilings not measured") == 1

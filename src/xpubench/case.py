@@ -131,6 +131,12 @@ class Case:
         return "/".join(p for p in parts if p)
 
     @property
+    def global_batch(self) -> int | None:
+        """Samples per step, every device together: the batch size per device x the device count (None for
+        a case measured at no batch size: a matmul)."""
+        return None if self.batch_size is None else self.batch_size * self.devices
+
+    @property
     def run_id(self) -> str:
         """Identity of the whole case, run-length knobs included: used by --resume. ``key_options`` is
         left out (it follows from the workload), so plans written before it existed keep their ids."""

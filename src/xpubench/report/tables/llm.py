@@ -213,7 +213,7 @@ def answer_lines(frame: pd.DataFrame) -> list[str]:
     lines = []
     for _, part in rows.groupby(["model", "alike"], sort=True):
         best = part.loc[pd.to_numeric(part["decode_tokens_per_s"]).idxmax()]
-        batch, test = int(num(best, "batch_size") or 1), test_name(best, "tg")
+        batch, test = int(best["batch_size"]), test_name(best, "tg")
         who = f"{backend_label(best)} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
         share = num(best, "pct_of_bandwidth_bound")
         bound = (f"{share:.0%} of the bandwidth bound" if share is not None else

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, many_sources, num, row_mode
+from xpubench.report.base.frame import (
+    ResultSet,
+    backend_label,
+    benchmarks,
+    many_sources,
+    measured_at,
+    num,
+    row_mode,
+)
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
@@ -46,7 +54,7 @@ class Line:
 
 
 def _where(row) -> str:
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
 
 
@@ -117,7 +125,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
     for index, row in frame.iterrows():
         if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
             continue
-        batch = int(num(row, "batch_size") or 1)
+        batch = int(row["batch_size"])
         for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
             test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
             model, precision = model_name(row), str(row["precision"])
@@ -130,13 +138,21 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
             families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
         placed.add(index)
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
-        batch = int(num(row, "batch_size") or 1)
-        family = families.get((row["workload"], str(row["precision"]), batch, row["alike"]))
-        if row["mode"] == "generate" and row.get("status") != "ok" and family:
+        if row["mode"] != "generate" or row.get("status") == "ok":
+            continue
+        family = families.get((row["workload"], str(row["precision"]), int(row["batch_size"]), row["alike"]))
+        if family:
             for line in family:
                 line.cells.setdefault(_column(row, sources), Cell(row, None))
             placed.add(index)
     return placed
+
+
+def _at(row) -> float:
+    """Where a row sorts among its workload's: what its case is measured at (its mode's size or batch);
+    first where it has none (a mode this version does not know)."""
+    value = measured_at(row)
+    return -1.0 if value is None else float(value)
 
 
 def _lines(frame: pd.DataFrame) -> list[Line]:
@@ -152,7 +168,7 @@ def _lines(frame: pd.DataFrame) -> list[Line]:
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
-             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])),
+             _at(row), test, str(row["precision"])),
             label, test, str(row["precision"]), _unit(row),
             better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
         if target.is_target_row(row):
