@@ -21,6 +21,7 @@ For each result:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from xpubench.analysis.cost import result_cost
@@ -97,7 +98,7 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
         if not rate or group not in out:
             continue
         ceiling, source, noise = out[group]
-        if rate / ceiling.flops_per_s - 1 > ((noise or 0.0) ** 2 + (rel_noise(r) or 0.0) ** 2) ** 0.5:
+        if rate / ceiling.flops_per_s - 1 > math.hypot(*(n for n in (noise, rel_noise(r)) if n is not None)):
             label = f"the N={r.case.size} matmul case of this file"
             out[group] = (raise_to_observed(ceiling, rate, label),
                           f"raised from the searched {ceiling.flops_per_s / 1e9:,.1f} GFLOP/s ({source}) to {label}",
@@ -137,8 +138,8 @@ def annotate_one(result, ceilings: dict) -> None:
     scale = _scale(case)
     ceiling, source, noise = found if found else (None, None, None)
     if ceiling is not None and scale > 1:   # N accelerators: N x one device's ceiling, same relative noise
-        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: (getattr(ceiling, k) or 0) * scale or None for k in (
-            "flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}})
+        scaled = {k: getattr(ceiling, k) for k in ("flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}
+        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: v * scale if v else None for k, v in scaled.items()}})
         source = f"{scale} devices x {source}"
     work, moved = _intensity_bytes(result)
     basis = ((result.fingerprint or {}).get("host", {}).get("cpu", {}).get("peak_estimate", {})
@@ -151,7 +152,8 @@ def annotate_one(result, ceilings: dict) -> None:
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
           .get(f"{case.backend}/{case.device}") or {}).get("bytes_per_s")
     # the estimate's basis alone (a result below it) is said once per table, not per result (report/tables/costs.py)
-    notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
+    above_peak = eff.pct_of_peak is not None and eff.pct_of_peak > 1
+    notes = [n for n in (eff.peak_note if above_peak else None, eff.ceiling_note) if n]
     if ceiling is None or bound:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
                      or "no measured ceiling recorded with this run")

@@ -130,8 +130,8 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
             test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
             model, precision = model_name(row), str(row["precision"])
             line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), num(row, "depth") or 0, kind,
-                 precision), model, test,
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), _sort_value(num(row, "depth")),
+                 kind, precision), model, test,
                 precision, "tok/s", True, tg=kind == "tg"))
             line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
@@ -148,10 +148,8 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
     return placed
 
 
-def _at(row) -> float:
-    """Where a row sorts among its workload's: what its case is measured at (its mode's size or batch);
-    first where it has none (a mode this version does not know)."""
-    value = measured_at(row)
+def _sort_value(value) -> float:
+    """A figure as a sort key: None (not recorded) first."""
     return -1.0 if value is None else float(value)
 
 
@@ -168,7 +166,7 @@ def _lines(frame: pd.DataFrame) -> list[Line]:
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
-             _at(row), test, str(row["precision"])),
+             _sort_value(measured_at(row)), test, str(row["precision"])),
             label, test, str(row["precision"]), _unit(row),
             better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
         if target.is_target_row(row):
