@@ -50,15 +50,18 @@ class LoadedMetrics(MutableMapping):
     def __setitem__(self, name: str, value: Any) -> None:
         if name in declared(type(self)):
             setattr(self, name, value)
-        else:
-            self.extra[name] = value
-            self._given.append(name) if name not in self._given else None
+            return
+        self.extra[name] = value
+        if name not in self._given:
+            self._given.append(name)
 
     def __delitem__(self, name: str) -> None:
         if name not in self._given:
             raise KeyError(name)
         self._given.remove(name)
-        if self.extra.pop(name, None) is None and name in declared(type(self)):
+        if name in self.extra:
+            del self.extra[name]
+        else:
             object.__setattr__(self, name, None)
 
     def __iter__(self) -> Iterator[str]:
