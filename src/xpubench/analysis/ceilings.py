@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from xpubench.analysis.cost import result_cost
 from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
 from xpubench.case import Case
+from xpubench.devices.device import kind_of
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
 from xpubench.results.modes import mode_of
 
@@ -54,7 +55,7 @@ def rel_noise(result) -> float | None:
 
 
 def _scale(case: Case) -> int:
-    return 1 if case.device == "cpu" else case.devices
+    return 1 if kind_of(case.device).shared else case.devices   # CPU "devices" share one chip
 
 
 def _group(case: Case) -> str:

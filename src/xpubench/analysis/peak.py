@@ -8,6 +8,7 @@ from typing import Any
 
 from xpubench.backends.peaks import peak_for
 from xpubench.case import Case
+from xpubench.devices.device import kind_of
 from xpubench.results.modes import mode_of
 
 
@@ -18,7 +19,7 @@ def add_peak_metrics(metrics: MutableMapping[str, Any], case: Case, fp: dict) ->
     # its ``compute_precision`` (bf16) and is measured against that peak
     precision = metrics.get("compute_precision") or case.precision
     peak, estimate = peak_for(fp, case.backend, case.device, precision)
-    devices = 1 if case.device == "cpu" else case.devices   # CPU "devices" share the same cores: the whole CPU's
+    devices = 1 if kind_of(case.device).shared else case.devices   # CPU "devices" share the same cores: the whole CPU's
     total = peak * devices if peak else None
     metrics["peak_flops_per_s"] = total
     metrics["peak_is_estimate"] = estimate if total else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 
 from xpubench.case import Case
+from xpubench.devices.device import kind_of
 
 MATCH = ("workload", "backend", "device", "mode", "precision", "batch_size", "data", "compile", "seed")
 CPU_NOTE = ("the N CPU devices share the same cores: efficiency measures the engine's overhead, "
@@ -52,5 +53,5 @@ def annotate(metrics: MutableMapping, case: Case, earlier: Iterable) -> None:
     metrics["scaling_base_devices"] = n0
     metrics["scaling_speedup"] = thr / thr0
     metrics["scaling_efficiency"] = (thr / thr0) / (n / n0)
-    if case.device.startswith("cpu"):
+    if kind_of(case.device).shared:
         metrics["scaling_note"] = CPU_NOTE

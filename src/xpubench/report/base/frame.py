@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from xpubench import backends
+from xpubench.devices.device import is_accelerator
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.loaded_metrics import declared, loaded_class
 from xpubench.results.modes import MODES, Mode, mode_of
@@ -103,7 +104,7 @@ def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     fp = result.fingerprint or {}
     name = device_record(result).get("name")
-    if name is None and result.case.device == "cpu":
+    if name is None and not is_accelerator(result.case.device):
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
     return name
 
