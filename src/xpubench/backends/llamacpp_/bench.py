@@ -110,8 +110,8 @@ def attention(record: dict[str, Any]) -> str:
 
 @dataclass
 class LlamaBench:
-    """The generation loop's adapter for llama.cpp (harness/generation.py calls ``measure``: llama-bench
-    times itself). ``facts`` are what the worker found out before (the GGUF, its types)."""
+    """llama-bench asked for a case's tests (the engine's ``bench`` calls ``measure``). ``facts`` are what
+    the engine found out before (the GGUF, its types)."""
 
     bench: Path
     model: Path
@@ -119,7 +119,6 @@ class LlamaBench:
     new_tokens: int
     depth: int = 0
     threads: int = field(default_factory=usable_threads)
-    batch: int = 1
     facts: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
 
