@@ -13,7 +13,8 @@ transformers 5: its requirement is transformers < 5.6; docs/engines.md):
    ``attention_mask``, ``position_ids``, ``beam_idx``, output ``logits``;
 4. int8 and int4: NNCF's data-free weight compression (``nncf.compress_weights``: INT8_ASYM per output
    channel; INT4_ASYM in groups of the case's int4 group size, the embedding and head kept in INT8_ASYM
-   as NNCF does), what optimum-cli's ``--weight-format int8|int4`` runs;
+   as NNCF does), what optimum-cli's ``--weight-format int8|int4`` runs, of the fp32 model (read from the
+   cache, converted first where it has none: steps 1-3 run once per checkpoint for the three formats);
 5. ``ov.save_model`` (weights kept as they are: no fp16 compression) into
    ``<cache>/openvino/llama-<key>-<format>/``, the key a digest of the weights' digest, the format, the
    int4 group and the versions of OpenVINO, NNCF, transformers and torch; written in a temporary folder
@@ -63,7 +64,12 @@ def converted(weights: Weights, fmt: str, environ=os.environ) -> tuple[Path, boo
     try:
         import openvino as ov
 
-        ov.save_model(convert(weights, fmt), str(tmp / MODEL), compress_to_fp16=False)
+        if fmt in ("int8", "int4"):   # step 4 of the fp32 model
+            model = compressed(ov.Core().read_model(str(converted(weights, "fp32", environ)[0] / MODEL)), fmt,
+                               weights.int4_group)
+        else:
+            model = convert(weights, fmt)
+        ov.save_model(model, str(tmp / MODEL), compress_to_fp16=False)
         tmp.rename(folder)
     except OSError:
         if not (folder / MODEL).is_file():   # not another process's finished folder: a real failure
@@ -74,7 +80,7 @@ def converted(weights: Weights, fmt: str, environ=os.environ) -> tuple[Path, boo
 
 
 def convert(weights: Weights, fmt: str):
-    """The stateful ``ov.Model`` of ``weights`` in ``fmt`` (module docstring, steps 1-4)."""
+    """The stateful ``ov.Model`` of ``weights`` in ``fmt``, fp32 or bf16 (module docstring, steps 1-3)."""
     import openvino as ov
     import torch
     from transformers import AutoModelForCausalLM
@@ -92,8 +98,6 @@ def convert(weights: Weights, fmt: str):
         with torch.no_grad():
             ov_model = ov.convert_model(flat, example_input=example, input=[ov.PartialShape(s) for s in shapes])
     stateful(ov_model, layers)
-    if fmt in ("int8", "int4"):
-        ov_model = compressed(ov_model, fmt, weights.int4_group)
     return ov_model
 
 

@@ -60,7 +60,7 @@ def load(folder: Path, fmt: str, vocab_size: int, cached: bool) -> OpenVinoModel
               "INFERENCE_NUM_THREADS": threads}
     pipe = openvino_genai.LLMPipeline(str(folder), "CPU", **config)
     compiled = ov.Core().compile_model(str(folder / "openvino_model.xml"), "CPU", config)
-    said = {key: str(compiled.get_property(key)) for key in
+    said = {key: _text(compiled.get_property(key)) for key in
             ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "DYNAMIC_QUANTIZATION_GROUP_SIZE")}
     del compiled
     weights = (folder / "openvino_model.bin").stat().st_size
@@ -74,6 +74,11 @@ def load(folder: Path, fmt: str, vocab_size: int, cached: bool) -> OpenVinoModel
         "kv_cache_na": "OpenVINO GenAI does not report it",
     }
     return OpenVinoModel(pipe, vocab_size, threads, {k: v for k, v in facts.items() if v is not None})
+
+
+def _text(value) -> str:
+    """A property as OpenVINO names it (an element type: ``f32``, ``bf16``)."""
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
 
 
 def bench(model: OpenVinoModel, prompt_len: int, new_tokens: int, budget_s: float | None,
