@@ -80,9 +80,9 @@ def main() -> int:
         for fmt in formats:
             case = Case(workload="llama", backend="torch", device="cpu", mode="generate", precision=fmt,
                         batch_size=1, options=options, key_options=llama.key_options)
-            runtimes = [b for b in args.frameworks.split(",") if fmt in backends.get(b).precisions]
+            runtimes = [b for b in args.frameworks.split(",") if b and fmt in backends.get(b).precisions]
             models = {}
-            for name in args.engines.split(","):
+            for name in filter(None, args.engines.split(",")):
                 engine = backends.get(name)
                 why = engine.unsupported(Case(**{**case.__dict__, "backend": name})) or engine.cannot_load(
                     llama.checkpoint(spec, 0, write=False), fmt)

@@ -2,7 +2,7 @@
 LLMPipeline, MLX-LM's generate loop), beside the frameworks whose loops live in harness/.
 
 A framework (torch, jax, keras) hands the harness adapters and the harness times them. An engine is asked
-for three things, and the generation case is measured through them (harness/engine.py):
+for two things, and the generation case is measured through them (harness/engine.py):
 
 - ``load(weights, fmt, device)``: the model in one of its weight formats (``formats``: xpubench's precision name ->
   the engine's own), converted from a Hugging Face checkpoint folder (``Weights``, workloads/base.py: what
@@ -10,9 +10,10 @@ for three things, and the generation case is measured through them (harness/engi
   format and the converter's versions, untimed;
 - ``bench(model, prompt_len, new_tokens, depth, batch, budget_s)``: its own timing of a prefill of
   ``prompt_len`` tokens after ``depth`` cached ones and of ``new_tokens - 1`` decode steps, as (metrics,
-  raw samples) named as the generation loop names its own (``prefill_s``, ``decode_token_s``, ...);
-- ``serve(model, port, slots, slot_context, threads)``, where it has a server: the ``Server`` to start
-  (the command line; serve/ starts it, waits for its health route and stops it).
+  raw samples) named as the generation loop names its own (``prefill_s``, ``decode_token_s``, ...).
+
+Its server, where it has one, is serving's part of the record (``xpubench serve``; docs/serving.md), not this
+interface's.
 
 The record says which workloads it runs (``supports``: a generating workload with a ``checkpoint`` hook)
 and why a case can't run (``cannot_load``, asked at plan time: a format it lacks, a checkpoint its format
@@ -20,30 +21,18 @@ can't hold; ``unsupported``: the rest, in the worker), so no workload's name is 
 has an escape hatch.
 
 Adding an engine (docs/architecture.md, "Adding an engine"): a package ``backends/<name>_/`` whose
-``BACKEND`` is an ``Engine`` subclass with ``formats``, ``load`` and ``bench`` (and ``serve``), plus one
+``BACKEND`` is an ``Engine`` subclass with ``formats``, ``load`` and ``bench``, plus one
 line in ``backends.REGISTRY``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from xpubench.backends.base import Backend, Unsupported
 from xpubench.workloads.base import Weights
-
-
-@dataclass(frozen=True)
-class Server:
-    """An engine's OpenAI-compatible server, as serve/ starts it on 127.0.0.1 (a free port chosen by the
-    caller, ``health`` polled until it answers 200, stopped on the end, on Ctrl-C and on errors)."""
-
-    name: str                     # "llama.cpp llama-server"
-    command: tuple[str, ...]      # the program and its arguments, the port among them
-    health: str = "/health"       # the route that answers 200 once the model is loaded
 
 
 class Engine(Backend):
@@ -95,8 +84,3 @@ class Engine(Backend):
               budget_s: float | None) -> tuple[dict, dict]:
         """(metrics, raw samples) of its own timing of the loaded ``model`` (module docstring)."""
         raise Unsupported(f"{self.name} times nothing")
-
-    def serve(self, model: Path, *, port: int, slots: int, slot_context: int, threads: int) -> Server:
-        """The server that serves ``model`` (a file or folder the engine serves: llama.cpp a GGUF with a
-        vocabulary, MLX-LM a checkpoint folder with its tokenizer) on 127.0.0.1:``port``."""
-        raise Unsupported(f"{self.title} has no server xpubench starts")

@@ -42,13 +42,15 @@ def free_port() -> int:
 
 def server_program() -> tuple[Path, dict[str, Any]]:
     """(llama-server, the build's record) of the llama.cpp build xpubench uses; one line when there is none."""
-    from xpubench.backends.base import Unsupported
-    from xpubench.backends.llamacpp_.binaries import find, server_program
+    from xpubench.backends.llamacpp_.binaries import SERVER, find
 
-    try:
-        return server_program(), find().build
-    except Unsupported as exc:
-        raise UserError(f"--server llamacpp: {exc}") from None
+    programs = find()
+    if programs.bench is None:
+        raise UserError(f"--server llamacpp: {programs.missing}")
+    program = programs.bench.parent / SERVER
+    if not program.is_file():
+        raise UserError(f"--server llamacpp: no {SERVER} beside {programs.bench} (scripts/build_llamacpp.sh builds it)")
+    return program, programs.build
 
 
 class LlamaServer:

@@ -3,8 +3,7 @@
 It loads a GGUF of the case's weights (written from the workload's checkpoint folder, gguf_file.py; cached)
 and times itself with its own ``llama-bench`` (bench.py), read back from its JSON output and recorded with
 the same figures and the same bandwidth bound as torch's and JAX's, so the pp/tg table shows the runtimes
-side by side. Formats: fp32, bf16, fp16 (GGUF F32, BF16, F16), int8 (q8_0), int4 (q4_0). Its server is
-``llama-server`` (``serve``).
+side by side. Formats: fp32, bf16, fp16 (GGUF F32, BF16, F16), int8 (q8_0), int4 (q4_0).
 
 The programs come from xpubench's cached build of the pinned llama.cpp (scripts/build_llamacpp.sh),
 ``$XPUBENCH_LLAMACPP_DIR`` or PATH (binaries.py); where none is found the cases are skipped with that
@@ -15,10 +14,9 @@ version, commit and CMake flags are in the environment record, so in every resul
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import MappingProxyType
 
-from xpubench.backends.engine import Engine, Server, Weights
+from xpubench.backends.engine import Engine, Weights
 
 
 class LlamaCppBackend(Engine):
@@ -82,15 +80,6 @@ class LlamaCppBackend(Engine):
 
         return LlamaBench(bench=model.bench, model=model.path, prompt_len=prompt_len, new_tokens=new_tokens,
                           depth=depth, facts=model.facts).measure(budget_s)
-
-    def serve(self, model: Path, *, port: int, slots: int, slot_context: int, threads: int) -> Server:
-        """llama-server on 127.0.0.1:``port`` with ``slots`` parallel slots (continuous batching, its default),
-        a context of ``slots x slot_context`` tokens and ``threads`` threads, no web page."""
-        from xpubench.backends.llamacpp_.binaries import server_program
-
-        return Server("llama.cpp llama-server", (
-            str(server_program()), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
-            "-c", str(slots * slot_context), "-t", str(threads), "--no-webui"))
 
 
 BACKEND = LlamaCppBackend()

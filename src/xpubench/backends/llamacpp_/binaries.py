@@ -153,16 +153,3 @@ def find(environ=os.environ, flags: set[str] | None = None) -> Programs:
         except (OSError, ValueError):
             build = {}
     return Programs(bench=bench, quantize=quantize, source=source, build=build or version_of(bench))
-
-
-def server_program(environ=os.environ) -> Path:
-    """``llama-server`` beside the ``llama-bench`` found; Unsupported saying why where there is none."""
-    from xpubench.backends.base import Unsupported
-
-    programs = find(environ)
-    if programs.bench is None:
-        raise Unsupported(programs.missing)
-    program = programs.bench.parent / SERVER
-    if not program.is_file():
-        raise Unsupported(f"no {SERVER} beside {programs.bench} (scripts/build_llamacpp.sh builds it)")
-    return program

@@ -6,7 +6,7 @@ cache) and casts or quantises it to the case's format as ``mlx_lm.convert`` does
 decode loop, ``mlx_lm.generate.generate_step``, is timed at each token it hands back (model.py: what
 ``mlx_lm.generate``'s and ``mlx_lm.benchmark``'s figures are made of). Formats: fp32, bf16, fp16 (MLX
 float32, bfloat16, float16) and int8, int4 (MLX's affine quantisation: int8 in MLX-LM's default groups of
-64, int4 in the case's int4 group size). Its server is ``mlx_lm.server`` (``serve``).
+64, int4 in the case's int4 group size).
 
 Devices (the Apple GPU path): ``cpu`` is MLX's ``mx.cpu``; where ``mx.metal.is_available()`` the Apple GPU
 is xpubench's ``mps`` device and runs on ``mx.gpu`` (Metal), each case choosing its device with
@@ -16,12 +16,9 @@ is xpubench's ``mps`` device and runs on ``mx.gpu`` (Metal), each case choosing 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import MappingProxyType
 
-from xpubench.backends.base import Unsupported
-from xpubench.backends.engine import Engine, Server, Weights
+from xpubench.backends.engine import Engine, Weights
 
 GROUP_SIZES = (32, 64, 128)   # the group sizes MLX's affine quantisation takes
 
@@ -75,14 +72,6 @@ class MlxBackend(Engine):
         from xpubench.backends.mlx_.model import bench
 
         return bench(model, prompt_len, new_tokens, depth, budget_s)
-
-    def serve(self, model: Path, *, port: int, slots: int, slot_context: int, threads: int) -> Server:
-        """``mlx_lm.server`` for a checkpoint folder with its tokenizer (it loads it whole; ``slots`` and
-        ``threads`` have no counterpart there: it batches what arrives)."""
-        if not any((Path(model) / name).is_file() for name in ("tokenizer.json", "tokenizer.model")):
-            raise Unsupported(f"mlx_lm.server tokenises text with the checkpoint's tokenizer: {model} has none")
-        return Server("MLX-LM mlx_lm.server", (sys.executable, "-m", "mlx_lm.server", "--model", str(model),
-                                               "--host", "127.0.0.1", "--port", str(port)), health="/v1/models")
 
 
 BACKEND = MlxBackend()

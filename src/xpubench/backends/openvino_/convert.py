@@ -84,7 +84,10 @@ def convert(weights: Weights, fmt: str):
     import openvino as ov
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.set_verbosity_error()     # its loading progress bar and notes are not the worker's output
+    hf_logging.disable_progress_bar()
     dtype = torch.bfloat16 if fmt == "bf16" else torch.float32
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")     # the tracer's warnings on shapes read as Python numbers
