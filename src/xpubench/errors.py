@@ -74,21 +74,60 @@ def _drops_exceptions(frame) -> bool:
 
 _held: list[int] = []      # one entry per stops_held the main thread is in
 _waiting: list[int] = []   # the stop that came meanwhile, raised when the last one ends
+_again: dict = {}          # while a stop is sent again: its "signum" and the Event "taken" that ends it
+_echo_until = [0.0]        # a stop sent again that crosses its own raise is dropped until this time
+
+
+def _send_again(signum: int) -> None:
+    """Send ``signum`` to the main thread again and again (10 ms, backing off to 1 s) until ``_interrupt``
+    raises it: one send could land between the main thread's last check for signals and a blocking call
+    (``time.sleep``, a socket wait), where nothing would take it until the call ends by itself."""
+    if _again:
+        return
+    taken, main = threading.Event(), threading.main_thread().ident
+    _again.update(signum=signum, taken=taken)
+
+    def keep_sending() -> None:
+        wait = 0.01
+        while not taken.wait(wait):
+            signal.pthread_kill(main, signum)
+            wait = min(1.0, wait * 2)
+
+    threading.Thread(target=keep_sending, name="xpubench-stop-again", daemon=True).start()
+
+
+def _dropped(unraisable) -> None:
+    """sys.unraisablehook while stops are taken: an Interrupted raised where Python prints and drops
+    exceptions (a place ``_drops_exceptions`` did not know) is sent again, not lost."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        _echo_until[0] = 0.0
+        _send_again(unraisable.exc_value.signum)
+    else:
+        _earlier_hook[0](unraisable)
+
+
+_earlier_hook = [sys.unraisablehook]
 
 
 def _interrupt(signum, frame) -> None:
     """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is. Unless the
     stops are held (``stops_held``): then it waits for their end; or unless an exception there would be
-    dropped (``_drops_exceptions``): then the signal is sent again, and taken at the first line outside.
+    dropped (``_drops_exceptions``, ``_dropped``): then the signal is sent again until it is taken outside.
     So a stop is never lost, and each one raises anew, as each Ctrl-C does."""
+    import time
+
     if _held:
         _waiting[:] = _waiting or [signum]
         return
-    if _drops_exceptions(frame):   # sent again from another thread: from here it would be taken here again
-        again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signum))
-        again.daemon = True
-        again.start()
+    if _drops_exceptions(frame):
+        _send_again(signum)
         return
+    if _again:                      # the stop being sent again is taken here
+        _again.pop("taken").set()
+        signum = _again.pop("signum")
+        _echo_until[0] = time.monotonic() + 0.05
+    elif time.monotonic() < _echo_until[0]:
+        return                      # a send that crossed the raise: the same stop, already taken
     raise Interrupted(signum)
 
 
@@ -106,9 +145,17 @@ def stops_like_ctrl_c() -> Iterator[None]:
         yield
         return
     earlier = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    hook = sys.unraisablehook
+    if hook is not _dropped:      # not already within one
+        _earlier_hook[0], sys.unraisablehook = hook, _dropped
     try:
         yield
     finally:
+        if hook is not _dropped:
+            sys.unraisablehook = hook
+            if _again:            # nothing is left sending once the handlers are gone
+                _again.pop("taken").set()
+                _again.clear()
         for s, handler in earlier.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
