@@ -27,12 +27,18 @@ line in ``backends.REGISTRY``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from xpubench.backends.base import Backend, Unsupported
 from xpubench.workloads.base import Weights
+
+
+def usable_threads() -> int:
+    """The cores this process may use: an engine's threads, as torch's and JAX's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Engine(Backend):

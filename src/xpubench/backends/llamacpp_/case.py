@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from xpubench.backends.base import Unsupported
-from xpubench.backends.llamacpp_.bench import usable_threads
+from xpubench.backends.engine import usable_threads
 from xpubench.backends.llamacpp_.binaries import find
 from xpubench.backends.llamacpp_.gguf_file import FORMAT_NOTES, GGUF_TYPES, gguf_for, tensor_summary
 from xpubench.workloads.base import Weights

@@ -18,13 +18,14 @@ first round, one warm-up, then timed rounds until the case's budget (harness/gen
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from xpubench.backends.engine import usable_threads
 
 PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "bf16", "int4": "bf16"}
 FORMAT_NOTES = {
@@ -33,10 +34,6 @@ FORMAT_NOTES = {
     "int4": "OpenVINO INT4_ASYM weight compression by NNCF (4-bit weights, a scale and zero point per group; the "
             "embedding and head in INT8_ASYM), decompressed in the matmuls",
 }
-
-
-def usable_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass
