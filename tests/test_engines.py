@@ -162,9 +162,17 @@ def test_mlx_devices_are_looked_up_never_guessed(monkeypatch):
     from xpubench.backends.mlx_.model import device_of
 
     assert device_of("cpu") == mx.Device(mx.cpu)
+    host = {"model": "Apple M2"}
+    assert [d["kind"] for d in backends.get("mlx").detect(host)["devices"]] == ["cpu"]   # no Metal here
     monkeypatch.setattr(mx.metal, "is_available", lambda: False)
     with pytest.raises(Unsupported, match="no Metal device"):
         device_of("mps")
+    # where Metal is available: the Apple GPU is xpubench's mps device, its memory as MLX reports it
+    monkeypatch.setattr(mx.metal, "is_available", lambda: True)
+    monkeypatch.setattr(mx, "device_info", lambda d: {"device_name": "Apple M2", "total_memory": 16 * 2**30})
+    gpu = backends.get("mlx").detect(host)["devices"][1]
+    assert (gpu["id"], gpu["name"], gpu["memory_bytes"]) == ("mps", "Apple M2 GPU", 16 * 2**30)
+    assert device_of("mps") == mx.Device(mx.gpu)
 
 
 # ---- both through xpubench run ------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ class MlxBackend(Engine):
 
         devices = [cpu_device(host_cpu)]
         if mx.metal.is_available():
-            info = mx.device_info(mx.gpu)
+            info = mx.device_info(mx.gpu)   # its keys "depend on the backend": total_memory or memory_size
             devices.append(records.mps(host_cpu, info.get("memory_size") or info.get("total_memory")))
         return {"version": mx.__version__, "devices": devices}
 
