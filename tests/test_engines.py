@@ -71,7 +71,7 @@ def doc_cases(folder: Path) -> list[Case]:
 
 
 @pytest.mark.parametrize("index", range(3))
-def test_what_an_engine_cannot_load_is_refused_before_anything_runs(index, tmp_path, monkeypatch):
+def test_what_an_engine_cannot_load_is_refused_before_anything_runs(index, tmp_path, monkeypatch, detected_once):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     case = doc_cases(tmp_path)[index]
     check_row(case, run_case(case))
@@ -178,7 +178,7 @@ def test_mlx_devices_are_looked_up_never_guessed(monkeypatch):
 # ---- both through xpubench run ------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_a_run_of_both_engines_records_their_figures_and_one_table_row_each(tiny, capsys):
+def test_a_run_of_both_engines_records_their_figures_and_one_table_row_each(tiny, capsys, detected_once):
     pytest.importorskip("openvino_genai")
     pytest.importorskip("mlx_lm")
     from xpubench import analysis, cli
@@ -186,8 +186,8 @@ def test_a_run_of_both_engines_records_their_figures_and_one_table_row_each(tiny
     folder, _, root = tiny
     out = root / "r.jsonl"
     code = cli.main(["run", "-w", "llama", "--weights", str(folder), "-b", "openvino,mlx", "-p", "fp32",
-                     "--prompt-len", str(PROMPT), "--new-tokens", str(NEW), "--processes", "1", "--no-progress",
-                     "-o", str(out)])
+                     "--prompt-len", str(PROMPT), "--new-tokens", str(NEW), "--time-budget", "0.5", "--processes", "1",
+                     "--no-progress", "-o", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
     results = {r.case["backend"]: r for r in analysis.load([out])[0].results}
