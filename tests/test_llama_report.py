@@ -146,3 +146,18 @@ def test_a_generation_run_asks_for_the_bandwidth_even_for_int8():
     case = Case(workload="llama", backend="torch", device="cpu", mode="generate", precision="int8", batch_size=1)
     assert wanted([case]) == {("torch", "cpu"): []}
     assert wanted([dataclasses.replace(case, precision="bf16")]) == {("torch", "cpu"): ["bf16"]}
+
+
+def test_an_engines_own_figures_of_the_same_calls_stand_beside_xpubenchs():
+    """Issue 50 item 2: OpenVINO GenAI's perf metrics (its TTFT and TPOT of the calls xpubench timed) are shown
+    beside xpubench's pp and tg, so a reader sees they agree; a runtime reporting none leaves its cells empty,
+    and a table of such runtimes has no such column."""
+    own = {"engine_ttft_s": 0.25, "engine_decode_tokens_per_s": 39.5}
+    data = loaded(result(tg=40.0, backend="openvino", metrics_extra=own), result(tg=30.0, backend="jax"))
+    [table] = section("llm").shown_tables(data, report=True)
+    cells = table.frame()
+    column = dict(zip(zip(cells["backend"], cells["test"]), cells["engine's own t/s"]))
+    assert column[("openvino", "tg128")] == "39.5" and column[("openvino", "pp512")] == f"{512 / 0.25:,.0f}"
+    assert column[("jax", "tg128")] == column[("jax", "pp512")] == ""
+    [plain] = section("llm").shown_tables(loaded(result(tg=30.0, backend="jax")), report=True)
+    assert "engine's own t/s" not in plain.frame()

@@ -6,7 +6,8 @@
   fastest tg of each format marked;
 - the pp/tg table that reads like llama-bench's (``format_tables``: model, size, params, backend and its
   decode step, format, threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd
-  over the rounds), with the shares against the chip (a tg row: the decode rate of its bandwidth bound; a
+  over the rounds; beside it an engine's own figure of the same calls where it reports one: OpenVINO GenAI's
+  perf metrics), with the shares against the chip (a tg row: the decode rate of its bandwidth bound; a
   pp row: pp MFU), the energy per token, the compile time each process paid (on the tg row), the dollars
   per 1M tokens (where a price was given) and the KV cache (its tokens/s-against-batch chart:
   report/charts/generation.py);
@@ -172,6 +173,15 @@ def rate_text(row, metric: str) -> str:
     return noisy(row, fmt_rate(num(row, metric)) + (f" ± {fmt_rate(sd)}" if sd is not None else ""))
 
 
+def own_rate_cell(row) -> str:
+    """The engine's own figure of the same calls (OpenVINO GenAI's perf metrics): pp = the prompt over its TTFT,
+    tg = 1 / its TPOT; empty for a runtime that reports none (no column where no row has one)."""
+    if row["test_kind"] == "tg":
+        return fmt_rate(num(row, "engine_decode_tokens_per_s")) if num(row, "engine_decode_tokens_per_s") else ""
+    ttft, prompt = num(row, "engine_ttft_s"), num(row, "prompt_len")
+    return fmt_rate(prompt / ttft) if ttft and prompt else ""
+
+
 def test_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Each result twice, as its pp row then its tg row (llama-bench's layout)."""
     parts = [rows.assign(test_kind=kind, test_rate=rate, test_order=i) for i, (kind, _, rate) in
@@ -193,6 +203,8 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
         Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
         Column("test", lambda r: test_name(r, r["test_kind"]), text=True, priority=ALWAYS),
         Column("t/s", rate_cell, priority=ALWAYS),
+        *([Column("engine's own t/s", own_rate_cell, priority=2)]
+          if "engine_decode_tokens_per_s" in rows and rows["engine_decode_tokens_per_s"].notna().any() else []),
         Column("of bw bound", lambda r: bound_cell(r) if r["test_kind"] == "tg" else "", priority=ALWAYS),
         Column("pp MFU", lambda r: _pct(r, "prefill_mfu") if r["test_kind"] == "pp" else "", priority=2),
         Column("J/token", joules_cell, priority=2),
