@@ -17,6 +17,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from xpubench.backends.engine import Engine, Weights
+from xpubench.devices.device import CPU, kind_of
 
 
 class LlamaCppBackend(Engine):
@@ -51,7 +52,7 @@ class LlamaCppBackend(Engine):
     def unavailable(self, case) -> str | None:
         from xpubench.backends.llamacpp_.binaries import find
 
-        if not case.device.startswith("cpu"):
+        if kind_of(case.device) is not CPU:
             return f"xpubench runs llama.cpp's CPU build only; {case.device} is not a CPU"
         if case.batch_size > 1:
             return "llama-bench generates one sequence at a time (batch 1)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from xpubench.backends.engine import Engine, Weights
+from xpubench.devices.device import CPU, MPS, kind_of
 
 GROUP_SIZES = (32, 64, 128)   # the group sizes MLX's affine quantisation takes
 
@@ -50,7 +51,7 @@ class MlxBackend(Engine):
         return 'pip install "xpubench[mlx]"'
 
     def unavailable(self, case) -> str | None:
-        if not (case.device.startswith("cpu") or case.device == "mps"):
+        if kind_of(case.device) not in (CPU, MPS):
             return f"MLX runs on the CPU and the Apple GPU (mps); {case.device} is neither"
         if case.batch_size > 1:
             return "xpubench times MLX-LM's generate_step, one sequence at a time (batch 1)"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from xpubench.backends.base import Unsupported
+from xpubench.devices.device import MPS, kind_of
 from xpubench.workloads.base import Weights
 
 INT8_GROUP = 64   # mlx_lm.convert's default group size
@@ -45,7 +46,7 @@ def device_of(device: str):
     """xpubench's device id -> MLX's: ``cpu`` -> mx.cpu, ``mps`` (the Apple GPU) -> mx.gpu (Metal)."""
     import mlx.core as mx
 
-    if device == "mps":
+    if kind_of(device) is MPS:
         if not mx.metal.is_available():
             raise Unsupported("MLX finds no Metal device here: the Apple GPU (mps) is not available")
         return mx.Device(mx.gpu)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from xpubench.backends.base import Unsupported
 from xpubench.backends.engine import Engine, Weights
+from xpubench.devices.device import CPU, kind_of
 
 
 class OpenVinoBackend(Engine):
@@ -41,7 +42,7 @@ class OpenVinoBackend(Engine):
         return 'pip install "xpubench[openvino]"'
 
     def unavailable(self, case) -> str | None:
-        if not case.device.startswith("cpu"):
+        if kind_of(case.device) is not CPU:
             return f"xpubench runs OpenVINO GenAI on the CPU only; {case.device} is not a CPU"
         if case.batch_size > 1:
             return "xpubench times OpenVINO GenAI's tokens through its streamer, one sequence at a time (batch 1)"
