@@ -19,6 +19,7 @@ from xpubench.report.base.figures import line
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.base.table import print_table
 from xpubench.report.sections import SECTIONS
+from xpubench.report.tables.llm import runtime_table
 from xpubench.report.tables.summary import ceiling_note, paid_tables, summary_table
 from xpubench.report.tables.target import process_headline
 from xpubench.results.modes import mode_of
@@ -141,7 +142,9 @@ def print_summary(results, console: Console) -> None:
     ceilings the run had no measured figure for, once, with the command that measures them."""
     data = ResultSet.load(results)
     if not data.frame.empty:
-        print_table(summary_table(data.frame, data), console)
+        summary, runtimes = summary_table(data.frame, data), runtime_table(data.frame)   # a language model's: llm.py
+        for table in [summary] * (not summary.empty or runtimes.empty) + [runtimes] * (not runtimes.empty):
+            print_table(table, console)
         for table in paid_tables(data.frame):
             print_table(table, console)
         note = ceiling_note(data)

@@ -23,7 +23,7 @@ from xpubench.report.base.frame import (
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell, llm_rows, load_notes, model_name, test_name
+from xpubench.report.tables.llm import bound_cell, model_name, test_name
 from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -51,6 +51,7 @@ class Line:
     higher: bool
     cells: dict[str, Cell] = field(default_factory=dict)
     tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
+    llm: bool = False              # a language model's pp or tg row: in the runtime table (llm.py), not the summary
 
 
 def _where(row) -> str:
@@ -132,7 +133,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
             line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
                 (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), _sort_value(num(row, "depth")),
                  kind, precision), model, test,
-                precision, "tok/s", True, tg=kind == "tg"))
+                precision, "tok/s", True, tg=kind == "tg", llm=True))
             line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
@@ -231,7 +232,8 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     """The summary (module docstring) of ``frame``; ``data`` (the ResultSet the frame is of) gives the
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
-    lines = _lines(rows) if not rows.empty else []
+    lines = [li for li in _lines(rows) if not li.llm] if not rows.empty else []   # a language model: llm.py's
+    rows = rows[rows.index.isin({cell.row.name for li in lines for cell in li.cells.values()})]
     columns, header, where = _headers(rows) if lines else ([], {}, "")
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
@@ -260,7 +262,6 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     title = (f"Summary{where}: median ± half its 95% interval, per "
              f"{'results file (machine) and ' if many_sources(rows) else ''}backend")
     note = legend(marks, unsure_any, "of bw bound" in kept)
-    note += "".join(f"\n{line}" for line in load_notes(llm_rows(rows)))   # llama.cpp's and torch's under load
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)
