@@ -32,6 +32,7 @@ SECTIONS = {           # name -> "test module:function(folder) -> list[Case]"
     "csv-and-numbers": "test_csv_numbers:doc_cases",
     "gguf": "test_gguf_header:doc_cases",
     "accelerator-check": "test_accelerator_check:doc_cases",
+    "engines": "test_engines:doc_cases",
 }
 
 

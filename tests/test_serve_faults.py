@@ -216,7 +216,7 @@ def test_open_loop_points_and_repeated_sweeps_are_recorded_as_processes(fake_url
                     "fake-model/http/remote/serve/as-served/c2/r40/4/4/completions"]
     folded = loaded.results[1]
     assert folded.status == "ok" and folded.metrics["processes"] == 2 and len(folded.samples["e2e_s"]) == 12
-    assert folded.case["rate"] == 40.0 and folded.metrics["request_rate"] == 40.0
+    assert folded.case.rate == 40.0 and folded.metrics["request_rate"] == 40.0
     starts = [r["start_s"] for r in folded.runs[0].artifacts["requests"]]
     assert len(starts) == 6 and max(starts) > 0      # arrivals spread over time, not all at once
     first, again = (r.artifacts["requests"] for r in loaded.runs[:3:2])   # each round its own prompts and arrivals

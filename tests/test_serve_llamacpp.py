@@ -58,7 +58,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
 
     [loaded] = analysis.load([out])
     assert [r.status for r in loaded.results] == ["ok", "ok"]
-    assert [(r.case["users"], r.case["backend"], r.case["device"]) for r in loaded.results] == [
+    assert [(r.case.users, r.case.backend, r.case.device) for r in loaded.results] == [
         (1, "llamacpp", "cpu"), (2, "llamacpp", "cpu")]
     for r in loaded.results:
         m = r.metrics
@@ -72,7 +72,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
         assert r.artifacts["server"]["props"]["total_slots"] == 2
         # its own figures beside the client's (llama-server --metrics): the requests it was processing (its
         # slots: none waits), its token counters over the window (the measured requests' 4 x 8 output tokens)
-        assert 0 <= m["server_running_max"] <= r.case["users"] and m["server_waiting_max"] == 0
+        assert 0 <= m["server_running_max"] <= r.case.users and m["server_waiting_max"] == 0
         assert m["server_output_tokens"] == 4 * 8 and m["server_prompt_tokens"] > 0
         assert "readings of /metrics within the window" in m["server_metrics"]
     html = report([out], tmp_path / "report.html")

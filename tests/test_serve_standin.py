@@ -187,7 +187,7 @@ def test_a_sweep_cut_by_ctrl_c_keeps_its_points_and_resume_finishes_it(standin, 
     from xpubench import analysis
 
     [loaded] = analysis.load([out])
-    assert [(r.case["users"], r.status, r.metrics["completed"], r.metrics.get("interrupted"))
+    assert [(r.case.users, r.status, r.metrics["completed"], r.metrics.get("interrupted"))
             for r in loaded.results] == [(1, "ok", 6, None), (2, "ok", 6, None)]
 
 

@@ -27,6 +27,7 @@ from xpubench.launch.runfile import default_output, plan_path  # noqa: F401 - pl
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
 from xpubench.plan.request import budget_s, worker_processes
+from xpubench.plan.resolve import recorded_case
 from xpubench.results import store
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result
@@ -125,7 +126,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     for line in took_lines(launch.runs, estimates, time.monotonic() - began):
         if launch.hooks.on_timing:
             launch.hooks.on_timing(line)
-    return analyse(aggregate_all(runs))
+    return analyse(aggregate_all(runs, recorded_case))   # a resumed file's older lines: migrated (results/schema.py)
 
 
 def _ceilings(env: dict, cases: list[Case], measure: bool, on_note) -> dict:
@@ -210,7 +211,8 @@ def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
 
 
 def load(paths) -> Any:
-    """Results files -> pandas DataFrame, one row per case, flat columns."""
+    """Results files -> pandas DataFrame, one row per case, flat columns typed as the results are
+    (report/base/frame.py)."""
     from xpubench.report.base.frame import results_frame
 
     return results_frame(analysis.load(paths))

@@ -97,10 +97,9 @@ def _ms(seconds: float | None) -> str:
     return fmt_rate(None if seconds is None else seconds * 1e3)
 
 
-def _point(case: dict, status: str, message: str, metrics: dict) -> dict:
+def _point(users: int | None, rate: float | None, status: str, message: str, metrics) -> dict:
     """A point's row: its metrics, status and message, its users and rate from its case."""
-    return {**metrics, "status": status, "message": message, "concurrency": case.get("users"),
-            "request_rate": case.get("rate")}
+    return {**metrics, "status": status, "message": message, "concurrency": users, "request_rate": rate}
 
 
 class SweepShow:
@@ -152,7 +151,7 @@ class SweepShow:
 
     def _result(self, run) -> None:
         self.pending = [(c, p) for c, p in self.pending if (c.run_id, p) != (run.case.get("run_id"), run.process)]
-        point = _point(run.case, run.status, run.message, run.metrics)
+        point = _point(run.case.get("users"), run.case.get("rate"), run.status, run.message, run.metrics)
         self.seen[run.case.get("run_id")] = point
         left = about_s([load_of(c) for c, _ in self.pending], point)
         self.say(point_line(point, self.index, self.of, time.monotonic() - self.began, left))
@@ -162,7 +161,8 @@ class SweepShow:
     def ended(self, results) -> None:
         """The points' table (``results``: the run's folded cases; None when it was interrupted: the points
         measured by then), the capacity line under an SLO, where the results are."""
-        points = ([_point(r.case, r.status, r.message, r.metrics) for r in results if r.case.get("mode") == "serve"]
+        points = ([_point(r.case.users, r.case.rate, r.status, r.message, r.metrics) for r in results
+                   if r.case.mode == "serve"]
                   if results is not None else [self.seen[i] for i in self.order if i in self.seen])
         if points:
             print_table(sweep_table(points), self.console)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xpubench.backends import supports
+from xpubench.backends import record, supports
 from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SERVE, SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.errors import UserError
-from xpubench.plan import prices, serve, target
+from xpubench.plan import engines, prices, serve, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     backend_ids,
     choose_devices,
@@ -195,6 +195,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     cases = list(unique.values())
     for case in cases:
         readable(case)
+    engines.check(cases)   # a format an engine lacks, a checkpoint it can't convert (plan/engines.py)
     return brief_cases(req, env, cases) if is_brief(req) else cases
 
 
@@ -287,12 +288,14 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
 def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False,
                         modes: list[str] = ("infer",)) -> list[str]:
     """A workload's precisions when none is asked for: for inference, its own defaults (llama's weight
-    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the
-    first of them only in the brief default run; else the device's model defaults (``model_precisions``)."""
+    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so) and, for
+    an engine, those it has no format of, the first of them only in the brief default run; else the device's
+    model defaults (``model_precisions``)."""
     if not workload.default_precisions or "infer" not in modes:
         return model_precisions(env, backend, device)
     slow = slow_cpu_dtypes(env, backend, device)
-    precisions = [p for p in workload.default_precisions if p not in slow]
+    engine = record(backend) if record(backend).kind == "engine" else None   # only the formats it has
+    precisions = [p for p in workload.default_precisions if p not in slow and (engine is None or p in engine.formats)]
     return precisions[:1] if quick else precisions
 
 

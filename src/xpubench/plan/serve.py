@@ -217,3 +217,4 @@ def _warmup(options: dict, users: int, rate: float | None) -> int:
     if options.get("warmup") is not None:
         return int(options["warmup"])
     return users if rate is None else 1
+

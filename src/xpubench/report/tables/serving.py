@@ -56,9 +56,9 @@ def _failed(r) -> str:
     if sent is None:   # none sent: skipped (the budget, the plan) or failed before its requests
         said, which = str(num(r, "message") or ""), "none, skipped" if num(r, "status") == "skipped" else "all"
         return f"{which} ({said[:57] + '...' if len(said) > 60 else said})"
-    failed = int(num(r, "failed") or 0)
-    timeouts = int(num(r, "timeouts") or 0)
-    return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
+    failed, timeouts = num(r, "failed"), num(r, "timeouts")
+    return (f"{'n/a' if failed is None else int(failed)} of {int(sent)}"
+            + (f" ({int(timeouts)} timed out)" if timeouts else ""))
 
 
 def _lengths(r) -> str:
