@@ -6,7 +6,7 @@ xpubench starts ends with it (docs/robustness.md, "Stopping")."""
 from __future__ import annotations
 
 import contextlib
-import gc
+import functools
 import signal
 import sys
 import threading
@@ -61,35 +61,50 @@ def stopped_by(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
-def _drops_exceptions(frame) -> bool:
-    """Whether an exception raised at ``frame`` would be printed and dropped instead of stopping the command:
-    inside a garbage collector's callback (JAX registers one, run at every collection) or a finaliser."""
-    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
-    while frame is not None:
-        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
-            return True
-        frame = frame.f_back
-    return False
-
-
 _held: list[int] = []      # one entry per stops_held the main thread is in
 _waiting: list[int] = []   # the stop that came meanwhile, raised when the last one ends
 
 
 def _interrupt(signum, frame) -> None:
-    """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is. Unless the
-    stops are held (``stops_held``): then it waits for their end; or unless an exception there would be
-    dropped (``_drops_exceptions``): then the signal is sent again, and taken at the first line outside.
-    So a stop is never lost, and each one raises anew, as each Ctrl-C does."""
+    """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is -- unless the
+    stops are held (``stops_held``): then it waits for their end. So each stop raises anew, as each Ctrl-C
+    does. One raised where Python drops exceptions is sent again (``_taken_again``); so is one taken inside
+    that hook or this handler, where an exception would be printed and dropped, unseen."""
     if _held:
         _waiting[:] = _waiting or [signum]
         return
-    if _drops_exceptions(frame):   # sent again from another thread: from here it would be taken here again
-        again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signum))
-        again.daemon = True
-        again.start()
+    if _taken_in_stopping(frame):
+        _send_again(signum)
         return
     raise Interrupted(signum)
+
+
+def _taken_again(dropped, earlier) -> None:
+    """The unraisable hook within ``stops_like_ctrl_c`` (``earlier``: the one it replaced, which gets any
+    other exception). A stop raised where Python prints an exception and drops it -- a garbage collector's
+    callback (JAX registers one, run at every collection), a weakref callback or finaliser run by a
+    collection or by the last reference going, a generator closed there -- comes here instead of to the
+    command, and is sent again. A stop is never lost."""
+    if isinstance(dropped.exc_value, Interrupted):
+        _send_again(dropped.exc_value.signum)
+    else:
+        earlier(dropped)
+
+
+def _taken_in_stopping(frame) -> bool:
+    while frame is not None:
+        if frame.f_code is _taken_again.__code__ or frame.f_code is _interrupt.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_again(signum: int) -> None:
+    """The stop sent to the main thread 10 ms later, from another thread: the main thread has left the code
+    that dropped it by then, and a wait in a system call there is woken too."""
+    again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signum))
+    again.daemon = True
+    again.start()
 
 
 def _main_thread() -> bool:
@@ -105,12 +120,15 @@ def stops_like_ctrl_c() -> Iterator[None]:
     if not _main_thread():
         yield
         return
+    earlier_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_taken_again, earlier=earlier_hook)
     earlier = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
         for s, handler in earlier.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        sys.unraisablehook = earlier_hook
 
 
 @contextlib.contextmanager
