@@ -6,7 +6,7 @@ xpubench starts ends with it (docs/robustness.md, "Stopping")."""
 from __future__ import annotations
 
 import contextlib
-import functools
+import gc
 import signal
 import sys
 import threading
@@ -61,50 +61,74 @@ def stopped_by(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
-_held: list[int] = []      # one entry per stops_held the main thread is in
-_waiting: list[int] = []   # the stop that came meanwhile, raised when the last one ends
-
-
-def _interrupt(signum, frame) -> None:
-    """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is -- unless the
-    stops are held (``stops_held``): then it waits for their end. So each stop raises anew, as each Ctrl-C
-    does. One raised where Python drops exceptions is sent again (``_taken_again``); so is one taken inside
-    that hook or this handler, where an exception would be printed and dropped, unseen."""
-    if _held:
-        _waiting[:] = _waiting or [signum]
-        return
-    if _taken_in_stopping(frame):
-        _send_again(signum)
-        return
-    raise Interrupted(signum)
-
-
-def _taken_again(dropped, earlier) -> None:
-    """The unraisable hook within ``stops_like_ctrl_c`` (``earlier``: the one it replaced, which gets any
-    other exception). A stop raised where Python prints an exception and drops it -- a garbage collector's
-    callback (JAX registers one, run at every collection), a weakref callback or finaliser run by a
-    collection or by the last reference going, a generator closed there -- comes here instead of to the
-    command, and is sent again. A stop is never lost."""
-    if isinstance(dropped.exc_value, Interrupted):
-        _send_again(dropped.exc_value.signum)
-    else:
-        earlier(dropped)
-
-
-def _taken_in_stopping(frame) -> bool:
+def _drops_exceptions(frame) -> bool:
+    """Whether an exception raised at ``frame`` would be printed and dropped instead of stopping the command:
+    inside a garbage collector's callback (JAX registers one, run at every collection) or a finaliser."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
     while frame is not None:
-        if frame.f_code is _taken_again.__code__ or frame.f_code is _interrupt.__code__:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
             return True
         frame = frame.f_back
     return False
 
 
+_held: list[int] = []      # one entry per stops_held the main thread is in
+_waiting: list[int] = []   # the stop that came meanwhile, raised when the last one ends
+_again: dict = {}          # while a stop is sent again: its "signum" and the Event "taken" that ends it
+_echo_until = [0.0]        # a stop sent again that crosses its own raise is dropped until this time
+
+
 def _send_again(signum: int) -> None:
-    """The stop sent to the main thread 10 ms later, from another thread: the main thread has left the code
-    that dropped it by then, and a wait in a system call there is woken too."""
-    again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signum))
-    again.daemon = True
-    again.start()
+    """Send ``signum`` to the main thread again and again (10 ms, backing off to 1 s) until ``_interrupt``
+    raises it: one send could land between the main thread's last check for signals and a blocking call
+    (``time.sleep``, a socket wait), where nothing would take it until the call ends by itself."""
+    if _again:
+        return
+    taken, main = threading.Event(), threading.main_thread().ident
+    _again.update(signum=signum, taken=taken)
+
+    def keep_sending() -> None:
+        wait = 0.01
+        while not taken.wait(wait):
+            signal.pthread_kill(main, signum)
+            wait = min(1.0, wait * 2)
+
+    threading.Thread(target=keep_sending, name="xpubench-stop-again", daemon=True).start()
+
+
+def _dropped(unraisable) -> None:
+    """sys.unraisablehook while stops are taken: an Interrupted raised where Python prints and drops
+    exceptions (a place ``_drops_exceptions`` did not know) is sent again, not lost."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        _echo_until[0] = 0.0
+        _send_again(unraisable.exc_value.signum)
+    else:
+        _earlier_hook[0](unraisable)
+
+
+_earlier_hook = [sys.unraisablehook]
+
+
+def _interrupt(signum, frame) -> None:
+    """The handler ``stops_like_ctrl_c`` sets: Interrupted, raised where the main thread is. Unless the
+    stops are held (``stops_held``): then it waits for their end; or unless an exception there would be
+    dropped (``_drops_exceptions``, ``_dropped``): then the signal is sent again until it is taken outside.
+    So a stop is never lost, and each one raises anew, as each Ctrl-C does."""
+    import time
+
+    if _held:
+        _waiting[:] = _waiting or [signum]
+        return
+    if _drops_exceptions(frame):
+        _send_again(signum)
+        return
+    if _again:                      # the stop being sent again is taken here
+        _again.pop("taken").set()
+        signum = _again.pop("signum")
+        _echo_until[0] = time.monotonic() + 0.05
+    elif time.monotonic() < _echo_until[0]:
+        return                      # a send that crossed the raise: the same stop, already taken
+    raise Interrupted(signum)
 
 
 def _main_thread() -> bool:
@@ -120,15 +144,20 @@ def stops_like_ctrl_c() -> Iterator[None]:
     if not _main_thread():
         yield
         return
-    earlier_hook = sys.unraisablehook
-    sys.unraisablehook = functools.partial(_taken_again, earlier=earlier_hook)
     earlier = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
+    hook = sys.unraisablehook
+    if hook is not _dropped:      # not already within one
+        _earlier_hook[0], sys.unraisablehook = hook, _dropped
     try:
         yield
     finally:
+        if hook is not _dropped:
+            sys.unraisablehook = hook
+            if _again:            # nothing is left sending once the handlers are gone
+                _again.pop("taken").set()
+                _again.clear()
         for s, handler in earlier.items():
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        sys.unraisablehook = earlier_hook
 
 
 @contextlib.contextmanager
