@@ -209,8 +209,11 @@ def signals_here():
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers are set in the main thread only, and this test runs in another")
+    from xpubench import errors
+
     earlier = {s: signal.getsignal(s) for s in SIGNALS}
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    errors._echo_until[0] = 0.0   # an earlier test's stop, sent again and taken, leaves 50 ms that drop a new one
     yield
     for s, handler in earlier.items():
         signal.signal(s, handler)
@@ -376,3 +379,25 @@ def test_a_stop_that_lands_where_python_drops_exceptions_is_not_lost(signals_her
         drops()
         time.sleep(20)           # ... raised here, outside, waking this wait (a worker's, a server's)
     assert time.monotonic() - started < 10 and printed == []
+
+
+def test_a_stop_sent_again_that_lands_in_the_unraisable_hook_is_not_lost(signals_here, monkeypatch):
+    """On a busy machine the main thread was still in the unraisable hook, starting the thread that sends
+    the stop again, when the first send came: taken there, it was dropped as well, and the sending ended."""
+    import threading
+
+    from xpubench.errors import Interrupted, stops_like_ctrl_c
+
+    start = threading.Thread.start
+
+    def slow_to_return(thread) -> None:   # the main thread is still in the hook when the first send comes
+        start(thread)
+        time.sleep(0.2)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_to_return)
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
+    started = time.monotonic()
+    with stops_like_ctrl_c(), pytest.raises(Interrupted):
+        _in_a_weakref_callback()
+        time.sleep(20)
+    assert time.monotonic() - started < 10
