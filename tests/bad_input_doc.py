@@ -37,6 +37,7 @@ SECTIONS = {           # name -> "test module:function(folder) -> list[Case]"
     "gguf": "test_gguf_header:doc_cases",
     "accelerator-check": "test_accelerator_check:doc_cases",
     "fleet": "test_fleet:doc_cases",
+    "engines": "test_engines:doc_cases",
 }
 
 

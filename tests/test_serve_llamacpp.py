@@ -59,7 +59,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
 
     [loaded] = analysis.load([out])
     assert [r.status for r in loaded.results] == ["ok", "ok"]
-    assert [r.case["batch_size"] for r in loaded.results] == [1, 2]
+    assert [r.case.batch_size for r in loaded.results] == [1, 2]
     for r in loaded.results:
         m = r.metrics
         assert (m["requests"], m["completed"], m["failed"]) == (4, 4, 0)

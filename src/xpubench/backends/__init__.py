@@ -19,6 +19,8 @@ REGISTRY = {
     "jax": "xpubench.backends.jax_",
     "keras": "xpubench.backends.keras_",
     "llamacpp": "xpubench.backends.llamacpp_",
+    "openvino": "xpubench.backends.openvino_",
+    "mlx": "xpubench.backends.mlx_",
 }
 
 

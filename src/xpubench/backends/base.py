@@ -10,6 +10,9 @@ Framework imports stay inside the methods, so listing, planning and reporting im
 A backend id may carry a variant after a colon: ``keras:jax`` is the keras backend running on Keras's
 jax backend; the methods that depend on it take the id.
 
+An engine (llama.cpp, OpenVINO GenAI, MLX-LM) is the other kind of backend: it loads its own model and times
+itself; its record is an ``Engine`` (backends/engine.py).
+
 Adding a backend: a package ``backends/<name>_/`` whose ``__init__.py`` defines ``BACKEND`` (an instance
 of a Backend subclass that sets its facts and implements the adapters it has; the others say
 "unsupported", so such cases are skipped with that reason), plus one line in ``backends.REGISTRY`` (or,
@@ -32,6 +35,8 @@ class Backend:
     """A framework's record. The class attributes are its facts; the methods its gates and adapters."""
 
     name = ""                       # the id users type (-b torch) and results record
+    kind = "framework"              # "framework": the harness's loops time its adapters; "engine": it loads
+    #                                 its own model and times itself (backends/engine.py)
     title = ""                      # how reports name it ("PyTorch")
     module: str | None = None       # the import whose presence means "installed" (None: always installed)
     imports: tuple[str, ...] = ()   # every top-level module its workers import beyond xpubench's own dependencies:

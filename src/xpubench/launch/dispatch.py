@@ -5,6 +5,7 @@ backend supplies (backends/base.py). Every loop lives in the harness:
     train   -> harness/training.py    run_training(backend.trainer(case, rank, world), ...) in backend.launch
     infer   -> harness/inference.py   run_inference(case, backend.session(case))
     generate-> harness/generation.py  run_generation(case, backend.generator(case))
+               harness/engine.py      run_engine(case, backend): an engine loads its model and times itself
 
 A workload that is its own measurement (its record's ``run``: the selftest) runs directly. A user's model
 (``options["model"]``) is loaded and registered as a workload first (usermodel/load.py).
@@ -102,11 +103,15 @@ def _infer(backend, case) -> Outcome:
 
 
 def _generate(backend, case) -> Outcome:
-    from xpubench.harness.generation import run_generation
-
     if case.devices > 1:
         return Outcome(status="skipped", message="data-parallel generation is not implemented: generate with "
                                                  "--devices 1 (data parallel applies to training)")
+    if backend.kind == "engine":
+        from xpubench.harness.engine import run_engine
+
+        return run_engine(case, backend, gpu_identity=backend.gpu_identity)
+    from xpubench.harness.generation import run_generation
+
     return run_generation(case, backend.generator(case), gpu_identity=backend.gpu_identity)
 
 

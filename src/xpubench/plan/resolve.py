@@ -4,6 +4,7 @@ plan, or applies a default again (docs/architecture.md, "The resolved case").
 
 - ``resolve_paths(req)``: ``data_dir`` and ``[run.options] weights_dir`` (``--save-weights``) made
   absolute (and checked), so a plan resumes from any folder;
+- ``recorded_case(record, version)``: a recorded case as this version plans it (an older file's migration);
 - ``pinned(workload, options)``: a workload's pinned options (``Workload.pin_options``: llama's
   ``--weights`` folder, digest and model name, its headers read once); ``for_backend(workload, backend,
   options)``: those less the backend options this backend does not honour (``Backend.honours``:
@@ -20,7 +21,7 @@ from typing import Any
 from xpubench import backends
 from xpubench.case import Case
 from xpubench.errors import UserError
-from xpubench.workloads import REGISTRY, get_workload
+from xpubench.workloads import REGISTRY, get_workload, with_identity
 from xpubench.workloads.base import Workload
 
 
@@ -49,23 +50,31 @@ def pinned(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
     return workload.pin_options(options) if workload.pin_options else dict(options)
 
 
-def current_key(case: dict) -> str:
-    """The key this xpubench gives a recorded case, so older files compare with newer ones: a ``--weights``
-    case pinned before ``weights_id`` existed is keyed by its model's name and digest (not the path as
-    typed), and a case carrying a backend option its backend does not honour (a jax llama case's
-    ``decode``, which JAX never read) is keyed without it. Any other record keeps its own key."""
-    key = case.get("key", "")
-    if case.get("workload") not in REGISTRY:
-        return key
-    workload = get_workload(case["workload"])
-    options = case.get("options") or {}
-    current = for_backend(workload, str(case.get("backend", "")), pinned_record(workload, options))
-    if current == options:
-        return key
+OWN_MEASUREMENT_BATCH = 1   # a workload that is its own measurement (the selftest): a batch of 1 unless asked
+
+
+def recorded_case(record: dict[str, Any], version: int) -> Case:
+    """A recorded case as this version plans it, read once when its file is loaded (results/schema.py,
+    version 3): its workload's typed options (``with_identity``). A line written before version 3 is
+    migrated: its workload's key options as they are now (a line may predate them, or name ``weights``
+    where ``weights_id`` keys it now); a ``--weights`` case pinned before ``weights_id`` existed keyed by
+    its model's name and digest (from its recorded path and digest: nothing is read); a backend option its
+    backend does not honour (a jax llama case's ``decode``, which JAX never read) left out; an
+    own-measurement case (the selftest) recorded without a batch size at the batch the planner gives it.
+    So an older file's keys are today's and it compares with a newer one; the line in the file is left as
+    written. A record no case of this version can hold: one line."""
     try:
-        return Case.from_dict({**case, "options": current, "key_options": workload.key_options}).key
-    except (TypeError, ValueError):   # a record this xpubench can't rebuild as a case: its own key
-        return key
+        if version >= 3 or record.get("workload") not in REGISTRY:
+            return with_identity(Case.from_dict(record))
+        workload = get_workload(record["workload"])
+        options = for_backend(workload, str(record.get("backend", "")),
+                              pinned_record(workload, dict(record.get("options") or {})))
+        own = {"batch_size": OWN_MEASUREMENT_BATCH} if workload.run and record.get("batch_size") is None else {}
+        migrated = {**record, **own, "options": options, "key_options": workload.key_options}
+        return with_identity(Case.from_dict(migrated))
+    except (TypeError, ValueError) as exc:   # UnresolvedCase among them
+        raise UserError(f"case {record.get('key')!r}: not a case this xpubench reads ({' '.join(str(exc).split())})"
+                        ) from None
 
 
 def pinned_record(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:

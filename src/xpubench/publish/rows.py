@@ -44,16 +44,15 @@ def row(entry: Entry) -> dict[str, Any]:
     """The case of ``entry`` as one flat row of COLUMNS."""
     r, c, fp = entry.result, entry.result.case, entry.result.fingerprint or {}
     m = r.metrics
-    mode = mode_of(c.get("mode"))
+    mode = mode_of(c.mode)
     figure = mode.headline_figure(m) if mode and r.status == "ok" else None
     time_s, low, high = mode.interval(m) if mode and r.status == "ok" else (None, None, None)
     samples = sum(len(run.samples.get(timing_name(r) or "", []) or []) for run in r.ok_runs)
     out = {
         "source": entry.source, "host": fp.get("hostname") or (fp.get("host") or {}).get("hostname"),
-        "key": r.key, **{k: c.get(k) for k in ("workload", "backend", "device")},
+        "key": r.key, **{k: getattr(c, k) for k in ("workload", "backend", "device")},
         "device_name": device_name(r),
-        **{k: c.get(k) for k in ("mode", "precision", "batch_size", "size")},
-        "devices": c.get("devices") or 1, "data": c.get("data"),
+        **{k: getattr(c, k) for k in ("mode", "precision", "batch_size", "size", "devices", "data")},
         "status": r.status, "message": " ".join(str(r.message or "").split()), "started_at": r.started_at,
         "processes": len(r.ok_runs), "samples": samples, "timing": timing_name(r),
         "time_s": _number(time_s), "time_ci95_low_s": _number(low), "time_ci95_high_s": _number(high),
@@ -69,5 +68,5 @@ def row(entry: Entry) -> dict[str, Any]:
 
 
 def rows(loaded) -> list[dict[str, Any]]:
-    """Every case of ``loaded`` (store.load_results / analysis.load output, or Results) as a row."""
+    """Every case of ``loaded`` (analysis.load output, or Results) as a row."""
     return [row(e) for e in entries(loaded)]

@@ -100,7 +100,7 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
     """The GGUF of ``cfg`` (a LlamaConfig) in ``fmt`` (a FORMATS key) with a vocabulary, written (and
     quantised by llama-quantize) unless cached: random weights from ``seed``, or ``weights``' tensors."""
     from xpubench.backends.llamacpp_.binaries import find
-    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES, hf_tensors, quantize, write_gguf
+    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES, quantize, write_gguf
 
     if fmt.lower() not in FORMATS:
         raise UserError(f"--format {fmt}: choose from {', '.join(FORMATS)}")
@@ -119,10 +119,12 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
             if direct:                     # F32, BF16, F16: written as they are
-                from xpubench.workloads.llama.checkpoint import open_checkpoint
+                from xpubench.workloads.llama.checkpoint import open_checkpoint, random_hf_tensors
+                from xpubench.workloads.llama.config import to_hf_config
 
-                tensors = hf_tensors(cfg, seed, open_checkpoint(weights) if weights else None)
-                write_gguf(tmp, cfg, key, tensors, vocabulary=vocabulary(cfg.vocab_size))
+                tensors = (((n, t.float().numpy()) for n, t in open_checkpoint(weights).tensors("pt")) if weights
+                           else random_hf_tensors(cfg, seed).items())
+                write_gguf(tmp, to_hf_config(cfg), key, tensors, vocabulary=vocabulary(cfg.vocab_size), name=cfg.name)
             else:                          # q8_0, q4_0, q4_K_M: llama-quantize makes them from the F32 file
                 f32 = written(cfg, "f32", seed=seed, weights=weights, threads=threads, environ=environ).path
                 quantize(find().quantize, f32, tmp, gguf_type, threads)

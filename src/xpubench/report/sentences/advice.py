@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from xpubench.devices.device import is_accelerator
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.frame import (
     ResultSet,
@@ -26,6 +27,7 @@ from xpubench.report.base.frame import (
     setting,
 )
 from xpubench.report.tables.headline import better, figure_text, headline_name, headline_rate, rate_groups
+from xpubench.report.tables.user_cost import compiled_apart_s
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
@@ -33,7 +35,7 @@ SETUP = ["source", "backend", "variant", "device", "precision", "devices"]
 
 
 def _name(row, multi: bool) -> str:
-    chip = f" ({row['device_name']})" if row.get("device_name") and row["device"] != "cpu" else ""
+    chip = f" ({row['device_name']})" if row.get("device_name") and is_accelerator(row["device"]) else ""
     return series_label(row, with_source=multi) + chip
 
 
@@ -44,8 +46,9 @@ def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
     batch), else the headline samples as they are."""
     mode = row_mode(row)
     rate = mode.rate(headline_name(row)) if mode else None
-    work = math.prod(num(row, w) or 0 for w in rate.work) if rate else 0
-    return [g / work for g in rate_groups(data, row)] if work > 0 else data.groups(row)
+    factors = [num(row, w) for w in rate.work] if rate else [None]
+    work = math.prod(factors) if None not in factors else None   # unknown where any factor is
+    return [g / work for g in rate_groups(data, row)] if work else data.groups(row)
 
 
 def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
@@ -146,7 +149,8 @@ def _startup(row) -> tuple[float, float] | None:
     the time per generated token of its decode rate."""
     if row["mode"] == "generate":
         rate = num(row, "decode_tokens_per_s")
-        return (num(row, "compile_s") or 0.0, 1 / rate) if rate else None
+        compiled = compiled_apart_s(row)
+        return (compiled, 1 / rate) if rate and compiled is not None else None
     if row["mode"] == "matmul":
         cold, warm = row.get("cold_s"), row.get("warm_s")
         return (cold - warm, warm) if pd.notna(cold) and pd.notna(warm) else None
@@ -304,6 +308,6 @@ def advice(data: ResultSet) -> list[str]:
     if ok_rows(data.frame).empty:
         return []
     lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
-    if set(ok_rows(data.frame)["device"]) == {"cpu"}:
+    if not any(map(is_accelerator, ok_rows(data.frame)["device"])):
         lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
     return lines + noise_note(data)

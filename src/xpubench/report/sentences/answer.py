@@ -27,7 +27,7 @@ LISTED = 4  # at most this many cases named per line; the rest counted
 def _name(row, sources: bool = False) -> str:
     """"torch cpu", "jax gpu:0 x8 bf16"; with ``sources`` (several results files: a fleet's machines)
     "gpu-node: torch gpu:0", the file's label first."""
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     parts = [backend_label(row), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
     if row.get("precision") != "fp32":
         parts.append(str(row["precision"]))

@@ -55,9 +55,9 @@ def _failed(r) -> str:
     sent = num(r, "requests")
     if sent is None:
         return f"all ({str(num(r, 'message') or '')[:60]})"
-    failed = int(num(r, "failed") or 0)
-    timeouts = int(num(r, "timeouts") or 0)
-    return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
+    failed, timeouts = num(r, "failed"), num(r, "timeouts")
+    return (f"{'n/a' if failed is None else int(failed)} of {int(sent)}"
+            + (f" ({int(timeouts)} timed out)" if timeouts else ""))
 
 
 def _lengths(r) -> str:
