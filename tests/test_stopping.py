@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import test_serve_llamacpp
+from test_distributed import xpubench_run
 from worker_processes import is_worker
 
 from xpubench.results import store
@@ -63,14 +64,16 @@ def wait_for(condition, what: str, timeout_s: float = 120.0):
 
 
 class Command:
-    """``python -m xpubench ARGV`` in a session of its own, marked."""
+    """``python -m xpubench ARGV`` in a session of its own, marked; a run plans for the machine detected once
+    per test run (test_distributed.xpubench_run: its detection child is gone long before the stop)."""
 
     def __init__(self, argv: list[str], cwd: Path):
         self.token, self.temp = uuid.uuid4().hex, cwd / "temp"   # its temporary files (llama-server's log)
         self.temp.mkdir(exist_ok=True)
         env = dict(os.environ, **{MARK: self.token}, PYTHONUNBUFFERED="1", TMPDIR=str(self.temp))
         env.pop("COLUMNS", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "xpubench", *argv], cwd=cwd, env=env,
+        command = [*xpubench_run(cwd), *argv[1:]] if argv[0] == "run" else [sys.executable, "-m", "xpubench", *argv]
+        self.proc = subprocess.Popen(command, cwd=cwd, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
 
