@@ -23,7 +23,7 @@ from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, check_run_settings  # noqa: F401 - api's
-from xpubench.launch.runfile import default_output, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
+from xpubench.launch.runfile import default_output, held, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
 from xpubench.plan.request import budget_s, worker_processes
@@ -163,6 +163,9 @@ def check_new_output(out: Path) -> None:
     """A new run writes a new or empty regular file it can write: one holding results is resumed,
     anything else is not ours (one line each; ``--dry-run`` checks the same)."""
     store.check_writable(out)
+    if os.path.lexists(out):   # a link, or a file another run holds: refused before the plan (which may ask a
+        with held(out, create=False):   # server at a URL), holding nothing yet (the run takes it after the plan)
+            pass
     if out.exists() and out.stat().st_size:
         if store.holds_results(out):
             raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
