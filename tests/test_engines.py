@@ -190,7 +190,7 @@ def test_a_run_of_both_engines_records_their_figures_and_one_table_row_each(tiny
                      "--no-progress", "-o", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    results = {r.case["backend"]: r for r in analysis.load([out])[0].results}
+    results = {r.case.backend: r for r in analysis.load([out])[0].results}
     assert {b: r.status for b, r in results.items()} == {"openvino": "ok", "mlx": "ok"}
     assert results["openvino"].metrics["engine_decode_tokens_per_s"] > 0 and results["mlx"].metrics["load_s"] > 0
     assert "a row per runtime and format" in printed

@@ -35,7 +35,7 @@ class MlxBackend(Engine):
     startup_s = 2.0
 
     def detect(self, host_cpu: dict) -> dict:
-        """MLX's version, the host CPU, and the Apple GPU where Metal is available (xpubench's ``mps``)."""
+        """MLX-LM's and MLX's versions, the host CPU, and the Apple GPU where Metal is available (xpubench's ``mps``)."""
         import mlx.core as mx
 
         from xpubench.devices import records
@@ -45,7 +45,7 @@ class MlxBackend(Engine):
         if mx.metal.is_available():
             info = mx.device_info(mx.gpu)   # its keys "depend on the backend": total_memory or memory_size
             devices.append(records.mps(host_cpu, info.get("memory_size") or info.get("total_memory")))
-        return {"version": mx.__version__, "devices": devices}
+        return {**self.versions(), "mlx": mx.__version__, "devices": devices}   # MLX-LM's version, as ``versions``
 
     def install_hint(self) -> str:
         return 'pip install "xpubench[mlx]"'

@@ -35,7 +35,9 @@ class OpenVinoBackend(Engine):
 
         from xpubench.devices.detect import cpu_device
 
-        return {"version": openvino_genai.__version__, "openvino": ov.__version__,
+        # "version" as the distribution says it (what ``versions`` reads without importing: the machine's
+        # identity is the same either way); the build string the library reports beside it
+        return {**self.versions(), "build": openvino_genai.__version__, "openvino": ov.__version__,
                 "openvino_devices": list(ov.Core().available_devices), "devices": [cpu_device(host_cpu)]}
 
     def install_hint(self) -> str:
