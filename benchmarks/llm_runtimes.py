@@ -91,7 +91,7 @@ def main() -> int:
                     continue
                 models[name] = (engine, engine.load(llama.checkpoint(spec, 0), fmt))
                 if name == "llamacpp" and fmt == "int4":
-                    from xpubench.backends.llamacpp_.case import gguf_model
+                    from xpubench.backends.llamacpp_.case_gguf import gguf_model
 
                     models["llamacpp q4_K_M"] = (engine, gguf_model(llama.checkpoint(spec, 0), "q4_K_M"))
             runtimes += list(models)

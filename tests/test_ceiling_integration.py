@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 from conftest import this_machine
 
-from xpubench.analysis.ceilings import annotate
 from xpubench.analysis.cost import result_cost
+from xpubench.analysis.ranked import annotate
 from xpubench.case import Case
 from xpubench.ceilings import cache, runtime
 from xpubench.energy.meter import EnergyMeter, Unavailable, Unreadable

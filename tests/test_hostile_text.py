@@ -112,7 +112,7 @@ def test_the_largest_accepted_values_are_read_back():
 # -- item 4: text from files and exceptions is text ---------------------------------------------------
 
 def test_shown_escapes_control_characters_and_lone_surrogates_only():
-    from xpubench.results.plaintext import markup, shown
+    from xpubench.legible.plaintext import markup, shown
 
     assert shown("a\x1b[2Jb\x07\udcff\u202e\tc\nd µ±") == "a\\x1b[2Jb\\x07\\udcff\\u202e\tc\nd µ±"
     assert markup("[/x] [batch, features]") == "\\[/x] \\[batch, features]"
@@ -121,7 +121,7 @@ def test_shown_escapes_control_characters_and_lone_surrogates_only():
 def plain_console(buf: io.StringIO):
     """The commands' console, where it exists; rich's own on code before it (to see the old failures)."""
     try:
-        from xpubench.results.plaintext import PlainConsole as Console
+        from xpubench.legible.plaintext import PlainConsole as Console
     except ImportError:
         from rich.console import Console
     return Console(file=buf, width=400, force_terminal=True, color_system=None)
@@ -129,7 +129,7 @@ def plain_console(buf: io.StringIO):
 
 def markup(text: str) -> str:
     try:
-        from xpubench.results.plaintext import markup as escaped
+        from xpubench.legible.plaintext import markup as escaped
     except ImportError:
         return text
     return escaped(text)

@@ -74,7 +74,7 @@ def test_an_older_file_with_a_local_path_in_its_note_shows_no_path():
             fp["ceilings"]["note"] = ("no measured ceiling for numpy/cpu/fp32 (no cache file at "
                                       "/root/.cache/xpubench/ceilings.json): run `xpubench ceilings`")
             result.metrics.pop("efficiency_note", None)
-        from xpubench.analysis.ceilings import annotate
+        from xpubench.analysis.ranked import annotate
 
         annotate(loaded.results)
 

@@ -133,8 +133,8 @@ def test_a_busy_machine_is_warned_of_as_run_warns(server, tmp_path, capsys, monk
 
 
 def test_the_table_fits_80_columns_with_every_number_whole(server, tmp_path, capsys, monkeypatch):
+    from xpubench.legible.units import fmt_rate
     from xpubench.results import store
-    from xpubench.units import fmt_rate
 
     monkeypatch.setenv("COLUMNS", "80")
     out = tmp_path / "s.jsonl"
@@ -153,9 +153,9 @@ def test_the_table_fits_80_columns_with_every_number_whole(server, tmp_path, cap
 def test_the_table_keeps_large_figures_whole_at_80_columns():
     import io
 
+    from xpubench.legible.plaintext import PlainConsole
     from xpubench.report.base.table import print_table
     from xpubench.report.tables.serving import sweep_table
-    from xpubench.results.plaintext import PlainConsole
 
     points = [{"status": "ok", "concurrency": c, "request_rate": r, "ttft_p50_s": 12.345, "ttft_p90_s": 23.456,
                "tpot_p50_s": 1.2345, "tpot_p90_s": 2.3456, "e2e_p50_s": 1234.5, "output_tokens_per_s": 12345.6,

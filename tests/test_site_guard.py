@@ -20,9 +20,9 @@ import pytest
 from bad_input_doc import Case, check_row, run_case, untouched
 
 from xpubench import cli
+from xpubench.legible.plaintext import shown
 from xpubench.publish.site import build_site
 from xpubench.report.base.outputs import html_comment
-from xpubench.results.plaintext import shown
 
 DATA = Path(__file__).resolve().parent / "data"
 GATE = DATA / "gate"
@@ -254,7 +254,7 @@ INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u200e", "\u200f
 
 def test_invisible_characters_are_shown_escaped(tmp_path):
     """Zero-width and bidirectional marks reached the pages raw, so two machine labels looked the same: every
-    format character is escaped now, by the terminal's own rule (results/plaintext.py ``shown``)."""
+    format character is escaped now, by the terminal's own rule (legible/plaintext.py ``shown``)."""
     folder_ = results(tmp_path)
     records = [json.loads(line) for line in (GATE / "slower.jsonl").read_text().splitlines()]
     for r in records:

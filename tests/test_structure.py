@@ -43,8 +43,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("xpubench.workloads",),                               # one record per workload
     ("xpubench.devices", "xpubench.energy"),               # device facts; meters
     ("xpubench.results",),                                 # the record format
-    ("xpubench.case", "xpubench.errors", "xpubench.units", "xpubench.version", "xpubench.envnames",
-     "xpubench.readfile"),                                 # the ground floor: every layer may import it
+    ("xpubench.case", "xpubench.errors", "xpubench.version", "xpubench.envnames", "xpubench.readfile",
+     "xpubench.legible"),                                     # the ground floor: every layer may import it
 ]
 
 

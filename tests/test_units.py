@@ -1,4 +1,4 @@
-"""Human-readable quantities (units.py): a slow case's rate keeps its significant figures."""
+"""Human-readable quantities (legible/units.py): a slow case's rate keeps its significant figures."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from xpubench.legible.units import fmt_rate
 from xpubench.report.render.terminal import headline
 from xpubench.report.tables.headline import figure
-from xpubench.units import fmt_rate
 
 
 @pytest.mark.parametrize("rate, shown", [(0.0004123, "0.000412"), (0.412, "0.412"), (0.9996, "1.00"), (5, "5.00"),

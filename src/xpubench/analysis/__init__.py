@@ -15,7 +15,7 @@ on each file: what every report, compare and notebook reads. Each reads the type
 from __future__ import annotations
 
 from xpubench.analysis import generation, peak, scaling
-from xpubench.analysis.ceilings import annotate
+from xpubench.analysis.ranked import annotate
 from xpubench.results import store
 from xpubench.results.schema import Result
 

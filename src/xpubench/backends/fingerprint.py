@@ -18,7 +18,7 @@ from typing import Any
 
 from xpubench.devices import envvars
 from xpubench.envnames import FLEET_MACHINE
-from xpubench.units import utc_now
+from xpubench.legible.units import utc_now
 from xpubench.version import __version__
 
 

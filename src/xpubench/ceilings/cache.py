@@ -37,8 +37,8 @@ from xpubench.envnames import cache_folder
 from xpubench.errors import UserError
 from xpubench.harness.bandwidth import Bandwidth
 from xpubench.harness.ceiling import Ceiling
+from xpubench.legible.units import utc_now
 from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, optional, record, whole
-from xpubench.units import utc_now
 
 FORMAT = 1
 MAX_BYTES = 16 * readfile.MiB

@@ -13,7 +13,7 @@ key; otherwise:
 The record (``fingerprint["ceilings"]``) is small: per "backend/device/precision" the ceiling's
 FLOP/s, its relative noise (half-width of the 95% interval / the median), shape and when it was
 written; per "backend/device" the measured bytes/s, its spread, when it was measured and whether that
-was for this run (``fresh``). ``analysis/ceilings.py`` ranks the results against it when a file is loaded.
+was for this run (``fresh``). ``analysis/ranked.py`` ranks the results against it when a file is loaded.
 A generation case's device with no bandwidth cached by ``xpubench ceilings`` gets the run's brief one
 (``brief_bandwidth``), itself cached: the figure behind "% of bound" holds still from run to run.
 """
@@ -30,8 +30,8 @@ from xpubench import backends
 from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for
 from xpubench.envnames import refresh_asked
+from xpubench.legible.units import utc_now
 from xpubench.results.modes import mode_of
-from xpubench.units import utc_now
 
 BRIEF_BANDWIDTH_S = 0.6   # copy + triad, both kernels, of each measurement of the brief bandwidth a run takes
 BRIEF_MEASUREMENTS = 3    # its figure is their median, said with their spread

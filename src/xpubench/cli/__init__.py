@@ -121,15 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(exc: BaseException) -> str:
     """An error as the one line printed: escaped, every credential in it redacted (results/redact.py)."""
-    from xpubench.results.plaintext import shown
+    from xpubench.legible.plaintext import shown
     from xpubench.results.redact import redacted
 
     return shown(redacted(" ".join(str(exc).split())))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xpubench.results.plaintext import PlainConsole as Console
-    from xpubench.results.plaintext import plain_streams, shown
+    from xpubench.legible.plaintext import PlainConsole as Console
+    from xpubench.legible.plaintext import plain_streams, shown
 
     plain_streams()   # an ASCII locale (LC_ALL=C): "+-" for "±", never a UnicodeEncodeError
     # piped or captured (CI logs, notebooks' !xpubench): wide tables rather than 80 folded columns
@@ -200,8 +200,8 @@ def cmd_run(args, console) -> int:
     from xpubench.cli.run import execute_run
 
     if args.output == "-":   # the cases on stdout as --format says; everything else to stderr
+        from xpubench.legible.plaintext import PlainConsole
         from xpubench.publish.formats import check_format
-        from xpubench.results.plaintext import PlainConsole
 
         args.print_format, args.output = check_format(args.format, "run"), None
         console = PlainConsole(stderr=True, width=console.width)

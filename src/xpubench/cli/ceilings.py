@@ -26,7 +26,7 @@ from xpubench.ceilings import cache
 from xpubench.ceilings.measure import ceilings_for, precisions_of, with_ceilings
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.results.plaintext import markup
+from xpubench.legible.plaintext import markup
 
 
 def add_parser(sub) -> None:
@@ -138,7 +138,7 @@ def cmd_ceilings(args: argparse.Namespace, console: Console) -> int:
 
 
 def _measured_lines(got: dict) -> list[str]:
-    from xpubench.units import fmt_flops
+    from xpubench.legible.units import fmt_flops
 
     lines = [f"{p}: {fmt_flops(c.flops_per_s)}" + (f" at {c.shape}" if c.shape else "")
              for p, c in got["ceilings"].items() if c is not None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from xpubench.errors import UserError
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 RUN_MODULE = "xpubench.cli"   # `python -m xpubench.cli run ...`: what each machine runs (cli/__main__.py)
 

@@ -10,10 +10,10 @@ from collections import Counter
 from rich.table import Table
 
 from xpubench.devices.device import kind_of
+from xpubench.legible.plaintext import markup
 from xpubench.plan import engines, estimate
 from xpubench.plan.fit import fit_of, memory_lines
 from xpubench.plan.learnt import Estimator, basis_counts
-from xpubench.results.plaintext import markup
 from xpubench.workloads import REGISTRY, get_workload
 
 

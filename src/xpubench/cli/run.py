@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from xpubench.errors import UserError
+from xpubench.legible.plaintext import markup, shown
 from xpubench.plan import PlanRequest, options
-from xpubench.results.plaintext import markup, shown
 
 
 def request_from(args) -> tuple[PlanRequest, dict]:

@@ -14,14 +14,14 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.runner import schedule
+from xpubench.legible.plaintext import markup
+from xpubench.legible.units import fmt_rate
 from xpubench.plan.estimate import describe
 from xpubench.report.base.table import print_table
 from xpubench.report.tables.serving import load_text, sweep_table
-from xpubench.results.plaintext import markup
 from xpubench.serve.figures import capacity, capacity_line, parse_slo
 from xpubench.serve.point import load_of
 from xpubench.serve.sweep import Load
-from xpubench.units import fmt_rate
 
 
 def upper_bound_s(points: list[Load]) -> float:

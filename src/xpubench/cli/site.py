@@ -17,8 +17,8 @@ def add_parser(sub) -> None:
 
 def cmd_site(args, console) -> int:
     from xpubench.errors import UserError
+    from xpubench.legible.plaintext import shown
     from xpubench.publish.site import build_site
-    from xpubench.results.plaintext import shown
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be 1 or more, got {args.jobs}")

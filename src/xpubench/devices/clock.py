@@ -45,8 +45,8 @@ from xpubench import readfile
 from xpubench.devices.cpu import cpu_identity
 from xpubench.envnames import cache_folder
 from xpubench.errors import UserError
+from xpubench.legible.units import utc_now
 from xpubench.results.validate import JSON, TEXT, Invalid, list_of, map_of, number, record
-from xpubench.units import utc_now
 
 CYCLES_PER_ROUND = 2          # one add + one xor, each 1 cycle of latency
 ROUNDS_PER_ITERATION = 16

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from xpubench.devices import kernels
 from xpubench.devices.cpu import clock_said
-from xpubench.results.plaintext import markup
-from xpubench.units import fmt_bytes, fmt_flops
+from xpubench.legible.plaintext import markup
+from xpubench.legible.units import fmt_bytes, fmt_flops
 
 SIMD_SHOWN = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
               "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16", "neon", "asimd", "sve", "sve2")

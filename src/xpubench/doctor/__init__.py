@@ -173,7 +173,7 @@ def exit_code(rows: list[Row]) -> int:
 def render(rows: list[Row], console) -> None:
     from rich.table import Table
 
-    from xpubench.results.plaintext import markup
+    from xpubench.legible.plaintext import markup
 
     style = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red"}
     table = Table(title="xpubench doctor", title_justify="left")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from xpubench.units import fmt_flops
+from xpubench.legible.units import fmt_flops
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 ORDER = {PASS: 0, WARN: 1, FAIL: 2}

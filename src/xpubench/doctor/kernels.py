@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from xpubench.devices import kernels
 from xpubench.doctor.checks import PASS, WARN, Row
-from xpubench.units import fmt_flops
+from xpubench.legible.units import fmt_flops
 
 SIZE = 1024
 BUDGET_S = 1.0

@@ -17,7 +17,7 @@ from xpubench.fleet import engines, file
 from xpubench.fleet.engines import FINAL, SUBMITTED, WRITTEN, Job
 from xpubench.fleet.folder import Folder
 from xpubench.fleet.progress import DONE, Counter, Display, state, why
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 POLL_S = 2.0
 EXIT_OK, EXIT_SOME_FAILED, EXIT_NONE_OK, EXIT_INTERRUPTED = 0, 1, 3, 130

@@ -21,7 +21,7 @@ from typing import Any
 
 from xpubench.errors import UserError
 from xpubench.fleet import engines
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")   # a file name in DIR: no /, no .., no space or control
 FORBIDDEN_RUN_KEYS = {"output": "the fleet writes DIR/<name>.jsonl for each machine: drop output from [run]"}

@@ -11,7 +11,7 @@ from pathlib import Path
 from xpubench.errors import UserError
 from xpubench.fleet.engines import ENDED, Job, tail
 from xpubench.fleet.folder import plan_of
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 DONE, FAILED, CANCELLED = "done", "failed", "cancelled"
 

@@ -37,11 +37,11 @@ from xpubench.launch import forkserver
 from xpubench.launch.budget import Budget
 from xpubench.launch.groups import groups
 from xpubench.launch.launchers import active
+from xpubench.legible.units import utc_now
 from xpubench.results import machine, store
 from xpubench.results.modes import mode_of
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
-from xpubench.units import utc_now
 
 DEFAULT_TIMEOUT_S = 3600.0
 STOP_GRACE_S = 10.0    # a worker that keeps what a stop cut: the time it has to hand its outcome over

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from xpubench.legible.units import fmt_decimal_bytes as gb
 from xpubench.plan.defaults import device_memory
-from xpubench.units import fmt_decimal_bytes as gb
 from xpubench.workloads import REGISTRY, get_workload
 
 HEADROOM = 0.10

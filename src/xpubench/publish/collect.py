@@ -5,7 +5,7 @@ worker processes; what the site needs of it is kept as plain data, cached by the
 the site folder (publish/cache.py), so a rebuild reads only the files that are new or changed. A file that
 is not a results file, or that xpubench cannot summarise, is left out with its one-line reason (shown on
 the index), never a traceback and never the end of the build. Every text from a file is kept as the
-terminal shows it (results/plaintext.py ``shown``): control, format and lone surrogate characters escaped.
+terminal shows it (legible/plaintext.py ``shown``): control, format and lone surrogate characters escaped.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from xpubench.case import Case
 from xpubench.errors import UserError, ends_with_parent, stops_held
+from xpubench.legible.plaintext import shown
 from xpubench.publish import cache
 from xpubench.publish.folder import file_digest
 from xpubench.readfile import FileProblem
-from xpubench.results.plaintext import shown
 from xpubench.results.validate import Invalid
 
 

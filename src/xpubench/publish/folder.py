@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 
 from xpubench.errors import UserError
+from xpubench.legible.plaintext import shown
 from xpubench.readfile import open_regular
-from xpubench.results.plaintext import shown
 
 MANIFEST = ".xpubench-site.json"
 VERSION = 1

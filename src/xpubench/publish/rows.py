@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from xpubench.legible.plaintext import shown
 from xpubench.report.base.frame import Entry, device_name, entries, timing_name
 from xpubench.results.modes import mode_of
-from xpubench.results.plaintext import shown
 
 COLUMNS = ("source", "host", "key", "workload", "backend", "device", "device_name", "mode", "precision",
            "batch_size", "size", "users", "rate", "devices", "data",

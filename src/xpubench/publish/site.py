@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xpubench.errors import UserError
+from xpubench.legible.plaintext import shown
 from xpubench.publish import folder, pages
 from xpubench.publish.collect import RunRecord, collect
 from xpubench.publish.tables import csv_text
 from xpubench.report.render.markdown import file_stem
-from xpubench.results.plaintext import shown
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xpubench.legible.plaintext import shown
 from xpubench.report.base import csvfile
 from xpubench.report.render.html import esc
-from xpubench.results.plaintext import shown
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ def run_compare_command(files, *, fmt: str = "table", output: str | None = None,
                         min_change: float = MIN_CHANGE, force: bool = False, fail_on: str | None = None) -> int:
     """Compare, then print or write (never over results or a file xpubench did not write, unless ``force``:
     report/base/outputs.py); returns the exit code: 0, or EXIT_REGRESSION when ``fail_on`` finds a regression."""
+    from xpubench.legible.plaintext import PlainConsole as Console
+    from xpubench.legible.plaintext import shown
     from xpubench.report import compare_render
     from xpubench.report.base.outputs import check_output
     from xpubench.report.compare_gate import gate_lines, gate_summary, parse_fail_on
-    from xpubench.results.plaintext import PlainConsole as Console
-    from xpubench.results.plaintext import shown
     from xpubench.results.store import write_atomically
 
     thresholds = parse_fail_on(fail_on) if fail_on is not None else None

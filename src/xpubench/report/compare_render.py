@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
+from xpubench.legible.plaintext import markup
 from xpubench.report.base import csvfile
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.outputs import GENERATOR, html_comment
@@ -14,7 +15,6 @@ from xpubench.report.compare_gate import gate_lines, geometric_mean_line, group_
 from xpubench.report.render import html as html_out
 from xpubench.report.render.markdown import md_bullets, md_escape, md_table
 from xpubench.results.modes import MODES
-from xpubench.results.plaintext import markup
 
 
 def explain(comparisons) -> str:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from xpubench.errors import UserError
+from xpubench.legible.units import fmt_rate
 from xpubench.results.stats import bootstrap_median_ci
 from xpubench.serve.sample import Sample
-from xpubench.units import fmt_rate
 
 SLO_KEYS = {"ttft": "ttft_s", "itl": "tpot_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}

@@ -97,7 +97,7 @@ class LlamaCppBackend(Engine):
 
     def load(self, weights: Weights, fmt: str, device: str = "cpu"):
         """The GGUF of the weights in the format (written, or quantised by llama-quantize, unless cached)."""
-        from xpubench.backends.llamacpp_.case import gguf_model
+        from xpubench.backends.llamacpp_.case_gguf import gguf_model
 
         return gguf_model(weights, fmt)
 

@@ -35,7 +35,8 @@ class MlxBackend(Engine):
     startup_s = 2.0
 
     def detect(self, host_cpu: dict) -> dict:
-        """MLX-LM's and MLX's versions, the host CPU, and the Apple GPU where Metal is available (xpubench's ``mps``)."""
+        """MLX-LM's and MLX's versions, the host CPU, and the Apple GPU where Metal is available (xpubench's
+        ``mps``)."""
         import mlx.core as mx
 
         from xpubench.devices import records

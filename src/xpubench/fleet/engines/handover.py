@@ -14,7 +14,7 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.fleet.engines import ENDED, SUBMITTED, WRITTEN, Engine, Job
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 COMMAND_S = 600
 REQUEST = "/etc/xpubench-fleet/request.json"   # where the run's request lies on the other side

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from xpubench.errors import UserError
 from xpubench.fleet.engines import ENDED, QUEUED, RUNNING, Engine, Job
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 OPTIONS = {"partition": "--partition", "time": "--time", "gres": "--gres", "account": "--account"}
 QUEUED_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED",

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from xpubench.errors import UserError
 from xpubench.fleet.engines import ENDED, RUNNING, Engine, Job, tail
 from xpubench.fleet.stream import messages, receive
-from xpubench.results.plaintext import shown
+from xpubench.legible.plaintext import shown
 
 OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30",
            "-o", "ServerAliveCountMax=4"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from xpubench.legible.units import fmt_flops, fmt_rate
 from xpubench.results.metrics import unit
 from xpubench.results.modes import Figure, Mode
-from xpubench.units import fmt_flops, fmt_rate
 
 
 def _value_text(metric: str, value: float) -> str:

@@ -39,10 +39,10 @@ import pandas as pd
 
 from xpubench import backends
 from xpubench.devices.device import is_accelerator
+from xpubench.legible.plaintext import shown
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.loaded_metrics import declared, loaded_class
 from xpubench.results.modes import MODES, Mode, mode_of
-from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
 from xpubench.workloads import alike, options_text
 

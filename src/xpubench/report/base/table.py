@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table as RichTable
 
-from xpubench.results.plaintext import markup
+from xpubench.legible.plaintext import markup
 
 ALWAYS = 0     # priority: kept at any width
 LOW = 3        # the first dropped on a narrow terminal

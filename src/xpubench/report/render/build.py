@@ -10,12 +10,12 @@ import pandas as pd
 
 from xpubench import analysis
 from xpubench.errors import UserError
+from xpubench.legible.units import utc_now
 from xpubench.report.base.content import Report, Section, TableBlock
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.base.table import Table
 from xpubench.report.sections import SECTIONS, ReportSection
 from xpubench.report.tables.environment import environment_warnings
-from xpubench.units import utc_now
 from xpubench.version import __version__
 
 

@@ -12,8 +12,8 @@ import html as _html
 
 import pandas as pd
 
+from xpubench.legible.plaintext import shown
 from xpubench.report.base.content import NOISY_LEGEND, NOISY_MARK, Chart, Report, Section, TableBlock
-from xpubench.results.plaintext import shown
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#fff}

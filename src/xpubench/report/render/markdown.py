@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from xpubench.legible.plaintext import shown
 from xpubench.report.base.content import NOISY_LEGEND, Report
 from xpubench.report.base.outputs import html_comment
-from xpubench.results.plaintext import shown
 from xpubench.results.store import write_atomically
 
 _SPECIAL = re.compile(r"([\\`*\[\]|<>$])")

@@ -15,6 +15,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from xpubench.legible.plaintext import markup
+from xpubench.legible.units import fmt_rate
 from xpubench.report.base.figures import line
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.base.table import print_table
@@ -23,8 +25,6 @@ from xpubench.report.tables.llm import runtime_table
 from xpubench.report.tables.summary import ceiling_note, paid_tables, summary_table
 from xpubench.report.tables.target import process_headline
 from xpubench.results.modes import mode_of
-from xpubench.results.plaintext import markup
-from xpubench.units import fmt_rate
 
 STATUS_STYLE = {"ok": "green", "skipped": "dim", "oom": "yellow", "timeout": "yellow", "crash": "red",
                 "error": "red"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from xpubench.devices.device import is_accelerator
+from xpubench.legible.units import fmt_bytes, fmt_flops, fmt_rate
 from xpubench.report.base import related
 from xpubench.report.base.cells import (
     batch,
@@ -28,7 +29,6 @@ from xpubench.report.base.frame import many_sources, num, ok_rows, row_mode, ser
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables.costs import peak_cell
 from xpubench.results.metrics import unit
-from xpubench.units import fmt_bytes, fmt_flops, fmt_rate
 
 
 def training_table(frame: pd.DataFrame) -> Table:

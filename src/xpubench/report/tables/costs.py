@@ -19,10 +19,10 @@ import re
 
 import pandas as pd
 
+from xpubench.legible.units import fmt_flops
 from xpubench.report.base.frame import many_sources, num, ok_rows, row_mode, setting
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.results.modes import MODES
-from xpubench.units import fmt_flops
 
 
 def usd(value) -> str:

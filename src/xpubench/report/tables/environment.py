@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from xpubench.devices import envvars, kernels
-from xpubench.units import fmt_bytes
+from xpubench.legible.units import fmt_bytes
 
 ENV_VARS = envvars.NAMES   # the result-changing variables (devices/envvars.py says what each changes)
 NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two runs: shown, never warned about

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from xpubench.legible.units import fmt_flops
 from xpubench.report.base.cells import case_text, fmt, fmt_seconds, noisy
 from xpubench.report.base.content import NOISY_MARK
 from xpubench.report.base.frame import ResultSet, backend_label, num, ok_rows, row_mode, setting
 from xpubench.report.base.table import Table, text_table
 from xpubench.results.metrics import unit
 from xpubench.results.ratio import ratio_estimate
-from xpubench.units import fmt_flops
 
 MATCH = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "users", "rate", "devices"]
 

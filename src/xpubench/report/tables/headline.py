@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from xpubench.legible.units import fmt_rate
 from xpubench.report.base.cells import noisy
 from xpubench.report.base.figures import shown
 from xpubench.report.base.frame import ResultSet, num, row_mode
 from xpubench.report.tables import target
 from xpubench.results.fold import process_groups
-from xpubench.units import fmt_rate
 
 
 def headline_name(row) -> str | None:

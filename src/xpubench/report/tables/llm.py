@@ -25,12 +25,12 @@ import pandas as pd
 
 from xpubench import backends
 from xpubench.backends.fingerprint import busy_note
+from xpubench.legible.units import fmt_bytes, fmt_rate
 from xpubench.report.base.cells import fmt, fmt_seconds, noisy
 from xpubench.report.base.frame import backend_label, many_sources, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables.costs import usd
 from xpubench.report.tables.user_cost import compile_text
-from xpubench.units import fmt_bytes, fmt_rate
 
 FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
 TESTS = (("pp", "prompt_len", "prefill_tokens_per_s"), ("tg", "new_tokens", "decode_tokens_per_s"))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from xpubench.legible.units import fmt_rate
 from xpubench.report.base.frame import many_sources, num
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.serve.figures import capacity, capacity_line, parse_slo
-from xpubench.units import fmt_rate
 
 
 def serving_rows(frame: pd.DataFrame) -> pd.DataFrame:

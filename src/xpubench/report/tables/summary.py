@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from xpubench.legible.units import fmt_rate
 from xpubench.report.base.frame import (
     ResultSet,
     backend_label,
@@ -26,7 +27,6 @@ from xpubench.report.tables.headline import better, headline_rate, rate_groups, 
 from xpubench.report.tables.llm import bound_cell, model_name, test_name
 from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.metrics import unit
-from xpubench.units import fmt_rate
 
 MODE_ORDER = {"matmul": 0, "train": 1, "infer": 2, "generate": 3}
 TEST_WORDS = {"train": "", "infer": "infer ", "generate": "gen "}   # training: the batch alone

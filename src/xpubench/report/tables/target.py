@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xpubench.legible.units import fmt_rate
 from xpubench.report.base.cells import batch, fmt, fmt_seconds, identity
 from xpubench.report.base.frame import ResultSet, many_sources, num, ok_rows, series_label
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.results import target_stats
 from xpubench.results.targets import parse
-from xpubench.units import fmt_rate
 
 GROUP = ["source", "workload", "target"]   # setups ranked against each other
 

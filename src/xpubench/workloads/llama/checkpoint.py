@@ -42,7 +42,7 @@ import numpy as np
 
 from xpubench import readfile
 from xpubench.errors import UserError
-from xpubench.results.plaintext import one_line
+from xpubench.legible.plaintext import one_line
 from xpubench.results.validate import TEXT, Invalid, map_of, record
 from xpubench.workloads.llama.config import LlamaConfig, from_hf_config, to_hf_config
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xpubench.units import fmt_decimal_bytes as gb  # re-exported: costs.gb
+from xpubench.legible.units import fmt_decimal_bytes as gb  # re-exported: costs.gb
 from xpubench.workloads.llama.config import LlamaConfig
 
 FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
