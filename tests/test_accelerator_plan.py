@@ -107,8 +107,9 @@ def test_pre_ampere_nvidia_trains_fp16_not_bf16_and_has_no_tf32():
 
 def test_silent_environment_variables_are_warned_about_for_the_devices_they_touch():
     env = machine("h100-sxm")
-    cases = build_cases(PlanRequest(devices=["gpu"], workloads=["matmul"], quick=True), env)
-    notes = plan_notes(PlanRequest(), env, cases, environ={"NVIDIA_TF32_OVERRIDE": "1", "OMP_NUM_THREADS": "4",
+    request = PlanRequest(devices=["gpu"], workloads=["matmul"], quick=True)
+    cases = build_cases(request, env)
+    notes = plan_notes(request, env, cases, environ={"NVIDIA_TF32_OVERRIDE": "1", "OMP_NUM_THREADS": "4",
                                                            "PYTORCH_ENABLE_MPS_FALLBACK": "1"})
     assert len(notes) == 1 and notes[0].startswith("NVIDIA_TF32_OVERRIDE=1: ") and "TF32" in notes[0]
     m2 = machine("apple-m2")

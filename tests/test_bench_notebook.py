@@ -28,7 +28,7 @@ def fake_plan(monkeypatch, loaded: list) -> None:
     """A plan of no cases with one note (run() says a plan's notes as warnings), and a load that records
     the files it was given: what bench does around them is what is tested."""
     monkeypatch.setattr(api, "plan",
-                        lambda *a, **k: api.Plan([], ["a note about the plan"], {"host": {}, "backends": {}}))
+                        lambda *a, **k: api.Plan([], ["a note about the plan"], {"host": {}, "backends": {}}, None, 1))
     monkeypatch.setattr(api, "load", lambda paths: loaded.extend(paths) or pd.DataFrame({"case": []}))
 
 
@@ -69,7 +69,7 @@ import pandas as pd
 from xpubench import api
 from xpubench.api import bench as bench_module
 
-api.plan = lambda *a, **k: api.Plan([], [], {"host": {}, "backends": {}})
+api.plan = lambda *a, **k: api.Plan([], [], {"host": {}, "backends": {}}, None, 1)
 api.load = lambda paths: pd.DataFrame({"case": []})
 frame = bench_module.bench(sys.argv[1], quick=True, processes=2)
 folder = Path(frame.attrs["results_file"]).parent

@@ -13,10 +13,11 @@ import pytest
 from xpubench import api
 from xpubench.backends.envfile import load_environment
 from xpubench.devices.device import is_accelerator
-from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S, RESERVE_S, Budget, preview
+from xpubench.launch.budget import RESERVE_S, Budget, preview
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.brief import MIN_PROCESSES, OVERHEAD_S
 from xpubench.plan.estimate import case_seconds
+from xpubench.plan.request import BRIEF_BUDGET_S
 
 DATA = Path(__file__).parent / "data"
 
@@ -43,8 +44,8 @@ def test_the_default_run_plans_few_comparisons_with_room_for_two_processes_each(
     for key, backends in comparisons(cases).items():
         assert len(backends) >= 2, key              # every row kept compares two backends or more
     seconds = sum(MIN_PROCESSES * case_seconds(c, env)[0] for c in cases)
-    assert seconds + OVERHEAD_S + RESERVE_S <= DEFAULT_RUN_BUDGET_S
-    ran, skipped = preview(cases, MIN_PROCESSES, DEFAULT_RUN_BUDGET_S, lambda c: case_seconds(c, env)[0])
+    assert seconds + OVERHEAD_S + RESERVE_S <= BRIEF_BUDGET_S
+    ran, skipped = preview(cases, MIN_PROCESSES, BRIEF_BUDGET_S, lambda c: case_seconds(c, env)[0])
     assert skipped == [] and all(ran[c.key] == MIN_PROCESSES for c in cases)
     [line] = [n for n in plan_notes(PlanRequest(quick=True), env, cases) if n.startswith("brief run")]
     assert "`xpubench run --all`" in line and "cifar10_resnet" in line and "N=1024" in line
@@ -93,7 +94,7 @@ def test_with_an_accelerator_it_comes_first_and_the_budget_keeps_every_accelerat
     assert {c.workload for c in cases if not is_accelerator(c.device)} == {"matmul"}   # the CPU: briefly
     estimate = lambda c: case_seconds(c, env)[0]
     assert {c.key for c in Budget(150, estimate).order(cases)[:len(accel)]} == {c.key for c in accel}   # run first
-    ran, skipped = preview(cases, MIN_PROCESSES, DEFAULT_RUN_BUDGET_S, estimate)
+    ran, skipped = preview(cases, MIN_PROCESSES, BRIEF_BUDGET_S, estimate)
     assert not [k for k in skipped if "tpu" in k] and all(ran[c.key] == MIN_PROCESSES for c in accel)
 
 

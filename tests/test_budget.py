@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from xpubench.case import Case
-from xpubench.launch import budget as budget_mod
 from xpubench.launch import runner
-from xpubench.launch.budget import Budget, default_budget, first_cases_first
+from xpubench.launch.budget import Budget, first_cases_first
+from xpubench.plan.request import BRIEF_BUDGET_S, PlanRequest, budget_s
 from xpubench.results.fold import aggregate_all
 
 
@@ -45,10 +45,12 @@ def _fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float], han
 
 
 def test_the_default_run_gets_150_s_and_a_named_workload_none():
-    assert default_budget(None, workloads_given=False) == budget_mod.DEFAULT_RUN_BUDGET_S == 150.0
-    assert default_budget(None, workloads_given=True) is None
-    assert default_budget(40, workloads_given=True) == 40.0
-    assert default_budget(40, workloads_given=False) == 40.0
+    assert budget_s(PlanRequest()) == BRIEF_BUDGET_S == 150.0
+    for named in ({"workloads": ["matmul"]}, {"model": "m.py:f"}, {"all_cases": True}, {"options": {"preset": "gpt2"}},
+                  {"quick": False}):   # naming what to run, or the full default sweep: no budget unless asked
+        assert budget_s(PlanRequest(**named)) is None
+        assert budget_s(PlanRequest(budget_s=40, **named)) == 40.0
+    assert budget_s(PlanRequest(budget_s=40)) == 40.0
 
 
 def test_each_workload_first_case_comes_first_and_order_inside_a_group_is_kept():

@@ -17,7 +17,7 @@ from xpubench.energy.rapl import RaplMeter
 from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.errors import UserError
 from xpubench.harness.ceiling import Ceiling
-from xpubench.plan.prices import price_for_case, priced
+from xpubench.plan.prices import checked, price_for, priced
 from xpubench.results.metrics import check
 from xpubench.results.schema import Result
 
@@ -27,26 +27,26 @@ PRICES = {"cpu": 0.10, "gpu": 2.50, "gpu:1": 1.20}
 # ---- prices ---------------------------------------------------------------------------------------------
 
 def test_price_matching_exact_id_then_kind():
-    assert price_for_case(PRICES, "gpu:1") == 1.20          # the exact id wins
-    assert price_for_case(PRICES, "gpu:0") == 2.50          # else the kind
-    assert price_for_case(PRICES, "cpu") == 0.10
-    assert price_for_case(PRICES, "tpu:0") is None          # no price: None, not 0
-    assert price_for_case(None, "cpu") is None
-    assert price_for_case(PRICES, "gpu:0", devices=2) == pytest.approx(2.50 + 1.20)   # gpu:0 + gpu:1
-    assert price_for_case(PRICES, "cpu", devices=4) == 0.10                         # one CPU, priced once
+    prices = checked(PRICES)
+    assert price_for(prices, "gpu:1") == 1.20               # the exact id wins
+    assert price_for(prices, "gpu:0") == 2.50               # else the kind
+    assert price_for(prices, "cpu") == 0.10
+    assert price_for(prices, "tpu:0") is None               # no price: None, not 0
+    assert price_for(prices, "gpu:0", devices=2) == pytest.approx(2.50 + 1.20)   # gpu:0 + gpu:1
+    assert price_for(prices, "cpu", devices=4) == 0.10                         # one CPU, priced once
 
 
 def test_priced_cases_carry_their_price_in_the_options():
     cases = [Case("mnist_cnn", "torch", "gpu:1", "train", batch_size=256, options={"sync": "step"}),
              Case("mnist_cnn", "torch", "tpu:0", "train", batch_size=256)]
-    out = priced(cases, {"CUDA:1": 1.2, "cpu": "0.1"})       # spellings normalised, as the CLI's parser does
+    out = priced(cases, {"CUDA:1": 1.2, "cpu": 0.1})         # spellings normalised (devices/device.py)
     assert out[0].options == {"sync": "step", "price_per_hour": 1.2}
     assert out[1] is cases[1]                                # no matching price: unchanged
     assert out[0].key == cases[0].key                        # the price is not part of what is measured
-    with pytest.raises(UserError):
-        priced(cases, {"cpu": -1})
-    with pytest.raises(UserError):
-        priced(cases, {"fpga": 1})
+    assert priced(cases, {"hip:1": 3})[0].options["price_per_hour"] == 3.0   # every spelling -d reads
+    for bad in ({"cpu": -1}, {"fpga": 1}, {"cpu": "0.1"}):   # a price is a number, as `xpubench run` checks it
+        with pytest.raises(UserError):
+            priced(cases, bad)
 
 
 def test_cost_metric_arithmetic():

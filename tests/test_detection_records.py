@@ -13,6 +13,7 @@ from machine_facts import MACHINES, JaxDevice
 from xpubench.devices import cpu, records, specs
 from xpubench.devices.detect import cpu_device as _cpu_device
 from xpubench.devices.detect import resolve_device
+from xpubench.devices.device import MPS, kind_named
 from xpubench.errors import UserError
 
 IDENTITY = ("id", "kind", "name", "vendor", "compute_capability", "arch", "memory_bytes", "chip", "compute_units",
@@ -83,7 +84,7 @@ def test_apple_gpu_plugins_are_the_mps_device(platform):
     (record,) = records.jax_devices([JaxDevice(platform=platform, device_kind="Metal", stats=None)], host,
                                     _cpu_device, lambda: None)
     assert record["id"] == "mps" and record["kind"] == "mps" and record["name"] == "Apple M2 GPU"
-    assert records.kind_of_platform(platform) == "mps"
+    assert kind_named(platform) is MPS
 
 
 def test_mps_is_named_after_the_chip_not_the_cpu_string():

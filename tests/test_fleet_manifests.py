@@ -2,11 +2,12 @@
 validated: always against the schemas below (the fields xpubench writes, each checked for its kind, any
 other field refused; written with the results schema's own checks, results/validate.py), and with each
 tool's own library where it is installed: the kubernetes client's models (every field read back as the
-model has it) and SkyPilot's task loader (``sky.Task.from_yaml``: its JSON schema and resources). Neither
-is in the test extra (each pulls in dozens of packages); with them in a virtual environment:
+model has it; the client is in the test extra) and SkyPilot's task loader (``sky.Task.from_yaml``: its JSON
+schema and resources). SkyPilot is not in the test extra (it pulls in a web server, databases and ~50
+packages); with it in a virtual environment:
 
-    python3 -m venv --system-site-packages /tmp/k8s && /tmp/k8s/bin/pip install kubernetes skypilot
-    PYTHONPATH=src /tmp/k8s/bin/python -m pytest -q tests/test_fleet_manifests.py
+    python3 -m venv --system-site-packages /tmp/sky && /tmp/sky/bin/pip install skypilot
+    PYTHONPATH=src /tmp/sky/bin/python -m pytest -q tests/test_fleet_manifests.py
 
 Nothing here reaches a cluster: ``--submit`` is tested against a kubectl with no cluster to talk to."""
 

@@ -89,11 +89,11 @@ def test_the_readme_names_every_workload_the_brief_run_plans():
     chooses from (plan/brief.py PRIORITY: gpt was left out) and its budget."""
     from pathlib import Path
 
-    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
+    from xpubench.plan.request import BRIEF_BUDGET_S
 
     lines = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if line.split("#")[0].strip() == "xpubench run")
     said = lines[at] + " " + " ".join(line for line in lines[at + 1:at + 3] if line.lstrip().startswith("#"))
     missing = [w for w in PRIORITY if w not in said.replace(",", " ").split()]
     assert not missing, said
-    assert f"{DEFAULT_RUN_BUDGET_S:g} s" in said
+    assert f"{BRIEF_BUDGET_S:g} s" in said

@@ -153,9 +153,10 @@ def test_a_run_on_the_cpu_says_before_it_starts_that_a_kernel_is_below_the_cpu()
     numpy_case = Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", size=1024)
     torch_case = Case(workload="matmul", backend="torch", device="cpu", mode="matmul", size=1024)
     env = env_record("Haswell")
-    notes = plan_notes(PlanRequest(precisions=["fp32"]), env, [numpy_case], {"OPENBLAS_CORETYPE": "Haswell"})
+    request = PlanRequest(workloads=["matmul"], precisions=["fp32"])
+    notes = plan_notes(request, env, [numpy_case], {"OPENBLAS_CORETYPE": "Haswell"})
     assert any("Haswell kernel (AVX2)" in n and "OPENBLAS_CORETYPE=Haswell" in n for n in notes)
-    assert not plan_notes(PlanRequest(precisions=["fp32"]), env, [torch_case], {"OPENBLAS_CORETYPE": "Haswell"})
+    assert not plan_notes(request, env, [torch_case], {"OPENBLAS_CORETYPE": "Haswell"})
 
 
 def test_env_prints_the_kernels_and_warns_about_one_below_the_cpu():

@@ -76,8 +76,8 @@ def test_a_run_keeps_what_each_process_took_and_the_next_plan_learns_from_it(mon
     assert like.basis == "scaled" and like.seconds == pytest.approx(case_seconds(matmul_case(512), ENV)[0] * ratio)
     # and --dry-run says which estimate is which
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    print_plan(api.plan(environment=ENV, workloads=["matmul"], backends=["numpy"], sizes=[256, 512]), console, None,
-               processes=2)
+    print_plan(api.plan(environment=ENV, workloads=["matmul"], backends=["numpy"], sizes=[256, 512], processes=2),
+               console, None)
     out = console.file.getvalue()
     assert "2 earlier process(es) here" in out and "modelled, scaled by 2 like it here" in out
     assert f"estimated time: about {describe(2 * (42.0 + like.seconds))} (2 worker process(es) per case; 2 learnt " \

@@ -17,8 +17,8 @@ from xpubench.launch.runner import run_cases
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.estimate import case_seconds
 from xpubench.plan.fit import HEADROOM, fit_of, refusal
-from xpubench.plan.options import split
-from xpubench.workloads import get_workload
+from xpubench.plan.request import workloads_of
+from xpubench.workloads import default_run, get_workload
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.workload import configure, generation_lengths
 
@@ -66,9 +66,9 @@ def test_bad_options_are_one_clear_line(options, says):
 
 
 def test_a_preset_selects_its_workload_and_a_named_workload_must_take_it():
-    assert split({"preset": "smollm-135m"})[0]["workloads"] == ["llama"]
-    assert split({"preset": "gpt2"})[0]["workloads"] == ["gpt"]
-    assert "workloads" not in split({"prompt_len": 16})[0]       # shared, selects nothing
+    assert workloads_of(PlanRequest(options={"preset": "smollm-135m"})) == ["llama"]
+    assert workloads_of(PlanRequest(options={"preset": "gpt2"})) == ["gpt"]
+    assert workloads_of(PlanRequest(options={"prompt_len": 16})) == default_run()   # shared, selects nothing
     with pytest.raises(UserError, match="gpt: unknown preset 'smollm-135m'"):
         build_cases(PlanRequest(workloads=["gpt"], options={"preset": "smollm-135m"}), cpu_env())
     cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch"], options={"preset": "llama-1b"}), cpu_env())

@@ -12,6 +12,7 @@ from xpubench.cli import build_parser
 from xpubench.cli.run import request_from
 from xpubench.errors import UserError
 from xpubench.plan import options
+from xpubench.plan.request import is_brief, is_quick, workloads_of
 from xpubench.workloads.llama.checkpoint import random_hf_tensors, write_checkpoint
 from xpubench.workloads.llama.config import LlamaConfig
 
@@ -35,10 +36,13 @@ SAMPLES = {
     "steps": (["--steps", "3"], {"steps": 3}, 3),
     "train_samples": (["--train-samples", "64"], {"train_samples": 64}, 64),
     "eval_samples": (["--eval-samples", "32"], {"eval_samples": 32}, 32),
-    "target": (["--target", "accuracy=0.9", "--data", "real", "--data-dir", "{tmp}"],
-               {"target": "accuracy=0.9", "data": "real", "data_dir": "{tmp}"}, "accuracy=0.9"),
-    "eval_every": (["--eval-every", "50", "--mode", "time-to-target", "--data", "real", "--data-dir", "{tmp}"],
-                   {"eval_every": 50, "mode": "time-to-target", "data": "real", "data_dir": "{tmp}"}, 50),
+    "target": (["-w", "mnist_cnn", "--target", "accuracy=0.9", "--data", "real", "--data-dir", "{tmp}"],
+               {"workload": "mnist_cnn", "target": "accuracy=0.9", "data": "real", "data_dir": "{tmp}"},
+               "accuracy=0.9"),
+    "eval_every": (["-w", "mnist_cnn", "--eval-every", "50", "--mode", "time-to-target", "--data", "real",
+                    "--data-dir", "{tmp}"],
+                   {"workload": "mnist_cnn", "eval_every": 50, "mode": "time-to-target", "data": "real",
+                    "data_dir": "{tmp}"}, 50),
     "time_budget": (["--time-budget", "0.5"], {"time_budget": 0.5}, 0.5),
     "budget": (["--budget", "90"], {"budget": 90.0}, 90.0),
     "save_weights": (["--save-weights", "{tmp}"], {"save_weights": "{tmp}"}, "{tmp}"),
@@ -169,9 +173,10 @@ def test_flag_wins_over_the_config_file_and_price_flags_over_the_prices_file(tmp
 
 def test_default_run_is_quick_and_selftest_picks_its_workload():
     request, _ = request_from(build_parser().parse_args(["run", "--selftest", "ok"]))
-    assert request.quick and request.workloads == ["selftest"] and request.options == {"behaviours": ["ok"]}
+    assert is_quick(request) and workloads_of(request) == ["selftest"] and request.options == {"behaviours": ["ok"]}
+    assert not is_brief(request)   # a workload chosen: not the brief run
     request, _ = request_from(build_parser().parse_args(["run", "-w", "matmul"]))
-    assert not request.quick
+    assert not is_quick(request)
 
 
 def flag_argv(o: options.Option, tmp: Path) -> list[str]:

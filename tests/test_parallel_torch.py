@@ -168,7 +168,7 @@ def test_lr_scaling_multiplies_the_step_size_by_the_device_count(lr_scaling, wor
 
     from xpubench.backends.torch_.train import TorchTrainer
 
-    case = dataclasses.replace(CASE, options={"lr_scaling": True} if lr_scaling else {})
+    case = dataclasses.replace(CASE, devices=world, options={"lr_scaling": True} if lr_scaling else {})
     trainer = TorchTrainer(case, world_size=world, rank=0)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.start_epoch(0)

@@ -18,7 +18,7 @@ from xpubench.harness.target import process_case
 from xpubench.harness.training import run_training
 from xpubench.launch import runner
 from xpubench.plan import PlanRequest, build_cases
-from xpubench.plan.target import default_processes
+from xpubench.plan.request import worker_processes
 from xpubench.results.fold import aggregate
 from xpubench.results.schema import Run
 from xpubench.results.target_stats import EvalPoint, fold, interval, ratio, run_figures, trimmed_mean
@@ -215,7 +215,8 @@ def test_the_plan_makes_target_cases_at_one_batch_size_with_the_default_cap(tmp_
     assert cases[0].key.endswith("/to:accuracy>=0.975") and cases[0].options["target"] == "accuracy>=0.975"
     both = plan(modes=["train", "time-to-target"], data="real", data_dir=str(tmp_path), batch_sizes=[64], epochs=4)
     assert [c.options.get("target") for c in both] == [None, "default"] and {c.epochs for c in both} == {4}
-    assert default_processes(cases, 3) == 5 and default_processes(plan(), 3) == 3   # 5 seeds with a target
+    assert worker_processes(cases) == 5 and worker_processes(plan()) == 3   # 5 seeds with a target
+    assert worker_processes(cases, 2) == 2                                  # unless --processes says
 
 
 @pytest.mark.parametrize(("kw", "message"), [

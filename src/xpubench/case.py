@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/training.py)
+DATA_SOURCES = ("synthetic", "real")        # a case's data, the default first (data/)
+COMPILE_SETTINGS = ("auto", "on", "off")    # a case's compile setting, the default first (backends' trainers)
 MODEL_MODES = ("train", "infer", "generate")   # the modes that run a model at a batch size (launch/dispatch.py)
 
 
@@ -98,9 +100,9 @@ class Case:
     train_samples: int | None = None
     eval_samples: int | None = None
     time_budget_s: float | None = None
-    data: str = "synthetic"          # "synthetic" | "real"
+    data: str = DATA_SOURCES[0]
     data_dir: str | None = None
-    compile: str = "auto"            # "auto" | "on" | "off"
+    compile: str = COMPILE_SETTINGS[0]
     seed: int = 0
     options: Options = field(default_factory=Options)  # the workload's own (typed) and the run's extras
     # the options that are part of the case's identity (its workload's key options: gpt's preset, the
@@ -124,11 +126,17 @@ class Case:
         """Identity of what is measured (not how long): used to match cases across runs and files."""
         parts = [self.workload, self.backend, self.device, self.mode, self.precision,
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
-                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != "synthetic" else "",
+                 f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != DATA_SOURCES[0] else "",
                  *(str(self.options.get(k, "")) for k in self.key_options),
                  str(self.options.get("model", "")).rpartition(":")[0],   # a user's model: its file as given
                  f"to:{self.options['target']}" if self.options.get("target") else ""]   # a quality target
         return "/".join(p for p in parts if p)
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per step over all its devices: the per-device batch x the device count (None: no batch,
+        a matmul case). The planner's estimate and the worker's training set-up read it."""
+        return self.batch_size * self.devices if self.batch_size else None
 
     @property
     def run_id(self) -> str:

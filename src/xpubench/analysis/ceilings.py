@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from xpubench.analysis.cost import result_cost
 from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
+from xpubench.devices.device import kind_of
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
 from xpubench.results.modes import mode_of
 
@@ -53,7 +54,7 @@ def rel_noise(result) -> float | None:
 
 def _scale(case: dict) -> int:
     devices = case.get("devices") or 1
-    return 1 if case.get("device") == "cpu" else devices
+    return 1 if kind_of(case.get("device")).shared else devices   # CPU "devices" share one chip
 
 
 def _group(case: dict) -> str:

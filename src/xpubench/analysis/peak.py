@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpubench.backends.peaks import peak_for
+from xpubench.devices.device import kind_of
 from xpubench.results.modes import mode_of
 
 
@@ -17,7 +18,7 @@ def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
     precision = metrics.get("compute_precision") or case.get("precision", "fp32")
     peak, estimate = peak_for(fp, case["backend"], case["device"], precision)
     devices = case.get("devices", 1) or 1
-    if case["device"] == "cpu" and devices > 1:
+    if kind_of(case["device"]).shared:
         devices = 1  # CPU "devices" share the same cores: the chip peak is the whole CPU's
     total = peak * devices if peak else None
     metrics["peak_flops_per_s"] = total

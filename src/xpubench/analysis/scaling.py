@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from xpubench.devices.device import kind_of
+
 MATCH = ("workload", "backend", "device", "mode", "precision", "batch_size", "data", "compile", "seed")
 CPU_NOTE = ("the N CPU devices share the same cores: efficiency measures the engine's overhead, "
             "not hardware scaling")
@@ -52,5 +54,5 @@ def annotate(metrics: dict, case: dict, earlier: Iterable) -> None:
     metrics["scaling_base_devices"] = n0
     metrics["scaling_speedup"] = thr / thr0
     metrics["scaling_efficiency"] = (thr / thr0) / (n / n0)
-    if str(case.get("device", "")).startswith("cpu"):
+    if kind_of(case.get("device")).shared:
         metrics["scaling_note"] = CPU_NOTE

@@ -26,35 +26,39 @@ from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, ch
 from xpubench.launch.runfile import default_output, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
-from xpubench.plan.target import default_processes
+from xpubench.plan.request import budget_s, worker_processes
 from xpubench.results import store
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result
 
-DEFAULT_PROCESSES = 3      # worker processes per case (docs/methodology.md, "Two levels of noise")
-
 
 @dataclasses.dataclass
 class Plan:
-    """What a run would do: its cases, the notes said before it, and the environment planned for."""
+    """What a run would do: its cases, the notes said before it, the environment planned for, the run's
+    budget (None: unlimited) and its worker processes per case (plan/request.py decides both)."""
 
     cases: list[Case]
     notes: list[str]
     environment: dict
+    budget_s: float | None
+    processes: int
 
 
 def plan(request: PlanRequest | None = None, *, environment: dict | None = None, environ: dict | None = None,
-         **request_fields: Any) -> Plan:
-    """The cases a run would execute, without running any (``xpubench run --dry-run``). With
+         processes: int | None = None, **request_fields: Any) -> Plan:
+    """What a run would do, without running any case (``xpubench run --dry-run``; ``run`` runs this plan):
+    ``xpubench.plan()`` with no arguments is the brief default run, as `xpubench run` is. With
     ``environment`` (another machine's ``xpubench env --json``) the plan is that machine's, and the
-    environment variables warned about are the ones recorded there (``environ`` overrides them)."""
+    environment variables warned about are the ones recorded there (``environ`` overrides them).
+    ``processes``: worker processes per case (default: plan/request.py ``worker_processes``)."""
     request = _request(request, request_fields)
     # here: only the backends the plan reads (-b numpy: no torch or JAX import)
     env = environment if environment is not None else _detect(request.backends) if request.backends else _detect()
     cases = build_cases(request, env)
     if environ is None:
         environ = env.get("variables") or {} if environment is not None else dict(os.environ)
-    return Plan(cases, plan_notes(request, env, cases, environ=environ), env)
+    return Plan(cases, plan_notes(request, env, cases, environ=environ), env, budget_s(request),
+                worker_processes(cases, processes))
 
 
 def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
@@ -62,8 +66,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
         hooks: RunHooks | None = None, measure_ceilings: bool = False, allow_changed_model: bool = False,
         **request_fields: Any) -> list[Result]:
-    """Plan, run every case in ``processes`` worker processes of its own (default DEFAULT_PROCESSES,
-    interleaved with the other cases), append each process's result to ``output`` as it ends.
+    """Plan (``plan``: with no arguments the brief default run, as `xpubench run`), run every case in
+    ``processes`` worker processes of its own (default 3, 5 seeds with a target: plan/request.py; interleaved
+    with the other cases), append each process's result to ``output`` as it ends.
 
     Pass a PlanRequest or its fields as keywords (``workloads=["matmul"], backends=["numpy"]``).
     With ``resume=FILE`` the plan is read back from FILE's sidecar and only the processes with no result
@@ -72,7 +77,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     plan's unless ``allow_changed_model``. Returns one Result per case (for resume: the earlier ones too).
     Only one run writes a file at a time (runfile.held): a second is refused in one line.
 
-    ``budget_s`` (a PlanRequest field; default 150 s when no workload is named, else unlimited) bounds
+    ``budget_s`` (a PlanRequest field; default 150 s for the brief run, else unlimited) bounds
     the whole run, detection, worker start and compilation included (launch/budget.py); a resumed run
     has no budget: it finishes what is left.
     The measured ceilings the
@@ -100,11 +105,11 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
             request = _request(request, request_fields)
             out = Path(output) if output else default_output()
             check_new_output(out)
-            planned = plan(request, environment=environment, environ=dict(os.environ))
-            settings.processes = processes or default_processes(planned.cases, DEFAULT_PROCESSES)  # a target: 5 seeds
+            planned = plan(request, environment=environment, environ=dict(os.environ), processes=processes)
+            settings.processes = planned.processes
             estimate = Estimator(planned.environment)   # plan/learnt.py: what --dry-run said
             launch.start_new(out, planned.cases, planned.environment, settings, planned.notes,
-                             budget=lambda: _budget(request, estimate.seconds, began))
+                             budget=lambda: _budget(planned.budget_s, estimate.seconds, began))
         estimates = {c.run_id: estimate(c) for c in launch.cases} if launch.left else {}
         launch.announce()
         launch.fingerprint(ceilings=lambda env, cases, note: _ceilings(env, cases, measure_ceilings, note))
@@ -139,14 +144,12 @@ def _resume_target(output, resume, processes, request, request_fields) -> Path:
     return Path(resume)
 
 
-def _budget(request: PlanRequest, estimate, began: float):
-    """The run's launch.budget.Budget (None: unlimited), its clock started when run() was called, its cases
-    admitted by ``estimate`` (a case -> seconds of one worker process: plan/learnt.py). In a run over several
-    processes it is process 0's: it decides for all (launch/launchers/)."""
-    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget, default_budget
+def _budget(total: float | None, estimate, began: float):
+    """The run's launch.budget.Budget of ``total`` seconds (the plan's; None: unlimited), its clock started
+    when run() was called, its cases admitted by ``estimate`` (a case -> seconds of one worker process:
+    plan/learnt.py). In a run over several processes it is process 0's: it decides for all (launch/launchers/)."""
+    from xpubench.launch.budget import REPEAT_SAFETY, RESERVE_S, Budget
 
-    total = default_budget(request.budget_s,
-                           workloads_given=bool(request.workloads or request.model or request.all_cases))
     return Budget(total, estimate=estimate, started=began, reserve_s=RESERVE_S,
                   repeat_safety=REPEAT_SAFETY) if total else None
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from xpubench.devices import envvars
 from xpubench.devices.cpu import cpu_identity
+from xpubench.devices.device import kind_of
 from xpubench.version import __version__
 
 VERSION_FIELDS = ("version", "jaxlib_version", "cuda_version", "hip_version", "cudnn_version", "blas")
@@ -23,7 +24,8 @@ def machine_key(env: dict[str, Any], environ: Mapping[str, str] = os.environ) ->
     cpu = host.get("cpu", {})
     backends = env.get("backends", {})
     accelerators = sorted({(d.get("kind"), d.get("id"), d.get("name"), d.get("compute_capability"))
-                           for info in backends.values() for d in info.get("devices", []) if d.get("kind") != "cpu"},
+                           for info in backends.values() for d in info.get("devices", [])
+                           if kind_of(d.get("kind")).accelerator},
                           key=str)
     drivers = sorted({str(d["driver"]) for info in backends.values() for d in info.get("devices", [])
                       if d.get("driver")})

@@ -18,6 +18,7 @@ from typing import Any
 
 from xpubench import backends
 from xpubench.ceilings import cache
+from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
 from xpubench.harness.bandwidth import DEFAULT_BUDGET_S as BANDWIDTH_BUDGET_S
 from xpubench.harness.bandwidth import Bandwidth, measure_bandwidth
@@ -55,7 +56,7 @@ def search(backend: str, device: str, precision: str, *, budget_s: float | None 
     process. ``budget_s`` defaults to 30 s on a CPU and 60 s on an accelerator."""
     if precision not in precisions_of(backend):
         raise UserError(f"{backend} has no {precision} matmul to search (it has: {', '.join(precisions_of(backend))})")
-    accelerator = device != "cpu"
+    accelerator = is_accelerator(device)
     ops = _adapter(backend).gemm_ops(device, precision)
     shapes = candidate_shapes(sizes or default_sizes(accelerator), accelerator, element_bytes=ops.element_bytes,
                               memory_bytes=ops.memory_bytes)

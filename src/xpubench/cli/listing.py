@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from xpubench.plan import MATMUL_SIZES, backend_ids
+from xpubench.plan import MATMUL_SIZES, backend_ids, default_batch_sizes
 from xpubench.workloads import get_workload, names
 
 
@@ -20,10 +20,9 @@ def print_listing(console) -> None:
         if workload.kind == "matmul":
             t.add_row(name, workload.title, "-", "N = " + ", ".join(map(str, MATMUL_SIZES)), "-", "-", "2N³")
         elif s is not None and "train" not in workload.default_modes:   # llama: generation by default
-            batches = workload.generation_batch_sizes or s.batch_sizes
-            t.add_row(name, _what(workload), s.dataset, ", ".join(map(str, batches)), "-", "-", "-")
+            t.add_row(name, _what(workload), s.dataset, _batches(workload, "generate"), "-", "-", "-")
         elif s is not None:
-            t.add_row(name, _what(workload), s.dataset, ", ".join(map(str, s.batch_sizes)), str(s.epochs),
+            t.add_row(name, _what(workload), s.dataset, _batches(workload, "train"), str(s.epochs),
                       f"{s.train_samples:,} / {s.eval_samples:,}",
                       f"{workload.forward_flops(s) * s.train_flops_factor / 1e9:.3f}")
     console.print(t)
@@ -37,11 +36,15 @@ def _what(workload) -> str:
     parts = [s.title]
     if workload.generates and workload.generation_lengths is not None:
         prompt_len, new_tokens = workload.generation_lengths(s, {})
-        batches = ", ".join(map(str, workload.generation_batch_sizes or s.batch_sizes))
         parts.append(f"--mode infer{' (its default)' if 'infer' in workload.default_modes else ''}: generation, "
-                     f"prompt {prompt_len} + {new_tokens} new, batch {batches}")
+                     f"prompt {prompt_len} + {new_tokens} new, batch {_batches(workload, 'generate')}")
         if "train" not in workload.default_modes:
-            parts.append(f"--mode train: batch {', '.join(map(str, s.batch_sizes))}, {s.epochs} epoch(s) of "
+            parts.append(f"--mode train: batch {_batches(workload, 'train')}, {s.epochs} epoch(s) of "
                          f"{s.train_samples:,} samples")
     parts += [f"{row.flag} {', '.join(row.choices)}" for row in workload.options if row.flag and row.choices]
     return "; ".join(parts)
+
+
+def _batches(workload, mode: str) -> str:
+    """The batch sizes a run plans for the workload's cases of ``mode`` on a CPU (plan/defaults.py)."""
+    return ", ".join(map(str, default_batch_sizes(workload, workload.spec, mode)))

@@ -9,6 +9,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from xpubench.devices.device import kind_of
 from xpubench.plan import estimate
 from xpubench.plan.fit import fit_of, memory_lines
 from xpubench.plan.learnt import Estimator, basis_counts
@@ -20,7 +21,7 @@ def machine_summary(env: dict) -> str:
     """"h100-node: torch 8 x NVIDIA H100 80GB HBM3; jax 8 x NVIDIA H100 80GB HBM3" (accelerators only)."""
     parts = []
     for backend, info in env.get("backends", {}).items():
-        names = Counter(d.get("name") for d in info.get("devices", []) if d.get("kind") != "cpu")
+        names = Counter(d.get("name") for d in info.get("devices", []) if kind_of(d.get("kind")).accelerator)
         if names:
             parts.append(f"{backend} " + ", ".join(f"{n} x {name}" for name, n in names.items()))
         for platform, error in (info.get("platform_errors") or {}).items():
@@ -46,8 +47,9 @@ def _length(case) -> str:
     return f"{epochs} epochs x {case.steps or 'all'} steps"
 
 
-def print_plan(planned, console, source: str | None, *, budget_s: float | None = None, processes: int = 1) -> int:
-    env = planned.environment
+def print_plan(planned, console, source: str | None) -> int:
+    """``planned`` (an api.Plan: its cases, notes, budget and worker processes) as `--dry-run` prints it."""
+    env, processes = planned.environment, planned.processes
     where = f" (from {source})" if source else " (this machine)"
     console.print(f"[bold]Dry run[/bold] for {markup(machine_summary(env))}{markup(where)}: "
                   "nothing runs, nothing is written.",
@@ -81,7 +83,7 @@ def print_plan(planned, console, source: str | None, *, budget_s: float | None =
                      "machine's own runs teach the next estimate)" if modelled else
                      " (learnt: each such case's newest processes here, or the model scaled by cases like it; "
                      "docs/accelerators.md, \"What the estimate assumes\")"), highlight=False, soft_wrap=True)
-    note = estimate.budget_note(planned.cases, guess.seconds, budget_s, processes)
+    note = estimate.budget_note(planned.cases, guess.seconds, planned.budget_s, processes)
     if note:
         console.print(f"budget: {note}", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -15,8 +15,6 @@ def request_from(args) -> tuple[PlanRequest, dict]:
     (if any) under the command-line flags; options.OPTIONS says where each value goes."""
     values = options.read_config(args.config) if args.config else {}
     values.update(options.from_flags(args))
-    if not values.get("workload"):
-        values["quick"] = True         # the brief default run (no -w): a few steps per case
     fields, run_opts = options.split(values)
     opts = fields.get("options", {})
     if opts.get("download") and fields.get("data") != "real":
@@ -105,19 +103,13 @@ def _dry_run(args, console) -> int:
 
     if args.resume:
         raise UserError("--dry-run plans a new run: drop --resume")
-    from xpubench.launch.budget import default_budget
-    from xpubench.plan.target import default_processes
-
     request, opts = request_from(args)
     api.check_run_settings(opts["timeout"], opts["memory_limit"], opts["processes"])   # as the real run would
     if opts.get("output"):
         api.check_new_output(Path(opts["output"]))
     env = load_environment(args.env_file) if args.env_file else None
-    budget = default_budget(request.budget_s,
-                            workloads_given=bool(request.workloads or request.model or request.all_cases))
-    planned = api.plan(request, environment=env)
-    processes = opts.get("processes") or default_processes(planned.cases, api.DEFAULT_PROCESSES)  # a target: 5
-    return print_plan(planned, console, args.env_file, budget_s=budget, processes=processes)
+    planned = api.plan(request, environment=env, processes=opts.get("processes"))
+    return print_plan(planned, console, args.env_file)
 
 
 def _execute_run(args, console) -> int:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import importlib.metadata as md
 import importlib.util
 import platform
-import re
 import shutil
 import socket
 import subprocess
 from typing import Any
 
-from xpubench.devices import records
 from xpubench.devices.clock import cpu_clock
 from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
-from xpubench.devices.device import SPELLINGS
+from xpubench.devices.device import Device, kind_named
 from xpubench.envnames import refresh_asked
 from xpubench.errors import UserError
 
@@ -101,9 +99,6 @@ def available_devices(env: dict[str, Any], backend: str) -> list[str]:
     return [d["id"] for d in env.get("backends", {}).get(backend, {}).get("devices", [])]
 
 
-_SPELLING = re.compile(r"(cpu|gpu|cuda|rocm|tpu|mps)(?::(\d+))?")
-
-
 def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
     """A user's spelling ('cpu', 'gpu', 'cuda:1', 'tpu', 'mps', ...) -> a device id the backend has.
 
@@ -115,14 +110,11 @@ def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
     info = env["backends"][backend]
     if not info.get("installed"):
         raise UserError(f"backend {backend!r} is not installed on this machine; pip install 'xpubench[{backend}]'")
-    m = _SPELLING.fullmatch(requested.strip().lower())
-    if not m:
-        raise UserError(f"unknown device {requested!r} (expected {SPELLINGS})")
-    kind = {"cuda": "gpu", "rocm": "gpu"}.get(m.group(1), m.group(1))
-    index = int(m.group(2) or 0)
-    if kind == "mps" and index:
-        raise UserError(f"unknown device {requested!r}: there is one mps device, spelled 'mps'")
-    device_id = kind if (kind == "mps" or (kind == "cpu" and index == 0)) else f"{kind}:{index}"
+    try:
+        device = Device.parse(requested)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    device_id = str(device)
     found = available_devices(env, backend)
     if device_id in found:
         return device_id
@@ -130,6 +122,6 @@ def resolve_device(env: dict[str, Any], backend: str, requested: str) -> str:
         raise UserError(f"device {requested!r}: {backend} failed to initialise here ({info['error']})")
     why = "".join(f"; {backend}'s {platform} backend did not load: {error}"
                   for platform, error in (info.get("platform_errors") or {}).items()
-                  if records.kind_of_platform(platform) == kind)
+                  if kind_named(platform) is device.kind)
     raise UserError(f"device {requested!r} is not available to {backend} on this machine "
                     f"(found: {', '.join(found) or 'none'}){why}")

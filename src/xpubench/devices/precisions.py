@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import re
 
+from xpubench.devices.device import MPS, TPU, kind_named
+
 APPLE_BF16_EMULATED = ("apple m1", "apple m2")       # chip names (any variant: Pro, Max, Ultra)
 MPS_FP16_TRAINING_TORCH = (2, 8)                     # torch.amp.GradScaler("mps") works from here
 TPU_FP16 = ("fp16 is not a TPU format: TPUs have no fp16 arithmetic (XLA converts float16, most likely to one "
             "bf16 pass, so the case would not measure fp16); the TPU's 16-bit format is bf16")
 
 
-def fp16_problem(kind: str | None) -> str | None:
-    """Why an ``fp16`` case does not measure fp16 on a device of this kind (None where it does)."""
-    return TPU_FP16 if kind == "tpu" else None
+def fp16_problem(kind) -> str | None:
+    """Why an ``fp16`` case does not measure fp16 on a device of this kind (a Kind or its name; None where it
+    does)."""
+    return TPU_FP16 if kind_named(kind) is TPU else None
 
 
 def bf16_emulated(device_name: str | None) -> bool:
@@ -64,7 +67,7 @@ def training_half(record: dict, fp16_training_problem: str | None = None) -> tup
         capability = cuda_capability(record.get("compute_capability"))
         if capability and capability < (8, 0):
             return "fp16", None     # pre-Ampere tensor cores (and PyTorch's autocast there) have no bf16
-    if record.get("kind") == "mps" and bf16_emulated(record.get("name")):
+    if kind_named(record.get("kind")) is MPS and bf16_emulated(record.get("name")):
         why = f"bf16 is emulated on the {record.get('name')} (M1/M2 GPUs have no bf16 hardware: slower than fp32)"
         if fp16_training_problem:
             return None, (f"{why}, and {fp16_training_problem}: no 16-bit training planned; ask for it with "

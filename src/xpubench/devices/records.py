@@ -18,14 +18,7 @@ import re
 from typing import Any
 
 from xpubench.devices import specs
-
-PLATFORM_KIND = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu", "metal": "mps",
-                 "mps": "mps"}
-
-
-def kind_of_platform(platform: str) -> str:
-    """xpubench's device kind for a JAX platform name ("METAL" -> "mps"); unknown names pass through."""
-    return PLATFORM_KIND.get((platform or "").lower(), (platform or "").lower())
+from xpubench.devices.device import CPU, GPU, MPS, TPU, device_id, kind_named
 
 
 def amd_arch(value: Any) -> str | None:
@@ -47,7 +40,7 @@ def tf32_problem(kind: str | None, vendor: str | None, capability: Any) -> str |
     NVIDIA GPUs from Ampere on (compute capability >= 8.0). Elsewhere "tf32" would silently mean
     something else: full fp32 on a CPU, TF32-less fp32 on older NVIDIA GPUs, 3 bf16 passes for XLA's
     "tensorfloat32" on a TPU, and whatever ROCm's libraries pick on AMD. So it runs nowhere else."""
-    if kind != "gpu":
+    if kind_named(kind) is not GPU:
         return f"tf32 is a format of NVIDIA GPUs (compute capability >= 8.0), not of a {kind or 'unknown'} device"
     if vendor != "nvidia":
         return f"tf32 is measured on NVIDIA GPUs only (compute capability >= 8.0), not on {vendor or 'this'} GPUs"
@@ -126,21 +119,21 @@ def jax_devices(found: list, host_cpu: dict[str, Any], cpu_record, nvidia_driver
     ``cpu_record(host_cpu, id)`` builds a CPU record; ``nvidia_driver()`` is asked once, for NVIDIA GPUs."""
     per_chip: dict[tuple, int] = {}
     for d in found:
-        if kind_of_platform(d.platform) == "tpu" and getattr(d, "coords", None) is not None:
+        if kind_named(d.platform) is TPU and getattr(d, "coords", None) is not None:
             chip = (getattr(d, "process_index", 0), tuple(d.coords))
             per_chip[chip] = per_chip.get(chip, 0) + 1
     index: dict[str, int] = {}
     driver: list[str | None] = []
     out = []
     for d in found:
-        kind = kind_of_platform(d.platform)
+        kind = kind_named(d.platform)
         n = index.get(kind, 0)
         index[kind] = n + 1
-        if kind == "cpu":
-            out.append(cpu_record(host_cpu, "cpu" if n == 0 else f"cpu:{n}"))
-        elif kind == "mps":
+        if kind is CPU:
+            out.append(cpu_record(host_cpu, device_id(CPU, n)))
+        elif kind is MPS:
             out.append(mps(host_cpu, jax_memory_limit(d)))
-        elif kind == "tpu":
+        elif kind is TPU:
             out.append(_jax_tpu(d, n, per_chip))
         else:
             out.append(_jax_gpu(d, n, driver, nvidia_driver))

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from xpubench import backends
 from xpubench.backends.fingerprint import busy_note, cpu_busy_fraction
+from xpubench.devices.device import is_accelerator
 from xpubench.doctor import checks
 from xpubench.doctor import kernels as kernel_check
 from xpubench.doctor.checks import FAIL, Row
@@ -46,7 +47,7 @@ def probe_config(env: dict, backend: str, device: str) -> dict:
     fp32 plus the planned 16-bit format and tf32 where they are fast here (the ceiling check)."""
     from xpubench.plan.defaults import has_tf32, model_precisions, slow_cpu_dtypes
 
-    accel = not device.startswith("cpu")
+    accel = is_accelerator(device)
     runs = backends.get(backend).precisions
     precisions = [p for p in ("fp32", "tf32", "bf16", "fp16") if p in runs
                   and (p != "tf32" or has_tf32(env, backend, device))]
@@ -152,7 +153,7 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
     for backend, chosen in probed.items():
         for device in chosen:
             config = probe_config(env, backend, device)
-            share = busy() if device.startswith("cpu") else None   # the load slows the CPU's own work
+            share = None if is_accelerator(device) else busy()   # the load slows the CPU's own work
             for row in verdicts(env, config, probe(config)):
                 row = _loaded(row, share)
                 rows.append(row)

@@ -17,6 +17,7 @@ A meter never raises for a missing or unreadable counter: the reading's ``joules
 
 from __future__ import annotations
 
+from xpubench.devices.device import CPU, GPU, MPS, TPU, Device
 from xpubench.energy.meter import Clock, EnergyMeter, EnergyReading, Unavailable, Unreadable
 
 __all__ = ["Clock", "EnergyMeter", "EnergyReading", "Unavailable", "Unreadable", "energy_figures", "meter_for"]
@@ -30,18 +31,21 @@ def meter_for(device_id: str, *, vendor: str | None = None, uuid: str | None = N
     ``environ`` (default os.environ) map the framework's index to the machine's (energy/gpu.py)."""
     import os
 
-    kind, _, index = device_id.partition(":")
-    if kind == "cpu":
+    try:
+        device = Device.parse(device_id)
+    except ValueError:
+        return Unavailable(f"no energy counter known for device {device_id!r}")
+    if device.kind is CPU:
         from xpubench.energy.rapl import RaplMeter
 
         return RaplMeter()
-    if kind == "gpu":
+    if device.kind is GPU:
         from xpubench.energy.gpu import AmdSmiMeter, NvmlMeter, physical_gpu
 
         env = os.environ if environ is None else environ
         vendor = vendor or "nvidia"
         try:
-            where = uuid or physical_gpu(int(index or 0), vendor, env)
+            where = uuid or physical_gpu(device.index, vendor, env)
         except Unreadable as exc:
             return Unavailable(str(exc))
         if vendor == "amd":
@@ -49,11 +53,11 @@ def meter_for(device_id: str, *, vendor: str | None = None, uuid: str | None = N
         if isinstance(where, str):
             return NvmlMeter(uuid=where)
         return NvmlMeter(where, check_order=True, environ=env)
-    if kind == "tpu":
+    if device.kind is TPU:
         return Unavailable("no TPU energy counter is readable from the host VM")
-    if kind == "mps":
+    if device.kind is MPS:
         return Unavailable("macOS gives GPU power only through powermetrics, which needs root")
-    return Unavailable(f"no energy counter known for device {device_id!r}")
+    return Unavailable(f"no energy counter known for device {device_id!r}")   # a kind added to devices/device.py
 
 
 def energy_figures(reading: EnergyReading, *, steps: int | None = None, samples: int | None = None,

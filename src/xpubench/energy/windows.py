@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
+from xpubench.devices.device import GPU, kind_of
 from xpubench.energy import energy_figures, meter_for
 from xpubench.energy.meter import EnergyMeter, EnergyReading, Unavailable
 
@@ -28,10 +29,10 @@ def meter_for_case(case, gpu_identity: Callable[[Any], dict] | None = None) -> E
     counter is not the case's energy (CPU "devices" share one package, so they are read). A GPU is told
     by the framework that runs the case (``gpu_identity(case)``, its backend's: backends/base.py): its
     vendor picks NVML or AMD SMI, its UUID (torch) finds the board in NVML; without it, n/a."""
-    kind = case.device.split(":")[0]
-    if (case.devices or 1) > 1 and kind != "cpu":
+    kind = kind_of(case.device)
+    if (case.devices or 1) > 1 and not kind.shared:
         return Unavailable(f"energy is read for one-device cases only ({case.devices} devices here)")
-    if kind == "gpu":
+    if kind is GPU:
         if gpu_identity is None:
             return Unavailable(f"no backend said which GPU {case.device} is")
         try:

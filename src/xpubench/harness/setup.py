@@ -30,11 +30,12 @@ class TrainingSetup:
     y_eval: np.ndarray
 
 
-def training_setup(case, world: int = 1) -> TrainingSetup:
+def training_setup(case) -> TrainingSetup:
+    """The set-up of ``case`` on its ``case.devices`` devices (data-parallel ranks or a mesh of that size)."""
     workload = get_workload(case.workload)
     ds, spec = case_data(case, workload.spec_for(case.options))
-    batch = case.batch_size   # resolved by the planner: a case without one is refused when made (case.py)
-    global_batch = batch * world
+    # resolved by the planner: a case without a batch size is refused when made; the global batch is its rule
+    batch, world, global_batch = case.batch_size, case.devices, case.global_batch
     steps = len(ds.x_train) // global_batch
     n = steps * global_batch
     forward = workload.forward_flops(spec)

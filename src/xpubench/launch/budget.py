@@ -28,19 +28,10 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
-DEFAULT_RUN_BUDGET_S = 150.0   # `xpubench run` with no workload (issue 17: 97-257 s measured without one)
 MARGIN_S = 0.0                 # a worker may overrun the time left (less the reserve) by this much
 SCALE_LIMITS = (0.1, 10.0)     # the re-planning ratio is kept within these (one odd process can't zero it)
 RESERVE_S = 5.0                # kept for the run's closing output and exit (measured ~1 s on a 2-core VM)
 REPEAT_SAFETY = 1.25           # a case's further process (optional) is started only with this much room
-
-
-def default_budget(budget_s: float | None, workloads_given: bool) -> float | None:
-    """The run's budget in seconds: the one asked for, else DEFAULT_RUN_BUDGET_S for the default run
-    (no workload named), else None (unlimited)."""
-    if budget_s is not None:
-        return float(budget_s)
-    return None if workloads_given else DEFAULT_RUN_BUDGET_S
 
 
 def first_cases_first(cases: Iterable, estimate: Callable[[object], float] | None = None) -> list:

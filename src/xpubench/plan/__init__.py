@@ -7,34 +7,32 @@ count. Everything the worker needs is in the Case; nothing is read from globals.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from xpubench.backends import supports
-from xpubench.case import SYNC_MODES, Case
-from xpubench.devices.device import is_accelerator
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES, Case
+from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.errors import UserError
-from xpubench.plan import target
+from xpubench.plan import prices, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     backend_ids,
     choose_devices,
     default_backends_here,
+    default_batch_sizes,
     expand_backends,
     half_precision_note,
     has_tf32,
     left_out_backends,
     matmul_dtypes,
     model_precisions,
-    quick_batch_size,
     quick_steps,
     slow_cpu_dtypes,
 )
 from xpubench.plan.devices import available_count, device_counts, processes  # noqa: F401 - re-exported
-from xpubench.plan.prices import priced
 from xpubench.plan.readable import readable
+from xpubench.plan.request import PlanRequest, is_brief, is_quick, workloads_of
 from xpubench.plan.resolve import for_backend, pinned, resolve_paths
-from xpubench.workloads import REGISTRY, check_options, default_run, get_workload, option_rows
+from xpubench.workloads import REGISTRY, check_options, get_workload, option_rows
 from xpubench.workloads.base import Workload
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
@@ -47,42 +45,6 @@ MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # (steps per epoch: plan/defaults.quick_steps, more on accelerators)
 QUICK = {"epochs": 3, "eval_batches": 2, "matmul_sizes": (1024, 2048),
          "matmul_sizes_accel": (1024, 4096, 8192), "matmul_budget_s": 1.0, "generate_budget_s": 2.0}
-
-
-@dataclass
-class PlanRequest:
-    """What the user asked for; None means "the default for this workload / machine"."""
-
-    workloads: list[str] | None = None
-    backends: list[str] | None = None
-    devices: list[str] | None = None          # device spellings, resolved against the environment
-    precisions: list[str] | None = None
-    batch_sizes: list[int] | None = None
-    sizes: list[int] | None = None
-    modes: list[str] | None = None
-    device_counts: list[int] | None = None    # data-parallel N per case
-    epochs: int | None = None
-    steps: int | None = None
-    train_samples: int | None = None
-    eval_samples: int | None = None
-    time_budget_s: float | None = None
-    data: str = "synthetic"
-    data_dir: str | None = None
-    compile: str = "auto"
-    seed: int = 0
-    quick: bool = False
-    all_cases: bool = False                   # the default run: every workload, size and dtype (plan/brief.py)
-    scaling: bool = False                     # sweep N = 1, 2, 4, ... devices
-    model: str | None = None                  # a user's model, "FILE.py:FUNCTION" (usermodel/)
-    input_shape: str | None = None            # its input, "28,28,1" (one sample, no batch axis)
-    input_dtype: str | None = None            # "float32" | "int32"
-    task: str | None = None                   # "classes:N" | "binary" | "regression:N" | "tokens:VOCAB"
-    vocab_size: int | None = None             # its token ids (int32 inputs): how many distinct ids
-    prices: dict[str, float] = field(default_factory=dict)  # device ("cpu", "gpu", "gpu:1") -> USD per hour
-    budget_s: float | None = None             # the whole run's seconds, worker start and compile included
-    target: str | None = None                 # a quality target, "accuracy=0.975" (plan/target.py)
-    eval_every: int | None = None             # with a target: evaluate every N steps (default: every epoch)
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_choice(kind: str, values: list[str] | None, allowed) -> None:
@@ -111,8 +73,8 @@ def validate(req: PlanRequest) -> None:
     _check_choice("backend", req.backends, backend_ids())
     _check_choice("precision", req.precisions, PRECISIONS)
     _check_choice("mode", req.modes, MODES)
-    _check_choice("data source", [req.data], ("synthetic", "real"))
-    _check_choice("compile setting", [req.compile], ("auto", "on", "off"))
+    _check_choice("data source", [req.data], DATA_SOURCES)
+    _check_choice("compile setting", [req.compile], COMPILE_SETTINGS)
     for v in req.devices or []:
         if not isinstance(v, str) or not v.strip():
             raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
@@ -144,8 +106,8 @@ def validate(req: PlanRequest) -> None:
     if req.options.get("download") and req.data != "real":
         raise UserError("download fetches real datasets: use it with data = \"real\" (--data real)")
     # the workloads' own options (gpt's sizes, the selftest's behaviours), of the workloads the request runs
-    check_options(req.options, req.workloads or ([] if req.model else default_run()))
-    target.check(req)            # --target, --mode time-to-target, --eval-every (plan/target.py)
+    check_options(req.options, workloads_of(req))
+    target.check(req, is_quick(req))   # --target, --mode time-to-target, --eval-every (plan/target.py)
     _check_model(req)
     _check_run_extras(req)
     if processes() > 1 and any(get_workload(w).kind == "matmul" for w in req.workloads or []):
@@ -183,18 +145,9 @@ def _check_model(req: PlanRequest) -> None:
 
 def _check_run_extras(req: PlanRequest) -> None:
     """Prices (device -> USD per hour) and the run's budget (at most what a plan sidecar holds)."""
-    from xpubench.devices.device import Device
     from xpubench.results.validate import LARGEST
 
-    if not isinstance(req.prices, dict):
-        raise UserError(f"prices must be a table of device = US dollars per hour, got {req.prices!r}")
-    for device, usd in req.prices.items():
-        try:
-            Device.parse(device)
-        except ValueError as exc:
-            raise UserError(f"prices: {exc}") from None
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not 0 <= usd < float("inf"):
-            raise UserError(f"price for {device} must be US dollars per hour, 0 or more, got {usd!r}")
+    prices.checked(req.prices)
     b = req.budget_s
     if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= LARGEST):
         raise UserError(f"--budget must be a number of seconds above 0 (at most {LARGEST:g}), got {b!r}")
@@ -209,16 +162,14 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     """Expand a request into cases, validating every name against what is installed and present."""
     validate(req)
     req = dataclasses.replace(
-        req, workloads=_unique(req.workloads), backends=_unique(expand_backends(env, req.backends)),
-        devices=_unique(req.devices),
+        req, quick=is_quick(req), workloads=_unique(req.workloads),
+        backends=_unique(expand_backends(env, req.backends)), devices=_unique(req.devices),
         precisions=_unique(req.precisions), modes=_unique(req.modes),
         batch_sizes=sorted(set(req.batch_sizes)) if req.batch_sizes else req.batch_sizes,  # ascending: an
         sizes=sorted(set(req.sizes)) if req.sizes else req.sizes,  # OOM at B skips the larger ones after it
         device_counts=_unique(req.device_counts))
     req = resolve_paths(req)   # data_dir, --save-weights: absolute, in one place (plan/resolve.py)
-    spans = processes()
-    defaults = [w for w in default_run() if not (spans > 1 and get_workload(w).kind == "matmul")]
-    workloads = req.workloads or ([] if req.model else defaults)   # --model alone runs that model only
+    workloads = workloads_of(req, processes())
     backends = req.backends or default_backends_here(env)
     cases: list[Case] = _model_cases(req, env) if req.model else []
     for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
@@ -226,7 +177,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
             for workload in workloads:
-                cases += priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
+                cases += prices.priced(_cases_for(req, env, get_workload(workload), backend, device), req.prices)
     if not cases:
         raise UserError("the sweep is empty: no workload runs on the chosen backends (numpy runs matmul only); "
                         "add -b torch or -b jax, or choose -w matmul")
@@ -239,16 +190,11 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     return brief_cases(req, env, cases) if is_brief(req) else cases
 
 
-def is_brief(req: PlanRequest) -> bool:
-    """Whether the request is the brief default run (no -w, no --model, no --all): plan/brief.py."""
-    return req.quick and not req.workloads and not req.model and not req.all_cases
-
-
 def brief_cases(req: PlanRequest, env: dict, cases: list[Case]) -> list[Case]:
     """The brief default run's cases out of the full brief sweep (plan/brief.py), fitted to the budget."""
     from xpubench.plan import brief
 
-    chosen = brief.select(cases, *brief.budget(req.budget_s, env))
+    chosen = brief.select(cases, *brief.budget(req, env))
     return sorted(chosen or cases[:1], key=lambda c: not is_accelerator(c.device))   # the accelerator first
 
 
@@ -269,9 +215,10 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     workload (``backends.supports``; a user's model was matched to its backends by plan/usermodel.py)."""
     if workload.run is not None:   # its own measurement (the selftest): one case per options dict
         per_case = workload.case_options(req.options) if workload.case_options else [dict(req.options)]
-        return [Case(workload=workload.name, backend=backend, device=device, mode=workload.modes[0], seed=req.seed,
+        mode = workload.modes[0]
+        return [Case(workload=workload.name, backend=backend, device=device, mode=mode, seed=req.seed,
                      batch_size=bs, options=workload.options_of(opts), key_options=workload.key_options)
-                for opts in per_case for bs in (req.batch_sizes or [1])]   # resolved: a batch of 1 unless asked
+                for opts in per_case for bs in (req.batch_sizes or default_batch_sizes(workload, None, mode))]
     others = {row.key for name, row in option_rows() if row.selects and name != workload.name}
     others -= {row.key for row in workload.options}   # a key it shares (gpt's and llama's --preset) stays
     chosen = any(row.selects and row.key in req.options for row in workload.options)   # --preset, --weights
@@ -282,7 +229,7 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
               "compile": req.compile, "time_budget_s": req.time_budget_s, "options": options,
               "key_options": workload.key_options}
     if workload.kind == "matmul":
-        accel = not device.startswith("cpu")
+        accel = is_accelerator(device)
         sizes = req.sizes or list(MATMUL_SIZES_ACCEL if accel else MATMUL_SIZES)
         if req.quick:
             sizes = req.sizes or list(QUICK["matmul_sizes_accel"] if accel else QUICK["matmul_sizes"])
@@ -293,7 +240,6 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
     if workload.kind != "user" and not supports(backend, workload):
         return []  # no model for this backend (numpy has none: it is the matmul reference; gpt has no Keras one)
     spec = workload.spec_for(options)
-    batch_sizes = req.batch_sizes or ([quick_batch_size(spec, device)] if req.quick else sorted(spec.batch_sizes))
     precisions = req.precisions or workload_precisions(env, workload, backend, device, req.quick,
                                                        req.modes or list(workload.default_modes))
     # asking for int8 asks for an inference comparison: its fp32/bf16 siblings run inference too
@@ -315,7 +261,8 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
             length = dict(common, time_budget_s=QUICK["generate_budget_s"]) if brief else common
             # the epochs, and a target's options (target, eval_every), of this mode (plan/target.py)
             fields = length | target.case_fields(req, asked, workload, spec, epochs, options)
-            sizes = target.batch_sizes(req, asked, req.batch_sizes or workload.batch_sizes_for(mode, batch_sizes))
+            sizes = req.batch_sizes or default_batch_sizes(workload, spec, mode, device, req.quick,
+                                                           target.trains_to_target(req, asked))
             # a generation case per value of the workload's swept options (llama's --depth; --decode: torch's only)
             swept = workload.case_options(fields["options"]) if mode == "generate" and workload.case_options else \
                 [fields["options"]]
@@ -350,13 +297,13 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
 
     variables = environ if environ is not None else env.get("variables") or {}
     notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
-        variables, {c.device.split(":")[0] for c in cases})   # a default backend a module is missing for
+        variables, {kind_of(c.device).name for c in cases})   # a default backend a module is missing for
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
         from xpubench.plan.brief import budget, left_out_line
 
         full = build_cases(dataclasses.replace(req, all_cases=True), env)
-        notes += [line for line in [left_out_line(full, cases, *budget(req.budget_s, env))] if line]
-    on_cpu = {c.backend for c in cases if c.device.startswith("cpu")}
+        notes += [line for line in [left_out_line(full, cases, *budget(req, env))] if line]
+    on_cpu = {c.backend for c in cases if not is_accelerator(c.device)}
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
               if f.backend in on_cpu]
@@ -375,7 +322,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
                          f"ask for it with --precision {slow[0]}")
     for name, backend, device in dict.fromkeys((c.workload, c.backend, c.device) for c in cases
                                                if c.mode in ("infer", "generate") and c.workload in REGISTRY
-                                               and not req.quick):
+                                               and not is_quick(req)):
         slow = [p for p in get_workload(name).default_precisions if p in slow_cpu_dtypes(env, backend, device)]
         if slow:   # llama's weight formats (workload_precisions)
             notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xpubench.case import Case
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.results.modes import mode_of
 
 MIN_PROCESSES = 2
@@ -49,13 +49,13 @@ def _matmul_kept(case: Case, sizes_on_device: dict[str, list[int]], dtypes: dict
     return case.size == wanted and case.precision == precision
 
 
-def budget(budget_s: float | None, env: dict) -> tuple[float, Callable[[Case], float]]:
-    """The brief run's budget (``--budget``, else the default run's) and the estimate it admits cases by
-    (seconds of one worker process, plan/estimate.py)."""
-    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
+def budget(req, env: dict) -> tuple[float, Callable[[Case], float]]:
+    """The brief run's budget (plan/request.py ``budget_s``: ``--budget``, else the brief run's) and the
+    estimate it admits cases by (seconds of one worker process, plan/estimate.py)."""
     from xpubench.plan.estimate import case_seconds
+    from xpubench.plan.request import budget_s
 
-    return budget_s or DEFAULT_RUN_BUDGET_S, lambda c: case_seconds(c, env)[0]
+    return budget_s(req), lambda c: case_seconds(c, env)[0]
 
 
 def candidates(cases: list[Case]) -> list[Case]:
@@ -118,7 +118,7 @@ def alone(case: Case) -> bool:
 
 def _what(case: Case, accelerated: bool) -> tuple[str, str]:
     """(kind, item) of a left-out case: ("matmul", "N=1024"), ("training", "fashion_cnn")."""
-    where = f" on {case.device.split(':')[0]}" if accelerated else ""
+    where = f" on {kind_of(case.device)}" if accelerated else ""
     if case.mode == "matmul":
         return "matmul", (f"N={case.size}" if case.precision == "fp32" else f"{case.backend} {case.precision}") + where
     return {"train": "training", "infer": "inference", "generate": "generation"}.get(case.mode, case.mode), \

@@ -1,5 +1,5 @@
 """What each backend and device gets by default: the devices a request names per backend, the matmul
-dtypes, the model precisions and the brief run's batch size on that device. Only the environment
+dtypes, the model precisions and a workload's batch sizes on that device. Only the environment
 record is read (this machine's, or another one's from ``--env-file``)."""
 
 from __future__ import annotations
@@ -150,10 +150,24 @@ def quick_steps(device: str) -> int:
     return QUICK_ACCEL_STEPS if is_accelerator(device) else QUICK_CPU_STEPS
 
 
-def quick_batch_size(spec, device: str) -> int:
-    """The brief run's batch: the workload's small quick batch on a CPU; on an accelerator its largest
-    default batch (a quick batch of 4-16 only measures kernel launch latency there)."""
-    return max(spec.batch_sizes) if is_accelerator(device) else spec.quick_batch_size
+def default_batch_sizes(workload, spec, mode: str, device: str = "cpu", quick: bool = False,
+                        to_target: bool = False) -> list[int]:
+    """The batch sizes of a workload's cases of one mode when ``--batch-size`` names none, the one rule
+    (``plan._cases_for`` plans them, `xpubench list` shows them; ``spec``: the workload's for the case's
+    options):
+    - a workload that is its own measurement (the selftest): a batch of 1;
+    - generation: the workload's generation sweep (``generation_batch_sizes``) where it has one;
+    - a brief case (``quick``): one, the workload's small quick batch on a CPU; on an accelerator its
+      largest default batch (a quick batch of 4-16 only measures kernel launch latency there);
+    - else the spec's, ascending (an OOM at B skips the larger ones after it); to a quality target only
+      the first (a run to a target is long: sweep batch sizes on purpose)."""
+    if workload.run is not None:
+        return [1]
+    if mode == "generate" and workload.generation_batch_sizes:
+        return list(workload.generation_batch_sizes)
+    if quick:
+        return [max(spec.batch_sizes) if is_accelerator(device) else spec.quick_batch_size]
+    return sorted(spec.batch_sizes)[:1 if to_target else None]
 
 
 def choose_devices(env: dict, backends: list[str] | None, devices: list[str] | None,

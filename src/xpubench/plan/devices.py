@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpubench import backends
+from xpubench.devices.device import kind_of
 from xpubench.errors import UserError
 
 
@@ -21,11 +22,10 @@ def available_count(env: dict, backend: str, device: str) -> int:
     """How many devices of this kind data parallelism can use (the backend's own count where it has one:
     torch on a CPU runs one process per core), over all processes of a multi-process run (each process is
     taken to have as many as this one)."""
-    kind = device.split(":")[0]
     have = backends.record(backend).data_parallel_devices(env, device)
     if have is None:
         devs = env.get("backends", {}).get(backend, {}).get("devices", [])
-        have = max(1, sum(1 for d in devs if d["kind"] == kind))
+        have = max(1, sum(1 for d in devs if kind_of(d["kind"]) == kind_of(device)))
     return have * processes()
 
 
@@ -42,7 +42,7 @@ def device_counts(req: Any, env: dict, backend: str, device: str) -> list[int]:
         return counts + ([have] if counts[-1] != have else [])
     default = [0] if spans > 1 else [1]   # several processes: every device of every process
     counts = [have if n == 0 else n for n in (req.device_counts or default)]
-    kind = device.split(":")[0]
+    kind = kind_of(device)
     for n in counts:
         if n > have:
             hint = backends.record(backend).data_parallel_hint(device)

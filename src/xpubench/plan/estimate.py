@@ -23,6 +23,7 @@ import math
 
 from xpubench import backends
 from xpubench.backends.peaks import device_record, peak_for
+from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.plan.fit import refusal
 from xpubench.workloads import get_workload, matmul
 
@@ -38,7 +39,7 @@ SETUP_BYTES_PER_S = 0.3e9    # a generation model's weights drawn at random (or 
 def _peak(case, env: dict) -> float | None:
     fp = {"host": env.get("host", {}), "backends": env.get("backends", {})}
     peak, _ = peak_for(fp, case.backend, case.device, case.precision)
-    return peak * (1 if case.device.startswith("cpu") else case.devices) if peak else None
+    return peak * (1 if kind_of(case.device).shared else case.devices) if peak else None
 
 
 def _compile_s(case) -> float:
@@ -66,7 +67,7 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
         return start, True
     spec = workload.spec_for(case.options)   # gpt's preset and sizes
     forward = workload.forward_flops(spec)
-    global_batch = case.batch_size * case.devices   # resolved: the case has it (case.py)
+    global_batch = case.global_batch   # resolved: the case has it (case.py)
     per_epoch = (case.train_samples or spec.train_samples) // global_batch
     steps = min(case.steps or per_epoch, per_epoch)
     epochs = case.epochs or spec.epochs
@@ -97,7 +98,7 @@ def generation_seconds(case, env: dict, workload, spec, peak: float | None) -> f
     batch = case.batch_size
     counts = workload.generation_counts(spec, batch, prompt_len, new_tokens, case.precision)
     bandwidth = device_record(env, case.backend, case.device).get("memory_bandwidth") or (
-        CPU_BANDWIDTH if case.device.startswith("cpu") else None)
+        None if is_accelerator(case.device) else CPU_BANDWIDTH)
     prefill = counts["prefill_flops"] / (peak * MODEL_MFU) if peak else 0.0
     step = counts["decode_bytes_per_token"] * batch / bandwidth if bandwidth else 0.0
     one = prefill + (new_tokens - 1) * step
@@ -150,11 +151,10 @@ def cpu_share_hint(cases, env: dict) -> str | None:
     """A plan with accelerator cases whose CPU cases take most of its estimated time (an 8B model
     generating on a GPU node's CPU: hours) says so and names the ``-d`` that plans the accelerator alone;
     None otherwise. Said only where the user named no device (plan_notes)."""
-    kinds = {c.device.split(":")[0] for c in cases}
-    accelerators = sorted(kinds - {"cpu"})
-    if "cpu" not in kinds or not accelerators:
+    accelerators = sorted({kind_of(c.device).name for c in cases if is_accelerator(c.device)})
+    on_cpu = [c for c in cases if not is_accelerator(c.device)]
+    if not on_cpu or not accelerators:
         return None
-    on_cpu = [c for c in cases if c.device.startswith("cpu")]
     cpu_s = sum(case_seconds(c, env)[0] for c in on_cpu)
     total, _ = plan_seconds(cases, env)
     if cpu_s < CPU_SECONDS_HINT or cpu_s < CPU_SHARE_HINT * total:

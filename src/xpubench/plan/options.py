@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xpubench.case import SYNC_MODES
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES
 from xpubench.errors import UserError
 from xpubench.plan import MATMUL_SIZES, MATMUL_SIZES_ACCEL, MODES, PlanRequest
 from xpubench.plan import options_text as read
+from xpubench.plan.request import BRIEF_BUDGET_S, DEFAULT_PROCESSES
 from xpubench.workloads import get_workload, offered, option_rows
 from xpubench.workloads.base import WorkloadOption
 
@@ -113,11 +114,10 @@ def _names(items) -> str:
 
 def _workload_help() -> str:
     """-w's help, from the workload registry and the brief run's choice (plan/brief.py)."""
-    from xpubench.launch.budget import DEFAULT_RUN_BUDGET_S
     from xpubench.plan.brief import PRIORITY
 
     return (f"comma list of {_names(offered())} (default: the brief run, {_names(PRIORITY)} as far as its "
-            f"{DEFAULT_RUN_BUDGET_S:g} s budget goes; --all: every default workload briefly)")
+            f"{BRIEF_BUDGET_S:g} s budget goes; --all: every default workload briefly)")
 
 
 def _backend_help(ids: list[str], default: list[str]) -> str:
@@ -203,7 +203,7 @@ OPTIONS: tuple[Option, ...] = (
        "inference cases keep the weights they train in DIR (.npz; default: a temp cache)", metavar="DIR",
        type=read.text()),
     _o("data", "--data", "request.data", "synthetic (default: generated, nothing to fetch) or real (the "
-       "workload's data set, from --data-dir)", choices=("synthetic", "real")),
+       "workload's data set, from --data-dir)", choices=DATA_SOURCES),
     _o("data_dir", "--data-dir", "request.data_dir", "where real data sets are read (and --download writes; "
        "default: XPUBENCH_DATA_DIR or ~/.cache/xpubench/datasets)", metavar="DIR"),
     _o("download", "--download", "options.download",
@@ -211,7 +211,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("sync", "--sync", "options.sync", "training: synchronise every step (per-step times; default on CPUs) "
        "or once per steady epoch (pipelined; default on accelerators)", choices=SYNC_MODES),
     _o("compile", "--compile", "request.compile", "torch.compile the training step: auto (on CUDA/ROCm, eager "
-       "elsewhere), on or off; JAX always compiles", choices=("auto", "on", "off")),
+       "elsewhere), on or off; JAX always compiles", choices=COMPILE_SETTINGS),
     _o("seed", "--seed", "request.seed", "random seed of weights and data (default 0; each "
        "process of a --target case adds its index)",
        type=int),
@@ -240,7 +240,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("allow_changed_model", "--allow-changed-model", "cli", "with --resume: import a --model file whose content "
        "changed since the run was planned (its results carry the new sha256)", action="store_true", **CLI_ONLY),
     _o("processes", "--processes", "run.processes", "worker processes per case, interleaved with the other "
-       "cases (default 3; the machine's noise between processes is measured only with 2 or more)",
+       f"cases (default {DEFAULT_PROCESSES}; the machine's noise between processes is measured only with 2 or more)",
        type=read.whole, metavar="K"),
     _o("timeout", "--timeout", "run.timeout", "seconds per worker process before it is killed",
        type=read.seconds, with_resume=True),
@@ -334,12 +334,6 @@ def split(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             fields["options"] = {**fields.get("options", {}), name: value}
         elif where == "run":
             run[name] = value
-    given = fields.get("options", {})
-    selected = [workload for workload, row in option_rows()   # --selftest alone runs the selftest, a
-                if row.selects and row.key in given          # --preset the workloads that have it
-                and (not row.choices or given[row.key] in row.choices)]
-    if selected:
-        fields.setdefault("workloads", list(dict.fromkeys(selected)))
     return fields, run
 
 

@@ -16,6 +16,7 @@ from xpubench.workloads import get_workload, names
 
 TIME_TO_TARGET = "time-to-target"   # the --mode that trains to the workload's default target
 TARGET_SEEDS = 5                    # default worker processes (= seeds) per case of a run with a target
+#                                     (plan/request.py worker_processes)
 
 
 def wanted(req) -> bool:
@@ -23,8 +24,9 @@ def wanted(req) -> bool:
     return req.target is not None or TIME_TO_TARGET in (req.modes or [])
 
 
-def check(req) -> None:
-    """What can be wrong with a request's target, before anything runs (UserError: one line, exit 2)."""
+def check(req, quick: bool) -> None:
+    """What can be wrong with a request's target, before anything runs (UserError: one line, exit 2);
+    ``quick``: whether its cases are brief (plan/request.py ``is_quick``)."""
     every = req.eval_every
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise UserError(f"--eval-every must be a positive whole number of steps, got {every!r}")
@@ -38,7 +40,7 @@ def check(req) -> None:
     if req.data != "real":
         raise UserError("a quality target needs real data (--data real --data-dir DIR): synthetic labels are "
                         "random, so no model can reach a target on them")
-    if req.quick:
+    if quick:
         raise UserError("training to a quality target runs whole epochs: name the workloads (-w ...) instead "
                         "of --quick")
     if req.target is not None and req.modes and not {"train", TIME_TO_TARGET} & set(req.modes):
@@ -72,14 +74,7 @@ def case_fields(req, asked: str, workload, spec, epochs: int | None, options: di
     return {"epochs": req.epochs or (default.max_epochs if default else spec.epochs), "options": options}
 
 
-def batch_sizes(req, asked: str, planned: list[int]) -> list[int]:
-    """The batch sizes of one requested mode: a case with a target trains at the workload's first batch size
-    unless --batch-size asks for more (a run to a target is long; sweep batch sizes on purpose)."""
-    has_target = asked == TIME_TO_TARGET or (asked == "train" and req.target is not None)
-    return planned[:1] if has_target and not req.batch_sizes else planned
-
-
-def default_processes(cases, default: int) -> int:
-    """Worker processes per case when the run does not say: TARGET_SEEDS when a case has a target (each
-    process is one seed), else ``default``."""
-    return TARGET_SEEDS if any(c.options.get("target") for c in cases) else default
+def trains_to_target(req, asked: str) -> bool:
+    """Whether the cases of one requested mode train to a quality target (one batch size unless asked:
+    plan/defaults.py default_batch_sizes)."""
+    return asked == TIME_TO_TARGET or (asked == "train" and req.target is not None)

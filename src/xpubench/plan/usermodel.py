@@ -34,13 +34,12 @@ from xpubench import backends
 from xpubench.errors import UserError
 from xpubench.plan.defaults import _backend_installed, device_backend, expand_backends
 from xpubench.usermodel.reference import FRAMEWORK_IMPORTS, ModelRef, parse_reference
-from xpubench.usermodel.spec import DEFAULT_BATCH, parse_dtype, parse_shape, parse_task, parse_vocab_size
+from xpubench.usermodel.spec import RUN_LENGTHS, parse_dtype, parse_shape, parse_task, parse_vocab_size
 from xpubench.workloads import REGISTRY
 from xpubench.workloads.base import Workload
 
 AUTO = "auto"   # the worker resolves it to the returned model's framework (usermodel/load.py prepare)
-# what plan._cases_for reads of a spec, for a model the parent never imports (usermodel/spec.py's defaults)
-PLANNED_SPEC = SimpleNamespace(batch_sizes=(DEFAULT_BATCH,), quick_batch_size=DEFAULT_BATCH, epochs=1)
+PLANNED_SPEC = SimpleNamespace(**RUN_LENGTHS)   # what the plan reads of a spec, for a model it never imports
 
 
 @dataclass

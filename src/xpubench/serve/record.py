@@ -69,12 +69,14 @@ def case_of(target: Target, load, input_len: int, output_len: int, endpoint: str
 def environment(target: Target) -> dict[str, Any]:
     """The fingerprint's environment: this host (the client) and the server as a backend record."""
     from xpubench.devices.detect import cpu_device, host
+    from xpubench.devices.device import CPU, kind_of
 
     here = host()
-    devices = [cpu_device(here.get("cpu") or {})] if target.device == "cpu" else []
+    started_here = kind_of(target.device) is CPU   # llama-server on this CPU; else "remote"
+    devices = [cpu_device(here.get("cpu") or {})] if started_here else []
     server = {"installed": True, "version": target.server, "devices": devices, "server": target.provenance}
     return {"host": here, "packages": package_versions(["httpx", "gguf"]),
-            "backends": {"llamacpp" if target.device == "cpu" else "remote": server}}
+            "backends": {"llamacpp" if started_here else "remote": server}}
 
 
 def prints_of(target: Target) -> dict[str, Any]:

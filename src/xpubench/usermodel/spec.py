@@ -29,7 +29,9 @@ from xpubench.workloads.base import WorkloadSpec
 FLOAT_DTYPES = ("float32",)    # 16-bit runs are --precision bf16 / fp16: the inputs stay float32
 INT_DTYPES = ("int32",)
 TASK_FORMS = "classes:N, binary, regression:N or tokens:VOCAB"
-DEFAULT_BATCH, DEFAULT_TRAIN, DEFAULT_EVAL = 32, 2048, 512
+# a user's model's run lengths unless the case says otherwise: its spec's, and what the planner reads of a
+# model it never imports (plan/usermodel.py)
+RUN_LENGTHS = {"batch_sizes": (32,), "quick_batch_size": 32, "epochs": 1, "train_samples": 2048, "eval_samples": 512}
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,7 @@ def workload_spec(name: str, given: ModelInput) -> WorkloadSpec:
     return WorkloadSpec(
         name=name, title=f"your model {name}", dataset="synthetic", input_shape=given.input_shape,
         input_kind=input_kind, target_kind=target_kind, num_outputs=outputs, loss=loss, metric=metric,
-        optimizer="adam", learning_rate=given.learning_rate, batch_sizes=(DEFAULT_BATCH,),
-        quick_batch_size=DEFAULT_BATCH, epochs=1, train_samples=DEFAULT_TRAIN, eval_samples=DEFAULT_EVAL,
+        optimizer="adam", learning_rate=given.learning_rate, **RUN_LENGTHS,
         vocab_size=given.vocab_size if integer else None, target_shape=target_shape)
 
 

@@ -191,10 +191,6 @@ class Workload:
         (harness/generation.py); any other mode is itself."""
         return "generate" if mode == "infer" and self.generates else mode
 
-    def batch_sizes_for(self, mode: str, default: list[int]) -> list[int]:
-        """The default batch sizes of one case mode: the generation sweep for "generate", else ``default``."""
-        return list(self.generation_batch_sizes or default) if mode == "generate" else default
-
 
 def jax_layers_file() -> str:
     """The file of the flax LSTM/GRU layers (workloads/jax_layers.py, which imports flax when imported):

@@ -5,6 +5,7 @@ mesh (``parallel.py``). JAX is imported only inside the methods."""
 from __future__ import annotations
 
 from xpubench.backends.base import Backend
+from xpubench.devices.device import is_accelerator
 
 
 def _attends(case) -> bool:
@@ -42,8 +43,6 @@ class JaxBackend(Backend):
         """JAX must not preallocate 75% of every visible GPU (unless the user set it; the fingerprint records
         it), and a CPU case sees no accelerator (JAX_PLATFORMS=cpu): it neither locks a TPU nor runs JAX's
         default-device work on a GPU."""
-        from xpubench.devices.device import is_accelerator
-
         environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         if device is not None and not is_accelerator(device):
             environ["JAX_PLATFORMS"] = "cpu"
@@ -55,7 +54,7 @@ class JaxBackend(Backend):
 
     def data_parallel_hint(self, device: str) -> str:
         return (" (simulate N CPU devices with XLA_FLAGS=--xla_force_host_platform_device_count=N)"
-                if device.startswith("cpu") else "")
+                if not is_accelerator(device) else "")
 
     def compile_seconds(self, case) -> float:
         return self.compile_s * (3 if case.mode == "infer" else 2)   # train + eval step (+ predict)

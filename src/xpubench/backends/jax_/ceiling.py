@@ -47,7 +47,7 @@ def gemm_ops(device_id: str, precision: str, seed: int = 0) -> GemmOps:
 
 
 def _free_memory(device) -> int | None:
-    if kind_of(device) == "cpu":
+    if not kind_of(device).accelerator:
         return bandwidth.available_memory_bytes()
     try:
         stats = device.memory_stats() or {}
@@ -59,7 +59,7 @@ def _free_memory(device) -> int | None:
 def stream_ops(device_id: str, array_bytes: int | None = None) -> bandwidth.StreamOps:
     (device,) = jax_devices(device_id)
     if array_bytes is None:
-        cpu = kind_of(device) == "cpu"
+        cpu = not kind_of(device).accelerator
         array_bytes = bandwidth.array_bytes_for(bandwidth.llc_bytes() if cpu else None,
                                                 bandwidth.available_memory_bytes() if cpu else None,
                                                 accelerator=not cpu)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from xpubench.devices import device as ids
 from xpubench.devices.precisions import fp16_problem
-from xpubench.devices.records import is_amd, kind_of_platform, tf32_problem
+from xpubench.devices.records import is_amd, tf32_problem
 from xpubench.errors import UserError
 
 DTYPES = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
 
 
-def kind_of(device) -> str:
-    """xpubench's kind of a JAX device: cpu, gpu (CUDA and ROCm), tpu, mps (jax-metal's "METAL")."""
-    return kind_of_platform(device.platform)
+def kind_of(device) -> ids.Kind:
+    """xpubench's kind of a JAX device: CPU, GPU (CUDA and ROCm), TPU, MPS (jax-metal's "METAL")."""
+    return ids.kind_of(device.platform)
 
 
-def devices_of_kind(kind: str) -> list:
+def devices_of_kind(kind: ids.Kind) -> list:
     """Every JAX device of one kind, in JAX's order (the order detection numbers them in)."""
     seen: list = []
     for platform in (None, "cpu"):     # the default backend (the accelerator, if any), then the host
@@ -52,31 +53,30 @@ def precision_problem(device, precision: str) -> str | None:
 
 def jax_devices(device_id: str, count: int = 1) -> list:
     """The first ``count`` JAX devices of the kind named by ``device_id``; refuses, never falls back."""
-    kind, _, index = device_id.partition(":")
-    found = devices_of_kind(kind)
-    start = int(index or 0)
+    wanted = ids.Device.parse(device_id)
+    found = devices_of_kind(wanted.kind)
+    start = wanted.index
     if len(found) < start + count:
-        raise UserError(f"device {device_id} x{count} is not available to jax (found {len(found)} {kind})")
+        raise UserError(f"device {device_id} x{count} is not available to jax (found {len(found)} {wanted.kind})")
     return found[start:start + count]
 
 
 def device_id(device) -> str:
     """The xpubench id of a JAX device ("cpu", "gpu:1", "tpu:3", "mps"): its position among its kind."""
     kind = kind_of(device)
-    n = devices_of_kind(kind).index(device)
-    return "mps" if kind == "mps" else kind if (kind == "cpu" and n == 0) else f"{kind}:{n}"
+    return ids.device_id(kind, devices_of_kind(kind).index(device))
 
 
 def placement(array) -> str:
     """Where an array lives: one device id, or "kind:first..last (N devices)"."""
     devices = list(array.devices())
     kinds = {kind_of(d) for d in devices}
-    kind = kinds.pop() if len(kinds) == 1 else "mixed"
+    kind = kinds.pop() if len(kinds) == 1 else None
     if len(devices) == 1:
         return device_id(devices[0])
-    order = devices_of_kind(kind) if kind != "mixed" else []
-    ids = sorted(order.index(d) for d in devices) if order else sorted(d.id for d in devices)
-    return f"{kind}:{ids[0]}..{ids[-1]} ({len(devices)} devices)"
+    order = devices_of_kind(kind) if kind is not None else []
+    index = sorted(order.index(d) for d in devices) if order else sorted(d.id for d in devices)
+    return f"{kind or 'mixed'}:{index[0]}..{index[-1]} ({len(devices)} devices)"
 
 
 class PeakMemory:
@@ -107,7 +107,7 @@ class PeakMemory:
     def read(self) -> int | None:
         from xpubench.devices import memory
 
-        if all(kind_of(d) == "cpu" for d in self.devices):
+        if not any(kind_of(d).accelerator for d in self.devices):
             return memory.host_peak_bytes()
         now, before = self._peaks(), self.before or [None] * len(self.devices)
         if any(n is None for n in now):

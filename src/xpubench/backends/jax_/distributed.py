@@ -18,6 +18,7 @@ import numpy as np
 
 from xpubench.backends.jax_.device import jax_devices, kind_of
 from xpubench.backends.world import World, handed
+from xpubench.devices.device import Device
 from xpubench.errors import UserError
 
 JOIN_TIMEOUT_S = 300   # how long a process waits for the others to join (jax's default)
@@ -85,7 +86,7 @@ def mesh_devices(device_id: str, count: int, world: World | None = None) -> list
     world = world or handed()
     if not world.multi:
         return jax_devices(device_id, count)
-    kind = device_id.partition(":")[0]
+    kind = Device.parse(device_id).kind
     if count % world.num_processes:
         raise UserError(f"--devices {count} does not split over {world.num_processes} processes")
     per_process = count // world.num_processes

@@ -17,7 +17,7 @@ from xpubench.devices import memory
 
 
 def _in_use(device) -> int | None:
-    stats = device.memory_stats() if kind_of(device) != "cpu" else None
+    stats = device.memory_stats() if kind_of(device).accelerator else None
     return int(stats["bytes_in_use"]) if stats and "bytes_in_use" in stats else memory.host_current_bytes()
 
 

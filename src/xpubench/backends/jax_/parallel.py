@@ -81,7 +81,7 @@ class ShardedJaxTrainer(JaxTrainer):
         self.case, self.counter = case, 0
         self.mesh = make_mesh(distributed.mesh_devices(case.device, case.devices))
         self.device = next(d for d in self.mesh.devices.flat if d.process_index == jax.process_index())
-        setup = training_setup(case, self.mesh.size)   # learning rate scaled with the mesh under --lr-scaling
+        setup = training_setup(case)   # learning rate scaled with the mesh under --lr-scaling
         self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
         self.batch, self.global_batch = setup.batch, setup.global_batch
         self.steps_per_epoch = setup.steps_per_epoch

@@ -35,6 +35,7 @@ import numpy as np
 from flax import traverse_util
 from flax.linen import linear
 
+from xpubench.devices.device import GPU, kind_of
 from xpubench.errors import UserError
 
 MODES = ("dynamic", "weight_only")
@@ -85,11 +86,11 @@ def quantize_params(params) -> tuple[dict, dict]:
     return traverse_util.unflatten_dict(out), report
 
 
-def platform_problem(kind: str, mode: str, qparams) -> str | None:
+def platform_problem(kind, mode: str, qparams) -> str | None:
     """Why the int8 model cannot run on this kind of device (None when it can). XLA:GPU has no
     int8 x int8 -> int32 convolution: the cuDNN rewriter answers "Unimplemented: Integer convolutions
     for CuDNN must have this pattern ..." (jax-ml/jax#7637, open). Dense layers (int8 GEMMs) do run."""
-    if kind != "gpu" or mode != "dynamic":
+    if kind_of(kind) is not GPU or mode != "dynamic":   # kind: a Kind or its name
         return None
     flat = traverse_util.flatten_dict(qparams)
     convs = ["/".join(path[:-1]) for path, v in flat.items() if path[-1] == "kernel" and np.ndim(v) > 2]

@@ -26,6 +26,7 @@ import optax
 from xpubench import backends
 from xpubench.backends.jax_ import loss_scale
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, jax_devices, kind_of, placement
+from xpubench.devices.device import GPU
 from xpubench.harness.casedata import batch_order
 from xpubench.harness.inference import batch_count, pad_rows
 from xpubench.harness.memory import PeakMemoryFrom
@@ -203,7 +204,7 @@ def make_eval_step(spec, apply, batch: int):
 
 def autotune_setting(device) -> str | None:
     """XLA autotunes GPU kernels by default (level 4); XLA_FLAGS may set another level (recorded)."""
-    if kind_of(device) != "gpu":
+    if kind_of(device) is not GPU:
         return None
     m = re.search(r"--xla_gpu_autotune_level=(\d+)", os.environ.get("XLA_FLAGS", ""))
     return f"XLA autotuning, xla_gpu_autotune_level {m.group(1) if m else '4 (default)'}"

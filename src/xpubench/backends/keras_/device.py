@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Any
 
+from xpubench.devices.device import device_id, kind_of
 from xpubench.errors import UserError
 
 KERAS_BACKENDS = ("jax", "torch", "tensorflow")   # the frameworks Keras 3 runs on
@@ -46,7 +47,7 @@ def precision_problem(case) -> str | None:
     from xpubench.devices.precisions import fp16_problem
     from xpubench.devices.records import tf32_problem
 
-    backend, kind = keras_backend_of(case), case.device.partition(":")[0]
+    backend, kind = keras_backend_of(case), kind_of(case.device)
     if backend == "jax":
         from xpubench.backends.jax_.device import jax_devices
         from xpubench.backends.jax_.device import precision_problem as jax_problem
@@ -132,14 +133,13 @@ class KerasDevice:
             from xpubench.backends.torch_.device import placement
 
             return placement(value)
-        kind, _, index = value.device.rpartition("/device:")[2].lower().partition(":")
-        return "cpu" if kind == "cpu" else f"{kind}:{index}"
+        kind, _, index = value.device.rpartition("/device:")[2].partition(":")
+        return device_id(kind, int(index or 0))
 
     def check_placement(self, model: Any) -> str:
         """The placement of the model's weights; raises where it is not the case's device."""
         where = self.placement(model.weights[0])
-        kind = self.device_id.partition(":")[0]
-        if where.partition(":")[0] != kind:
+        if kind_of(where) != kind_of(self.device_id):
             raise RuntimeError(f"Keras ({self.backend}) placed the model on {where}, not on {self.device_id}")
         return where
 

@@ -15,6 +15,7 @@ version, commit and CMake flags are in the environment record, so in every resul
 from __future__ import annotations
 
 from xpubench.backends.base import Backend, Unsupported
+from xpubench.devices.device import CPU, kind_of
 
 
 class LlamaCppBackend(Backend):
@@ -57,7 +58,7 @@ class LlamaCppBackend(Backend):
 
         if case.mode != "generate":
             return "llama.cpp runs generation only (llama-bench): train with torch or jax"
-        if not case.device.startswith("cpu"):
+        if kind_of(case.device) is not CPU:
             return f"xpubench runs llama.cpp's CPU build only; {case.device} is not a CPU"
         if case.devices > 1 or case.batch_size > 1:
             return "llama-bench generates one sequence at a time (batch 1, one device)"

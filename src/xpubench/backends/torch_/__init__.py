@@ -5,6 +5,8 @@ the methods, so listing backends imports no framework."""
 from __future__ import annotations
 
 from xpubench.backends.base import Backend, Unsupported
+from xpubench.devices.device import CPU, GPU, MPS, kind_of
+from xpubench.workloads.llama.options import DECODE_STEPS
 
 # CPU instructions that make a half-precision matmul native (slow_cpu_dtypes)
 NATIVE_HALF_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "bf16"), "fp16": ("avx512_fp16", "amx_fp16", "fphp")}
@@ -26,7 +28,7 @@ class TorchBackend(Backend):
     startup_s = 3.5          # measured on the project's 2-core CI VM: Python + torch's import
     preload = ("torch", "torch._dynamo")   # its compiler: also imported by torch.optim's first step
     compile_fallback = "compile=auto trains eager on this device"
-    decode_steps = ("compiled", "eager")   # --decode (backends/torch_/generate.py), the default first
+    decode_steps = DECODE_STEPS   # --decode (generate.py), the default first: declared with llama's option
     under_load = ("PyTorch's CPU kernels (eager ops and Inductor's compiled ones) run on OpenMP threads that meet at "
                   "a barrier after each parallel kernel, spinning while they wait: while other processes hold the "
                   "cores, each barrier waits for a thread that is not running, so a decode step of many small "
@@ -57,14 +59,14 @@ class TorchBackend(Backend):
         """bf16/fp16 on a CPU without native instructions for them: torch's kernels then run at ~1 GFLOP/s
         (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2), so one 4096 product
         takes minutes. (XLA converts to fp32 internally and stays fast.)"""
-        if not device.startswith("cpu"):
+        if kind_of(device) is not CPU:
             return []
         flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
         return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
 
     def fp16_training_problem(self, env: dict, device: str) -> str | None:
         """fp16 training on MPS needs a GradScaler that runs there (devices/precisions.py)."""
-        if not device.startswith("mps"):
+        if kind_of(device) is not MPS:
             return None
         from xpubench.devices.precisions import mps_fp16_training_problem
 
@@ -72,7 +74,7 @@ class TorchBackend(Backend):
 
     def data_parallel_devices(self, env: dict, device: str) -> int | None:
         """On a CPU, DistributedDataParallel runs one process per usable core (ddp.py)."""
-        if not device.startswith("cpu"):
+        if kind_of(device) is not CPU:
             return None
         import os
 
@@ -82,7 +84,7 @@ class TorchBackend(Backend):
     def compile_seconds(self, case) -> float:
         if case.mode == "generate":   # a compiled decode step (llama's --decode compiled)
             return self._decode_compile_s(case) if case.options.get("decode") == "compiled" else 0.0
-        auto_gpu = case.compile == "auto" and case.device.startswith("gpu")
+        auto_gpu = case.compile == "auto" and kind_of(case.device) is GPU
         return self.compile_s if case.compile == "on" or auto_gpu else 0.0
 
     def _decode_compile_s(self, case) -> float:
@@ -102,7 +104,7 @@ class TorchBackend(Backend):
             from xpubench.backends.torch_.device import tf32_unavailable, torch_device
 
             return tf32_unavailable(torch_device(case.device))
-        if case.precision == "fp16" and case.mode == "train" and case.device == "mps":
+        if case.precision == "fp16" and case.mode == "train" and kind_of(case.device) is MPS:
             import torch
 
             from xpubench.devices.precisions import mps_fp16_training_problem

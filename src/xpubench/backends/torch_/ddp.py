@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from xpubench.backends.torch_.device import torch_device
 from xpubench.backends.torch_.train import TorchTrainer
 from xpubench.backends.world import World, handed
+from xpubench.devices.device import CPU, GPU, Device
 from xpubench.errors import UserError
 
 LAUNCHER = "torch.distributed elastic_launch (torchrun's engine), c10d rendezvous"
@@ -75,11 +76,11 @@ def _rank_main(case_dict: dict, first_error: str, entry, args: tuple):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
     info = {"rank": rank, "world_size": world}
-    kind, _, index = case.device.partition(":")
-    if kind == "gpu":
-        gpu = int(index or 0) + local_rank
+    device = Device.parse(case.device)
+    if device.kind is GPU:
+        gpu = device.index + local_rank
         torch.cuda.set_device(gpu)
-        case = case.__class__.from_dict({**case.as_dict(), "device": f"gpu:{gpu}"})
+        case = case.__class__.from_dict({**case.as_dict(), "device": str(Device(GPU, gpu))})
         dist.init_process_group("nccl", **device_id_kwargs(torch.__version__, gpu))
         info["ddp_backend"] = "nccl"
     else:
@@ -182,15 +183,15 @@ def ddp_trainer(case, rank: int, world: int) -> DDPTrainer:
 
 def check_devices(case, world: World) -> None:
     """Refuse what DDP cannot run here before any process starts (one line)."""
-    kind = case.device.partition(":")[0]
+    device = Device.parse(case.device)
     local = case.devices // world.num_processes
-    if kind == "gpu":
-        start = int(case.device.partition(":")[2] or 0)
+    if device.kind is GPU:
+        start = device.index
         torch_device(case.device)
         if torch.cuda.device_count() < start + local:
             raise UserError(f"--devices {case.devices}: this host has {torch.cuda.device_count()} CUDA "
                             f"device(s) from gpu:{start}, {local} needed")
-    elif kind != "cpu":
+    elif device.kind is not CPU:
         raise UserError(f"DistributedDataParallel runs on cpu (gloo) and CUDA GPUs (nccl), not on {case.device}")
 
 

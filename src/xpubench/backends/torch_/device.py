@@ -8,6 +8,7 @@ import warnings
 
 import torch
 
+from xpubench.devices.device import CPU, GPU, MPS, Device
 from xpubench.devices.records import tf32_problem
 from xpubench.errors import UserError
 
@@ -16,14 +17,14 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, 
 
 def torch_device(device_id: str) -> torch.device:
     """xpubench id ("cpu", "gpu:0", "mps") -> torch.device; refuses what is not there, never falls back."""
-    kind, _, index = device_id.partition(":")
-    if kind == "cpu":
+    device = Device.parse(device_id)
+    if device.kind is CPU:
         return torch.device("cpu")
-    if kind == "gpu":
+    if device.kind is GPU:
         if not torch.cuda.is_available():
             raise UserError(f"device {device_id} is not available to torch (no CUDA/ROCm device)")
-        return torch.device("cuda", int(index or 0))
-    if kind == "mps":
+        return torch.device("cuda", device.index)
+    if device.kind is MPS:
         if not torch.backends.mps.is_available():
             raise UserError("device mps is not available to torch")
         return torch.device("mps")

@@ -122,7 +122,7 @@ class TorchTrainer(PeakMemoryFrom):
         self.case, self.device = case, torch_device(case.device)
         set_precision_mode(case.precision)
         torch.manual_seed(case.seed)
-        setup = training_setup(case, world_size)
+        setup = training_setup(case)
         self.spec, self.flops_per_sample = setup.spec, setup.flops_per_sample
         self.batch, self.global_batch = setup.batch, setup.global_batch
         self.autotune = set_autotune(self.device)

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from xpubench import backends
+from xpubench.devices.device import is_accelerator
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.modes import Mode, mode_of
 from xpubench.results.plaintext import shown
@@ -94,7 +95,7 @@ def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     c, fp = result.case, result.fingerprint or {}
     name = device_record(result).get("name")
-    if name is None and c.get("device") == "cpu":
+    if name is None and not is_accelerator(c.get("device")):
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
     return name
 

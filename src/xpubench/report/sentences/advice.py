@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from xpubench.devices.device import is_accelerator
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.frame import (
     ResultSet,
@@ -33,7 +34,7 @@ SETUP = ["source", "backend", "variant", "device", "precision", "devices"]
 
 
 def _name(row, multi: bool) -> str:
-    chip = f" ({row['device_name']})" if row.get("device_name") and row["device"] != "cpu" else ""
+    chip = f" ({row['device_name']})" if row.get("device_name") and is_accelerator(row["device"]) else ""
     return series_label(row, with_source=multi) + chip
 
 
@@ -304,6 +305,6 @@ def advice(data: ResultSet) -> list[str]:
     if ok_rows(data.frame).empty:
         return []
     lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
-    if set(ok_rows(data.frame)["device"]) == {"cpu"}:
+    if not any(map(is_accelerator, ok_rows(data.frame)["device"])):
         lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
     return lines + noise_note(data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from xpubench.devices.device import is_accelerator
 from xpubench.report.base import related
 from xpubench.report.base.cells import (
     batch,
@@ -141,7 +142,7 @@ def speedup_table(frame: pd.DataFrame) -> Table:
     """Every non-CPU case over the same case on the CPU: cold (first call / first epoch) and warm."""
     rows = ok_rows(frame)
     if not rows.empty:
-        rows = rows[rows["device"] != "cpu"]
+        rows = rows[rows["device"].map(is_accelerator)]
         base = {i: related.cpu_baseline(frame, r) for i, r in rows.iterrows()}
         rows = rows[[base[i] is not None for i in rows.index]]
     base_of = (lambda r: base[r.name]) if not rows.empty else None

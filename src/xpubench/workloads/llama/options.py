@@ -14,6 +14,9 @@ from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.config import to_hf_config
 
 DEFAULT_PRESET = "smollm-135m"
+# --decode: PyTorch's decode step (backends/torch_/generate.py), the default first; torch's record reads them
+# (its decode_steps: a case's label names a step other than the default)
+DECODE_STEPS = ("compiled", "eager")
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -41,7 +44,7 @@ class LlamaOptions(Options):
     prompt_len: int | None = None
     new_tokens: int | None = None
     depth: int | list = 0
-    decode: str | list = "compiled"
+    decode: str | list = DECODE_STEPS[0]
     int4_group_size: int = costs.DEFAULT_INT4_GROUP
 
     def unresolved(self) -> str | None:

@@ -36,7 +36,14 @@ from xpubench.workloads import gpt_models
 from xpubench.workloads.base import Workload, WorkloadOption, WorkloadSpec
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.config import PRESETS, LlamaConfig, from_hf_config
-from xpubench.workloads.llama.options import DEFAULT_PRESET, LlamaOptions, _checkpoint, pin_options, weights_id  # noqa: F401
+from xpubench.workloads.llama.options import (  # noqa: F401 - re-exported
+    DECODE_STEPS,
+    DEFAULT_PRESET,
+    LlamaOptions,
+    _checkpoint,
+    pin_options,
+    weights_id,
+)
 
 SIZE_OPTIONS = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 GENERATION = (512, 128)           # (prompt_len, new_tokens): llama-bench's pp512 / tg128
@@ -49,8 +56,8 @@ TRAIN_CONTEXT = 256
 # a checkpoint's key part is its model's name and digest (``weights_id``, pin_options), not the path as typed
 KEY_OPTIONS = ("preset", *SIZE_OPTIONS, "weights_id", "context", "prompt_len", "new_tokens", "depth", "decode",
                "int4_group_size")
-DECODE_STEPS = ("compiled", "eager")   # --decode: PyTorch's decode step (backends/torch_/generate.py)
 SWEPT = ("depth", "decode")            # list options: one generation case per value (``case_options``)
+DEFAULTS = LlamaOptions()              # each option's default, declared once (options.py)
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class LlamaSpec(WorkloadSpec):
     weights_sha256: str | None = None  # its digest, pinned by the plan (pin_options)
     attention: str = "auto"           # the SDPA kernel is recorded, not chosen (training reads it)
     depth: int = 0                    # tokens in the KV cache before the timed rounds (the largest of a sweep)
-    decode: str = "compiled"          # the decode step PyTorch runs (DECODE_STEPS)
+    decode: str = DEFAULTS.decode     # the decode step PyTorch runs (options.py DECODE_STEPS)
     int4_group_size: int = costs.DEFAULT_INT4_GROUP
     weight_decay: float = 0.1         # AdamW, as gpt's (gpt_models.torch_optimizer / jax_optimizer)
     betas: tuple[float, float] = (0.9, 0.95)
@@ -124,7 +131,7 @@ def configure(options: LlamaOptions) -> LlamaSpec:
     options = LlamaOptions.of(options)
     cfg, preset, weights = _config(options)
     depths = [_positive("depth", d, 0) for d in _listed(options.depth)] or [0]
-    decodes = _listed(options.decode) or ["compiled"]
+    decodes = _listed(options.decode) or [DEFAULTS.decode]
     for step in decodes:
         if step not in DECODE_STEPS:
             raise UserError(f"--decode must be one of {', '.join(DECODE_STEPS)}, got {step!r}")
@@ -155,8 +162,8 @@ def case_options(options: dict[str, Any]) -> list[dict]:
     ``--decode``), each a single value; depth 0 is left out (a case without a depth: the same key as
     before depths existed) and the decode step is always set (it is in the key: "compiled" or "eager")."""
     out = [{k: v for k, v in options.items() if k not in SWEPT}]
-    for key, default in (("depth", 0), ("decode", "compiled")):
-        values = list(dict.fromkeys(_listed(options.get(key)) or [default]))
+    for key in SWEPT:
+        values = list(dict.fromkeys(_listed(options.get(key)) or [getattr(DEFAULTS, key)]))
         out = [dict(o, **({} if key == "depth" and v == 0 else {key: v})) for o in out for v in values]
     return out
 
@@ -340,8 +347,9 @@ OPTIONS = (
                    least=2),
     WorkloadOption("depth", "llama generation: tokens already in the KV cache when pp and tg are timed (llama-bench's "
                             "-d; a comma list sweeps: 0,512,4096)", flag="--depth", least=0, is_list=True),
-    WorkloadOption("decode", "llama generation: PyTorch's decode step, compiled (static KV cache + torch.compile; "
-                             "the default) or eager (a comma list sweeps)", flag="--decode", is_list=True,
+    WorkloadOption("decode", f"llama generation: PyTorch's decode step, {DECODE_STEPS[0]} (static KV cache + "
+                             f"torch.compile; the default) or {DECODE_STEPS[1]} (a comma list sweeps)", flag="--decode",
+                   is_list=True,
                    backend_option=True),   # torch's cases only (its record honours it)
     WorkloadOption("int4_group_size", "llama int4: weights per scale and zero point (32, 64, 128, 256; default 32)"),
 )
