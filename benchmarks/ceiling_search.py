@@ -35,7 +35,7 @@ def best_fixed(backend: str, sizes: list[int], env: dict) -> tuple[float, int]:
     if not ok:
         raise SystemExit(f"no {backend} matmul case succeeded: {[(r.status, r.message) for r in results]}")
     best = max(ok, key=lambda r: r.metrics["warm_flops_per_s"])
-    return best.metrics["warm_flops_per_s"], best.case["size"]
+    return best.metrics.warm_flops_per_s, best.case.size
 
 
 def main() -> None:

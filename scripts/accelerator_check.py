@@ -11,7 +11,8 @@ job's end, ``SLURM_JOB_END_TIME``, else 8 minutes; measured from the shell's sta
               with the published known-good figure (devices/knowngood.py)          needs a device
 4. bandwidth  ``xpubench ceilings --bandwidth-only --json``: copy / triad GB/s          needs a device
 5. train      ``xpubench run -w cifar10_resnet --mode train --quick``, one case per framework, + report
-6. llama      ``xpubench run -w llama`` (smollm-135m shape, prompt 512 + 128 new), per framework, + report
+6. llama      ``xpubench run -w llama`` (smollm-135m shape, prompt 512 + 128 new), per framework (and MLX-LM
+              on Metal where MLX sees the Apple GPU), + report
 7. tests      ``pytest -o addopts= -m gpu|tpu|mps`` on the files holding device tests (no plugin needed)
 
 Each step gets its share of the time left among the steps still to run (``SHARES``: capped, and a step

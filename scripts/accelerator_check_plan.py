@@ -32,7 +32,8 @@ WHAT = {"env": "what xpubench sees: devices, peaks, frameworks",
         "matmul": "bf16 and fp32 matmul ceilings against the published known-good figures",
         "bandwidth": "copy / triad memory bandwidth",
         "train": f"a brief {TRAIN_WORKLOAD} training case per framework, and its report",
-        "llama": "a llama generation case per framework (prompt 512 + 128 new tokens), and its report",
+        "llama": "a llama generation case per framework (prompt 512 + 128 new tokens; MLX-LM too on an Apple GPU), and "
+                 "its report",
         "tests": "the device tests"}
 
 
@@ -101,6 +102,13 @@ def model_ready(env: dict, backend: str) -> str | None:
     return f"jax left out: its models need {' and '.join(missing)} (not installed)" if missing else None
 
 
+def apple_mlx(env: dict) -> bool:
+    """Whether MLX is installed and sees the Apple GPU (its ``mps`` device: backends/mlx_): the llama step then
+    runs MLX-LM on Metal beside the frameworks."""
+    info = (env.get("backends") or {}).get("mlx") or {}
+    return bool(info.get("installed")) and any(d.get("kind") == "mps" for d in info.get("devices") or [])
+
+
 def device_test_files(kind: str) -> list[str]:
     """The test files that hold tests marked ``kind``, end-to-end ones (the longest) last."""
     files = [p for p in (ROOT / "tests").glob("test_*.py") if re.search(rf"mark\.{kind}\b", p.read_text())]
@@ -131,9 +139,11 @@ def plan(env: dict, py: str) -> list[Step]:
     left_out = "; ".join(filter(None, (model_ready(env, b) for b in backends)))
     precision = _model_precision(env, ready[0], device) if found and ready else "bf16"
     for name, args in (("train", ["-w", TRAIN_WORKLOAD, "--mode", "train", "--quick"]), ("llama", ["-w", "llama"])):
-        def run(limit: float, name=name, args=args) -> list[Command]:
+        runtimes = ready + (["mlx"] if name == "llama" and found and apple_mlx(env) else [])
+
+        def run(limit: float, name=name, args=args, runtimes=runtimes) -> list[Command]:
             budget = max(10.0, limit - REPORT_S - KILL_GRACE_S - 2)
-            return [Command([*xb, "run", *args, "-b", ",".join(ready), "-d", device, "-p", precision, "--processes",
+            return [Command([*xb, "run", *args, "-b", ",".join(runtimes), "-d", device, "-p", precision, "--processes",
                              "2", "--budget", f"{budget:.0f}", "--no-progress", "-o", f"{{out}}/{name}.jsonl"]),
                     Command([*xb, "report", f"{{out}}/{name}.jsonl", "-o", f"{{out}}/{name}.html"],
                             needs=f"{name}.jsonl")]

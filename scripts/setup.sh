@@ -3,8 +3,8 @@
 #   bash scripts/setup.sh        -> what `xpubench run` needs
 #   bash scripts/setup.sh test   -> plus pytest (with pytest-xdist: the suite in 2 processes), Debian's chromium
 #                                   (the report screenshot test), slurm-wlm, munge and openssh-server (the fleet's
-#                                   tests) and a llama.cpp build (scripts/build_llamacpp.sh: the llama.cpp
-#                                   runtime's tests)
+#                                   tests), a llama.cpp build (scripts/build_llamacpp.sh: the llama.cpp
+#                                   runtime's tests) and the OpenVINO GenAI and MLX-LM engines
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -12,7 +12,8 @@ PY=${PYTHON:-python3}
 # On a GPU machine install the CUDA wheel of your choice first (and "jax[cuda12]"); this then keeps it.
 $PY -m pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "as the 'root' user" || true
 if [ "${1:-}" = "test" ]; then
-  $PY -m pip install -q --disable-pip-version-check -e ".[all,test]" 2>&1 | grep -v "as the 'root' user" || true
+  # the engines' extras too (docs/engines.md): OpenVINO GenAI + NNCF and MLX-LM on mlx[cpu], tests/test_engines.py
+  $PY -m pip install -q --disable-pip-version-check -e ".[all,test,openvino,mlx]" 2>&1 | grep -v "as the 'root' user" || true
   # llama.cpp for -b llamacpp and tests/test_llamacpp*.py: compiled once (21 CPU-minutes: ~11 min on 2 idle cores), then cached;
   # XPUBENCH_LLAMACPP_ADOPT=DIR copies a finished build of the same source instead. A failed build only skips them.
   bash scripts/build_llamacpp.sh ${XPUBENCH_LLAMACPP_ADOPT:+--adopt "$XPUBENCH_LLAMACPP_ADOPT"} \

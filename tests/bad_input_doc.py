@@ -1,9 +1,9 @@
 """docs/bad-input.md's generated sections: rows that tests run, printed as the doc shows them.
 
 A section of the doc lies between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``; its text is
-what ``SECTIONS[NAME]`` prints. ``SECTIONS`` names, for each, a test module and its function that takes a
-folder and returns its ``Case`` list (writing the files the cases read there); the module's tests run the same
-cases (``run_case``, then ``check_row``), so a row of the doc is a test. ``test_bad_input.py``'s
+what ``SECTIONS[NAME]`` prints. ``SECTIONS`` names, for each, a test module and its function that takes a folder
+and returns its ``Case`` list (writing the files the cases read there); the module's tests run the same cases
+(``run_case``, then ``check_row``), so a row of the doc is a test. ``test_bad_input.py``'s
 ``test_the_generated_sections_of_the_doc_are_current`` compares each section with the doc, and
 ``python tests/bad_input_doc.py --write`` rewrites them (``python tests/bad_input_doc.py`` prints them).
 
@@ -19,8 +19,10 @@ import io
 import os
 import re
 import shlex
+import stat
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,10 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "bad-input.md"
 HEAD = "| input | command | what it says | exit code |\n|---|---|---|---|"
 SECTIONS = {           # name -> "test module:function(folder) -> list[Case]"
+    "site": "test_site_guard:doc_cases",
+    "serve": "test_serve_cli:doc_cases",
     "credentials": "test_redaction:doc_cases",
     "csv-and-numbers": "test_csv_numbers:doc_cases",
     "gguf": "test_gguf_header:doc_cases",
     "accelerator-check": "test_accelerator_check:doc_cases",
+    "fleet": "test_fleet:doc_cases",
+    "engines": "test_engines:doc_cases",
 }
 
 
@@ -39,13 +45,16 @@ SECTIONS = {           # name -> "test module:function(folder) -> list[Case]"
 class Case:
     """One row: ``argv`` runs ``xpubench`` in-process, or, starting with ``bash scripts/accelerator_check.sh``,
     that script's main in-process; ``says``: text the line must hold (exit code 2: the one line on stderr;
-    otherwise the first line of the output holding it). The doc shows the case's folder as DIR."""
+    otherwise the first line of the output holding it); ``within``: the context it runs in, entered just
+    before (the files it reads where another case's would differ, a lock a running command holds, a check
+    that nothing changed: ``untouched``). The doc shows the case's folder as DIR."""
 
     input: str
     argv: str
     says: str
     code: int = 2
     env: dict[str, str] = field(default_factory=dict)
+    within: Callable[[], contextlib.AbstractContextManager] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,8 @@ def run_case(case: Case) -> Outcome:
     saved = {k: os.environ.get(k) for k in case.env}
     os.environ.update(case.env)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with case.within() if case.within else contextlib.nullcontext(), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
             if argv[:2] == ["bash", "scripts/accelerator_check.sh"]:
                 if str(ROOT / "scripts") not in sys.path:
                     sys.path.insert(0, str(ROOT / "scripts"))
@@ -92,6 +102,31 @@ def check_row(case: Case, outcome: Outcome) -> None:
         lines = [ln for ln in outcome.err.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith(("xpubench: error: ", "accelerator_check: ")), lines
     assert case.says in outcome.line(case), (case.says, outcome.line(case))
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    """Everything under ``root`` as (kind, content or link target); links are not followed, FIFOs not opened."""
+    out = {}
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(here, name)
+            mode = path.lstat().st_mode
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISLNK(mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISREG(mode):
+                out[rel] = ("file", path.read_bytes())
+            else:
+                out[rel] = ("folder" if stat.S_ISDIR(mode) else "special",)
+    return out
+
+
+@contextlib.contextmanager
+def untouched(folder: Path) -> Iterator[None]:
+    """A ``Case.within``: nothing under ``folder`` was written, deleted or replaced by the command."""
+    before = tree(folder)
+    yield
+    assert tree(folder) == before, f"the command changed {folder}"
 
 
 def cases(name: str, folder: Path) -> list[Case]:

@@ -358,3 +358,20 @@ def test_jax_before_0_5_1_has_no_is_initialized_and_the_data_parallel_ending_sti
     monkeypatch.delattr(jax.distributed, "is_initialized")
     assert distributed.is_initialized() is False
     distributed.shutdown()          # no AttributeError: nothing to shut down
+
+
+def test_an_apple_gpu_with_mlx_runs_mlx_lm_on_metal_in_the_llama_step():
+    """Issue 50 item 3: where MLX sees the Apple GPU (its mps device), the llama step runs MLX-LM beside torch on
+    it; an Apple machine without MLX, or MLX with the CPU only, runs torch alone as before."""
+    env = machine("apple-m2")
+    mps = next(d for d in env["backends"]["torch"]["devices"] if d["kind"] == "mps")
+
+    def llama(env: dict) -> str:
+        step = next(s for s in plan_mod.plan(env, "py") if s.name == "llama")
+        return " ".join(step.build(60.0)[0].argv)
+
+    assert "run -w llama -b torch -d mps" in llama(env)
+    with_mlx = {**env, "backends": {**env["backends"], "mlx": {"installed": True, "devices": [mps]}}}
+    assert "run -w llama -b torch,mlx -d mps" in llama(with_mlx)
+    cpu_only = {**env, "backends": {**env["backends"], "mlx": {"installed": True, "devices": []}}}
+    assert "run -w llama -b torch -d mps" in llama(cpu_only)

@@ -379,10 +379,11 @@ def test_autotuning_is_recorded(monkeypatch):
 
 def test_int8_mfu_is_against_the_int8_peak():
     from xpubench.analysis.peak import add_peak_metrics
+    from xpubench.case import Case
 
     fp = {"backends": {"torch": {"devices": [{"id": "gpu:0", "peak_flops": {"fp32": 67e12, "int8": 1979e12}}]}}}
     metrics = {"achieved_flops_per_s": 197.9e12}
-    add_peak_metrics(metrics, {"backend": "torch", "device": "gpu:0", "precision": "int8", "mode": "infer"}, fp)
+    add_peak_metrics(metrics, Case("resnet", "torch", "gpu:0", "infer", "int8", batch_size=8), fp)
     assert metrics["peak_flops_per_s"] == 1979e12 and metrics["mfu"] == pytest.approx(0.1)
 
 

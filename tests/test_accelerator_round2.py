@@ -179,11 +179,12 @@ def test_an_nvml_index_is_trusted_only_where_cuda_numbers_gpus_as_nvml_does():
 
 def test_keras_cases_get_the_peak_of_the_device_their_framework_runs_on():
     from xpubench.analysis.peak import add_peak_metrics
+    from xpubench.case import Case
 
     fp = machine("h100-sxm")
     jax_peak = next(d for d in fp["backends"]["jax"]["devices"] if d["id"] == "gpu:0")["peak_flops"]["bf16"]
     metrics = {"achieved_flops_per_s": jax_peak / 4}
-    add_peak_metrics(metrics, {"backend": "keras:jax", "device": "gpu:0", "precision": "bf16", "mode": "train"}, fp)
+    add_peak_metrics(metrics, Case("mnist_cnn", "keras:jax", "gpu:0", "train", "bf16", batch_size=8), fp)
     assert metrics["peak_flops_per_s"] == jax_peak and metrics["mfu"] == pytest.approx(0.25)
 
 

@@ -93,7 +93,7 @@ CASES = [
     ("results file missing", "report {tmp}/nope.jsonl", "does not exist"),
     ("results without schema", "report {tmp}/noschema.jsonl", "no schema_version"),
     ("results of unknown schema", "compare {tmp}/v0.jsonl {tmp}/results.jsonl", "unknown schema version 0"),
-    ("results from the future", "report {tmp}/future.jsonl", "is newer than this xpubench reads (2); upgrade"),
+    ("results from the future", "report {tmp}/future.jsonl", "is newer than this xpubench reads (3); upgrade"),
     ("resume: not results", "run --resume {tmp}/resumable.jsonl", "not an xpubench results file"),
     ("resume: no such file", "run --resume {tmp}/nope.jsonl", "cannot resume"),
     ("resume: plan missing", "run --resume {tmp}/noplan.jsonl", "its plan noplan.jsonl.plan.json is missing"),
@@ -323,13 +323,13 @@ def test_disk_full_while_appending_loses_nothing(tmp, capsys, monkeypatch, machi
     check_one_line(code, lines, f"cannot append to {out}: disk full; earlier results are intact")
     assert f"--resume {out}" in lines[0]
     saved = store.load_file(out)
-    assert [r.case["options"]["behaviour"] for r in saved.results] == ["ok"] and not saved.warnings
+    assert [r.case.options["behaviour"] for r in saved.results] == ["ok"] and not saved.warnings
     fallback = next(tmp.glob("full.jsonl.unsaved-*.jsonl"))
     assert str(fallback) in lines[0]
-    assert [r.case["options"]["behaviour"] for r in store.load_file(fallback).results] == ["nan"]
+    assert [r.case.options["behaviour"] for r in store.load_file(fallback).results] == ["nan"]
     monkeypatch.setattr(os, "fsync", real_fsync)  # space freed: resume finishes the plan
     assert cli.main(["run", "--resume", str(out), "--no-progress"]) == 0
-    assert [r.case["options"]["behaviour"] for r in store.load_file(out).results] == ["ok", "nan", "sleep"]
+    assert [r.case.options["behaviour"] for r in store.load_file(out).results] == ["ok", "nan", "sleep"]
 
 
 def idx(magic: int, dims: tuple, body: int | None = None) -> bytes:

@@ -121,7 +121,7 @@ def test_a_generation_run_measures_a_brief_bandwidth_when_none_is_known(monkeypa
     assert asked == [("torch", "cpu", runtime.BRIEF_MEASUREMENTS, runtime.BRIEF_BANDWIDTH_S)]  # one per device
     assert record["bandwidth"]["torch/cpu"]["bytes_per_s"] == 20e9   # the fastest window (a ceiling), not 16
     metrics = {"decode_tokens_per_s": 20.0, "decode_bytes_per_token": 200e6}
-    add_generation_bounds(metrics, cases[1].as_dict(), {"ceilings": record})
+    add_generation_bounds(metrics, cases[1], {"ceilings": record})
     assert metrics["pct_of_bandwidth_bound"] == pytest.approx(0.2)
     assert "a run's brief one, the median of 3 measurements' fastest windows; measured for this run, ±0%" in \
         metrics["bound_bandwidth_source"]

@@ -31,7 +31,7 @@ def _fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float], han
     ends, so it lasts exactly the timeout it is given. Returns the timeouts given, by case key."""
     timeouts: dict[str, list[float]] = {}
 
-    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0):
+    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0, environment=None):
         timeouts.setdefault(case.key, []).append(timeout_s)
         if case.key == hang_key:
             clock.now += timeout_s
@@ -271,7 +271,7 @@ def test_the_run_keeps_a_reserve_for_its_closing_output_and_repeats_need_room():
 def _honest_fake_runner(monkeypatch, clock: FakeClock, durations: dict[str, float]):
     """runner.run_one replaced by a worker that needs ``durations[key]`` seconds of the fake clock and is
     killed at its timeout when that comes first (as run_one kills a worker's process group)."""
-    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0):
+    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0, environment=None):
         need = durations[case.key]
         if need > timeout_s:
             clock.now += timeout_s

@@ -5,6 +5,8 @@ no timing of real work."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import this_machine
 
@@ -133,7 +135,7 @@ def test_no_recorded_ceiling_is_na_with_how_to_get_one():
     fp["ceilings"] = {"ceilings": {}, "bandwidth": {}, "missing": ["numpy/cpu/fp32"],
                       "note": "no measured ceiling for numpy/cpu/fp32: run `xpubench ceilings`"}
     bf16 = train(10e9, fp=fp)
-    bf16.case = {**bf16.case, "precision": "bf16"}     # no bf16 matmul in the file: nothing stands in
+    bf16.case = dataclasses.replace(bf16.case, precision="bf16")     # no bf16 matmul in the file: nothing stands in
     results = [bf16]
     annotate(results)
     m = results[0].metrics
@@ -264,7 +266,7 @@ def test_advice_ranks_by_time_and_by_cost_and_says_where_they_differ():
 
     cpu = train(10e9, price=0.10)
     gpu = train(10e9, price=2.50)
-    gpu.case = {**gpu.case, "device": "gpu:0", "backend": "torch"}
+    gpu.case = dataclasses.replace(gpu.case, device="gpu:0", backend="torch")
     cpu.metrics["samples_per_s"], gpu.metrics["samples_per_s"] = 1000.0, 10000.0   # 10x faster, 25x the price
     results = [cpu, gpu]
     annotate(results)
@@ -293,7 +295,7 @@ def test_several_accelerators_are_ranked_against_n_times_one_devices_ceiling():
     fp = record()
     fp["ceilings"]["ceilings"] = {"torch/gpu:0/fp32": {"flops_per_s": 10e12, "rel_noise": 0.01, "source": "cache"}}
     r = train(30e12, fp=fp)
-    r.case = {**r.case, "backend": "torch", "device": "gpu:0", "devices": 4}
+    r.case = dataclasses.replace(r.case, backend="torch", device="gpu:0", devices=4)
     annotate([r])
     assert r.metrics["ceiling_flops_per_s"] == 40e12 and r.metrics["pct_of_ceiling"] == pytest.approx(0.75)
     assert r.metrics["ceiling_source"].startswith("4 devices x cache")

@@ -184,7 +184,7 @@ FLOPS = 2 * runs.MATMUL_N ** 3
 def process_file(name: str, gflops: list[float], seed: int = 0):
     """A results file of the numpy matmul case with one process per entry of ``gflops`` (its median)."""
     from xpubench.results import store
-    from xpubench.results.schema import Run
+    from xpubench.results.schema import SCHEMA_VERSION, Run
 
     template = store.load_file(runs.recorded_pair()[0]).runs[0]
     rng = np.random.default_rng(seed)
@@ -196,7 +196,7 @@ def process_file(name: str, gflops: list[float], seed: int = 0):
         warm = sorted([median, *(median * (1 + spread)), *(median * (1 - spread))])
         store.append(path, Run(**{**template.__dict__, "samples": {"warm_s": warm},
                                   "metrics": {**template.metrics, "warm_s": median},
-                                  "process": i, "processes": len(gflops), "schema_version": 2}))
+                                  "process": i, "processes": len(gflops), "schema_version": SCHEMA_VERSION}))
     return path
 
 

@@ -23,12 +23,15 @@ FORMULAS = {"workload": '=HYPERLINK("http://x","y")', "key": "+SUM(1+1)/torch", 
 
 
 def hostile(folder: Path, name: str = "=evil.jsonl") -> Path:
-    """A real results file whose mnist_cnn cases carry a formula in every text field and batch size 2**53 + 1."""
+    """A real results file whose mnist_cnn cases carry a formula in every text field and batch size 2**53 + 1,
+    and whose matmul cases' workload makes their key (the case's, results/schema.py) start with FORMULAS' key."""
     lines = []
     for line in SOURCE.read_text().splitlines():
         r = json.loads(line)
+        if r["case"]["workload"] == "matmul":
+            r["case"]["workload"] = FORMULAS["key"].split("/")[0]
         if r["case"]["workload"] == "mnist_cnn":
-            r["case"] |= {k: v for k, v in FORMULAS.items() if k in ("workload", "key", "data", "precision")}
+            r["case"] |= {k: v for k, v in FORMULAS.items() if k in ("workload", "data", "precision")}
             r["case"]["batch_size"] = BIG
             r["message"] = FORMULAS["message"]
             r["fingerprint"]["hostname"] = FORMULAS["hostname"]
@@ -69,10 +72,10 @@ def test_report_csv_quotes_formulas_and_keeps_whole_numbers(tmp_path, capsys):
 
 def test_run_to_stdout_as_csv_is_the_same_writer(tmp_path, capsys):
     """`run -o - --format csv` prints the run's Results through formats.print_results."""
+    from xpubench import analysis
     from xpubench.publish.formats import print_results
-    from xpubench.results import store
 
-    print_results(store.load_file(hostile(tmp_path)).results, "csv")
+    print_results(analysis.load([hostile(tmp_path)])[0].results, "csv")
     rows = _cells(_out(capsys))
     _safe(rows)
     assert any(r[rows[0].index("batch_size")] == str(BIG) for r in rows[1:])
@@ -84,7 +87,8 @@ def test_compare_csv_quotes_formulas_and_keeps_whole_numbers(tmp_path, capsys):
     rows = _cells(_out(capsys))
     _safe(rows)
     table = [dict(zip(rows[0], r)) for r in rows[1:]]
-    assert {r["other"] for r in table} == {"'@other"} and "'" + FORMULAS["key"] in {r["key"] for r in table}
+    assert {r["other"] for r in table} == {"'@other"}
+    assert any(r["key"].startswith("'" + FORMULAS["key"]) for r in table)
     assert all(r["processes_a"].isdigit() and r["n_a"].isdigit() for r in table if r["processes_a"])
 
 
@@ -124,8 +128,8 @@ def doc_cases(folder: Path) -> list[Case]:
              "'+SUM(1+1)/torch", code=0),
         Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format csv", f",{BIG},", code=0),
         Case("batch size 2**53 + 1", f"xpubench report {path} -o - --format jsonl", f'"batch_size": {BIG}', code=0),
-        Case("matrix size 2048 beside cases without one", f"xpubench report {path} -o - --format csv", ",fp32,,2048,1,",
-             code=0),
+        Case("matrix size 2048 beside cases without one", f"xpubench report {path} -o - --format csv",
+             ",fp32,,2048,,,1,", code=0),
     ]
 
 

@@ -40,14 +40,14 @@ def test_matmul_runs_on_every_backend_with_cold_and_warm_figures(tmp_path, xpube
                                         "128", "--time-budget", "0.3", "-o", str(out))
     assert code == 0, stderr
     results = load_file(out).results
-    backends = {r.case["backend"] for r in results}
+    backends = {r.case.backend for r in results}
     assert backends == {"numpy", "torch", "jax"}
-    assert {r.case["precision"] for r in results if r.case["backend"] == "jax"} >= {"fp32", "bf16", "fp16"}
+    assert {r.case.precision for r in results if r.case.backend == "jax"} >= {"fp32", "bf16", "fp16"}
     for r in results:
         assert r.status == "ok", (r.key, r.message)
         m = r.metrics
         assert 0 < m["warm_s"] and 0 < m["cold_s"]
-        assert m["warm_flops_per_s"] == pytest.approx(2 * r.case["size"] ** 3 / m["warm_s"])
+        assert m["warm_flops_per_s"] == pytest.approx(2 * r.case.size ** 3 / m["warm_s"])
         assert len(r.samples["warm_s"]) >= 3 and r.placement == "cpu"
         assert r.fingerprint["xpubench"] == xpubench.__version__ and r.fingerprint["packages"]["torch"]
         assert r.fingerprint["host"]["cpu"]["peak_estimate"]["fp32"]["basis"].startswith("estimate")
@@ -64,7 +64,7 @@ def test_batch_size_sweep_prints_the_seeds_table(tmp_path, one_thread_workers, x
                                         "--eval-samples", "64", "-o", str(out))
     assert code == 0, stderr
     results = load_file(out).results
-    assert [r.case["batch_size"] for r in results] == [32, 64]          # ascending
+    assert [r.case.batch_size for r in results] == [32, 64]          # ascending
     for r in results:
         m = r.metrics
         assert r.status == "ok" and m["epochs_run"] == 3 and m["steps_per_epoch"] == 3

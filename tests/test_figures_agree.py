@@ -91,6 +91,50 @@ def check_summary(table: Table, checked: Checked) -> dict[str, list]:
     return seen
 
 
+def runtime_table(lines: list[str]) -> Table | None:
+    """The language models' table under the summary (a row per runtime and format), None where none is."""
+    top = next((i for i, line in enumerate(lines) if "a row per runtime and format" in line), None)
+    if top is None:
+        return None
+    end = next(i for i in range(top + 1, len(lines)) if lines[i].startswith("pp, tg:"))
+    return fixed_width([lines[top + 1]] + [line for line in lines[top + 3:end] if line.strip()])
+
+
+def check_runtime_table(table: Table | None, checked: Checked) -> dict[str, list]:
+    """The language models' table: in each format of two runtimes or more, the one row marked fastest holds its
+    best tg (a runtime alone in its format is not marked). Returns its
+    figures ({"pp t/s": [...], "tg t/s": [...]}, tokens/s) for the answer's to be found in."""
+    if table is None:
+        return {}
+    seen = {"pp t/s": [], "tg t/s": []}
+    formats: dict[str, list] = {}
+    for row in table.rows:
+        for column, figures in seen.items():
+            f = fig(row[column].rstrip(" !").split(" ±")[0] + " tok/s")
+            if f is not None:
+                figures.append(f)
+        tg = fig(row["tg t/s"].rstrip(" !").split(" ±")[0] + " tok/s")
+        formats.setdefault(row["format"], []).append((row["fastest"] == "fastest", tg, row))
+    for fmt, rows in formats.items():
+        marked = [(tg, row) for fastest, tg, row in rows if fastest]
+        checked.check(len(marked) == (len(rows) > 1), None, f"{fmt}: {len(marked)} rows marked fastest: {rows}")
+        for tg, row in marked:
+            checked.check(all(tg.high >= other.low for _, other, _ in rows if other is not None), None,
+                          f"{fmt}: {row} is marked fastest, but another row's tg is higher")
+    return seen
+
+
+def summary_and_runtimes(lines: list[str], checked: Checked) -> dict[str, list]:
+    """Every figure of the summary (where one is) and of the language models' table, each checked."""
+    seen = {}
+    top = next((i for i, line in enumerate(lines) if line.strip().startswith("Summary")), None)
+    if top is not None:
+        end = next(i for i in range(top + 1, len(lines)) if lines[i].startswith(("figure:", "±")))
+        seen = check_summary(fixed_width([lines[top + 1]] + [line for line in lines[top + 3:end] if line.strip()]),
+                             checked)
+    return {**seen, **check_runtime_table(runtime_table(lines), checked)}
+
+
 def check_answer(lines: list[str], summary: dict[str, list], checked: Checked) -> None:
     """The answer's ratios against its figures, and its figures the summary's: one truth on the screen."""
     cells = [f for figures in summary.values() for f in figures]
@@ -220,11 +264,9 @@ def test_the_summary_and_the_answer_of_a_run_agree(path):
     print_run_output(load([path]), out, "results.jsonl")
     text = out.file.getvalue()
     lines = text.splitlines()
-    top = next(i for i, line in enumerate(lines) if line.strip().startswith("Summary"))
-    end = next(i for i in range(top + 1, len(lines)) if lines[i].startswith(("figure:", "±")))
-    summary = fixed_width([lines[top + 1]] + [line for line in lines[top + 3:end] if line.strip()])
     checked = Checked(f"{path.name} (terminal)")
-    seen = check_summary(summary, checked)
+    seen = summary_and_runtimes(lines, checked)
+    checked.check(bool(seen), None, "no summary and no language models' table")
     answer = [line for line in lines[lines.index("Answer:"):] if line.startswith("- ")]
     check_answer(answer, seen, checked)
     settle(checked, text)
@@ -256,17 +298,15 @@ def test_a_decode_that_stalls_ranks_by_its_rounds_on_the_whole_screen():
     out = console()
     print_run_output(load([report_runs.rewritten(QUIET, "stalls.jsonl", stalls)]), out, "results.jsonl")
     lines = out.file.getvalue().splitlines()
-    top = next(i for i, line in enumerate(lines) if line.strip().startswith("Summary"))
-    end = next(i for i in range(top + 1, len(lines)) if lines[i].startswith(("figure:", "±")))
-    summary = fixed_width([lines[top + 1]] + [line for line in lines[top + 3:end] if line.strip()])
-    tg = next(row for row in summary.rows if row["test"] == "tg16")
+    rows = {row["runtime"]: row for row in runtime_table(lines).rows}
     # a round: (14 x 10 ms + 300 ms) / 15 = 29.3 ms against 20.0 ms (each x 1.001 on average)
-    torch = tg["torch (eager decode)"]   # the brief run of then decoded eagerly
-    assert tg["fastest"] == "jax" and torch.startswith("34.1 ") and tg["jax"].startswith("50.0 "), tg
+    torch = rows["torch (eager decode)"]   # the brief run of then decoded eagerly
+    assert rows["jax"]["fastest"] == "fastest" and torch["fastest"] == "", rows
+    assert torch["tg t/s"].startswith("34.1 ") and rows["jax"]["tg t/s"].startswith("50.0 "), rows
     answer = next(line for line in lines if line.startswith("- llama ("))   # its options named
     assert "fastest here jax cpu" in answer and "as fast as torch (eager decode) cpu" in answer, answer
     checked = Checked("stalls (terminal)")
-    check_answer([answer], check_summary(summary, checked), checked)
+    check_answer([answer], summary_and_runtimes(lines, checked), checked)
     assert not checked.broken, checked.broken
 
 

@@ -8,11 +8,14 @@ tests/test_fleet_manifests.py (the Kubernetes and SkyPilot files)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from bad_input_doc import Case, check_row, run_case, untouched
 
 from xpubench import cli
 from xpubench.backends.fingerprint import fleet_machine
@@ -26,38 +29,97 @@ DATA = Path(__file__).parent / "data"
 RUN = '[run]\nworkload = ["matmul"]\nbackend = ["numpy"]\nsize = [64]\n'
 LOCAL = '[[machine]]\nname = "here"\nlocal = true\n'
 
-# (id, the fleet file, what the one line says)
-BAD_FILES = [
-    ("unknown top-level key", RUN + LOCAL + "[runs]\nx = 1\n", "unknown key(s) runs (known: [run], [[machine]])"),
-    ("unknown run option", RUN + "batchsize = 3\n" + LOCAL, "[run] unknown option(s) batchsize"),
-    ("bad run value", '[run]\nworkload = ["resnet9000"]\n' + LOCAL, "unknown workload 'resnet9000'"),
-    ("output in run", RUN + 'output = "x.jsonl"\n' + LOCAL, "[run] output: the fleet writes DIR/<name>.jsonl"),
-    ("no machine", RUN, "no [[machine]]: give one or more"),
-    ("no engine", RUN + '[[machine]]\nname = "a"\n', "machine 'a': no engine: give exactly one of local, ssh, slurm"),
-    ("two engines", RUN + '[[machine]]\nname = "a"\nlocal = true\nssh = "me@box"\n',
+SLURM = '[[machine]]\nname = "gpu"\nslurm = { partition = "gpu" }\n'
+POD = '[[machine]]\nname = "pod"\nkubernetes = { image = "x" }\n'
+FLEET = "xpubench fleet {dir}/fleet.toml -o {dir}/out"
+ROWS = [   # (input, the fleet file, the command with {dir}, what its one line says): docs/bad-input.md's fleet rows
+    ("a key that is neither `[run]` nor `[[machine]]`", RUN + LOCAL + "[runs]\nx = 1\n", FLEET,
+     "unknown key(s) runs (known: [run], [[machine]])"),
+    ("an unknown `[run]` option", RUN + "batchsize = 3\n" + LOCAL, FLEET, "[run] unknown option(s) batchsize"),
+    ("a `[run]` value `xpubench run` refuses", '[run]\nworkload = ["resnet9000"]\n' + LOCAL, FLEET,
+     "unknown workload 'resnet9000'"),
+    ("`output` in `[run]`", RUN + 'output = "x.jsonl"\n' + LOCAL, FLEET,
+     "[run] output: the fleet writes DIR/<name>.jsonl"),
+    ("no `[[machine]]`", RUN, FLEET, "no [[machine]]: give one or more"),
+    ("a machine with no engine", RUN + '[[machine]]\nname = "a"\n', FLEET,
+     "machine 'a': no engine: give exactly one of local, ssh, slurm"),
+    ("a machine with two engines", RUN + '[[machine]]\nname = "a"\nlocal = true\nssh = "me@box"\n', FLEET,
      "machine 'a': two engines (local, ssh): give exactly one"),
-    ("duplicate name", RUN + LOCAL + LOCAL, "two machines named 'here'"),
-    ("names equal but for case", RUN + LOCAL + '[[machine]]\nname = "HERE"\nlocal = true\n',
+    ("two machines of one name", RUN + LOCAL + LOCAL, FLEET, "two machines named 'here'"),
+    ("two machine names equal but for case", RUN + LOCAL + '[[machine]]\nname = "HERE"\nlocal = true\n', FLEET,
      "two machines named 'HERE'"),
-    ("name with a slash", RUN + '[[machine]]\nname = "a/b"\nlocal = true\n', "name 'a/b' is not a file name"),
-    ("name with ..", RUN + '[[machine]]\nname = "a..b"\nlocal = true\n', "name 'a..b' is not a file name"),
-    ("name with a space", RUN + '[[machine]]\nname = "a b"\nlocal = true\n', "name 'a b' is not a file name"),
-    ("name with a control character", RUN + '[[machine]]\nname = "a\\u001b[2Jb"\nlocal = true\n',
+    ("a machine name with `/`", RUN + '[[machine]]\nname = "a/b"\nlocal = true\n', FLEET,
+     "name 'a/b' is not a file name"),
+    ("a machine name with `..`", RUN + '[[machine]]\nname = "a..b"\nlocal = true\n', FLEET,
+     "name 'a..b' is not a file name"),
+    ("a machine name with a space", RUN + '[[machine]]\nname = "a b"\nlocal = true\n', FLEET,
+     "name 'a b' is not a file name"),
+    ("a machine name with a control character", RUN + '[[machine]]\nname = "a\\u001b[2Jb"\nlocal = true\n', FLEET,
      "name 'a\\x1b[2Jb' is not a file name"),
-    ("no name", RUN + "[[machine]]\nlocal = true\n", "[[machine]] 1: has no name"),
-    ("nodes on local", RUN + LOCAL + "nodes = 2\n", "machine 'here': nodes goes with slurm"),
-    ("ntasks on ssh", RUN + '[[machine]]\nname = "a"\nssh = "me@box"\nntasks = 2\n', "ntasks goes with slurm"),
-    ("unknown machine key", RUN + LOCAL + 'gpu = "h100"\n', "machine 'here': unknown key(s) gpu"),
-    ("unknown slurm key", RUN + '[[machine]]\nname = "a"\nslurm = { partion = "gpu" }\n',
+    ("a machine with no name", RUN + "[[machine]]\nlocal = true\n", FLEET, "[[machine]] 1: has no name"),
+    ("`nodes` on a local machine", RUN + LOCAL + "nodes = 2\n", FLEET, "machine 'here': nodes goes with slurm"),
+    ("`ntasks` on an ssh machine", RUN + '[[machine]]\nname = "a"\nssh = "me@box"\nntasks = 2\n', FLEET,
+     "ntasks goes with slurm"),
+    ("an unknown key of a machine", RUN + LOCAL + 'gpu = "h100"\n', FLEET, "machine 'here': unknown key(s) gpu"),
+    ("an unknown key of its engine's table", RUN + '[[machine]]\nname = "a"\nslurm = { partion = "gpu" }\n', FLEET,
      "machine 'a': slurm: unknown key(s) partion (known: account, gres, partition, sbatch_args, setup, time)"),
-    ("slurm time a number", RUN + '[[machine]]\nname = "a"\nslurm = { time = 20 }\n', "slurm: time must be a string"),
-    ("ssh destination an option", RUN + '[[machine]]\nname = "a"\nssh = "-oProxyCommand=x"\n',
+    ("a value of the wrong kind", RUN + '[[machine]]\nname = "a"\nslurm = { time = 20 }\n', FLEET,
+     "slurm: time must be a string"),
+    ("an ssh destination that is an option", RUN + '[[machine]]\nname = "a"\nssh = "-oProxyCommand=x"\n', FLEET,
      "ssh must be a destination such as \"user@host\""),
-    ("kubernetes without image", RUN + '[[machine]]\nname = "a"\nkubernetes = { namespace = "lab" }\n',
-     "machine 'a': kubernetes needs image"),
-    ("local = false", RUN + '[[machine]]\nname = "a"\nlocal = false\n', "machine 'a': local must be true"),
-    ("not TOML", "[run\n", "is not valid TOML"),
+    ("a kubernetes machine without `image`", RUN + '[[machine]]\nname = "a"\nkubernetes = { namespace = "lab" }\n',
+     FLEET, "machine 'a': kubernetes needs image"),
+    ("`local = false`", RUN + '[[machine]]\nname = "a"\nlocal = false\n', FLEET, "machine 'a': local must be true"),
+    ("not TOML", "[run\n", FLEET, "is not valid TOML"),
+    ("`sbatch` not on PATH", RUN + SLURM, "PATH={dir}/bin " + FLEET, "machine 'gpu': sbatch is not on PATH"),
+    ("`--submit` without kubectl on PATH", RUN + POD, "PATH={dir}/bin " + FLEET + " --submit",
+     "--submit calls kubectl, which is not on PATH"),
+    ("no `-o`", RUN + LOCAL, "xpubench fleet {dir}/fleet.toml", "-o DIR is needed"),
+    ("neither a fleet file nor `--resume` or `--collect`", RUN + LOCAL, "xpubench fleet",
+     "give one of: FILE.toml -o DIR"),
+    ("a fleet file and `--resume`", RUN + LOCAL, "xpubench fleet {dir}/fleet.toml --resume {dir}/empty",
+     "give one of: FILE.toml -o DIR"),
+    ("`-o` with `--resume`", RUN + LOCAL, "xpubench fleet --resume {dir}/empty -o {dir}/empty",
+     "--resume names the folder itself: drop -o"),
+    ("`--collect` with `--submit`", RUN + LOCAL, "xpubench fleet --collect {dir}/empty --submit",
+     "--collect reads what came back"),
+    ("`--resume` of a folder without a fleet", RUN + LOCAL, "xpubench fleet --resume {dir}/empty", "cannot resume"),
+    ("`--collect` of a folder without a fleet", RUN + LOCAL, "xpubench fleet --collect {dir}/empty", "cannot collect"),
+    ("DIR already holds a fleet", RUN + LOCAL, "xpubench fleet {dir}/fleet.toml -o {dir}/fleet",
+     "already holds a fleet (fleet.toml): --resume"),
+    ("DIR/<name>.jsonl already holds results", RUN + LOCAL, "xpubench fleet {dir}/fleet.toml -o {dir}/results",
+     "here.jsonl already holds results"),
+    ("a second `fleet` writing into the same DIR", RUN + LOCAL, "xpubench fleet {dir}/fleet.toml -o {dir}/running",
+     "another xpubench fleet is writing"),
+    ("a folder without results files", "", "xpubench compare {dir}/empty", "holds no results files (*.jsonl)"),
+    ("the same, to `report`", "", "xpubench report {dir}/empty", "holds no results files (*.jsonl)"),
 ]
+
+
+@contextlib.contextmanager
+def _fleet_file(folder: Path, text: str):
+    """``folder/fleet.toml`` holding ``text`` (a second fleet running in ``folder/running``); nothing else in
+    the folder written, deleted or submitted."""
+    from xpubench.launch.runfile import held
+
+    (folder / "fleet.toml").write_text(text)
+    with held(folder / "running" / "fleet.lock", create=True, what="fleet"), untouched(folder):
+        yield
+
+
+def doc_cases(folder: Path) -> list[Case]:
+    """Each found before anything is written or submitted: DIR/out is not made, no other folder changes."""
+    for name in ("bin", "empty", "fleet", "results", "running"):
+        (folder / name).mkdir()
+    (folder / "fleet" / "fleet.toml").write_text(RUN + LOCAL)
+    (folder / "results" / "here.jsonl").write_text("{}\n")
+    cases = []
+    for name, text, argv, says in ROWS:
+        env, _, argv = argv.rpartition("xpubench ")
+        env = dict(e.split("=", 1) for e in env.format(dir=folder).split())
+        cases.append(Case(name, "xpubench " + argv.format(dir=folder), says, env=env,
+                          within=functools.partial(_fleet_file, folder, text)))
+    return cases
 
 
 def fleet_cli(capsys, *argv) -> tuple[int, str, str]:
@@ -66,89 +128,16 @@ def fleet_cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
-def refused(capsys, *argv) -> str:
-    """The one line of a refused command (exit 2, nothing else on stderr)."""
-    code, _, err = fleet_cli(capsys, *argv)
-    assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("xpubench: error: "), err
-    assert "Traceback" not in err
-    return err
+def _no_program(monkeypatch, tmp_path) -> None:
+    """PATH an empty folder (so sbatch, kubectl, sky are not on it)."""
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
 
 
-@pytest.mark.parametrize("text, said", [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES])
-def test_a_bad_fleet_file_is_one_line_and_writes_nothing(tmp_path, capsys, text, said):
-    (tmp_path / "fleet.toml").write_text(text)
-    err = refused(capsys, tmp_path / "fleet.toml", "-o", tmp_path / "out")
-    assert said in err
-    assert not (tmp_path / "out").exists()
-
-
-def _no_program(monkeypatch, tmp_path, *keep: str) -> None:
-    """PATH holding only links to ``keep`` (so sbatch, kubectl, sky are not on it)."""
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    for name in keep:
-        (bin_ / name).symlink_to(shutil.which(name))
-    monkeypatch.setenv("PATH", str(bin_))
-
-
-def test_sbatch_not_on_path_is_one_line_and_submits_nothing(tmp_path, capsys, monkeypatch):
-    (tmp_path / "fleet.toml").write_text(RUN + '[[machine]]\nname = "gpu"\nslurm = { partition = "gpu" }\n')
-    _no_program(monkeypatch, tmp_path)
-    err = refused(capsys, tmp_path / "fleet.toml", "-o", tmp_path / "out")
-    assert "machine 'gpu': sbatch is not on PATH" in err
-    assert not (tmp_path / "out").exists()
-
-
-def test_submit_without_kubectl_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    (tmp_path / "fleet.toml").write_text(RUN + '[[machine]]\nname = "pod"\nkubernetes = { image = "x" }\n')
-    _no_program(monkeypatch, tmp_path)
-    err = refused(capsys, tmp_path / "fleet.toml", "-o", tmp_path / "out", "--submit")
-    assert "--submit calls kubectl, which is not on PATH" in err
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("argv, said", [
-    (["{f}"], "-o DIR is needed"),
-    ([], "give one of: FILE.toml -o DIR"),
-    (["{f}", "--resume", "{d}"], "give one of: FILE.toml -o DIR"),
-    (["--resume", "{d}", "-o", "{d}"], "--resume names the folder itself: drop -o"),
-    (["--collect", "{d}", "--submit"], "--collect reads what came back"),
-    (["--resume", "{d}"], "cannot resume"),
-    (["--collect", "{d}"], "cannot collect"),
-], ids=["no -o", "nothing", "file and resume", "resume and -o", "collect and submit", "resume no fleet",
-        "collect no fleet"])
-def test_a_bad_command_line_is_one_line(tmp_path, capsys, argv, said):
-    (tmp_path / "fleet.toml").write_text(RUN + LOCAL)
-    (tmp_path / "d").mkdir()
-    argv = [a.format(f=tmp_path / "fleet.toml", d=tmp_path / "d") for a in argv]
-    assert said in refused(capsys, *argv)
-    assert list((tmp_path / "d").iterdir()) == []
-
-
-def test_a_folder_that_holds_a_fleet_or_results_is_refused(tmp_path, capsys):
-    (tmp_path / "fleet.toml").write_text(RUN + LOCAL)
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "fleet.toml").write_text(RUN + LOCAL)
-    assert "already holds a fleet (fleet.toml): --resume" in refused(capsys, tmp_path / "fleet.toml", "-o", out)
-    (out / "fleet.toml").unlink()
-    (out / "here.jsonl").write_text("{}\n")
-    assert "here.jsonl already holds results" in refused(capsys, tmp_path / "fleet.toml", "-o", out)
-    assert sorted(p.name for p in out.iterdir()) == ["here.jsonl"]
-
-
-def test_a_second_fleet_on_the_same_folder_is_refused(tmp_path, capsys):
-    """The lock rule of `run` (launch/runfile.py held): the fleet holding DIR/fleet.lock is alone there."""
-    from xpubench.launch.runfile import held
-
-    (tmp_path / "fleet.toml").write_text(RUN + LOCAL)
-    out = tmp_path / "out"
-    out.mkdir()
-    with held(out / "fleet.lock", create=True, what="fleet"):
-        err = refused(capsys, tmp_path / "fleet.toml", "-o", out)
-    assert "another xpubench fleet is writing" in err and "fleet.lock" in err
-    assert sorted(p.name for p in out.iterdir()) == ["fleet.lock"]   # no fleet.toml, no results, no job
+@pytest.mark.parametrize("name", [r[0] for r in ROWS])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, name):
+    case = next(c for c in doc_cases(tmp_path) if c.input == name)
+    check_row(case, run_case(case))
 
 
 def test_report_and_compare_read_a_folder(tmp_path, capsys):
@@ -167,13 +156,6 @@ def test_report_and_compare_read_a_folder(tmp_path, capsys):
     assert cli.main(["report", str(out), "-o", str(tmp_path / "r.md")]) == 0
     capsys.readouterr()
     assert "first" in (tmp_path / "r.md").read_text() and "second" in (tmp_path / "r.md").read_text()
-    (tmp_path / "none").mkdir()
-    assert "holds no results files (*.jsonl)" in refused_cmd(capsys, "compare", tmp_path / "none", out)
-
-
-def refused_cmd(capsys, *argv) -> str:
-    assert cli.main([str(a) for a in argv]) == 2
-    return capsys.readouterr().err
 
 
 def test_the_summary_has_a_column_per_machine_and_the_answer_ranks_them(tmp_path):

@@ -84,7 +84,7 @@ def test_fail_on_parsing(capsys, text, message):
 
 def process_file(path: Path, gflops: list[float], seed: int) -> Path:
     from xpubench.results import store
-    from xpubench.results.schema import Run
+    from xpubench.results.schema import SCHEMA_VERSION, Run
 
     template = store.load_file(BASE).runs[0]
     flops = 2 * 384 ** 3
@@ -95,7 +95,7 @@ def process_file(path: Path, gflops: list[float], seed: int) -> Path:
         warm = sorted([median, *(median * (1 + spread)), *(median * (1 - spread))])
         store.append(path, Run(**{**template.__dict__, "samples": {"warm_s": warm},
                                   "metrics": {**template.metrics, "warm_s": median}, "machine": {},
-                                  "process": i, "processes": len(gflops), "schema_version": 2}))
+                                  "process": i, "processes": len(gflops), "schema_version": SCHEMA_VERSION}))
     return path
 
 

@@ -164,9 +164,8 @@ def test_compare_matches_generation_cases_by_preset() -> None:
 
     def entry(source: str, preset: str, p50: float) -> Entry:
         result = generated("torch", 4, p50)
-        key = with_identity(Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
-                                 options={"preset": preset})).key
-        result.case.update(key=key, options={"preset": preset})
+        result.case = with_identity(Case(workload="gpt", backend="torch", device="cpu", mode="generate", batch_size=4,
+                                         options={"preset": preset}))
         return Entry(source, Path(source), result)
 
     a = [entry("a", "small", 0.002), entry("a", "gpt2", 0.05)]
@@ -216,7 +215,7 @@ def test_train_and_generate_through_api_run(tmp_path: Path, monkeypatch) -> None
     request = PlanRequest(workloads=["gpt"], backends=["torch", "jax"], devices=["cpu"], modes=["train", "infer"],
                           precisions=["fp32", "int8"], batch_sizes=[2], epochs=2, steps=2, train_samples=8,
                           eval_samples=4, time_budget_s=1, options=TINY)
-    results = {(r.case["backend"], r.case["mode"], r.case["precision"]): r
+    results = {(r.case.backend, r.case.mode, r.case.precision): r
                for r in api.run(request, output=tmp_path / "r.jsonl", processes=1, environment=this_machine())}
     for backend in ("torch", "jax"):
         train = results[backend, "train", "fp32"]

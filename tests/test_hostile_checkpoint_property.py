@@ -20,7 +20,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from xpubench.errors import UserError
@@ -159,6 +159,7 @@ def test_any_value_under_any_key_of_config_json_is_read_or_refused_in_one_line(k
 @given(names=st.lists(st.text(max_size=30) | st.sampled_from(["../model-00001-of-00002.safetensors", "/dev/zero",
                                                                ".", "..", "model-00001-of-00002.safetensors"]),
                       min_size=1, max_size=3), values=st.lists(VALUES, max_size=2))
+@example(names=["\n"], values=[])   # found here: the shard name's newline broke the one line
 def test_any_shard_name_in_the_index_is_read_or_refused_in_one_line(names, values):
     with tempfile.TemporaryDirectory() as folder:
         root = ck.write_checkpoint(Path(folder) / "ckpt", TINY, ck.random_hf_tensors(TINY), shards=2)

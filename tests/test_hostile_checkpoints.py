@@ -436,11 +436,15 @@ ROWS = [   # (input, argv with {tmp}, what the line says, setup of {tmp}, runs a
 
 def run_row(argv: str, tmp: Path, worker: bool) -> tuple[int, list[str]]:
     """A row's command: in this process, or (a --model row: the package on the worker's path) as
-    ``python -m xpubench`` in ``tmp``."""
+    ``xpubench run`` in a process of its own in ``tmp``, planning for the machine detected once per test run
+    (test_distributed.xpubench_run: its detection child, ~5 s with torch, is not the row's subject)."""
+    from test_distributed import xpubench_run
+
     args = shlex.split(argv.format(tmp=tmp))
     if worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(tmp)]), "OMP_NUM_THREADS": "1"}
-        proc = subprocess.run([sys.executable, "-m", "xpubench", *args], capture_output=True, text=True, cwd=tmp,
+        assert args[0] == "run", args
+        proc = subprocess.run([*xpubench_run(tmp), *args[1:]], capture_output=True, text=True, cwd=tmp,
                               env=env, timeout=300, check=False)
         return proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]
     err = io.StringIO()

@@ -294,10 +294,11 @@ def test_chart_names_never_leave_the_files_folder(tmp_path, capsys, monkeypatch)
 
 
 def test_duplicated_records_are_folded_with_a_warning(tmp_path):
+    from xpubench.plan.resolve import recorded_case
     from xpubench.results import store
 
     path = write_records(tmp_path / "twice.jsonl", MATMUL, MATMUL)
-    loaded = store.load_file(path)
+    loaded = store.load_file(path, recorded_case)   # version 2 lines: the planner reads them (analysis.load)
     [result] = loaded.results
     assert len(result.runs) == 1 and "processes" not in result.metrics
     assert any("1 record(s) repeat a case's process" in w for w in loaded.warnings)

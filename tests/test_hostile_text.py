@@ -33,7 +33,8 @@ def _records() -> list[dict]:
 
 
 def hostile_file(tmp_path: Path, *, keys: bool = False) -> Path:
-    """seed.jsonl with the hostile text in every device name, message and host name (and keys)."""
+    """seed.jsonl with the hostile text in every device name, message and host name (and keys, through the
+    precision: a case's key is made of its fields, results/schema.py)."""
     out = []
     for r in _records():
         for backend in r["fingerprint"].get("backends", {}).values():
@@ -42,7 +43,7 @@ def hostile_file(tmp_path: Path, *, keys: bool = False) -> Path:
         r["message"] = f"boom {HOSTILE}"
         r["fingerprint"]["hostname"] = f"host {HOSTILE}"
         if keys:
-            r["case"]["key"] += f"/{HOSTILE}"
+            r["case"]["precision"] += HOSTILE
         out.append(json.dumps(r))
     path = tmp_path / "hostile.jsonl"
     path.write_text("\n".join(out) + "\n")

@@ -367,6 +367,6 @@ def test_cli_inference_table_fp32_bf16_int8(tmp_path, one_thread_workers, detect
     assert _bytes(rows["bf16"]["model size"]) == pytest.approx(_bytes(rows["fp32"]["model size"]) / 2, rel=0.01)
     assert re.fullmatch(r"[+-]\d\.\d{4}", rows["int8"]["Δ vs fp32"]) and rows["fp32"]["Δ vs fp32"] == "-"
     assert rows["int8"]["x fp32"].endswith("x") and rows["fp32"]["x fp32"] == "-"
-    results = {r.case["precision"]: r for r in load_file(out).results}
+    results = {r.case.precision: r for r in load_file(out).results}
     assert results["int8"].metrics["model_bytes"] < results["fp32"].metrics["model_bytes"]
     assert len({r.metrics["weights_sha256"] for r in results.values()}) == 1   # the same trained weights

@@ -38,7 +38,7 @@ def matmul_case(n: int, price: float | None = None) -> Case:
 def fake_workers(monkeypatch, took: dict[int, list[float]]):
     """runner.run_one replaced: the matmul of size N ends ok after took[N][process] seconds (its compile 2 s,
     its time in the case all but 1.5 s of it)."""
-    def run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0):
+    def run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0, environment=None):
         seconds = took[case.size][process]
         return {"status": "ok", "metrics": {"warm_s": 0.01, "compile_s": 2.0, "case_s": seconds - 1.5}}, seconds
 

@@ -43,7 +43,7 @@ def metrics(tg: float = 40.0, **extra) -> dict:
 
 def test_the_share_uses_the_measured_bandwidth_before_the_spec():
     m = metrics(peak_flops_per_s=4e11)
-    add_generation_bounds(m, CASE, fingerprint(measured=18e9, spec=50e9))
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint(measured=18e9, spec=50e9))
     assert m["bandwidth_bound_tokens_per_s"] == pytest.approx(18e9 / BYTES)
     assert m["pct_of_bandwidth_bound"] == pytest.approx(40 / (18e9 / BYTES))
     assert m["bound_bandwidth_source"].startswith("measured (torch's copy/triad")
@@ -51,24 +51,24 @@ def test_the_share_uses_the_measured_bandwidth_before_the_spec():
     faster["ceilings"]["bandwidth"]["jax/cpu"] = {"bytes_per_s": 24e9}       # the device's: the fastest backend's
     faster["ceilings"]["bandwidth"]["jax/gpu:0"] = {"bytes_per_s": 3e12}     # another device: not this one's
     m2 = metrics()
-    add_generation_bounds(m2, CASE, faster)
+    add_generation_bounds(m2, Case.from_dict(CASE), faster)
     assert m2["bound_bandwidth"] == 24e9 and m2["bound_bandwidth_source"].startswith("measured (jax's")
     assert m["prefill_flops_per_s"] == pytest.approx(2.8e11) and m["prefill_mfu"] == pytest.approx(0.7)
     spec = metrics()
-    add_generation_bounds(spec, CASE, fingerprint(spec=50e9))
+    add_generation_bounds(spec, Case.from_dict(CASE), fingerprint(spec=50e9))
     assert spec["bound_bandwidth"] == 50e9 and "spec" in spec["bound_bandwidth_source"]
     assert spec["prefill_mfu"] is None             # no peak known: n/a, never a guess
 
 
 def test_no_bandwidth_known_is_na_with_the_reason():
     m = metrics()
-    add_generation_bounds(m, CASE, fingerprint())
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint())
     assert "pct_of_bandwidth_bound" not in m and "xpubench ceilings" in m["bandwidth_bound_note"]
 
 
 def test_a_share_above_100_percent_is_an_unreliable_bound_never_stored():
     m = metrics(tg=200.0)                           # 200 tok/s x 270 MB = 54 GB/s against 18 GB/s
-    add_generation_bounds(m, CASE, fingerprint(measured=18e9))
+    add_generation_bounds(m, Case.from_dict(CASE), fingerprint(measured=18e9))
     assert "pct_of_bandwidth_bound" not in m
     assert m["bandwidth_bound_note"].startswith("unreliable bound, not printed: decode ran at 200.0 tokens/s")
     assert "it moved at least 54.0 GB/s" in m["bandwidth_bound_note"]
@@ -94,17 +94,22 @@ def loaded(*results: Result) -> ResultSet:
     return ResultSet.load([dataclasses.replace(r) for r in analyse(list(results))])
 
 
-def test_one_table_per_weight_format_and_the_answer_line():
-    data = loaded(result("fp32", tg=20.0), result("bf16", tg=40.0), result("bf16", tg=30.0, backend="jax"))
-    tables = section("llm").shown_tables(data, report=True)
-    assert [t.title.split(" ")[0] for t in tables] == ["fp32", "bf16"]
-    cells = tables[1].frame()
-    assert list(cells["test"]) == ["pp512", "tg128", "pp512", "tg128"]          # llama-bench's rows: jax, torch
-    assert list(cells["t/s"])[1::2] == ["30.0", "40.0"]
-    assert list(cells["of bw bound"]) == ["", f"{30 / (18e9 / BYTES):.0%}", "", f"{40 / (18e9 / BYTES):.0%}"]
+def test_one_table_of_every_runtime_and_format_and_an_answer_line_per_format():
+    """Issue 50 item 7: one llama-bench table, a row per runtime x format x test (the formats in order, the
+    fastest tg first), and the answer names the fastest runtime of each format with the others after it."""
+    data = loaded(result("fp32", tg=20.0), result("bf16", tg=30.0, backend="jax"), result("bf16", tg=40.0))
+    [table] = section("llm").shown_tables(data, report=True)
+    cells = table.frame()
+    assert list(zip(cells["format"], cells["backend"], cells["test"])) == [
+        ("fp32", "torch", "pp512"), ("fp32", "torch", "tg128"), ("bf16", "torch", "pp512"), ("bf16", "torch", "tg128"),
+        ("bf16", "jax", "pp512"), ("bf16", "jax", "tg128")]                  # llama-bench's rows
+    assert list(cells["t/s"])[1::2] == ["20.0", "40.0", "30.0"]
+    assert list(cells["of bw bound"])[1::2] == [f"{tg / (18e9 / BYTES):.0%}" for tg in (20.0, 40.0, 30.0)]
     lines = answer_lines(data)
-    assert f"- for smollm-135m generation (tg128), torch cpu bf16: 40.0 tok/s, {40 / (18e9 / BYTES):.0%} of the " \
-           "bandwidth bound" in lines
+    share = f"{40 / (18e9 / BYTES):.0%}"
+    assert (f"- for smollm-135m generation (tg128), torch cpu bf16: 40.0 tok/s, {share} of the bandwidth bound; the "
+            f"fastest of 2 runtimes in bf16 here (then jax cpu 30.0 tok/s, {30 / (18e9 / BYTES):.0%})") in lines
+    assert [line for line in lines if line.startswith("- for smollm-135m generation (tg128), torch cpu fp32: 20.0")]
 
 
 def test_the_table_reads_like_llama_bench():
@@ -141,3 +146,18 @@ def test_a_generation_run_asks_for_the_bandwidth_even_for_int8():
     case = Case(workload="llama", backend="torch", device="cpu", mode="generate", precision="int8", batch_size=1)
     assert wanted([case]) == {("torch", "cpu"): []}
     assert wanted([dataclasses.replace(case, precision="bf16")]) == {("torch", "cpu"): ["bf16"]}
+
+
+def test_an_engines_own_figures_of_the_same_calls_stand_beside_xpubenchs():
+    """Issue 50 item 2: OpenVINO GenAI's perf metrics (its TTFT and TPOT of the calls xpubench timed) are shown
+    beside xpubench's pp and tg, so a reader sees they agree; a runtime reporting none leaves its cells empty,
+    and a table of such runtimes has no such column."""
+    own = {"engine_ttft_s": 0.25, "engine_decode_tokens_per_s": 39.5}
+    data = loaded(result(tg=40.0, backend="openvino", metrics_extra=own), result(tg=30.0, backend="jax"))
+    [table] = section("llm").shown_tables(data, report=True)
+    cells = table.frame()
+    column = dict(zip(zip(cells["backend"], cells["test"]), cells["engine's own t/s"]))
+    assert column[("openvino", "tg128")] == "39.5" and column[("openvino", "pp512")] == f"{512 / 0.25:,.0f}"
+    assert column[("jax", "tg128")] == column[("jax", "pp512")] == ""
+    [plain] = section("llm").shown_tables(loaded(result(tg=30.0, backend="jax")), report=True)
+    assert "engine's own t/s" not in plain.frame()

@@ -66,7 +66,7 @@ def machine(monkeypatch, tmp_path_factory) -> dict:
 
 
 def results(path) -> dict:
-    return {(r.case["backend"], r.case["mode"]): r for r in analysis.load([path])[0].results}
+    return {(r.case.backend, r.case.mode): r for r in analysis.load([path])[0].results}
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 
 from xpubench.backends.llamacpp_ import bench, binaries, build
 from xpubench.workloads.llama.checkpoint import random_hf_tensors
-from xpubench.workloads.llama.config import PRESETS, LlamaConfig
+from xpubench.workloads.llama.config import PRESETS, LlamaConfig, to_hf_config
 
 gguf = pytest.importorskip("gguf")
 from xpubench.backends.llamacpp_ import gguf_file
@@ -78,7 +78,7 @@ def test_the_command_asks_llama_bench_for_one_test_with_the_case_values():
 
 def test_gguf_round_trip_shapes_types_and_values(tmp_path):
     tensors = random_hf_tensors(TINY, seed=3)
-    path = gguf_file.write_gguf(tmp_path / "t.gguf", TINY, "bf16", tensors.items())
+    path = gguf_file.write_gguf(tmp_path / "t.gguf", to_hf_config(TINY), "bf16", tensors.items())
     reader = gguf.GGUFReader(str(path))
     found = {t.name: t for t in reader.tensors}
     assert "output.weight" not in found                        # tied: llama.cpp uses token_embd as the head
@@ -105,26 +105,32 @@ def test_permute_pairs_each_heads_halves():
 
 
 def test_llama3_rope_scaling_becomes_a_rope_freqs_tensor():
-    factors = gguf_file.rope_factors(PRESETS["llama-1b"])
+    factors = gguf_file.rope_factors(to_hf_config(PRESETS["llama-1b"]))
     assert factors.shape == (PRESETS["llama-1b"].head_dim // 2,)
     assert factors[0] == 1.0 and factors[-1] == PRESETS["llama-1b"].rope_scaling.factor
-    assert gguf_file.rope_factors(PRESETS["smollm-135m"]) is None
+    assert gguf_file.rope_factors(to_hf_config(PRESETS["smollm-135m"])) is None
 
 
-def test_written_files_are_cached_by_shape_seed_and_format(tmp_path):
+def test_written_files_are_cached_by_the_weights_digest_and_format(tmp_path, monkeypatch):
+    """The workload's checkpoint folder (random weights of a seed, written once) becomes one GGUF per format;
+    another seed is other weights, so another file."""
     from xpubench.workloads import get_workload
 
-    spec = get_workload("llama").spec_for({"n_layers": 1, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2,
-                                          "intermediate_size": 96, "vocab_size": 256})
-    env = {"XDG_CACHE_HOME": str(tmp_path)}
-    first, cached = gguf_file.gguf_for(spec, "fp16", 0, environ=env)
-    again, cached_again = gguf_file.gguf_for(spec, "fp16", 0, environ=env)
-    other, _ = gguf_file.gguf_for(spec, "fp16", 1, environ=env)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    llama = get_workload("llama")
+    spec = llama.spec_for({"n_layers": 1, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2,
+                           "intermediate_size": 96, "vocab_size": 256})
+    weights = llama.checkpoint(spec, 0)
+    assert weights.folder.parent == tmp_path / "xpubench" / "checkpoints" and weights.seed == 0
+    assert llama.checkpoint(spec, 0) == weights                   # written once, found again
+    first, cached = gguf_file.gguf_for(weights, "fp16")
+    again, cached_again = gguf_file.gguf_for(weights, "fp16")
+    other, _ = gguf_file.gguf_for(llama.checkpoint(spec, 1), "fp16")
     assert (cached, cached_again, again) == (False, True, first) and other != first
     assert first.parent == tmp_path / "xpubench" / "gguf"
     assert gguf_file.tensor_summary(first)["types"] == {"F16": 1 + 7, "F32": 3}
     with pytest.raises(Exception, match="llama-quantize"):      # q8_0 needs the quantizer
-        gguf_file.gguf_for(spec, "int8", 0, quantizer=None, environ=env)
+        gguf_file.gguf_for(weights, "int8", quantizer=None)
 
 
 # ---- finding the programs, the build's flags -----------------------------------------------------
@@ -196,10 +202,18 @@ def test_a_case_without_llama_bench_is_skipped_with_the_reason(tmp_path, monkeyp
     case = Case(workload="llama", backend="llamacpp", device="cpu", mode="generate", precision="fp32", batch_size=1)
     assert "no llama-bench found" in get("llamacpp").unsupported(case)
     for other, why in (({"mode": "train"}, "generation only"), ({"precision": "tf32"}, "no tf32"),
-                       ({"batch_size": 4}, "batch 1"), ({"device": "gpu:0"}, "CPU build"),
-                       ({"precision": "int4", "options": {"int4_group_size": 128}}, "groups of 32")):
+                       ({"batch_size": 4}, "batch 1"), ({"device": "gpu:0"}, "CPU build")):
         assert why in get("llamacpp").unsupported(dataclasses.replace(case, **other))
     assert os.environ["PATH"] == str(tmp_path)
+
+
+def test_int4_groups_other_than_q4_0s_have_no_llama_cpp_format(tmp_path):
+    from xpubench.backends import get
+    from xpubench.workloads.base import Weights
+
+    weights = Weights(tmp_path, {}, "d", "tiny", int4_group=128)
+    assert "groups of 32 weights; int4_group_size 128" in get("llamacpp").cannot_load(weights, "int4")
+    assert get("llamacpp").cannot_load(weights, "int8") is None
 
 
 # ---- the whole path through `xpubench run`, with a stand-in llama-bench ----------------------------
@@ -222,7 +236,7 @@ def test_a_run_records_what_llama_bench_printed_as_a_llama_case(tmp_path, monkey
                       "hidden_size = 64\nn_heads = 4\nn_kv_heads = 2\nintermediate_size = 96\nvocab_size = 256\n")
     out = tmp_path / "r.jsonl"
     assert cli.main(["run", "--config", str(config), "-o", str(out)]) == 0
-    results = {r.case["precision"]: r for r in analysis.load([out])[0].results}
+    results = {r.case.precision: r for r in analysis.load([out])[0].results}
     # int8 needs llama-quantize, which the stand-in folder lacks: skipped, and saying so
     assert results["int8"].status == "skipped" and "llama-quantize" in results["int8"].message
     r = results["fp32"]

@@ -32,12 +32,13 @@ def own_cache(tmp_path, monkeypatch):
 @needs_llamacpp
 @pytest.mark.parametrize(("fmt", "main_type"), [("int8", "Q8_0"), ("int4", "Q4_0")])
 def test_llama_quantize_makes_the_quantised_file_from_the_f32_one(own_cache, fmt, main_type):
-    spec = get_workload("llama").spec_for(TINY)
-    path, cached = gguf_file.gguf_for(spec, fmt, 0, PROGRAMS.quantize, 1)
+    llama = get_workload("llama")
+    weights = llama.checkpoint(llama.spec_for(TINY), 0)
+    path, cached = gguf_file.gguf_for(weights, fmt, PROGRAMS.quantize, 1)
     summary = gguf_file.tensor_summary(path)
     assert not cached and path.name.endswith(f"-{main_type.lower()}.gguf")
     assert max(summary["types"], key=summary["types"].get) == main_type
-    f32, _ = gguf_file.gguf_for(spec, "fp32", 0)                 # its source, cached by the first call
+    f32, _ = gguf_file.gguf_for(weights, "fp32")                 # its source, cached by the first call
     assert summary["params"] == gguf_file.tensor_summary(f32)["params"]
     assert summary["weight_bytes"] < gguf_file.tensor_summary(f32)["weight_bytes"] / 3
 
@@ -52,7 +53,7 @@ def test_a_llama_bench_run_is_a_case_the_reports_read(own_cache, capsys):
                       + "".join(f"{k} = {v}\n" for k, v in TINY.items()))
     out = own_cache / "r.jsonl"
     assert cli.main(["run", "--config", str(config), "-o", str(out)]) == 0
-    results = {r.case["precision"]: r for r in analysis.load([out])[0].results}
+    results = {r.case.precision: r for r in analysis.load([out])[0].results}
     assert set(results) == {"fp32", "int8"}
     for precision, gguf_type in (("fp32", "f32"), ("int8", "q8_0")):
         r = results[precision]

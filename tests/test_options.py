@@ -29,6 +29,8 @@ SAMPLES = {
     "batch_size": (["--batch-size", "8,16"], {"batch_size": [8, 16]}, [8, 16]),
     "size": (["--size", "64"], {"size": 64}, [64]),
     "mode": (["--mode", "infer"], {"mode": "infer"}, ["infer"]),
+    "concurrency": (["-c", "1,2", "--mode", "serve"], {"concurrency": [1, 2], "mode": "serve"}, [1, 2]),
+    "rate": (["--rate", "0.5,2", "--mode", "serve"], {"rate": [0.5, 2.0], "mode": "serve"}, [0.5, 2.0]),
     "devices": (["--devices", "2"], {"devices": 2}, [2]),
     "scaling": (["--scaling"], {"scaling": True}, True),
     "lr_scaling": (["--lr-scaling"], {"lr_scaling": True}, True),

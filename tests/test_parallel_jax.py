@@ -96,7 +96,7 @@ def test_cli_runs_mnist_over_eight_simulated_devices_train_and_infer(tmp_path):
          "--verbose"],
         capture_output=True, text=True, timeout=400, check=False, env={**os.environ, **EIGHT, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = {r.case["mode"]: r for r in load_file(out).results}
+    results = {r.case.mode: r for r in load_file(out).results}
     for mode, r in results.items():
         assert r.status == "ok", (mode, r.message)
         m = r.metrics

@@ -115,8 +115,8 @@ def test_scaling_run_records_n1_and_n2_with_efficiency(tmp_path, capsys, monkeyp
                      "--no-progress", "--verbose"]) == 0
     stdout = capsys.readouterr().out
     (loaded,) = analysis.load([out])     # the efficiency is derived on loading (analysis/scaling.py)
-    results = sorted(loaded.results, key=lambda r: r.case["devices"])
-    assert [r.case["devices"] for r in results] == [1, 2]
+    results = sorted(loaded.results, key=lambda r: r.case.devices)
+    assert [r.case.devices for r in results] == [1, 2]
     one, two = results
     for r in results:
         assert r.status == "ok", r.message
@@ -138,8 +138,8 @@ def test_torch_data_parallel_inference_is_skipped_with_a_reason():
 
 
 def _result(devices, thr, status="ok", **case):
-    c = {"workload": "mnist_cnn", "backend": "jax", "device": "cpu", "mode": "train", "precision": "fp32",
-         "batch_size": 16, "data": "synthetic", "compile": "auto", "seed": 0, "devices": devices, **case}
+    c = Case(**{"workload": "mnist_cnn", "backend": "jax", "device": "cpu", "mode": "train", "precision": "fp32",
+                "batch_size": 16, "data": "synthetic", "compile": "auto", "seed": 0, "devices": devices, **case})
     return SimpleNamespace(case=c, status=status, metrics={"samples_per_s": thr})
 
 

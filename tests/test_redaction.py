@@ -182,7 +182,7 @@ def test_a_password_in_the_url_or_a_token_in_the_environment_is_in_no_output(ser
     assert "cannot reach the server" in said[-1]
     assert not _leaks(tmp_path, said)
     record = json.loads((results / "a.jsonl").read_text().splitlines()[0])
-    assert record["placement"] == record["case"]["options"]["url"] == f"http://127.0.0.1:{server}"
+    assert record["case"]["options"]["url"] == f"http://127.0.0.1:{server}"   # the address, without its user
     assert record["fingerprint"]["env"]["TPU_API_KEY"] == "REDACTED"
 
 
@@ -203,9 +203,14 @@ def test_a_real_llama_server_with_an_api_key_is_measured_and_the_key_kept_nowher
                                                                                    capsys):
     """llama-server --api-key checks the Bearer token: with the key the points complete, with another
     every request is refused (401); neither the records nor the output hold the key."""
-    from xpubench.serve.server import LlamaServer
+    import dataclasses
 
-    server = LlamaServer(tiny_gguf, slots=1, slot_context=64, threads=1, extra=["--api-key", KEY])
+    from xpubench import backends
+    from xpubench.serve.server import Server
+
+    spec = backends.get("llamacpp").server()
+    spec = dataclasses.replace(spec, arguments=(*spec.arguments, "--api-key", KEY))
+    server = Server(spec, str(tiny_gguf), name="tiny", slots=1, context=64, fmt="q8_0", threads=1)
     assert KEY in server.command and KEY not in server.command_line
     with server:
         for key, name in ((KEY, "right"), ("sk-wrong", "wrong")):

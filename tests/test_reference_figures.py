@@ -116,7 +116,7 @@ def test_the_bound_bandwidth_is_the_cached_median_of_several_measurements(monkey
     shares, sources = [], []
     for run in (first, second):   # the same tg, the same share of its bound, run after run
         metrics = {"decode_tokens_per_s": 50.0, "decode_bytes_per_token": 270e6}
-        add_generation_bounds(metrics, Case("llama", "torch", "cpu", "generate", "bf16", batch_size=1).as_dict(),
+        add_generation_bounds(metrics, Case("llama", "torch", "cpu", "generate", "bf16", batch_size=1),
                               {"ceilings": {"bandwidth": {"torch/cpu": run}}})
         shares.append(metrics["pct_of_bandwidth_bound"])
         sources.append(metrics["bound_bandwidth_source"])

@@ -9,7 +9,7 @@ import report_runs as runs
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.sentences.answer import answer_lines
 from xpubench.results import store
-from xpubench.results.schema import Run
+from xpubench.results.schema import SCHEMA_VERSION, Run
 
 FLOPS = 2 * runs.MATMUL_N ** 3
 
@@ -29,7 +29,7 @@ def write_case(path, backend: str, gflops: list[float], seed: int = 0, status: s
                                   "samples": {"warm_s": warm} if ok else {},
                                   "metrics": {**template.metrics, "warm_s": median,
                                               "warm_flops_per_s": FLOPS / median} if ok else {},
-                                  "process": i, "processes": len(gflops), "schema_version": 2}))
+                                  "process": i, "processes": len(gflops), "schema_version": SCHEMA_VERSION}))
 
 
 def answer(path) -> str:

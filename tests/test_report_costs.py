@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from xpubench.analysis import analyse
+from xpubench.plan.resolve import recorded_case
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.render.build import build_section
 from xpubench.report.sections import section
@@ -21,7 +22,7 @@ RECORDED = Path(__file__).parent / "data" / "runs" / "default-zen4.jsonl"
 
 
 def recorded_section(edit=None):
-    loaded = store.load_file(RECORDED)
+    loaded = store.load_file(RECORDED, recorded_case)
     if edit:
         edit(loaded)
     analyse(loaded.results)
@@ -55,7 +56,7 @@ def test_the_default_runs_section_has_ceilings_and_says_each_shared_reason_once(
 
 
 def test_a_table_with_a_measured_and_a_bound_ceiling_marks_the_bound():
-    loaded = store.load_file(RECORDED)
+    loaded = store.load_file(RECORDED, recorded_case)
     analyse(loaded.results)
     frame = ResultSet.load(loaded).frame
     frame.loc[frame["backend"] == "jax", "ceiling_is_lower_bound"] = None   # as if jax's had been measured

@@ -40,7 +40,7 @@ def record(workload="mnist_cnn", backend="torch", device="cpu", mode="train", pr
                    "accuracy": metric, "warning": None}
         samples = {"latency_s": steps, "pass_s": [10000 / batch * s for s in steps]}
     metrics.update(extra)
-    return Result(case=case.as_dict(), status=status, metrics=metrics if status == "ok" else {},
+    return Result(case=case, status=status, metrics=metrics if status == "ok" else {},
                   samples=samples if status == "ok" else {},
                   series={"train_loss": [1.0, 0.5], "val_metric": [0.5, metric]},
                   fingerprint=FINGERPRINT, placement=device)

@@ -119,7 +119,7 @@ def test_curves_of_synthetic_data_are_labelled_and_folded_real_ones_stay_promine
     quick_charts(monkeypatch)   # which charts are made, their titles and where they go are asserted, not pixels
     synthetic = record(workload="mnist_cnn", backend="torch")
     on_real = record(workload="mnist_cnn", backend="jax", seed=3)
-    real = dataclasses.replace(on_real, case={**on_real.case, "data": "real"})
+    real = dataclasses.replace(on_real, case=dataclasses.replace(on_real.case, data="real"))
     report = build_report([synthetic, real])
     training = next(s for s in report.sections if s.anchor == "training")
     curves = {c.name: c for c in training.charts if c.name.startswith("curves")}

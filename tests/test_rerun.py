@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from xpubench import analysis, api, cli
-from xpubench.case import Case, UnresolvedCase
+from xpubench.case import Case
 from xpubench.cli.run import request_from
-from xpubench.cli.serve import settings_of
+from xpubench.cli.serve import request_of
 from xpubench.errors import UserError
-from xpubench.plan.rerun import recorded_rerun, rerun_arguments, rerun_command
+from xpubench.plan.rerun import rerun_arguments, rerun_command
 from xpubench.publish.collect import RunRecord, read_run
 from xpubench.publish.pages import run_page
-from xpubench.serve.model import AS_IN_THE_FILE, served_as
 from xpubench.serve.rerun import WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,14 +33,6 @@ def results_of(path: Path):
     except UserError:
         return []
     return loaded.results
-
-
-def resolves(result) -> bool:
-    try:
-        Case.from_dict(result.case)
-    except UnresolvedCase:
-        return False
-    return True
 
 
 def replanned(key: str, recorded: dict, planned: list[Case]) -> bool:
@@ -59,21 +50,14 @@ def planned(args: list[str], env: dict) -> list[Case]:
     return api.plan(request, environment=env).cases
 
 
-def swept_keys(args: list[str], tmp_path: Path) -> set[str]:
-    """The keys `xpubench ARGS` records: its flags read as the command reads them, one case per load point,
-    named as the server it starts (a named shape's label, or a GGUF file's as it is) or asks (--url) names it."""
-    from xpubench.serve.record import Target, case_of  # the serve client's httpx: only where a test serves
-    from xpubench.serve.run import loads
-
+def swept_keys(args: list[str], env: dict, tmp_path: Path) -> set[str]:
+    """The keys `xpubench ARGS` records on the machine ``env`` describes: its flags read as the command reads
+    them and planned (plan/serve.py), one case per load point."""
     weights = tmp_path / "weights.gguf"   # the user's GGUF the command asks for
     weights.touch()
     parsed = cli.build_parser().parse_args([*(str(weights) if w == WEIGHTS else w for w in args),
                                             "-o", str(tmp_path / "serve.jsonl")])
-    s = settings_of(parsed)
-    label, precision = served_as(parsed.model, parsed.format) if parsed.model else (s.label, AS_IN_THE_FILE)
-    target = Target(url=s.url or "http://127.0.0.1:1", label=label, device="remote" if s.url else "cpu",
-                    precision="as-served" if s.url else precision, server="", model="", provenance={})
-    return {case_of(target, load, s.input_len, s.output_len, s.endpoint, s.seed).key for load in loads(s)}
+    return {c.key for c in api.plan(request_of(parsed), environment=env).cases}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
@@ -83,21 +67,20 @@ def test_every_recorded_case_is_planned_again_by_its_command(path, tmp_path, mon
     monkeypatch.setenv("XPUBENCH_DATA_DIR", str(tmp_path / "data"))
     results = results_of(path)
     assert results or path.name == "llama-bench.jsonl"   # llama-bench's own output, kept to test its parser
-    for result in filter(resolves, results):
-        case = Case.from_dict(result.case)
+    for result in results:   # every recorded case, an older file's as this version plans it (a Case: typed on load)
+        case = result.case
         args, unsaid = rerun_arguments(case, local_paths=False)
         assert unsaid == {}, result.key
         if case.mode == "serve":
-            assert args[0] == "serve" and result.key in swept_keys(args, tmp_path), result.key
+            assert args[0] == "serve" and result.key in swept_keys(args, result.fingerprint, tmp_path), result.key
         else:
             assert args[0] == "run", result.key
-            assert replanned(result.key, result.case["options"], planned(args, result.fingerprint)), result.key
-    # the selftest's cases of the oldest file have no batch size, which a case has had since: no command plans
-    # them again (the site's run page says so)
-    old = [r for r in results if not resolves(r)]
-    assert sorted(r.key for r in old) == ([f"selftest/numpy/cpu/train/fp32/{b}" for b in ("nan", "ok", "oom", "raise")]
-                                          if path.name == "seed.jsonl" else [])
-    assert all(recorded_rerun(r.case).startswith(f"# {r.key}: no command plans it again (") for r in old)
+            assert replanned(result.key, result.case.options, planned(args, result.fingerprint)), result.key
+    # the oldest file's selftest cases, recorded without a batch size, read at the batch the planner gives them
+    # (results/schema.py, version 3), so a command plans them again too
+    old = [r.key for r in results if r.case.workload == "selftest"]
+    assert sorted(old) == ([f"selftest/numpy/cpu/train/fp32/b1/{b}" for b in ("nan", "ok", "oom", "raise")]
+                           if path.name == "seed.jsonl" else [])
 
 
 def test_the_sites_run_page_prints_each_cases_command():
@@ -109,8 +92,7 @@ def test_the_sites_run_page_prints_each_cases_command():
             "128 --eval-samples 128 --time-budget 1.0 --data real --mode infer") in said
     assert "xpubench run -w gpt -b torch -d cpu -p fp32 --batch-size 2 --epochs 2 --steps 2 --preset small " \
            "--prompt-len 8 --new-tokens 4 --mode infer" in said
-    assert "# selftest/numpy/cpu/train/fp32/ok: no command plans it again (selftest train case without a batch " \
-           "size: the planner resolves it)" in said
+    assert "xpubench run -w selftest -b numpy -d cpu -p fp32 --batch-size 1 --selftest ok --mode train" in said
     assert len(said) == 9 and "shared" not in " ".join(said)   # the recorded ../shared/datasets/mnist: local
 
 
@@ -137,24 +119,38 @@ def test_an_option_without_a_flag_is_said_as_a_config_key():
     assert rerun_command(case).endswith("# with a --config file's [run.options]: n_layers = 8")
 
 
-@pytest.mark.parametrize("label, device, precision, batch, load, more, says", [
-    ("served-1f2e-q8_0", "cpu", "as in the file", 2, "closed", {"requests": 4, "warmup": 1},
-     f"serve --server llamacpp --weights {WEIGHTS} --label served-1f2e-q8_0 -c 2"),
-    ("smollm-135m-q4_0", "cpu", "q4_0", 1, "closed", {}, "--server llamacpp --model smollm-135m --format q4_0"),
-    ("my-model", "remote", "as-served", 64, "poisson 0.5 rps", {"url": "http://10.0.0.5:8000"},
+@pytest.mark.parametrize("label, backend, device, precision, users, rate, more, says", [
+    ("served", "llamacpp", "cpu", "q8_0", 2, None, {"requests": 4, "warmup": 1, "weights": "WEIGHTS"},
+     "serve --server llamacpp -d cpu --weights WEIGHTS --label served -c 2"),
+    ("smollm-135m-q4_0", "llamacpp", "cpu", "q4_0", 1, None, {"preset": "smollm-135m"},
+     "--server llamacpp -d cpu --model smollm-135m --format q4_0"),
+    ("my-model", "http", "remote", "as-served", 64, 0.5, {"url": "http://10.0.0.5:8000"},
      "serve --url http://10.0.0.5:8000 --label my-model --rate 0.5 --input-len"),
-    ("my-model", "remote", "as-served", 4, "poisson 2 rps", {"url": "http://10.0.0.5:8000"},
-     "--rate 2 -c 4"),   # its cap: a closed point too
+    ("my-model", "llamacpp", "gpu:0", "q8_0", 4, 2.0, {"url": "http://10.0.0.5:8000"},
+     "-d gpu:0 --format q8_0 --rate 2 -c 4"),   # its cap: a closed point too
 ])
-def test_a_serve_case_of_a_users_weights_or_a_url_is_swept_again(label, device, precision, batch, load, more, says,
-                                                                  tmp_path):
-    from xpubench.serve.record import KEY_OPTIONS
+def test_a_serve_case_of_a_users_weights_or_a_url_is_swept_again(label, backend, device, precision, users, rate, more,
+                                                                  says, tmp_path, monkeypatch):
+    """Its command plans its key again: a GGUF served as it is (its own name and format), a named shape, a URL
+    whose server does not say what it runs, and one that says it is llama.cpp's, on the device -d names."""
+    from xpubench.case import SERVE_KEY_OPTIONS
+    from xpubench.results import store
+    from xpubench.serve import model, server
 
-    case = Case(label, "http", device, "serve", precision, batch_size=batch, seed=2, key_options=KEY_OPTIONS,
-                options={"load": load, "input_len": 16, "output_len": 8, "endpoint": "completions", **more})
+    weights = tmp_path / "weights.gguf"
+    options = {"input_len": 16, "output_len": 8, "endpoint": "completions", "request_timeout_s": 120.0,
+               "point_timeout_s": 600.0, **more}
+    options |= {"weights": str(weights)} if "weights" in more else {}
+    case = Case(label, backend, device, "serve", precision, users=users, rate=rate, seed=2,
+                key_options=SERVE_KEY_OPTIONS, options=options)
     args, _ = rerun_arguments(case)
-    assert says in " ".join(args) and args[-2:] == ["--seed", "2"]
-    assert case.key in swept_keys(args, tmp_path)
+    assert says in " ".join(args).replace(str(weights), "WEIGHTS") and args[-2:] == ["--seed", "2"]
+    said = {"props": {"build_info": "b1-abc", "model_ftype": "Q8_0"}} if backend == "llamacpp" else {}
+    monkeypatch.setattr(server, "provenance", lambda url, timeout, headers=None: (said, "my-model"))
+    monkeypatch.setattr(model, "given_file", lambda path: model.Served(path, "served", "q8_0", f"the GGUF {path}"))
+    weights.touch()
+    env = store.load_file(ROOT / "results" / "cpu" / "serve_smollm-135m_q8_0.jsonl").runs[0].fingerprint
+    assert case.key in swept_keys(args, env, tmp_path)
 
 
 @pytest.mark.parametrize("argv", [

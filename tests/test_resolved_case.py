@@ -204,13 +204,14 @@ def test_save_weights_is_resolved_by_the_planner_not_the_cli(tmp_path, monkeypat
 def test_an_older_files_keys_are_read_as_this_version_gives_them():
     """A recorded jax llama case carried torch's decode step in its key (default-zen3-quiet.jsonl, before
     --decode was torch's alone): loaded, it is keyed as a new plan keys it, so the files compare; torch's
-    own decode step stays in its key, and the line in the file is left as written."""
+    own decode step stays in its key, and the line in the file is left as written. The key is the migrated
+    case's (results/schema.py, version 3: read once, when the file is loaded)."""
     from xpubench import analysis
-    from xpubench.plan.resolve import current_key
+    from xpubench.plan.resolve import recorded_case
 
     path = Path(__file__).parent / "data" / "runs" / "default-zen3-quiet.jsonl"
     assert "llama/jax/cpu/generate/fp32/b1/4/64/16/eager" in path.read_text()
-    keys = {r.key for f in analysis.load([path]) for r in f.results if r.case["workload"] == "llama"}
+    keys = {r.key for f in analysis.load([path]) for r in f.results if r.case.workload == "llama"}
     new = {c.key for c in build_cases(PlanRequest(quick=True), cpu_env()) if c.workload == "llama"}
     assert keys == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/eager"}
     assert new == {"llama/jax/cpu/generate/fp32/b1/4/64/16", "llama/torch/cpu/generate/fp32/b1/4/64/16/compiled"}
@@ -219,8 +220,10 @@ def test_an_older_files_keys_are_read_as_this_version_gives_them():
            "key_options": ["weights", "decode"],
            "options": {"weights": "/home/me/ckpt", "weights_path": "/home/me/ckpt", "weights_sha256": "ab" * 32,
                        "decode": "eager"}}
-    assert current_key(old) == "llama/torch/cpu/generate/fp32/b1/ckpt@abababababab/eager"
-    assert current_key({**old, "workload": "not-a-workload"}) == old["key"]   # unknown: its own key
+    assert recorded_case(old, 2).key == "llama/torch/cpu/generate/fp32/b1/ckpt@abababababab/eager"
+    assert recorded_case(old, 3).key == old["key"]         # a version 3 line: the case as written, nothing migrated
+    unknown = recorded_case({**old, "workload": "not-a-workload"}, 2)   # a workload this version does not know:
+    assert unknown.key == old["key"].replace("llama", "not-a-workload")  # its recorded fields, as given
 
 
 def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 
 from xpubench.case import Case
 from xpubench.errors import UserError
+from xpubench.plan.resolve import recorded_case
 from xpubench.results import store
 from xpubench.results.schema import SCHEMA_VERSION, Run
 
@@ -35,15 +36,15 @@ def test_round_trip(tmp_path):
     for result, run in zip(loaded.results, originals):  # one process: the result is its run, field for field
         assert result.runs == [run] and result.metrics == run.metrics and result.status == run.status
         assert (result.samples, result.placement, result.duration_s) == (run.samples, run.placement, run.duration_s)
-    assert loaded.runs[0].schema_version == SCHEMA_VERSION == 2
-    assert Case.from_dict(loaded.results[0].case).key == "matmul/numpy/cpu/matmul/fp32/n64"
+    assert loaded.runs[0].schema_version == SCHEMA_VERSION == 3
+    assert isinstance(loaded.results[0].case, Case) and loaded.results[0].key == "matmul/numpy/cpu/matmul/fp32/n64"
 
 
 def test_version_1_records_read_as_one_process():
-    loaded = store.load_file(RECORDED / "first.jsonl")  # written by xpubench before processes were repeated
+    loaded = store.load_file(RECORDED / "first.jsonl", recorded_case)  # written before processes were repeated
     [run], [result] = loaded.runs, loaded.results
     assert json.loads((RECORDED / "first.jsonl").read_text())["schema_version"] == 1
-    assert (run.process, run.processes, run.machine, run.schema_version) == (0, 1, {}, SCHEMA_VERSION)
+    assert (run.process, run.processes, run.machine, run.schema_version) == (0, 1, {}, 1)   # the version it was
     assert result.metrics["warm_s"] == 0.0012790858974377 and "processes" not in result.metrics
 
 

@@ -95,7 +95,7 @@ def test_killed_run_resumes_every_case_exactly_once(tmp_path, capsys, detected_o
     ids = [(r.case["run_id"], r.process) for r in final.runs]
     assert collections.Counter(ids) == collections.Counter(planned)  # every process exactly once
     assert ids[: len(before)] == before  # what was written before the kill is untouched
-    assert [r.case["run_id"] for r in final.results] == plan and all(len(r.runs) == 2 for r in final.results)
+    assert [r.case.run_id for r in final.results] == plan and all(len(r.runs) == 2 for r in final.results)
     assert all(r.status == "ok" for r in final.runs)
 
     again = cli.main(["run", "--resume", str(out), "--no-progress"])  # nothing left: no new record

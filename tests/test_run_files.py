@@ -104,9 +104,9 @@ def test_two_runs_started_together_on_one_output(tmp_path):
     assert second.stderr.strip().splitlines() == [(f"xpubench: error: another xpubench run is writing {out}: wait "
                                                   "for it to finish, or choose another --output")]
     loaded = store.load_file(out)
-    assert [r.case["options"]["behaviour"] for r in loaded.results] == ["sleep"] and not loaded.warnings
+    assert [r.case.options["behaviour"] for r in loaded.results] == ["sleep"] and not loaded.warnings
     plan = json.loads(runfile.plan_path(out).read_text())["cases"]
-    assert [c["run_id"] for c in plan] == [r.case["run_id"] for r in loaded.results]
+    assert [c["run_id"] for c in plan] == [r.case.run_id for r in loaded.results]
 
 
 @pytest.mark.slow

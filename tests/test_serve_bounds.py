@@ -11,9 +11,11 @@ import httpx
 import pytest
 
 from xpubench.errors import UserError
+from xpubench.results.schema import Run
 from xpubench.serve import bounded
 from xpubench.serve.bounded import Refused
-from xpubench.serve.record import Target, readable, start_snapshot, to_run
+from xpubench.serve.host import Host
+from xpubench.serve.record import outcome_of, readable
 from xpubench.serve.sample import Sample
 from xpubench.serve.sweep import Load, PointRun
 
@@ -86,22 +88,25 @@ def test_a_description_is_shaped_and_every_cut_is_named():
                      "many cut to 32 of 100 items"]
 
 
+def _run(host: Host, point: PointRun) -> Run:
+    outcome = outcome_of(host, point, input_len=4, output_len=2, endpoint="/v1/completions", slo=None,
+                         usd_per_hour=None)
+    return Run(case={"workload": "m", "backend": "http", "device": "remote", "mode": "serve", "precision": "as-served",
+                     "users": 1, "key": "m/http/remote/serve/as-served/c1"}, status=outcome.status,
+               message=outcome.message, metrics=outcome.metrics, samples=outcome.samples, artifacts=outcome.artifacts)
+
+
 def test_a_record_its_readers_would_refuse_is_not_appended():
     deep: dict = {"leaf": 1}
     for _ in range(30):          # deeper than results/validate.py allows, past serve/bounded.py's shaping
         deep = {"a": deep}
-    target = Target(url="http://127.0.0.1:9", label="m", device="remote", precision="as-served", server="s",
-                    model="m", provenance={"url": "http://127.0.0.1:9", "meta": deep})
+    host = Host(url="http://127.0.0.1:9", server="s", model="m", provenance={"url": "http://127.0.0.1:9", "meta": deep})
     sample = Sample(start=0.0, ttft_s=0.1, e2e_s=0.2, stamps=[0.1, 0.15], output_tokens=2)
     point = PointRun(Load(1, requests=1, warmup=0), samples=[sample], window_s=0.2)
-    snap = start_snapshot()
-    run = to_run(target, point, input_len=4, output_len=2, endpoint="/v1/completions", seed=0, slo=None,
-                 usd_per_hour=None, prints={}, started=snap[2], snap=snap)
     with pytest.raises(UserError, match=r"not appended.*artifacts.server.meta(.a)+ is nested more than 24 levels"):
-        readable(run)
-    target = Target(**{**target.__dict__, "provenance": {"url": target.url}})
-    assert readable(to_run(target, point, input_len=4, output_len=2, endpoint="/v1/completions", seed=0, slo=None,
-                           usd_per_hour=None, prints={}, started=snap[2], snap=snap)).status == "ok"
+        readable(_run(host, point))
+    host.provenance = {"url": host.url}
+    assert readable(_run(host, point)).status == "ok"
 
 
 def test_an_answer_inflating_past_a_mib_per_read_loses_nothing():

@@ -2,55 +2,86 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from pathlib import Path
+
 import pytest
+from bad_input_doc import Case, check_row, run_case, untouched
 
 from xpubench.cli import main
-from xpubench.serve.server import free_port
+
+ROWS = [   # (input, the command with {dir}, what its one line says): docs/bad-input.md's rows of serve
+    ("neither --url nor --server", "serve", "give one of --url URL"),
+    ("both --url and --server", "serve --url http://x --server llamacpp", "give one of --url URL"),
+    ("not an http address", "serve --url ftp://x", "give an http:// or https:// address"),
+    ("nothing answers at the URL", "serve --url http://127.0.0.1:9 -o {dir}/s.jsonl", "cannot reach the server"),
+    ("a model for a server given by --url", "serve --url http://x --model smollm-135m", "are for --server, not --url"),
+    ("both --weights and --model", "serve --server llamacpp --weights a.gguf --model smollm-135m", "not both"),
+    ("more than 100,000 requests per point", "serve --url http://x --requests 200000", "at most 100,000 per point"),
+    ("an SLO that is not KEY=TIME", "serve --server llamacpp --slo ttft=fast", "--slo ttft=fast"),
+    ("lengths not a pair", "serve --server llamacpp --lengths 1k", "--lengths 1k: write input/output"),
+    ("a negative scale", "serve --server llamacpp --scale -1", "--scale -1"),
+    ("concurrency 0", "serve --server llamacpp -c 0", "must be at least 1"),
+    ("a rate that is not a number", "serve --server llamacpp --rate fast", "not a number of seconds"),
+    ("a prompts file that is not there", "serve --server llamacpp --prompts {dir}/nope.txt", "no such file"),
+    ("an endpoint it does not load", "serve --server llamacpp --endpoint embeddings", "invalid choice"),
+    ("a server it does not know", "serve --server tgi", "invalid choice"),
+    ("a server that is not installed", "serve --server sglang",
+     "backend 'sglang' is not installed; pip install \"sglang[all]\""),
+    ("weights that are not there", "serve --server llamacpp --weights {dir}/nope.gguf", "no such file or folder"),
+    ("a GGUF without a vocabulary (a llama-bench file)", "serve --server llamacpp --weights {dir}/novocab.gguf",
+     "the GGUF has no vocabulary (tokenizer no_vocab)"),
+    ("`-o` in a folder that is not there", "serve --server llamacpp -o {dir}/nope/s.jsonl", "does not exist"),
+    ("`-o` a file that is not a results file", "serve --url http://127.0.0.1:9 -o {dir}/notes.txt",
+     "not an xpubench results file"),
+    ("`-o` a link to a file", "serve --url http://127.0.0.1:9 -o {dir}/link.jsonl",
+     "it is a link (results are never written through one)"),
+    ("`-o` a dangling link", "serve --url http://127.0.0.1:9 -o {dir}/dangling.jsonl",
+     "it is a link (results are never written through one)"),
+    ("`-o` a file a `run` is writing", "serve --url http://127.0.0.1:9 -o {dir}/running.jsonl",
+     "another xpubench run is writing"),
+]
 
 
-@pytest.mark.parametrize("argv, said", [
-    ([], "give one of --url URL"),
-    (["--url", "http://x", "--server", "llamacpp"], "give one of --url URL"),
-    (["--url", "ftp://x"], "give an http:// or https:// address"),
-    (["--url", "http://x", "--model", "smollm-135m"], "are for --server llamacpp"),
-    (["--server", "llamacpp", "--weights", "a.gguf", "--model", "smollm-135m"], "not both"),
-    (["--server", "llamacpp", "--slo", "ttft=fast"], "--slo ttft=fast"),
-    (["--server", "llamacpp", "--lengths", "1k"], "--lengths 1k: write input/output"),
-    (["--server", "llamacpp", "--scale", "-1"], "--scale -1"),
-    (["--server", "llamacpp", "-c", "0"], "must be at least 1"),
-    (["--server", "llamacpp", "--rate", "fast"], "rate"),
-    (["--server", "llamacpp", "--prompts", "/nonexistent/text.txt"], "no such file"),
-    (["--server", "llamacpp", "--endpoint", "embeddings"], "invalid choice"),
-    (["--server", "llamacpp", "-o", "/nonexistent/dir/out.jsonl"], "does not exist"),
-    (["--server", "llamacpp", "--weights", "/nonexistent.gguf"], "no such file or folder"),
-    (["--server", "vllm"], "invalid choice"),
-])
-def test_bad_flags_are_one_line_and_exit_2(argv, said, capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert main(["serve", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert said in err and len(err.splitlines()) == 1 and "Traceback" not in err
+@contextlib.contextmanager
+def _run_writing(out: Path):
+    """What `xpubench run -o OUT` holds while it runs; the file left as it was."""
+    from xpubench.launch.runfile import held
+
+    with held(out, create=True), untouched(out.parent):
+        yield
 
 
-def test_an_unreachable_url_is_one_line(capsys, tmp_path):
-    port = free_port()     # nothing listens there
-    assert main(["serve", "--url", f"http://127.0.0.1:{port}", "-o", str(tmp_path / "s.jsonl")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "cannot reach the server" in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "s.jsonl").exists()
+def _no_vocabulary(path: Path) -> None:
+    import gguf
 
-
-def test_a_gguf_without_a_vocabulary_is_refused(capsys, tmp_path):
-    gguf = pytest.importorskip("gguf")
-    path = tmp_path / "novocab.gguf"
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_tokenizer_model("no_vocab")
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    assert main(["serve", "--server", "llamacpp", "--weights", str(path), "-o", str(tmp_path / "s.jsonl")]) == 2
-    assert "has no vocabulary" in capsys.readouterr().err
+
+
+def doc_cases(folder: Path) -> list[Case]:
+    """Each refused in one line before a server is started or reached, the folder left as it was (a results
+    file that cannot be written to is never created or changed)."""
+    (folder / "notes.txt").write_text("my notes\n")
+    (folder / "elsewhere.jsonl").write_text("")
+    (folder / "link.jsonl").symlink_to(folder / "elsewhere.jsonl")
+    (folder / "dangling.jsonl").symlink_to(folder / "nowhere.jsonl")
+    _no_vocabulary(folder / "novocab.gguf")
+    within = {"`-o` a file a `run` is writing": functools.partial(_run_writing, folder / "running.jsonl")}
+    return [Case(name, "xpubench " + argv.format(dir=folder), says,
+                 within=within.get(name, functools.partial(untouched, folder))) for name, argv, says in ROWS]
+
+
+@pytest.mark.parametrize("name", [r[0] for r in ROWS])
+def test_bad_input_is_one_line_and_exit_2(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    case = next(c for c in doc_cases(tmp_path) if c.input == name)
+    check_row(case, run_case(case))
 
 
 @pytest.fixture(scope="module")
@@ -68,41 +99,16 @@ def _serve(server, out, *more: str) -> int:
     return main(["serve", "--url", server.url("ok"), *QUICK, *more, "-o", str(out)])
 
 
-def test_output_that_is_not_a_results_file_is_refused_and_left_as_it_was(server, tmp_path, capsys):
-    notes = tmp_path / "notes.txt"
-    notes.write_text("my notes\n")
-    assert _serve(server, notes) == 2
-    assert "not an xpubench results file" in capsys.readouterr().err and notes.read_text() == "my notes\n"
-
-
-@pytest.mark.parametrize("dangling", [False, True])
-def test_output_through_a_link_is_refused(server, tmp_path, capsys, dangling):
-    target, link = tmp_path / "elsewhere.jsonl", tmp_path / "serve.jsonl"
-    link.symlink_to(target)
-    if not dangling:
-        target.write_text("")
-    assert _serve(server, link) == 2
-    assert "it is a link (results are never written through one)" in capsys.readouterr().err
-    assert (not target.exists()) if dangling else target.read_text() == ""
-
-
-def test_a_file_another_run_is_writing_is_refused(server, tmp_path, capsys):
-    from xpubench.launch.runfile import held
-
-    out = tmp_path / "serve.jsonl"
-    with held(out, create=True):          # what `xpubench run -o serve.jsonl` holds while it runs
-        assert _serve(server, out) == 2
-    assert "another xpubench run is writing" in capsys.readouterr().err and out.read_text() == ""
-
-
 def test_a_results_file_is_appended_to_after_its_torn_last_line_is_cut(server, tmp_path, capsys):
     from xpubench.results import store
 
     out = tmp_path / "serve.jsonl"
     assert _serve(server, out, "-c", "1") == 0
+    assert _serve(server, out, "-c", "2") == 2
+    assert "already holds results: choose another --output or --resume" in capsys.readouterr().err
     out.write_bytes(out.read_bytes() + b'{"schema_version": 2, "ca')      # a run killed mid-write
-    assert _serve(server, out, "-c", "2") == 0
-    assert [r.case["batch_size"] for r in store.load_file(out).runs] == [1, 2]
+    assert main(["serve", "--resume", str(out)]) == 0
+    assert [r.case["users"] for r in store.load_file(out).runs] == [1]
     assert "dropped an incomplete last line" in capsys.readouterr().out
 
 
@@ -138,7 +144,7 @@ def test_the_table_fits_80_columns_with_every_number_whole(server, tmp_path, cap
     assert "…" not in shown and max(len(line) for line in table.splitlines()) <= 80
     for run in store.load_file(out).runs:
         m = run.metrics
-        row = next(line for line in table.splitlines() if line.startswith(f"{run.case['batch_size']} user"))
+        row = next(line for line in table.splitlines() if line.startswith(f"{run.case['users']} user"))
         for cell in (f"{fmt_rate(m['ttft_p50_s'] * 1e3)}/{fmt_rate(m['ttft_p90_s'] * 1e3)}",
                      fmt_rate(m["output_tokens_per_s"]), fmt_rate(m["user_e2e_tokens_per_s"]), "0 of 2", "100%"):
             assert f" {cell} " in f" {row} ", (cell, row)
@@ -162,3 +168,16 @@ def test_the_table_keeps_large_figures_whole_at_80_columns():
         assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
         for cell in ("12,345/23,456", "1,234/2,346", "1,234", "12,346", "1,234", "12 of 64", "50%"):
             assert f" {cell} " in text.replace("\n", " \n"), (cell, text)
+
+
+def test_the_budget_applies_to_a_sweep_as_to_a_run(server, tmp_path, capsys):
+    """Issue 50: a point the --budget has no time for is recorded as skipped, no worker started (each point
+    is estimated at its --duration and one request's time limit, beside its worker's start)."""
+    from xpubench.results import store
+
+    out = tmp_path / "s.jsonl"
+    assert _serve(server, out, "--duration", "2", "--budget", "3") == 0
+    runs = store.load_file(out).runs
+    assert [(r.case["users"], r.status) for r in runs] == [(1, "skipped"), (2, "skipped")]
+    assert all("budget" in r.message and "this case needs about" in r.message for r in runs)
+    assert "none, skipped (the run's 3 s budget" in capsys.readouterr().out

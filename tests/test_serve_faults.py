@@ -12,10 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from xpubench.cli import main
 from xpubench.results import store
 from xpubench.serve.client import COMPLETIONS, payload
-from xpubench.serve.record import Target
-from xpubench.serve.run import Settings, sweep
 from xpubench.serve.server import free_port
 from xpubench.serve.sweep import Load, measure
 
@@ -75,9 +74,9 @@ class Fake(BaseHTTPRequestHandler):
             self._stream(tokens + done, gap_s=0.05)
         elif how == "interrupt" and self.path.endswith("/v1/completions"):   # Ctrl-C with the 3rd request
             Fake.seen += 1
-            if Fake.seen == 3:
+            if Fake.seen == 3:   # the stop goes to the command, which passes it to the point's worker meanwhile
                 os.kill(os.getpid(), signal.SIGINT)
-            self._stream(tokens + done, gap_s=0.05)
+            self._stream(tokens + done, gap_s=0.5 if Fake.seen >= 3 else 0.05)
         elif how == "errorevent":
             self._stream(tokens[:1] + [b'data: {"error": {"message": "context full"}}\n\n'])
 
@@ -156,21 +155,21 @@ def test_an_unreachable_server_is_a_failure_not_an_exception():
     assert all(s.error.startswith("cannot connect") for s in run.samples)
 
 
-@pytest.mark.slow
+def _sweep(url: str, out, *more: str) -> int:
+    return main(["serve", "--url", url, "--input-len", "4", "--output-len", "4", "--warmup", "0", *more,
+                 "-o", str(out)])
+
+
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
-    # the first point's server answers 500s, the second streams: each point is a line, the 500s an error result
-    target = Target(url=f"{fake_url}/status500", label="fake", device="remote", precision="as-served", server="fake",
-                    model="fake-model", provenance={"url": fake_url})
-    s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=2, warmup=0)
-    first = sweep(s, target)
-    target_ok = Target(**{**target.__dict__, "url": f"{fake_url}/ok"})
-    second = sweep(s, target_ok)
+    # every request of each point is answered 500: each point is a line, an error result, and the next one runs
+    assert _sweep(f"{fake_url}/status500", out, "-c", "1,2", "--requests", "2") == 0
     loaded = store.load_file(out)
-    assert [r.status for r in loaded.runs] == ["error", "error", "ok", "ok"]
+    assert [(r.status, r.case["users"], r.metrics["failed"]) for r in loaded.runs] == [("error", 1, 2),
+                                                                                        ("error", 2, 2)]
     assert "2 x HTTP 500" in loaded.runs[0].message
-    assert [p["failed"] for p in first.points] == [2, 2] and [p["failed"] for p in second.points] == [0, 0]
-    ok = loaded.runs[2]
+    assert _sweep(f"{fake_url}/ok", tmp_path / "ok.jsonl", "-c", "1", "--requests", "2") == 0
+    [ok] = store.load_file(tmp_path / "ok.jsonl").runs
     assert ok.metrics["tokens_counted"] == "usage field" and len(ok.artifacts["requests"]) == 2
     assert ok.samples["e2e_s"] and ok.samples["itl_s"]
 
@@ -186,19 +185,20 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, earlier)
 
 
-@pytest.mark.slow
-def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path, ctrl_c_raises):
+def test_ctrl_c_keeps_what_was_measured_and_ends_the_sweep(fake_url, tmp_path, ctrl_c_raises, capsys):
+    """Ctrl-C with the first point's third request: the point's worker is passed the stop, its two finished
+    requests are recorded (the third was in flight), the second point never starts, and --resume would
+    measure the cut point again (it is ``retryable``)."""
+    from xpubench.results.schema import retryable
+
     out = tmp_path / "serve.jsonl"
     Fake.seen = 0
-    target = Target(url=f"{fake_url}/interrupt", label="fake", device="remote", precision="as-served", server="fake",
-                    model="fake-model", provenance={"url": fake_url})
-    s = Settings(output=out, concurrency=[1, 2], input_len=4, output_len=4, requests=20, warmup=0)
-    outcome = sweep(s, target)
-    assert outcome.interrupted and len(outcome.points) == 1      # the second point never started
+    assert _sweep(f"{fake_url}/interrupt", out, "-c", "1,2", "--requests", "20") == 130
     [run] = store.load_file(out).runs
-    assert run.status == "ok" and run.metrics["interrupted"] is True
+    assert run.status == "ok" and run.metrics["interrupted"] is True and retryable(run)
     assert run.metrics["completed"] == 2 and run.metrics["failed"] == 0      # the third was in flight
     assert "interrupted (Ctrl-C)" in run.metrics["warning"]
+    assert f"xpubench serve --resume {out}` measures the points it lacks" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_duration_stops_new_requests(fake_url):
@@ -206,28 +206,24 @@ def test_a_duration_stops_new_requests(fake_url):
     assert 1 <= len(run.samples) < 10 and all(s.ok for s in run.samples)
 
 
-@pytest.mark.slow
 def test_open_loop_points_and_repeated_sweeps_are_recorded_as_processes(fake_url, tmp_path):
     out = tmp_path / "serve.jsonl"
-    target = Target(url=f"{fake_url}/ok", label="fake", device="remote", precision="as-served", server="fake",
-                    model="fake-model", provenance={"url": fake_url})
-    s = Settings(output=out, concurrency=[2], rates=[40.0], input_len=4, output_len=4, requests=6, warmup=0, repeat=2)
-    outcome = sweep(s, target)
-    assert [p.get("request_rate") for p in outcome.points] == [None, 40.0]
+    assert _sweep(f"{fake_url}/ok", out, "-c", "2", "--rate", "40", "--requests", "6", "--repeat", "2") == 0
     loaded = store.load_file(out)
     assert [(r.process, r.processes) for r in loaded.runs] == [(0, 2), (0, 2), (1, 2), (1, 2)]
     keys = [r.key for r in loaded.results]
-    assert keys == ["fake/http/remote/serve/as-served/b2/closed/4/4/completions",
-                    "fake/http/remote/serve/as-served/b2/poisson 40 rps/4/4/completions"]
+    assert keys == ["fake-model/http/remote/serve/as-served/c2/4/4/completions",
+                    "fake-model/http/remote/serve/as-served/c2/r40/4/4/completions"]
     folded = loaded.results[1]
     assert folded.status == "ok" and folded.metrics["processes"] == 2 and len(folded.samples["e2e_s"]) == 12
+    assert folded.case.rate == 40.0 and folded.metrics["request_rate"] == 40.0
     starts = [r["start_s"] for r in folded.runs[0].artifacts["requests"]]
     assert len(starts) == 6 and max(starts) > 0      # arrivals spread over time, not all at once
+    first, again = (r.artifacts["requests"] for r in loaded.runs[:3:2])   # each round its own prompts and arrivals
+    assert [q["start_s"] for q in first] != [q["start_s"] for q in again]
 
 
 def test_a_url_sweep_from_the_command_line_records_the_server(fake_url, tmp_path, capsys):
-    from xpubench.cli import main
-
     out = tmp_path / "url.jsonl"
     assert main(["serve", "--url", f"{fake_url}/ok", "-c", "1", "--requests", "2", "--warmup", "0",
                  "--input-len", "4", "--output-len", "4", "--slo", "ttft=5s", "-o", str(out)]) == 0

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from xpubench.cli import main
-from xpubench.errors import UserError
 from xpubench.workloads.llama.config import LlamaConfig
 
 TINY = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=128,
@@ -18,21 +17,21 @@ TINY = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, 
 
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory) -> Path:
-    from xpubench.serve.server import server_program
+    from xpubench import backends
 
     pytest.importorskip("gguf")
-    try:
-        server_program()
-    except UserError as exc:
-        pytest.skip(f"no llama.cpp build here: {exc}")
+    missing = backends.get("llamacpp").server().missing
+    if missing:
+        pytest.skip(f"no llama.cpp build here: {missing}")
     from xpubench.serve.model import written
 
     cache = tmp_path_factory.mktemp("cache")
     return written(TINY, "q8_0", seed=3, environ={"XDG_CACHE_HOME": str(cache)}).path
 
 
-def _servers_of(path: Path) -> list[int]:
-    """Processes whose command line names ``path`` (the llama-server the command started)."""
+def servers_of(path: Path) -> list[int]:
+    """Processes whose command line names ``path`` (a server the command started: llama-server, or the
+    stand-in vLLM of tests/test_serve_standin.py)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -55,11 +54,12 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
     assert main(argv) == 0
     said = capsys.readouterr().out
     assert "serves 2 concurrent users within TTFT 20 s and ITL 10 s (0.1 tok/s each)" in " ".join(said.split())
-    assert _servers_of(tiny_gguf) == []            # stopped when the sweep ended
+    assert servers_of(tiny_gguf) == []            # stopped when the sweep ended
 
     [loaded] = analysis.load([out])
     assert [r.status for r in loaded.results] == ["ok", "ok"]
-    assert [r.case["batch_size"] for r in loaded.results] == [1, 2]
+    assert [(r.case.users, r.case.backend, r.case.device) for r in loaded.results] == [
+        (1, "llamacpp", "cpu"), (2, "llamacpp", "cpu")]
     for r in loaded.results:
         m = r.metrics
         assert (m["requests"], m["completed"], m["failed"]) == (4, 4, 0)
@@ -70,6 +70,11 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
         assert len(r.samples["e2e_s"]) == 4 and len(r.samples["itl_s"]) == 4 * 7
         assert all(req["output_tokens"] == 8 for req in r.artifacts["requests"])
         assert r.artifacts["server"]["props"]["total_slots"] == 2
+        # its own figures beside the client's (llama-server --metrics): the requests it was processing (its
+        # slots: none waits), its token counters over the window (the measured requests' 4 x 8 output tokens)
+        assert 0 <= m["server_running_max"] <= r.case.users and m["server_waiting_max"] == 0
+        assert m["server_output_tokens"] == 4 * 8 and m["server_prompt_tokens"] > 0
+        assert "readings of /metrics within the window" in m["server_metrics"]
     html = report([out], tmp_path / "report.html")
     text = Path(html).read_text()
     assert 'id="serving"' in text and "TTFT p90" in text and "chart-serving-pareto" in text
@@ -77,7 +82,7 @@ def test_a_sweep_against_llama_server_is_measured_recorded_and_reported(tiny_ggu
     capsys.readouterr()
     assert main(["compare", str(out), str(out)]) == 0     # two serving files: the same points matched
     said = capsys.readouterr().out
-    assert said.count("e2e_s") >= 2 and "/b1/" in said and "/b2/" in said
+    assert said.count("e2e_s") >= 2 and "/c1/" in said and "/c2/" in said
 
 
 @pytest.mark.slow
@@ -121,13 +126,16 @@ def test_each_points_rerun_command_measures_the_same_point_again(tiny_gguf, tmp_
     from xpubench.results import store
     from xpubench.serve.rerun import WEIGHTS
 
-    first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
+    first = tmp_path / "first.jsonl"
     assert main(["serve", "--server", "llamacpp", "--weights", str(tiny_gguf), "-c", "1", "--rate", "4",
                  "--input-len", "8", "--output-len", "4", "--requests", "2", "--warmup", "0", "-o", str(first)]) == 0
     keys = [run.key for run in store.load_file(first).runs]
-    assert len(keys) == 2 and any("poisson" in key for key in keys)
-    for run in store.load_file(first).runs:
+    assert len(keys) == 2 and any("/r4/" in key for key in keys)
+    again = []
+    for i, run in enumerate(store.load_file(first).runs):
         args, _ = rerun_arguments(Case.from_dict(run.case))
-        assert main([str(tiny_gguf) if word == WEIGHTS else word for word in args] + ["-o", str(again)]) == 0
+        out = tmp_path / f"{i}.jsonl"
+        assert main([str(tiny_gguf) if word == WEIGHTS else word for word in args] + ["-o", str(out)]) == 0
+        again += [r.key for r in store.load_file(out).runs]
     capsys.readouterr()
-    assert set(keys) <= {run.key for run in store.load_file(again).runs}
+    assert set(keys) <= set(again)

@@ -134,7 +134,7 @@ def test_a_recorded_sweep_holds_figures_its_raw_requests_reproduce():
     from xpubench.serve.figures import capacity
 
     runs = store.load_file(RECORDED).runs
-    assert [r.case["batch_size"] for r in runs] == [1, 2, 4, 8]
+    assert [r.case["users"] for r in runs] == [1, 2, 4, 8]   # written as batch sizes, read as users
     for run in runs:
         m, reqs = run.metrics, run.artifacts["requests"]
         done = [q for q in reqs if q["error"] is None]
@@ -166,7 +166,7 @@ def test_at_one_user_per_user_tok_s_is_the_total_and_streaming_speed_leaves_the_
     to the total); the per-user figure shown beside the total now counts that wait: at 1 user it is the total."""
     from xpubench.results import store
 
-    runs = {r.case["batch_size"]: r for r in store.load_file(RECORDED).runs}
+    runs = {r.case["users"]: r for r in store.load_file(RECORDED).runs}
     for users, run in runs.items():
         samples = _recorded_samples(run)
         m, _ = point_figures(samples, run.metrics["point_s"], 64)

@@ -1,23 +1,23 @@
 """`xpubench site` against a hostile output folder, cache and results files (issue 51, items 1-3 and 11): it
 writes and deletes nothing it did not write, follows no link, opens no FIFO, trusts no field of its cache,
-and one contributed file never ends the build. ``ROWS`` are docs/bad-input.md's rows of the site:
-`python tests/test_site_guard.py` prints them from the real messages (temporary folder: DIR)."""
+and one contributed file never ends the build. ``doc_cases`` are docs/bad-input.md's rows of the site
+(tests/bad_input_doc.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
 import os
 import re
-import shlex
-import stat
-import sys
+import shutil
 import unicodedata
 from pathlib import Path
 
 import pytest
+from bad_input_doc import Case, check_row, run_case, untouched
 
 from xpubench import cli
 from xpubench.publish.site import build_site
@@ -36,23 +36,6 @@ def results(tmp: Path, *names: str, at: str = "results") -> Path:
     for name in names or ("base",):
         (place / f"{name}.jsonl").write_bytes((GATE / f"{name}.jsonl").read_bytes())
     return place
-
-
-def tree(root: Path) -> dict[str, tuple]:
-    """Everything under ``root`` as (kind, content or link target); links are not followed, FIFOs not opened."""
-    out = {}
-    for here, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(here, name)
-            mode = path.lstat().st_mode
-            rel = path.relative_to(root).as_posix()
-            if stat.S_ISLNK(mode):
-                out[rel] = ("link", os.readlink(path))
-            elif stat.S_ISREG(mode):
-                out[rel] = ("file", path.read_bytes())
-            else:
-                out[rel] = ("folder" if stat.S_ISDIR(mode) else "special",)
-    return out
 
 
 def site(*argv: str) -> tuple[int, list[str]]:
@@ -78,7 +61,7 @@ def _victim(tmp: Path) -> Path:
     return tmp / "elsewhere"
 
 
-ROWS = [   # (input, setup of {tmp}, argv with {tmp}, what the line says)
+ROWS = [   # (input, what the folder holds, argv with {tmp}, what the line says)
     ("site: not a folder", lambda t: None, "site {tmp}/nope -o {tmp}/site", "not a folder of results files"),
     ("site inside its results", results, "site {tmp}/results -o {tmp}/results/site",
      "the site must not be written inside the results folder"),
@@ -115,17 +98,29 @@ ROWS = [   # (input, setup of {tmp}, argv with {tmp}, what the line says)
 ]
 
 
+@contextlib.contextmanager
+def _holding(folder: Path, setup):
+    """The folder emptied, then holding what ``setup`` makes; nothing in it changed by the command."""
+    for entry in folder.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    setup(folder)
+    with untouched(folder):
+        yield
+
+
+def doc_cases(folder: Path) -> list[Case]:
+    """docs/bad-input.md's rows of the site: each refused in one line, before anything is read or written."""
+    return [Case(name, "xpubench " + argv.format(tmp=folder), says, within=functools.partial(_holding, folder, setup))
+            for name, setup, argv, says in ROWS]
+
+
 @pytest.mark.parametrize("name", [r[0] for r in ROWS])
 def test_refused_and_nothing_touched(name, tmp_path):
     """Each refusal is one line and exit 2, before anything is read or written: nothing under tmp changes (the
     old code deleted the results inside the site and the `w/` of one's own, wrote through both links, and
     hung on the FIFO)."""
-    _, setup, argv, says = next(r for r in ROWS if r[0] == name)
-    setup(tmp_path)
-    before = tree(tmp_path)
-    code, lines = site(*shlex.split(argv.format(tmp=tmp_path))[1:])
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("xpubench: error: ") and says in lines[0], lines
-    assert tree(tmp_path) == before
+    case = next(c for c in doc_cases(tmp_path) if c.input == name)
+    check_row(case, run_case(case))
 
 
 def test_a_rebuild_replaces_its_files_and_deletes_only_its_own(tmp_path):
@@ -280,23 +275,3 @@ def test_the_shared_rule_escapes_every_format_control_and_surrogate_character():
                                                                    and chr(c) not in "\t\n")]
     assert [hex(ord(ch)) for ch in unsafe if shown(ch) == ch] == []
     assert shown("é µs ✓ 日本\t\n") == "é µs ✓ 日本\t\n"
-
-
-def markdown_rows() -> list[str]:
-    """docs/bad-input.md's rows of the site, from the real messages (temporary folder: DIR)."""
-    import tempfile
-
-    rows = []
-    for name, setup, argv, _ in ROWS:
-        with tempfile.TemporaryDirectory() as tmp:
-            setup(Path(tmp))
-            code, lines = site(*shlex.split(argv.format(tmp=tmp))[1:])
-            line = lines[-1].replace(tmp, "DIR").replace("|", "\\|")
-            line = re.sub(r"r/[0-9a-f]{16}\.html", "r/RUN.html", line)
-            rows.append(f"| {name} | `xpubench {argv.format(tmp='DIR')}` | {line} | {code} |")
-    return rows
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    print("\n".join(markdown_rows()))

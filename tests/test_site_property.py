@@ -25,9 +25,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from bad_input_doc import tree
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_site_guard import CACHE, GATE, MANIFEST, tree
+from test_site_guard import CACHE, GATE, MANIFEST
 
 from xpubench import cli
 from xpubench.publish.site import build_site

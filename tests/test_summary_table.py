@@ -19,6 +19,7 @@ from test_report_frame import record
 from xpubench.analysis import analyse
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.render.terminal import generation_line, print_run_output
+from xpubench.report.tables.llm import runtime_table
 from xpubench.report.tables.summary import NOISY, NOT_RUN, UNSURE, summary_table
 from xpubench.results.schema import Result
 
@@ -27,8 +28,7 @@ DATA = Path(__file__).parent / "data"
 
 def matmul(backend: str, precision: str, gflops: float, seed: int = 0) -> Result:
     r = record(workload="matmul", backend=backend, mode="matmul", precision=precision, seed=seed)
-    case = {**r.case, "size": 2048, "batch_size": None, "key": f"matmul/{backend}/cpu/matmul/{precision}/n2048",
-            "run_id": f"mm{backend}{precision}"}
+    case = dataclasses.replace(r.case, size=2048, batch_size=None)   # matmul/<backend>/cpu/matmul/<precision>/n2048
     t = 2 * 2048 ** 3 / (gflops * 1e9)
     samples = [t * (1 + 0.01 * ((i * 7 + seed) % 5 - 2)) for i in range(7)]
     return dataclasses.replace(r, case=case, metrics={"warm_s": t, "warm_flops_per_s": gflops * 1e9, "warning": None,
@@ -83,22 +83,27 @@ def test_the_summary_fits_shows_the_dtype_groups_rows_and_defines_its_marks(widt
     assert text.count("FLOP/s ceilings not measured") <= 1
 
 
-def test_llama_has_pp_and_tg_rows_like_llama_bench_and_the_tg_row_its_bandwidth_share():
-    data = ResultSet.load(analyse([llama_result("bf16", tg=40.0), llama_result("bf16", tg=30.0, backend="jax")]))
-    frame = summary_table(data.frame, data).frame()
-    assert list(frame["test"]) == ["pp512", "tg128"]
-    assert frame["workload"].iloc[0].startswith("smollm-135m") and frame["workload"].iloc[1] == ""
-    tg = frame.iloc[1]
-    assert tg["torch"].startswith("40.0") and tg["jax"].startswith("30.0") and tg["fastest"] == "torch"
-    assert tg["of bw bound"] == f"{40 / (18e9 / 270e6):.0%}" and frame.iloc[0]["of bw bound"] == ""
-    assert "of bw bound: the fastest tg" in summary_table(data.frame, data).note
+def test_a_language_model_has_a_row_per_runtime_and_format_each_with_pp_tg_and_its_bandwidth_share():
+    """Issue 50 item 7: a language model leaves the summary's columns for a table of its own, a row per runtime x
+    format, every runtime's tg with its share of the bandwidth bound, the fastest of each format marked."""
+    data = ResultSet.load(analyse([llama_result("bf16", tg=40.0), llama_result("bf16", tg=30.0, backend="jax"),
+                                   llama_result("fp32", tg=20.0, backend="jax")]))
+    assert summary_table(data.frame, data).empty
+    frame = runtime_table(data.frame).frame()
+    assert list(zip(frame["format"], frame["runtime"])) == [("fp32", "jax"), ("bf16", "torch"), ("bf16", "jax")]
+    assert frame["model"].iloc[0] == "smollm-135m" and list(frame["model"].iloc[1:]) == ["", ""]
+    assert frame["test"].iloc[0] == "pp512/tg128"
+    assert [t.split(" ")[0] for t in frame["tg t/s"]] == ["20.0", "40.0", "30.0"]
+    assert list(frame["of bw bound"]) == [f"{tg / (18e9 / 270e6):.0%}" for tg in (20.0, 40.0, 30.0)]
+    assert list(frame["fastest"]) == ["", "fastest", ""]                  # fp32 had one runtime: nothing to rank
+    assert "of bw bound: tg against" in runtime_table(data.frame).note
 
 
 def test_a_cut_preset_is_named_with_its_layers():
     r = llama_result("fp32")
     r.metrics["architecture"] = "smollm-135m (n_layers 4)"
     data = ResultSet.load(analyse([r]))
-    assert summary_table(data.frame, data).frame()["workload"].iloc[0] == "smollm-135m 4/30 layers tok/s"
+    assert runtime_table(data.frame).frame()["model"].iloc[0] == "smollm-135m 4/30 layers"
 
 
 def test_columns_no_row_fills_are_dropped():
@@ -119,7 +124,7 @@ def test_the_progress_line_says_which_statistic_each_figure_is():
 
 def test_the_ceiling_note_is_below_the_table_once_in_cli_words():
     results = [dataclasses.replace(r, fingerprint={**r.fingerprint, "ceilings": {
-        "ceilings": {}, "bandwidth": {}, "missing": [f"{r.case['backend']}/cpu/fp32"], "note": "x"}})
+        "ceilings": {}, "bandwidth": {}, "missing": [f"{r.case.backend}/cpu/fp32"], "note": "x"}})
         for r in mixed_run()[:3]]
     text = printed(results, 100)
     assert text.count("FLOP/s ceilings not measured") == 1
@@ -135,7 +140,7 @@ def test_every_recorded_run_still_loads_and_prints():
         console = Console(file=io.StringIO(), width=80, color_system=None)
         print_run_output(load([path]), console, path.name)
         text = console.file.getvalue()
-        assert "Summary on cpu" in text and "Answer:" in text
+        assert ("Summary on cpu" in text or "Language models on cpu" in text) and "Answer:" in text
         assert max(len(line) for line in text.splitlines()) <= 80
 
 
@@ -150,6 +155,6 @@ def test_two_processes_a_side_make_the_comparison_not_provisional_and_the_tg_row
     lines = answer_lines(data)
     assert [line for line in lines if line.startswith("- llama (4/30 layers, pp64, tg16): fastest here")], lines
     assert not [line for line in lines if "provisional" in line], lines
-    frame = summary_table(data.frame, data).frame()
-    tg = frame[frame["test"] == "tg16"].iloc[0]
-    assert re.fullmatch(r"\d+%", tg["of bw bound"]) and tg["ratio"].endswith("x")
+    frame = runtime_table(data.frame).frame()
+    assert all(re.fullmatch(r"\d+%", share) for share in frame["of bw bound"]) and len(frame) == 2
+    assert list(frame["fastest"]).count("fastest") == 1

@@ -189,7 +189,7 @@ def test_a_case_folds_its_seeds_into_the_trimmed_mean_and_says_when_it_falls_sho
 def test_each_worker_process_of_a_target_case_trains_with_its_own_seed(monkeypatch):
     seen = []
 
-    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0):
+    def fake_run_one(case, *, timeout_s, memory_limit_bytes=None, workdir=None, process=0, environment=None):
         seen.append((case.options.get("target"), case.seed))
         return {"status": "ok", "metrics": {}, "placement": "cpu"}, 0.1
 

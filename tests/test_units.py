@@ -19,8 +19,8 @@ def test_rates_keep_three_significant_figures_below_100(rate, shown):
 
 
 def test_a_slow_case_never_reads_zero_samples_per_second():
-    train = SimpleNamespace(case={"mode": "train"}, metrics={"samples_per_s": 0.37})
-    infer = SimpleNamespace(case={"mode": "infer"}, metrics={"samples_per_s": 2.5, "latency_s": 12.8})
+    train = SimpleNamespace(mode="train", metrics={"samples_per_s": 0.37})
+    infer = SimpleNamespace(mode="infer", metrics={"samples_per_s": 2.5, "latency_s": 12.8})
     assert headline(train) == "0.370 samples/s"
     assert headline(infer).startswith("2.50 samples/s, 12,800.00 ms/batch")
     assert figure({"status": "ok", "mode": "train", "workload": "vit", "samples_per_s": 0.37}) == "0.370 samples/s"

@@ -23,9 +23,10 @@ for name, model in MODELS.items():
     output = folder / f"{name}.jsonl"
     for result in xpubench.run(PlanRequest(model=str(EXAMPLES / model), modes=["train", "infer"], quick=True),
                                output=output, processes=1):
-        m = result.metrics
-        print(f"{result.case['workload']:10s} {result.case['backend']:11s} {result.case['mode']:5s} {result.status:5s} "
-              f"params {m.get('model_params')}, {(m.get('flops_per_sample') or float('nan')) / 1e6:.2f} MFLOP/sample "
-              f"({m.get('flops_method')}), {m.get('samples_per_s') or 0:,.0f} samples/s")
+        c, m = result.case, result.metrics   # typed: a Case, and its mode's figures (None where not measured)
+        flops = f"{m.flops_per_sample / 1e6:.2f}" if m.flops_per_sample is not None else "n/a"
+        rate = f"{m.samples_per_s:,.0f}" if m.samples_per_s is not None else "n/a"
+        print(f"{c.workload:10s} {c.backend:11s} {c.mode:5s} {result.status:5s} params {m.model_params}, "
+              f"{flops} MFLOP/sample ({m.flops_method}), {rate} samples/s")
     files.append(output)
 print("report:", xpubench.report(files, folder / "report.md"))

@@ -2,9 +2,9 @@
 the worker's loop reads it, the results file records it). Framework-free and registry-free, so every
 layer may import it.
 
-A case is one workload x backend x device x mode x precision x batch size (or matrix size) x device
-count, with the run-length knobs beside. Everything the worker needs is in the Case; nothing is read
-from globals.
+A case is one workload x backend x device x mode x precision x batch size (or matrix size, or a
+serving point's users and rate) x device count, with the run-length knobs beside. Everything the worker
+needs is in the Case; nothing is read from globals.
 
 A Case is *resolved* (docs/architecture.md, "The resolved case"): the planner made every choice, so
 nothing downstream applies a default of its own. It is checked when it is made: a model case (train,
@@ -27,6 +27,9 @@ SYNC_MODES = ("step", "epoch")   # training's synchronisation modes (harness/tra
 DATA_SOURCES = ("synthetic", "real")        # a case's data, the default first (data/)
 COMPILE_SETTINGS = ("auto", "on", "off")    # a case's compile setting, the default first (backends' trainers)
 MODEL_MODES = ("train", "infer", "generate")   # the modes that run a model at a batch size (launch/dispatch.py)
+SERVE = "serve"                                 # a server under load: a point of users (and a rate), no batch size
+SERVING_FIELDS = ("users", "rate")             # a serving point's own fields (``Case._fields``)
+SERVE_KEY_OPTIONS = ("input_len", "output_len", "endpoint")   # a serving point's options in its key
 
 
 class UnresolvedCase(ValueError):
@@ -90,10 +93,12 @@ class Case:
     workload: str
     backend: str
     device: str                      # resolved device id: "cpu", "gpu:0", "tpu:0", "mps"
-    mode: str                        # "matmul" | "train" | "infer" | "generate"
+    mode: str                        # "matmul" | "train" | "infer" | "generate" | "serve"
     precision: str = "fp32"
     batch_size: int | None = None    # per device
     size: int | None = None          # matmul N
+    users: int | None = None         # serve: closed loop, the users; open loop, the cap on requests in flight
+    rate: float | None = None        # serve, open loop: Poisson arrivals per second (None: closed loop)
     devices: int = 1                 # data-parallel device count
     epochs: int | None = None
     steps: int | None = None         # cap on steps per epoch
@@ -112,12 +117,19 @@ class Case:
     def __post_init__(self) -> None:
         if not isinstance(self.options, Options):   # a mapping (a record's, a test's): its keys as given
             object.__setattr__(self, "options", Options.of(self.options))
-        for name in ("batch_size", "size", "devices", "epochs", "steps", "train_samples", "eval_samples"):
+        for name in ("batch_size", "size", "users", "devices", "epochs", "steps", "train_samples", "eval_samples"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UnresolvedCase(f"a case's {name} is a whole number of at least 1, got {value!r}")
+        if self.rate is not None and (isinstance(self.rate, bool) or not isinstance(self.rate, (int, float))
+                                      or not 0 < self.rate < float("inf")):
+            raise UnresolvedCase(f"a case's rate is a number of requests per second above 0, got {self.rate!r}")
+        if self.rate is not None:
+            object.__setattr__(self, "rate", float(self.rate))   # 2 and 2.0 are one case, one run id
         if self.mode in MODEL_MODES and self.batch_size is None:
             raise UnresolvedCase(f"{self.workload} {self.mode} case without a batch size: the planner resolves it")
+        if self.mode == SERVE and self.users is None:
+            raise UnresolvedCase(f"{self.workload} serve case without its users: the planner resolves them")
         if (lacks := self.options.unresolved()) is not None:
             raise UnresolvedCase(f"{self.workload} {self.mode} case {lacks}: the planner resolves it")
 
@@ -126,6 +138,7 @@ class Case:
         """Identity of what is measured (not how long): used to match cases across runs and files."""
         parts = [self.workload, self.backend, self.device, self.mode, self.precision,
                  f"b{self.batch_size}" if self.batch_size else "", f"n{self.size}" if self.size else "",
+                 f"c{self.users}" if self.users else "", f"r{self.rate:g}" if self.rate else "",
                  f"x{self.devices}" if self.devices != 1 else "", self.data if self.data != DATA_SOURCES[0] else "",
                  *(str(self.options.get(k, "")) for k in self.key_options),
                  str(self.options.get("model", "")).rpartition(":")[0],   # a user's model: its file as given
@@ -154,7 +167,10 @@ class Case:
         return d
 
     def _fields(self) -> dict[str, Any]:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        """Every field; a serving point's ``users`` and ``rate`` only where set, so the run id of every
+        other case is what it was before they existed (a plan written then resumes)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"
+                  and not (f.name in SERVING_FIELDS and getattr(self, f.name) is None)}
         return {**copy.deepcopy(fields), "options": copy.deepcopy(self.options.as_dict())}
 
     @classmethod

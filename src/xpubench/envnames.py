@@ -8,6 +8,8 @@ from pathlib import Path
 MEMORY_LIMIT = "XPUBENCH_MEMORY_LIMIT"      # runner -> worker: bytes of address space (RLIMIT_AS), CPU cases
 PARENT_PID = "XPUBENCH_PARENT_PID"          # runner -> worker: when that process dies, the worker kills itself
 SCRATCH = "XPUBENCH_SCRATCH"                # worker: its private folder (fresh compilation caches live there)
+SERVER = "XPUBENCH_SERVER"                  # runner -> a serve point's worker: the server's description (a file)
+SERVER_HEADERS = "XPUBENCH_SERVER_HEADERS"  # ... and the credentials its requests carry (JSON; stored nowhere)
 COORDINATOR = "XPUBENCH_COORDINATOR"        # several processes: process 0's HOST:PORT (launch/launchers/,
 NUM_PROCESSES = "XPUBENCH_NUM_PROCESSES"    # ... how many processes               user or launcher -> worker:
 PROCESS_ID = "XPUBENCH_PROCESS_ID"          # ... this process's id                backends/world.py reads them)

@@ -63,8 +63,9 @@ def stopped_by(signum: int) -> str:
 
 def _drops_exceptions(frame) -> bool:
     """Whether an exception raised at ``frame`` would be printed and dropped instead of stopping the command:
-    inside a garbage collector's callback (JAX registers one, run at every collection) or a finaliser."""
-    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    inside a garbage collector's callback (JAX registers one, run at every collection), a finaliser, or the
+    unraisable hook ``_dropped`` (where the stop sent again can land while its sender starts)."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks} | {_dropped.__code__}
     while frame is not None:
         if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
             return True

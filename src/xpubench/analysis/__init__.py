@@ -7,7 +7,9 @@
 - generation.py: a language model's pp MFU and its decode rate as a share of the bandwidth bound.
 
 ``analyse(results)`` fills them in place and returns the results; ``load(paths)`` is the results store's
-``load_results`` followed by ``analyse`` on each file: what every report, compare and notebook reads.
+``load_results`` (each case typed, an older file's migrated: results/schema.py) followed by ``analyse``
+on each file: what every report, compare and notebook reads. Each reads the typed case (``case.devices``,
+``case.batch_size``) as the planner resolved it: no default is decided here.
 """
 
 from __future__ import annotations
@@ -32,13 +34,11 @@ def analyse(results: list[Result]) -> list[Result]:
 
 
 def load(paths) -> list[store.LoadedFile]:
-    """Results files, each folded into one Result per case and analysed."""
-    from xpubench.plan.resolve import current_key
+    """Results files, each folded into one typed Result per case (an older line's case migrated once, by the
+    planner's reading: plan/resolve.py recorded_case) and analysed."""
+    from xpubench.plan.resolve import recorded_case
 
-    loaded = store.load_results(paths)
+    loaded = store.load_results(paths, read=recorded_case)
     for f in loaded:
-        for record in (*f.runs, *f.results):   # an older file's keys as this xpubench gives them (plan/resolve.py)
-            if record.case.get("key"):
-                record.case["key"] = current_key(record.case)
         analyse(f.results)
     return loaded

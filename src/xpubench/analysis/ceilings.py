@@ -21,10 +21,12 @@ For each result:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from xpubench.analysis.cost import result_cost
 from xpubench.analysis.efficiency import efficiency, matmul_bytes, roofline_bound
+from xpubench.case import Case
 from xpubench.devices.device import kind_of
 from xpubench.harness.ceiling import Ceiling, raise_to_observed
 from xpubench.results.modes import mode_of
@@ -36,14 +38,14 @@ CEILING_MODE = "matmul"   # a ceiling is the fastest product of its group (ceili
 
 def achieved(result) -> float | None:
     """The result's achieved FLOP/s (its mode's ``flop_rate``, results/modes.py), None without one."""
-    mode = mode_of(result.case.get("mode"))
+    mode = mode_of(result.case.mode)
     return mode.flops(result.metrics) if mode else None
 
 
 def rel_noise(result) -> float | None:
     """Half-width of the headline time's 95% interval / its median (the same relative width applies to
     the rate derived from it)."""
-    mode = mode_of(result.case.get("mode"))
+    mode = mode_of(result.case.mode)
     if mode is None or not mode.ranked:
         return None
     mid, low, high = mode.interval(result.metrics)
@@ -52,13 +54,12 @@ def rel_noise(result) -> float | None:
     return (high - low) / 2 / mid
 
 
-def _scale(case: dict) -> int:
-    devices = case.get("devices") or 1
-    return 1 if kind_of(case.get("device")).shared else devices   # CPU "devices" share one chip
+def _scale(case: Case) -> int:
+    return 1 if kind_of(case.device).shared else case.devices   # CPU "devices" share one chip
 
 
-def _group(case: dict) -> str:
-    return f"{case.get('backend')}/{case.get('device')}/{case.get('precision')}"
+def _group(case: Case) -> str:
+    return f"{case.backend}/{case.device}/{case.precision}"
 
 
 def _recorded(result) -> Ceiling | None:
@@ -67,7 +68,7 @@ def _recorded(result) -> Ceiling | None:
         return None
     rate, noise = data["flops_per_s"], data.get("rel_noise")
     case = result.case
-    return Ceiling(backend=case["backend"], device=case["device"], precision=case["precision"], flops_per_s=rate,
+    return Ceiling(backend=case.backend, device=case.device, precision=case.precision, flops_per_s=rate,
                    shape=tuple(data["shape"]) if data.get("shape") else None, best_window_flops_per_s=None, cv=None,
                    ci95_low_flops_per_s=rate * (1 - noise) if noise is not None else None,
                    ci95_high_flops_per_s=rate * (1 + noise) if noise is not None else None,
@@ -93,24 +94,24 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
         if ceiling is not None:
             out[group] = (ceiling, _source(r), ceiling.rel_noise)
     for r in results:
-        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == CEILING_MODE else None
+        rate = achieved(r) if r.status == "ok" and r.case.mode == CEILING_MODE else None
         group = _group(r.case)
         if not rate or group not in out:
             continue
         ceiling, source, noise = out[group]
-        if rate / ceiling.flops_per_s - 1 > ((noise or 0.0) ** 2 + (rel_noise(r) or 0.0) ** 2) ** 0.5:
-            label = f"the N={r.case.get('size')} matmul case of this file"
+        if rate / ceiling.flops_per_s - 1 > math.hypot(*(n for n in (noise, rel_noise(r)) if n is not None)):
+            label = f"the N={r.case.size} matmul case of this file"
             out[group] = (raise_to_observed(ceiling, rate, label),
                           f"raised from the searched {ceiling.flops_per_s / 1e9:,.1f} GFLOP/s ({source}) to {label}",
                           rel_noise(r))
     searched = set(out)
     for r in results:   # no recorded ceiling: the fastest matmul of the group, a lower bound of it
-        rate = achieved(r) if r.status == "ok" and r.case.get("mode") == CEILING_MODE else None
+        rate = achieved(r) if r.status == "ok" and r.case.mode == CEILING_MODE else None
         group, case = _group(r.case), r.case
         if not rate or group in searched or (group in out and out[group][0].flops_per_s >= rate):
             continue
-        n = case.get("size")
-        out[group] = (Ceiling(backend=case["backend"], device=case["device"], precision=case["precision"],
+        n = case.size
+        out[group] = (Ceiling(backend=case.backend, device=case.device, precision=case.precision,
                               flops_per_s=rate, shape=(n, n, n) if n else None, best_window_flops_per_s=None, cv=None,
                               ci95_low_flops_per_s=None, ci95_high_flops_per_s=None),
                       f"{LOWER_BOUND} (N={n})", rel_noise(r))
@@ -120,17 +121,17 @@ def group_ceilings(results: list) -> dict[str, tuple[Ceiling, str, float | None]
 def _intensity_bytes(result) -> tuple[float | None, float | None]:
     """(FLOPs, bytes) per call or per sample, where the bytes are known."""
     m, case = result.metrics, result.case
-    if case.get("mode") == CEILING_MODE and case.get("size"):
-        n = int(case["size"])
-        return m.get("flops_per_call"), float(matmul_bytes(n, n, n, BYTES_PER_ELEMENT.get(case.get("precision"), 4)))
+    if case.mode == CEILING_MODE and case.size:
+        n = case.size
+        return m.get("flops_per_call"), float(matmul_bytes(n, n, n, BYTES_PER_ELEMENT.get(case.precision, 4)))
     return m.get("flops_per_sample"), m.get("bytes_per_sample")
 
 
 def annotate_one(result, ceilings: dict) -> None:
     m, case = result.metrics, result.case
-    mode = mode_of(case.get("mode"))
+    mode = mode_of(case.mode)
     if mode is not None and mode.priced:
-        m.update(result_cost(m, mode.name, (case.get("options") or {}).get("price_per_hour")))
+        m.update(result_cost(m, mode.name, case.options.get("price_per_hour")))
     rate = achieved(result)
     if mode is None or not mode.ranked or not rate:
         return
@@ -138,21 +139,22 @@ def annotate_one(result, ceilings: dict) -> None:
     scale = _scale(case)
     ceiling, source, noise = found if found else (None, None, None)
     if ceiling is not None and scale > 1:   # N accelerators: N x one device's ceiling, same relative noise
-        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: (getattr(ceiling, k) or 0) * scale or None for k in (
-            "flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}})
+        scaled = {k: getattr(ceiling, k) for k in ("flops_per_s", "ci95_low_flops_per_s", "ci95_high_flops_per_s")}
+        ceiling = Ceiling.from_dict({**ceiling.as_dict(), **{k: v * scale if v else None for k, v in scaled.items()}})
         source = f"{scale} devices x {source}"
     work, moved = _intensity_bytes(result)
     basis = ((result.fingerprint or {}).get("host", {}).get("cpu", {}).get("peak_estimate", {})
-             .get(case.get("precision")) or {})
+             .get(case.precision) or {})
     bound = bool(source and LOWER_BOUND in source)
     eff = efficiency(rate, peak_flops_per_s=m.get("peak_flops_per_s"), peak_is_estimate=bool(m.get("peak_is_estimate")),
                      peak_basis=basis.get("basis") if isinstance(basis, dict) else None, ceiling=ceiling,
                      ceiling_source=source, achieved_rel_noise=rel_noise(result), flops_per_call=work,
                      bytes_per_call=moved, ceiling_is_lower_bound=bound)
     bw = (((result.fingerprint or {}).get("ceilings") or {}).get("bandwidth", {})
-          .get(f"{case.get('backend')}/{case.get('device')}") or {}).get("bytes_per_s")
+          .get(f"{case.backend}/{case.device}") or {}).get("bytes_per_s")
     # the estimate's basis alone (a result below it) is said once per table, not per result (report/tables/costs.py)
-    notes = [n for n in (eff.peak_note if (eff.pct_of_peak or 0) > 1 else None, eff.ceiling_note) if n]
+    above_peak = eff.pct_of_peak is not None and eff.pct_of_peak > 1
+    notes = [n for n in (eff.peak_note if above_peak else None, eff.ceiling_note) if n]
     if ceiling is None or bound:
         notes.append(((result.fingerprint or {}).get("ceilings") or {}).get("note")
                      or "no measured ceiling recorded with this run")

@@ -86,7 +86,7 @@ def efficiency(achieved_flops_per_s: float | None, *, peak_flops_per_s: float | 
     noise = None
     beyond = False
     if pct_ceiling is not None:
-        noise = math.hypot((ceiling.rel_noise if ceiling else None) or 0.0, achieved_rel_noise or 0.0)
+        noise = math.hypot(*(n for n in (ceiling.rel_noise if ceiling else None, achieved_rel_noise) if n is not None))
         beyond = pct_ceiling - 1.0 > noise
     intensity = flops_per_call / bytes_per_call if (flops_per_call and bytes_per_call) else None
     peak_label, peak_note = _peak_label(achieved_flops_per_s, peak, pct_peak, peak_is_estimate, peak_basis,

@@ -19,31 +19,33 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 from xpubench.backends.peaks import device_record
+from xpubench.case import Case
 from xpubench.ceilings.runtime import when_said
 
 
-def bandwidth(case: dict, fp: dict) -> tuple[float | None, str | None]:
+def bandwidth(case: Case, fp: dict) -> tuple[float | None, str | None]:
     """(bytes/s, where it came from) for the case's device: the fastest any backend measured on it (memory
     bandwidth is the device's; a framework's copy kernel only reaches part of it), else its spec, else
     (None, None)."""
     measured = {key: entry for key, entry in (((fp.get("ceilings") or {}).get("bandwidth")) or {}).items()
-                if key.split("/", 1)[-1] == case.get("device") and (entry or {}).get("bytes_per_s")}
+                if key.split("/", 1)[-1] == case.device and (entry or {}).get("bytes_per_s")}
     if measured:
         key, entry = max(measured.items(), key=lambda item: item[1]["bytes_per_s"])
         how = entry.get("source") or "xpubench ceilings"   # a run's own brief figure says so (ceilings/runtime.py)
         when = when_said(entry, now="measured for this run")   # cached or measured then, its spread
         said = f"{key.split('/')[0]}'s copy/triad, {how}" + (f"; {when}" if when else "")
         return float(entry["bytes_per_s"]), f"measured ({said})"
-    spec = device_record(fp, str(case.get("backend")), str(case.get("device"))).get("memory_bandwidth")
+    spec = device_record(fp, case.backend, case.device).get("memory_bandwidth")
     if spec:
         return float(spec), "the device's spec bandwidth (no measured one recorded)"
     return None, None
 
 
-def add_generation_bounds(metrics: dict[str, Any], case: dict, fp: dict) -> None:
+def add_generation_bounds(metrics: MutableMapping[str, Any], case: Case, fp: dict) -> None:
     """Adds pp MFU and the share of the bandwidth bound (module docstring) in place, where the result
     carries the counts they need."""
     flops, ttft, peak = metrics.get("prefill_flops"), metrics.get("ttft_s"), metrics.get("peak_flops_per_s")

@@ -3,27 +3,27 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 from xpubench.backends.peaks import peak_for
+from xpubench.case import Case
 from xpubench.devices.device import kind_of
 from xpubench.results.modes import mode_of
 
 
-def add_peak_metrics(metrics: dict[str, Any], case: dict, fp: dict) -> None:
+def add_peak_metrics(metrics: MutableMapping[str, Any], case: Case, fp: dict) -> None:
     """Adds peak_flops_per_s, peak_is_estimate and the mode's ``peak_share`` (results/modes.py: pct_of_peak for
     matmul, mfu for models) in place."""
     # int8 work against the int8 peak (ops/s), like every dtype; int8 weight-only generation computes in
     # its ``compute_precision`` (bf16) and is measured against that peak
-    precision = metrics.get("compute_precision") or case.get("precision", "fp32")
-    peak, estimate = peak_for(fp, case["backend"], case["device"], precision)
-    devices = case.get("devices", 1) or 1
-    if kind_of(case["device"]).shared:
-        devices = 1  # CPU "devices" share the same cores: the chip peak is the whole CPU's
+    precision = metrics.get("compute_precision") or case.precision
+    peak, estimate = peak_for(fp, case.backend, case.device, precision)
+    devices = 1 if kind_of(case.device).shared else case.devices   # CPU "devices" share the same cores: the whole CPU's
     total = peak * devices if peak else None
     metrics["peak_flops_per_s"] = total
     metrics["peak_is_estimate"] = estimate if total else None
-    mode = mode_of(case.get("mode"))
+    mode = mode_of(case.mode)
     if mode is None or mode.peak_share is None:
         return
     achieved = mode.flops(metrics)

@@ -14,8 +14,9 @@ efficiency there measures the parallel engine's overhead, not how the hardware s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 
+from xpubench.case import Case
 from xpubench.devices.device import kind_of
 
 MATCH = ("workload", "backend", "device", "mode", "precision", "batch_size", "data", "compile", "seed")
@@ -23,29 +24,27 @@ CPU_NOTE = ("the N CPU devices share the same cores: efficiency measures the eng
             "not hardware scaling")
 
 
-def _baseline(case: dict, earlier: Iterable) -> tuple[int, float] | None:
+def _baseline(case: Case, earlier: Iterable) -> tuple[int, float] | None:
     """(N0, samples/s) of the matching ok result with the fewest devices below this one's, or None."""
     best = None
     for r in earlier:
-        c = r.case
-        n0 = c.get("devices", 1) or 1
-        thr = (r.metrics or {}).get("samples_per_s")
-        if r.status != "ok" or not thr or n0 >= case.get("devices", 1):
+        n0, thr = r.case.devices, r.metrics.get("samples_per_s")
+        if r.status != "ok" or not thr or n0 >= case.devices:
             continue
-        if all(c.get(k) == case.get(k) for k in MATCH) and (best is None or n0 < best[0]):
+        if all(getattr(r.case, k) == getattr(case, k) for k in MATCH) and (best is None or n0 < best[0]):
             best = (n0, float(thr))
     return best
 
 
-def annotate(metrics: dict, case: dict, earlier: Iterable) -> None:
+def annotate(metrics: MutableMapping, case: Case, earlier: Iterable) -> None:
     """Adds devices / per_device_batch / global_batch to a model case's metrics, and the scaling
     figures when a matching result on fewer devices is in ``earlier`` (results before this one)."""
-    if case.get("mode") not in ("train", "infer") or not case.get("batch_size"):
+    if case.mode not in ("train", "infer"):
         return
-    n = case.get("devices", 1) or 1
+    n = case.devices
     metrics.setdefault("devices", n)
-    metrics.setdefault("per_device_batch", case["batch_size"])
-    metrics.setdefault("global_batch", case["batch_size"] * n)
+    metrics.setdefault("per_device_batch", case.batch_size)
+    metrics.setdefault("global_batch", case.global_batch)
     thr = metrics.get("samples_per_s")
     base = _baseline(case, earlier) if n > 1 and thr else None
     if base is None:
@@ -54,5 +53,5 @@ def annotate(metrics: dict, case: dict, earlier: Iterable) -> None:
     metrics["scaling_base_devices"] = n0
     metrics["scaling_speedup"] = thr / thr0
     metrics["scaling_efficiency"] = (thr / thr0) / (n / n0)
-    if kind_of(case.get("device")).shared:
+    if kind_of(case.device).shared:
         metrics["scaling_note"] = CPU_NOTE

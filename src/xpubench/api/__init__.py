@@ -23,13 +23,15 @@ from xpubench.ceilings.runtime import for_run as ceiling_record
 from xpubench.errors import UserError
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, check_run_settings  # noqa: F401 - api's
-from xpubench.launch.runfile import default_output, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
+from xpubench.launch.runfile import default_output, held, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
 from xpubench.plan import PlanRequest, build_cases, plan_notes
 from xpubench.plan.fit import refusal
 from xpubench.plan.request import budget_s, worker_processes
+from xpubench.plan.resolve import recorded_case
 from xpubench.results import store
 from xpubench.results.fold import aggregate_all
 from xpubench.results.schema import Result
+from xpubench.serve.host import Hosts
 
 
 @dataclasses.dataclass
@@ -53,7 +55,7 @@ def plan(request: PlanRequest | None = None, *, environment: dict | None = None,
     ``processes``: worker processes per case (default: plan/request.py ``worker_processes``)."""
     request = _request(request, request_fields)
     # here: only the backends the plan reads (-b numpy: no torch or JAX import)
-    env = environment if environment is not None else _detect(request.backends) if request.backends else _detect()
+    env = environment if environment is not None else _detect(_read_by(request))
     cases = build_cases(request, env)
     if environ is None:
         environ = env.get("variables") or {} if environment is not None else dict(os.environ)
@@ -65,7 +67,7 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         resume: str | Path | None = None, timeout_s: float | None = None,
         memory_limit_bytes: int | None = None, processes: int | None = None, environment: dict | None = None,
         hooks: RunHooks | None = None, measure_ceilings: bool = False, allow_changed_model: bool = False,
-        **request_fields: Any) -> list[Result]:
+        hosts: Any = None, **request_fields: Any) -> list[Result]:
     """Plan (``plan``: with no arguments the brief default run, as `xpubench run`), run every case in
     ``processes`` worker processes of its own (default 3, 5 seeds with a target: plan/request.py; interleaved
     with the other cases), append each process's result to ``output`` as it ends.
@@ -85,7 +87,9 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
     first (docs/ceilings.md).
 
     The run's steps are launch/orchestration.py's ``Launch``; this function gives it what the layers
-    above launch/ know (the plan, the budget's estimate, the memory-fit refusal, the ceilings).
+    above launch/ know (the plan, the budget's estimate, the memory-fit refusal, the ceilings, the servers
+    serve cases share: ``hosts``, serve/host.py's ``Hosts``, by default one that says what it starts and
+    records a server that does not start as each of its points' failure).
     """
     import time
 
@@ -114,14 +118,15 @@ def run(request: PlanRequest | None = None, *, output: str | Path | None = None,
         launch.announce()
         launch.fingerprint(ceilings=lambda env, cases, note: _ceilings(env, cases, measure_ceilings, note))
         history = Recorder(launch.env, {k: e.modelled for k, e in estimates.items()})
-        launch.sweep(refuse=lambda case: refusal(case, launch.env), learn=history.add)
+        launch.sweep(refuse=lambda case: refusal(case, launch.env), learn=history.add,
+                     hosts=hosts or Hosts(say=launch.hooks.note))
         runs = launch.finish()
     if history.problem:
         launch.hooks.warn(history.problem)
     for line in took_lines(launch.runs, estimates, time.monotonic() - began):
         if launch.hooks.on_timing:
             launch.hooks.on_timing(line)
-    return analyse(aggregate_all(runs))
+    return analyse(aggregate_all(runs, recorded_case))   # a resumed file's older lines: migrated (results/schema.py)
 
 
 def _ceilings(env: dict, cases: list[Case], measure: bool, on_note) -> dict:
@@ -158,6 +163,9 @@ def check_new_output(out: Path) -> None:
     """A new run writes a new or empty regular file it can write: one holding results is resumed,
     anything else is not ours (one line each; ``--dry-run`` checks the same)."""
     store.check_writable(out)
+    if os.path.lexists(out):   # a link, or a file another run holds: refused before the plan (which may ask a
+        with held(out, create=False):   # server at a URL), holding nothing yet (the run takes it after the plan)
+            pass
     if out.exists() and out.stat().st_size:
         if store.holds_results(out):
             raise UserError(f"{out} already holds results: choose another --output or --resume {out}")
@@ -165,16 +173,27 @@ def check_new_output(out: Path) -> None:
                         "(a run writes a new or empty file)")
 
 
+def _read_by(request: PlanRequest) -> list[str] | None:
+    """The backends whose records a plan of ``request`` reads (None: every one); a sweep of a server at a URL
+    reads none but the host's (``_detect``)."""
+    if request.options.get("url") and request.modes == ["serve"]:
+        return []
+    return request.backends
+
+
 def _detect(backends: list[str] | None = None) -> dict:
     """The environment (in a child process) of the named backends (and those they run on), else of every
     one; a broken detection is one line, not a traceback."""
     import subprocess
 
+    from xpubench.backends import known
     from xpubench.backends.detect import needed
 
+    if backends is not None and backends and not any(known(b) for b in backends):
+        backends = []   # only a URL's server, no backend of this machine's (serve/keys.py BACKEND): the host
     try:
-        needs = needed(backends)
-        return detect_environment(backends=needs) if needs else detect_environment()
+        needs = [] if backends == [] else needed(backends)
+        return detect_environment(backends=needs) if needs is not None else detect_environment()
     except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as exc:
         raise UserError(f"{' '.join(str(exc).split())}; check the framework installs with `xpubench env`") from None
 
@@ -195,7 +214,8 @@ def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
 
 
 def load(paths) -> Any:
-    """Results files -> pandas DataFrame, one row per case, flat columns."""
+    """Results files -> pandas DataFrame, one row per case, flat columns typed as the results are
+    (report/base/frame.py)."""
     from xpubench.report.base.frame import results_frame
 
     return results_frame(analysis.load(paths))

@@ -19,6 +19,10 @@ REGISTRY = {
     "jax": "xpubench.backends.jax_",
     "keras": "xpubench.backends.keras_",
     "llamacpp": "xpubench.backends.llamacpp_",
+    "openvino": "xpubench.backends.openvino_",
+    "mlx": "xpubench.backends.mlx_",
+    "sglang": "xpubench.backends.sglang_",       # servers started for serve cases (before vllm: a --url server
+    "vllm": "xpubench.backends.vllm_",           # is the first whose own part of a description it gives)
 }
 
 

@@ -10,6 +10,9 @@ Framework imports stay inside the methods, so listing, planning and reporting im
 A backend id may carry a variant after a colon: ``keras:jax`` is the keras backend running on Keras's
 jax backend; the methods that depend on it take the id.
 
+An engine (llama.cpp, OpenVINO GenAI, MLX-LM) is the other kind of backend: it loads its own model and times
+itself; its record is an ``Engine`` (backends/engine.py).
+
 Adding a backend: a package ``backends/<name>_/`` whose ``__init__.py`` defines ``BACKEND`` (an instance
 of a Backend subclass that sets its facts and implements the adapters it has; the others say
 "unsupported", so such cases are skipped with that reason), plus one line in ``backends.REGISTRY`` (or,
@@ -19,7 +22,7 @@ for a backend shipped outside xpubench, an ``xpubench.backends`` entry point: do
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +35,8 @@ class Backend:
     """A framework's record. The class attributes are its facts; the methods its gates and adapters."""
 
     name = ""                       # the id users type (-b torch) and results record
+    kind = "framework"              # "framework": the harness's loops time its adapters; "engine": it loads
+    #                                 its own model and times itself (backends/engine.py)
     title = ""                      # how reports name it ("PyTorch")
     module: str | None = None       # the import whose presence means "installed" (None: always installed)
     imports: tuple[str, ...] = ()   # every top-level module its workers import beyond xpubench's own dependencies:
@@ -197,6 +202,12 @@ class Backend:
         the first rank here. One process (the worker) unless the backend starts ranks of its own."""
         return run(case)
 
+    def server(self) -> ServerSpec | None:
+        """How this engine's OpenAI-compatible server starts (serve/server.py starts, watches and stops it;
+        a ``serve`` case of this backend is a point of load against it), or None: it has none. Where its
+        program is not here, the spec says why (``missing``): what it answers is still known (a --url)."""
+        return None
+
     def finish(self, case) -> None:
         """Tear down what the case set up (a multi-process runtime); called after the measurement."""
 
@@ -215,6 +226,44 @@ class Backend:
         import importlib
 
         return importlib.import_module(self.ceiling_module) if self.ceiling_module else None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """An engine's OpenAI-compatible server as serve/server.py starts it (``Backend.server()``): the command
+    and its arguments (``{model}``, ``{host}``, ``{port}``, ``{name}``, ``{slots}``, ``{context}`` (a request's),
+    ``{total_context}`` (the slots'), ``{format}`` and ``{threads}`` filled in), what it serves, and what it
+    answers: its health, its version, its Prometheus metrics with the names of those xpubench records beside
+    a point's figures (serve/telemetry.py: ``running``, ``waiting``, ``kv_cache``, ``prompt_tokens``,
+    ``output_tokens``), and the part of its description only it gives (serve/server.py ``provenance``), by
+    which a server at a URL is known to be this one."""
+
+    title: str                                    # how messages name it: "llama-server", "vLLM"
+    program: tuple[str, ...]                      # the command before its arguments: ("vllm", "serve")
+    arguments: tuple[str, ...]                    # its arguments, with the fields above
+    threads: tuple[str, ...] = ()                 # the arguments that set its CPU threads (``{threads}``), if any
+    serves: str = "checkpoint"                    # {model}: "gguf" (a GGUF with a vocabulary, serve/model.py)
+    #                                               or "checkpoint" (a Hugging Face folder and its tokenizer)
+    formats: Mapping[str, str] = field(default_factory=dict)   # a precision or format asked -> the server's name
+    default_format: str = ""                      # served when none is asked
+    health: str = "/health"                       # answers 200 once the model is loaded
+    version_route: str | None = None              # answers {"version": ...} (vLLM /version, SGLang /get_server_info)
+    version_args: tuple[str, ...] = ()            # or the program's flag that prints "version: ..." (llama-server)
+    metrics: str | None = "/metrics"              # Prometheus text, where it serves it
+    telemetry: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # xpubench's name -> its metrics' names
+    identified_by: str = ""                       # what only it says of itself, a path in the description
+    #                                               ("props.build_info": llama.cpp's /props; "version": vLLM's)
+    device_variable: str | None = None            # the variable that places it on one accelerator (its index)
+    missing: str | None = None                    # why its program is not here (None: it is)
+
+    def argv(self, **values: Any) -> list[str]:
+        """The command line, each field filled in (``threads`` None: its own default)."""
+        words = [*self.arguments, *(self.threads if values.get("threads") else ())]
+        return [*self.program, *(w.format(**values) for w in words)]
+
+    def format_of(self, asked: str) -> str | None:
+        """The server's name for a precision or format asked (``int8`` -> ``q8_0``), None if it has none."""
+        return self.formats.get(asked.lower())
 
 
 @dataclass

@@ -27,15 +27,16 @@ from xpubench.devices.detect import error_line, host, installed, version_of
 
 def needed(requested: list[str] | None) -> list[str] | None:
     """The backends whose records a plan of ``requested`` backend ids reads: each one and the backend
-    whose devices it runs on (keras:jax -> keras and jax; -b keras -> keras and every variant's). None
+    whose devices it runs on (keras:jax -> keras and jax; -b keras -> keras and every variant's; vllm ->
+    vllm and torch). None
     (every backend) when nothing was named or a name is no backend's here (a plugin's, "auto")."""
     if not requested or not all(backends.known(b) for b in requested) or accelerator_here():
         return None
     out: list[str] = []
     for backend in requested:
         name, _, variant = backend.partition(":")
-        variants = [variant] if variant else list(backends.get(name).variants)
-        out += [name, *(backends.device_backend(f"{name}:{v}") for v in variants)]
+        ids = [f"{name}:{v}" for v in ([variant] if variant else backends.get(name).variants)] or [name]
+        out += [name, *(backends.device_backend(i) for i in ids)]   # vllm: torch's devices
     return list(dict.fromkeys(out))
 
 
@@ -88,8 +89,9 @@ def missing_imports(record) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m xpubench.backends.detect [BACKEND ...]``: the environment as JSON (only those backends)."""
-    json.dump(environment(argv or None), sys.stdout, indent=2, default=str)
+    """``python -m xpubench.backends.detect [BACKEND ... | --host]``: the environment as JSON (only those
+    backends; ``--host``: none, the host's facts and the backends' versions)."""
+    json.dump(environment([] if argv == ["--host"] else argv or None), sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
     return 0
 

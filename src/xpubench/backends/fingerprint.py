@@ -52,10 +52,11 @@ def git_revision() -> str | None:
 
 def detect_environment(timeout_s: float = 120.0, backends: list[str] | None = None) -> dict[str, Any]:
     """Run device detection in a child process, so this process never initialises CUDA or a TPU;
-    ``backends``: only those (backends/detect.py ``needed``), else every one."""
+    ``backends``: only those (backends/detect.py ``needed``; [] : the host alone), else every one."""
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    named = ["--host"] if backends == [] else backends or []
     proc = subprocess.run(
-        [sys.executable, "-m", "xpubench.backends.detect", *(backends or [])], capture_output=True, text=True,
+        [sys.executable, "-m", "xpubench.backends.detect", *named], capture_output=True, text=True,
         timeout=timeout_s, env=env, check=False,
     )
     if proc.returncode != 0:

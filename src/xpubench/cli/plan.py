@@ -10,7 +10,7 @@ from collections import Counter
 from rich.table import Table
 
 from xpubench.devices.device import kind_of
-from xpubench.plan import estimate
+from xpubench.plan import engines, estimate
 from xpubench.plan.fit import fit_of, memory_lines
 from xpubench.plan.learnt import Estimator, basis_counts
 from xpubench.results.plaintext import markup
@@ -34,6 +34,10 @@ def machine_summary(env: dict) -> str:
 def _length(case) -> str:
     if case.mode == "matmul":
         return f"N={case.size}, budget {case.time_budget_s or estimate.MATMUL_BUDGET_S:g} s"
+    if case.users:   # a serving point (plan/serve.py)
+        o = case.options
+        load = f"{case.rate:g} req/s, " if case.rate else ""
+        return f"{load}{o['requests']} requests of {o['input_len']} + {o['output_len']} tokens after {o['warmup']}"
     workload = get_workload(case.workload) if case.workload in REGISTRY else None
     if workload is not None and workload.run is not None:   # its own measurement (the selftest): what it does
         options = workload.options_of(case.options)
@@ -63,13 +67,17 @@ def print_plan(planned, console, source: str | None) -> int:
     guess = Estimator(env)   # plan/learnt.py: this machine's history, else the model
     estimates = [guess(case) for case in planned.cases]
     for i, (case, est) in enumerate(zip(planned.cases, estimates), 1):
-        size = f"N={case.size}" if case.size else (str(case.batch_size) if case.batch_size else "-")
+        size = f"N={case.size}" if case.size else f"{case.users} users" if case.users else (
+            str(case.batch_size) if case.batch_size else "-")
         fit = fit_of(case, env)
-        skipped = fit is not None and fit.fits is False
+        skipped = "see below" if engines.refusal(case) else "memory" if fit is not None and fit.fits is False else ""
         table.add_row(str(i), markup(case.key), size, str(case.devices), _length(case),
-                      "skipped: memory" if skipped else estimate.describe(est.seconds * processes)
+                      f"skipped: {skipped}" if skipped else estimate.describe(est.seconds * processes)
                       + ("" if est.known else " +?"), "" if skipped else est.source())
     console.print(table)
+    for i, case in enumerate(planned.cases, 1):   # plan/engines.py: a format or checkpoint an engine can't load
+        if engines.refusal(case):
+            console.print(f"#{i} skipped: {engines.refusal(case)}", markup=False, highlight=False, soft_wrap=True)
     for line in memory_lines(planned.cases, env):   # plan/fit.py: a case that does not fit is skipped
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     total, unknown = sum(e.seconds for e in estimates), sum(not e.known for e in estimates)

@@ -63,8 +63,6 @@ class Generator(Protocol):
     def sync(self, token: Any) -> None: ...          # wait until that token exists on the device
     def host(self, token: Any) -> np.ndarray: ...    # a token handle as numpy int (batch,)
     # optional: info() -> dict of untimed facts to record (e.g. the attention kernels that ran)
-    # optional: measure(budget_s) -> (metrics, samples): a runtime that times itself (llama-bench), instead of
-    # the rounds below; its figures carry the same names
 
 
 def cache_positions(block_size: int, prompt_len: int, new_tokens: int) -> int:
@@ -122,18 +120,6 @@ def idle_watts(meter, seconds: float = IDLE_S) -> float | None:
     return reading.watts if reading.joules is not None else None
 
 
-def self_timed_energy(meter) -> str:
-    """Why a runtime that times itself in its own process (llama-bench) has no J/token: the device's meter
-    can't be read (its reason, e.g. no CPU energy counter), else no window can be read around regions
-    another program times."""
-    meter = meter or Unavailable("no energy meter was given")
-    meter.start()
-    reading = meter.stop()
-    if reading.joules is None:
-        return f"n/a: {reading.reason}"
-    return "n/a: the runtime times itself in its own process: no energy window around its timed regions"
-
-
 def energy_per_token(windows: tuple, tokens: tuple[int, int], idle: float | None) -> dict:
     """J/token of the prefills and of the decode steps, raw and with the idle power taken out; n/a with
     the meter's reason where it could not be read."""
@@ -159,20 +145,42 @@ def measure(gen: Generator, budget_s: float | None = None,
     if gen.new_tokens < 2:
         raise ValueError(f"generation needs at least 2 new tokens (a prefill and a decode step), "
                          f"got {gen.new_tokens}")
-    own = getattr(gen, "measure", None)   # a runtime that times itself (llama.cpp's llama-bench)
-    if own is not None:
-        metrics, samples = own(budget_s)
-        return {"energy_na": self_timed_energy(meter), **metrics}, samples
-    budget = budget_s or DEFAULT_BUDGET_S
     compile_s = gen.compile()
-    t0 = clock()
-    _round(gen, clock)
-    first_round_s = clock() - t0
-    for _ in range(WARMUP_ROUNDS):
-        _round(gen, clock)
+    first_round_s = warm_up(lambda: _round(gen, clock), clock)
     meter = meter or Unavailable("no energy meter was given")
     idle = idle_watts(meter)
     windows = (EnergyWindows(meter), EnergyWindows(meter))
+    prefills, rounds = timed_rounds(lambda: _round(gen, clock, windows), budget_s, clock)
+    decode = [t for steps in rounds for t in steps]
+    metrics = {
+        "compile_s": compile_s,
+        "first_round_s": first_round_s,
+        **round_figures(gen.batch, gen.prompt_len, gen.new_tokens, prefills, rounds),
+        **energy_per_token(windows, (gen.batch * gen.prompt_len * len(prefills), gen.batch * len(decode)), idle),
+    }
+    info = getattr(gen, "info", None)
+    if info is not None:
+        metrics.update(info())
+    return metrics, {"prefill_s": prefills, "decode_token_s": decode}
+
+
+def warm_up(one_round: Callable[[], Any], clock: Callable[[], float]) -> float:
+    """The first round's seconds (kernel selection, allocator growth, lazy initialisation), then
+    ``WARMUP_ROUNDS`` more, none of them in the samples."""
+    t0 = clock()
+    one_round()
+    first_round_s = clock() - t0
+    for _ in range(WARMUP_ROUNDS):
+        one_round()
+    return first_round_s
+
+
+def timed_rounds(one_round: Callable[[], tuple[float, list[float]]], budget_s: float | None,
+                 clock: Callable[[], float]) -> tuple[list[float], list[list[float]]]:
+    """(prefill seconds, [decode step seconds]) of each timed round: at least ``ROUNDS[0]``, at most
+    ``ROUNDS[1]``, until the budget is spent (or half of it with 5 rounds); ``one_round`` times one (this
+    loop's ``_round``, or an engine's own: backends/openvino_, backends/mlx_)."""
+    budget = budget_s or DEFAULT_BUDGET_S
     begin = clock()
     prefills: list[float] = []
     rounds: list[list[float]] = []
@@ -180,39 +188,38 @@ def measure(gen: Generator, budget_s: float | None = None,
         elapsed = clock() - begin
         if len(prefills) >= ROUNDS[0] and (elapsed > budget or len(prefills) >= 5 and elapsed > 0.5 * budget):
             break
-        prefill, steps = _round(gen, clock, windows)
+        prefill, steps = one_round()
         prefills.append(prefill)
         rounds.append(steps)
+    return prefills, rounds
+
+
+def round_figures(batch: int, prompt_len: int, new_tokens: int, prefills: list[float],
+                  rounds: list[list[float]]) -> dict:
+    """The figures of timed rounds (module docstring, "Derived"), named as every generation result names them."""
     decode = [t for steps in rounds for t in steps]
     pre, dec, step = summarize(prefills), summarize(decode), summarize([sum(s) / len(s) for s in rounds])
     round_s = summarize([p + sum(steps) for p, steps in zip(prefills, rounds)])
-    metrics = {
-        "compile_s": compile_s,
-        "first_round_s": first_round_s,
-        "batch": gen.batch,
-        "prompt_len": gen.prompt_len,
-        "new_tokens": gen.new_tokens,
+    return {
+        "batch": batch,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
         "rounds": len(prefills),
         "ttft_s": pre.median,
         "ttft_p90_s": pre.p90,
-        "prefill_tokens_per_s": gen.batch * gen.prompt_len / pre.median,
+        "prefill_tokens_per_s": batch * prompt_len / pre.median,
         "decode_token_p50_s": dec.median,
         "decode_token_p90_s": dec.p90,
         "decode_token_cv": dec.cv,
         "decode_token_s": step.median,
         "decode_token_ci95_low_s": step.ci95_low,
         "decode_token_ci95_high_s": step.ci95_high,
-        "decode_tokens_per_s": gen.batch / step.median,
-        "tokens_per_s": gen.batch * gen.new_tokens / round_s.median,
-        "prefill_tokens_per_s_sd": _sd([gen.batch * gen.prompt_len / p for p in prefills]),
-        "decode_tokens_per_s_sd": _sd([gen.batch * len(steps) / sum(steps) for steps in rounds]),
+        "decode_tokens_per_s": batch / step.median,
+        "tokens_per_s": batch * new_tokens / round_s.median,
+        "prefill_tokens_per_s_sd": _sd([batch * prompt_len / p for p in prefills]),
+        "decode_tokens_per_s_sd": _sd([batch * len(steps) / sum(steps) for steps in rounds]),
         "warning": named_warnings({"prefill": pre, "decode": dec}),
-        **energy_per_token(windows, (gen.batch * gen.prompt_len * len(prefills), gen.batch * len(decode)), idle),
     }
-    info = getattr(gen, "info", None)
-    if info is not None:
-        metrics.update(info())
-    return metrics, {"prefill_s": prefills, "decode_token_s": decode}
 
 
 def _sd(values: list[float]) -> float | None:
@@ -228,23 +235,29 @@ def prompt_tokens(vocab: int, batch: int, prompt_len: int, seed: int) -> np.ndar
 
 def run_generation(case, gen: Generator, clock: Callable[[], float] = time.perf_counter,
                    gpu_identity=None) -> Outcome:
-    """The case's generation measured (``measure``), with the decode FLOP rate: the workload's
-    ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions
-    prompt_len + 1 .. prompt_len + new_tokens - 1 attended to), times decode tokens/s; the runner
-    turns it into MFU against the chip's peak (n/a where the peak is unknown). A workload's
-    ``generation_counts`` (llama: prefill FLOPs, bytes read per generated token) are recorded too;
-    analysis/generation.py derives pp MFU and the share of the bandwidth bound from them on load."""
+    """The case's generation measured (``measure``), with the workload's counts (``add_counts``)."""
+    metrics, samples = measure(gen, case.time_budget_s, clock, meter_for_case(case, gpu_identity))
+    add_counts(metrics, case, gen.batch, gen.prompt_len, gen.new_tokens)
+    return Outcome(metrics=metrics, samples=samples)
+
+
+def add_counts(metrics: dict, case, batch: int, prompt_len: int, new_tokens: int) -> None:
+    """Add the workload's analytic counts of a generation case to its measured ``metrics`` (its own loop's
+    or an engine's: harness/engine.py): ``generation_counts`` (llama: prefill FLOPs, bytes read per generated
+    token; a figure the runtime reported itself wins), and the decode FLOP rate, the workload's
+    ``decode_flops_per_token(spec, context)`` at the mean context of the decode steps (positions prompt_len +
+    1 .. prompt_len + new_tokens - 1 attended to) times decode tokens/s; the runner turns it into MFU
+    against the chip's peak (n/a where the peak is unknown); analysis/generation.py derives pp MFU and the
+    share of the bandwidth bound on load."""
     from xpubench.workloads import get_workload
 
-    metrics, samples = measure(gen, case.time_budget_s, clock, meter_for_case(case, gpu_identity))
     workload = get_workload(case.workload)
     spec = workload.spec_for(case.options)
     if workload.generation_counts is not None:   # prefill FLOPs, bytes per generated token (llama)
-        counts = workload.generation_counts(spec, gen.batch, gen.prompt_len, gen.new_tokens, case.precision)
+        counts = workload.generation_counts(spec, batch, prompt_len, new_tokens, case.precision)
         metrics.update({k: v for k, v in counts.items() if metrics.get(k) is None})   # what the runtime saw wins
     if workload.decode_flops_per_token is not None:
-        per_token = workload.decode_flops_per_token(spec, gen.prompt_len + gen.new_tokens / 2)
+        per_token = workload.decode_flops_per_token(spec, prompt_len + new_tokens / 2)
         metrics["flops_per_sample"] = per_token
         metrics["achieved_flops_per_s"] = per_token * metrics["decode_tokens_per_s"]
     metrics["prefill_s"] = metrics["ttft_s"]
-    return Outcome(metrics=metrics, samples=samples)

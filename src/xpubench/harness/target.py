@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from xpubench.case import SERVE
 from xpubench.errors import UserError
 from xpubench.harness.setup import learning_rate
 from xpubench.results.outcome import Outcome
@@ -36,9 +37,11 @@ def wants_target(case) -> bool:
 
 
 def process_case(case, process: int):
-    """The case worker process ``process`` runs: for a case with a target, the same case with seed
-    ``case.seed + process`` (each process its own seed); any other case unchanged."""
-    return dataclasses.replace(case, seed=case.seed + process) if wants_target(case) and process else case
+    """The case worker process ``process`` runs: for a case with a target, or a serving point (each round its
+    own prompts and arrivals: no prompt of an earlier round is in the server's cache), the same case with
+    seed ``case.seed + process`` (each process its own seed); any other case unchanged."""
+    own = wants_target(case) or case.mode == SERVE
+    return dataclasses.replace(case, seed=case.seed + process) if own and process else case
 
 
 def resolve(case, spec, train_samples: int, global_batch: int) -> tuple[Target, str]:

@@ -5,6 +5,9 @@ backend supplies (backends/base.py). Every loop lives in the harness:
     train   -> harness/training.py    run_training(backend.trainer(case, rank, world), ...) in backend.launch
     infer   -> harness/inference.py   run_inference(case, backend.session(case))
     generate-> harness/generation.py  run_generation(case, backend.generator(case))
+               harness/engine.py      run_engine(case, backend): an engine loads its model and times itself
+    serve   -> serve/point.py         measure_case(case): a point of load against the server its run opened
+                                      (its workload is the served model's name, its backend the engine)
 
 A workload that is its own measurement (its record's ``run``: the selftest) runs directly. A user's model
 (``options["model"]``) is loaded and registered as a workload first (usermodel/load.py).
@@ -17,6 +20,7 @@ import time
 
 from xpubench import backends
 from xpubench.backends.base import Unsupported
+from xpubench.case import SERVE
 from xpubench.results.outcome import Outcome
 from xpubench.workloads import get_workload
 
@@ -24,6 +28,10 @@ FLOP_FIGURES = ("flops_per_sample", "forward_flops_per_sample", "achieved_flops_
 
 
 def run_case(case) -> Outcome:
+    if case.mode == SERVE:
+        from xpubench.serve.point import measure_case
+
+        return measure_case(case)
     model_metrics: dict = {}
     if case.options.get("model"):
         from xpubench.usermodel.load import prepare
@@ -102,11 +110,15 @@ def _infer(backend, case) -> Outcome:
 
 
 def _generate(backend, case) -> Outcome:
-    from xpubench.harness.generation import run_generation
-
     if case.devices > 1:
         return Outcome(status="skipped", message="data-parallel generation is not implemented: generate with "
                                                  "--devices 1 (data parallel applies to training)")
+    if backend.kind == "engine":
+        from xpubench.harness.engine import run_engine
+
+        return run_engine(case, backend, gpu_identity=backend.gpu_identity)
+    from xpubench.harness.generation import run_generation
+
     return run_generation(case, backend.generator(case), gpu_identity=backend.gpu_identity)
 
 

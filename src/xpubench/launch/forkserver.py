@@ -44,7 +44,8 @@ from pathlib import Path
 from xpubench import envnames
 from xpubench.errors import UserError
 
-PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, "PYTEST_CURRENT_TEST")   # not the server's
+PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, envnames.SERVER, envnames.SERVER_HEADERS,   # not the
+              "PYTEST_CURRENT_TEST")                                                                   # server's
 MAX_SERVERS = 6   # idle servers kept (a torch one holds ~0.3 GB); the least recently used is closed beyond
 IDLE_EXIT_S = 600.0   # a server with no worker for this long exits (a notebook's kernel does not hold it)
 

@@ -33,7 +33,7 @@ from xpubench.launch.budget import Budget
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.runfile import held, plan_path, read_plan, write_plan
 from xpubench.results import store
-from xpubench.results.schema import Run, retryable
+from xpubench.results.schema import Run, cut_short, retryable
 from xpubench.results.validate import LARGEST, LARGEST_WHOLE
 
 MIN_MEMORY_LIMIT = 256 << 20  # a bare Python worker with numpy; torch needs ~1 GiB, jax ~2 GiB of address space
@@ -147,10 +147,12 @@ class Launch:
 
     def _say_resume(self, todo: list[Case], allow_changed_model: bool) -> None:
         """The cases run again after bad input, and the model files the resume imports (refused if changed)."""
-        retried = list(dict.fromkeys(r.key for r in self.previous if retryable(r)))
-        if retried:
-            self.hooks.warn(f"running again {len(retried)} case(s) that failed on bad input (fixed since?): "
-                            + ", ".join(retried[:3]) + (" ..." if len(retried) > 3 else ""))
+        for why, which in (("failed on bad input (fixed since?)", lambda r: retryable(r) and not cut_short(r)),
+                           ("a stop cut short", cut_short)):
+            retried = list(dict.fromkeys(r.key for r in self.previous if which(r)))
+            if retried:
+                self.hooks.warn(f"running again {len(retried)} case(s) that {why}: "
+                                + ", ".join(retried[:3]) + (" ..." if len(retried) > 3 else ""))
         models = runfile.check_models(self.out, todo, allow_changed=allow_changed_model)
         if models:
             self.hooks.warn(f"--resume imports model file(s): {'; '.join(models)}")
@@ -185,9 +187,10 @@ class Launch:
         return self.settings.timeout_s or (BRIEF_TIMEOUT_S if capped else runner.DEFAULT_TIMEOUT_S)
 
     def sweep(self, refuse: Callable[[Case], str | None] | None = None,
-              learn: Callable[[Run], None] | None = None) -> list[Run]:
+              learn: Callable[[Run], None] | None = None, hosts=None) -> list[Run]:
         """Every (case, process) left, each result appended the moment it exists (runner.run_cases), then
-        handed to ``learn`` (the timing history's recorder) and the progress hook."""
+        handed to ``learn`` (the timing history's recorder) and the progress hook; ``hosts`` opens the servers
+        serve cases share (serve/host.py)."""
         def on_result(run: Run) -> None:
             if learn:
                 learn(run)
@@ -198,7 +201,7 @@ class Launch:
             self.cases, self.out, fingerprint=self.prints, processes=self.settings.processes,
             timeout_s=self.timeout_s(), memory_limit_bytes=self.settings.memory_limit_bytes,
             on_start=self.hooks.on_start, on_result=on_result, earlier=self.earlier,
-            budget=self.budget, on_cut=self.hooks.on_cut, refuse=refuse)
+            budget=self.budget, on_cut=self.hooks.on_cut, refuse=refuse, hosts=hosts, on_warning=self.hooks.warn)
         return self.runs
 
     def finish(self) -> list[Run]:

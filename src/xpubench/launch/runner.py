@@ -4,10 +4,18 @@ and appends each process's result as soon as it exists.
 A crash (signal), a host OOM (SIGKILL from the kernel), a timeout or an exception in one case becomes
 that case's result; the sweep goes on. After an OOM at batch size B, larger batch sizes of the same
 workload/backend/device/precision are recorded as skipped, never silently shrunk.
+
+Cases that share a server (serve points: ``hosts``, serve/host.py) run as a group around it: it is opened
+before the group's first process that is due and closed after its last, each worker handed where it is. A
+server that does not start is each of its points' failure (or, ``hosts.fatal``, the command's one line); a
+server that exits during a point is that point's failure, and its remaining points are left for --resume. A
+worker of a mode that keeps what a stop cut (``Mode.keeps_cut``: a serving point's finished requests) is
+passed the stop and given ``STOP_GRACE_S`` to hand its outcome over, which is recorded before the stop goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,39 +25,47 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from xpubench import envnames
 from xpubench.case import Case
 from xpubench.devices.device import Device, is_accelerator
-from xpubench.errors import stops_held
+from xpubench.errors import UserError, stop_signal, stops_held
 from xpubench.harness import failures
 from xpubench.harness.target import process_case
 from xpubench.launch import forkserver
 from xpubench.launch.budget import Budget
+from xpubench.launch.groups import groups
 from xpubench.launch.launchers import active
 from xpubench.results import machine, store
+from xpubench.results.modes import mode_of
 from xpubench.results.outcome import Outcome
 from xpubench.results.schema import Run, finite
 from xpubench.units import utc_now
 
 DEFAULT_TIMEOUT_S = 3600.0
+STOP_GRACE_S = 10.0    # a worker that keeps what a stop cut: the time it has to hand its outcome over
 
 
 def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = None,
-            workdir: Path | None = None, process: int = 0) -> tuple[dict, float]:
+            workdir: Path | None = None, process: int = 0, environment: dict[str, str] | None = None
+            ) -> tuple[dict, float]:
     """Run one case in a fresh worker process (the case's ``process``-th), started by the run's launcher
     (launch/launchers/: spawned or forked, handed this process's place in the run); returns (outcome dict,
     wall seconds).
 
     The worker only writes its own RESULT file in a private temporary folder; only this (parent)
     process appends to the results file, so a worker orphaned by a killed parent can never add a
-    record (and it kills itself when it notices, see worker.watch_parent)."""
+    record (and it kills itself when it notices, see worker.watch_parent). ``environment``: variables the
+    worker is handed besides (where a serve case's server is). A stop while it runs ends it; a worker of a
+    mode that keeps what a stop cut is passed the stop first, and what it handed over rides on the stop
+    (its ``kept``: (outcome dict, wall seconds)) for the sweep to record."""
     launcher = active()
     with tempfile.TemporaryDirectory(prefix="xpubench-", dir=workdir) as tmp:
         tmpdir = Path(tmp)
         case_path, result_path, err_path = tmpdir / "case.json", tmpdir / "result.json", tmpdir / "stderr.txt"
         case_path.write_text(json.dumps(case.as_dict()))
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **{envnames.PARENT_PID: str(os.getpid())})
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(environment or {}), **{envnames.PARENT_PID: str(os.getpid())})
         env.pop(envnames.MEMORY_LIMIT, None)
         if memory_limit_bytes:
             env[envnames.MEMORY_LIMIT] = str(int(memory_limit_bytes))  # the worker sets RLIMIT_AS first thing
@@ -65,8 +81,11 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
                 outcome = {"status": "timeout", "message": f"no result after {timeout_s:g} s: killed"}
             except forkserver.ServerGone as exc:   # its worker would end itself (worker.watch_parent): killed below
                 outcome = {"status": "error", "message": str(exc)}
-            except BaseException:
+            except BaseException as exc:
+                kept = _kept(proc, result_path, exc, start) if _keeps_cut(case) else None
                 _kill_group(proc)
+                if kept is not None:
+                    exc.kept = kept   # the sweep records it before the stop goes on
                 raise
             _kill_group(proc)  # the timed-out worker, or children the worker left behind (e.g. DDP ranks)
         wall = time.perf_counter() - start
@@ -76,6 +95,27 @@ def run_one(case: Case, *, timeout_s: float, memory_limit_bytes: int | None = No
         if launcher.world.multi:
             outcome["metrics"]["launcher"] = launcher.name
         return outcome, wall
+
+
+def _keeps_cut(case: Case) -> bool:
+    mode = mode_of(case.mode)
+    return bool(mode and mode.keeps_cut)
+
+
+def _kept(proc, result_path: Path, stop: BaseException, start: float) -> tuple[dict, float] | None:
+    """What a worker that keeps what a stop cut hands over when passed the stop (``stop``: Ctrl-C, SIGTERM or
+    SIGHUP, sent to it as it came), within STOP_GRACE_S; None when there is nothing (another stop meanwhile
+    gives up the wait)."""
+    if proc is None or not isinstance(stop, KeyboardInterrupt):
+        return None
+    try:
+        os.killpg(proc.pid, stop_signal(stop))
+        code = proc.wait(timeout=STOP_GRACE_S)
+    except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired, forkserver.ServerGone, KeyboardInterrupt):
+        return None
+    if not result_path.exists():
+        return None
+    return _outcome(code, result_path, "", None), time.perf_counter() - start
 
 
 def _outcome(code: int, result_path: Path, tail: str, memory_limit_bytes: int | None,
@@ -148,6 +188,8 @@ def run_cases(
     budget: Budget | None = None,
     on_cut: Callable[[Case, int], None] | None = None,
     refuse: Callable[[Case], str | None] | None = None,
+    hosts: Any = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> list[Run]:
     """Run every case in ``processes`` worker processes (``schedule`` order); each process's Run is
     appended to ``out_path`` (if given) the moment it is known. Returns the runs of this call. (The
@@ -168,19 +210,23 @@ def run_cases(
     is not started (``on_cut``), and each worker's timeout is capped by the time left.
 
     ``refuse(case)`` is the plan's reason a case can't run here (plan/fit.py: it can't fit its device's
-    memory): such a case is recorded as skipped with it, no worker started, no budget spent."""
+    memory): such a case is recorded as skipped with it, no worker started, no budget spent.
+
+    ``hosts`` (serve/host.py ``Hosts``) opens the server the serve cases of a group share (the module
+    docstring); ``on_warning`` hears that a server exited mid-sweep."""
     sweep = Sweep(out_path, fingerprint=fingerprint, processes=processes, timeout_s=timeout_s,
                   memory_limit_bytes=memory_limit_bytes, budget=budget, refuse=refuse,
-                  on_start=on_start, on_result=on_result, on_cut=on_cut)
+                  on_start=on_start, on_result=on_result, on_cut=on_cut, hosts=hosts, on_warning=on_warning)
     return sweep.run(cases, earlier)
 
 
 @dataclasses.dataclass
 class Sweep:
-    """One pass over a plan's (case, process) pairs, in named steps: ``due`` (not yet run, not stopped),
-    ``verdict`` (refused by the plan, over the budget, larger than a batch that ran out of memory: recorded
-    without a worker), ``measure`` (a worker), ``judge`` (a placement on another device is an error; an
-    OOM or a failure stops what follows), ``record`` (appended at once)."""
+    """One pass over a plan's (case, process) pairs, in named steps: ``group`` (the cases that share a
+    server, around it), ``due`` (not yet run, not stopped), ``verdict`` (refused by the plan, over the budget,
+    larger than a batch that ran out of memory: recorded without a worker), ``measure`` (a worker), ``judge``
+    (a placement on another device is an error; an OOM or a failure stops what follows), ``record``
+    (appended at once)."""
 
     out_path: Path | None
     fingerprint: dict
@@ -192,6 +238,8 @@ class Sweep:
     on_start: Callable[[Case, int], None] | None = None
     on_result: Callable[[Run], None] | None = None
     on_cut: Callable[[Case, int], None] | None = None
+    hosts: Any = None                   # serve/host.py Hosts: the servers serve cases share (None: no serve case)
+    on_warning: Callable[[str], None] | None = None
     oom_at: dict[tuple, int] = dataclasses.field(default_factory=dict)    # OOM group -> smallest batch that ran out
     done: set[tuple[str, int]] = dataclasses.field(default_factory=set)   # (run_id, process) already in the file
     stopped: set[str] = dataclasses.field(default_factory=set)            # run_ids that start no more processes
@@ -203,11 +251,33 @@ class Sweep:
                 self.stopped.add(r.case.get("run_id"))
             _note_oom(self.oom_at, Case.from_dict(r.case), r.status)
         runs: list[Run] = []
-        cases = self.budget.order(cases) if self.budget else list(cases)
-        for case, process in schedule(cases, self.processes):
+        for group in groups(list(cases), self.budget, self.hosts):
+            runs += self.group(group)
+        return runs
+
+    def group(self, cases: list[Case]) -> list[Run]:
+        """The due processes of ``cases`` (schedule order); cases that share a server, around it."""
+        pairs = [(c, p) for c, p in schedule(cases, self.processes) if self.due(c, p)]
+        if not pairs or self.hosts is None or self.hosts.key(cases[0]) is None:
+            return self.pairs(pairs)
+        with contextlib.ExitStack() as stack:
+            try:
+                environment, gone = stack.enter_context(self.hosts.opened(cases[0]))
+            except UserError as exc:   # a server that does not start: each of its points' failure
+                if self.hosts.fatal:
+                    raise
+                return self.pairs(pairs, failed=str(exc))
+            return self.pairs(pairs, environment, gone)
+
+    def pairs(self, pairs: list[tuple[Case, int]], environment: dict[str, str] | None = None,
+              gone: Callable[[], str | None] | None = None, failed: str | None = None) -> list[Run]:
+        """Each (case, process) in turn (``failed``: what each case's first process records instead of
+        running; ``gone()``: why their server exited, asked after each: it ends the pairs)."""
+        runs: list[Run] = []
+        for i, (case, process) in enumerate(pairs):
             if not self.due(case, process):
                 continue
-            skipped = self.verdict(case, process)
+            skipped = {"status": "error", "message": failed} if failed else self.verdict(case, process)
             if skipped is CUT:
                 if self.on_cut:
                     self.on_cut(case, process)
@@ -215,20 +285,39 @@ class Sweep:
             if self.on_start:
                 self.on_start(case, process)
             started, before = utc_now(), machine.snapshot()
-            outcome, wall = (skipped, 0.0) if skipped else self.measure(case, process)
-            state = machine.state(before, machine.snapshot())
-            self.judge(case, outcome)
-            run = Run(
-                case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
-                metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
-                series=finite(outcome.get("series") or {}),
-                artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
-                fingerprint=self.fingerprint, started_at=started, duration_s=round(wall, 3),
-                process=process, processes=self.processes, machine=state,
-            )
-            runs.append(run)
-            self.record(run)
+            try:
+                outcome, wall = (skipped, 0.0) if skipped else self.measure(case, process, environment)
+            except KeyboardInterrupt as exc:   # a worker that keeps what the stop cut: recorded, then the stop
+                if getattr(exc, "kept", None):
+                    runs.append(self.record_run(case, process, *exc.kept, started, before))
+                raise
+            exited = gone() if gone else None
+            if exited:   # the server ended during this point: its failure; the points after it wait for --resume
+                outcome = {**outcome, "status": "error",
+                           "message": "; ".join(m for m in (exited, outcome.get("message")) if m)}
+            runs.append(self.record_run(case, process, outcome, wall, started, before))
+            if exited:
+                left = sum(1 for c, p in pairs[i + 1:] if self.due(c, p))
+                if self.on_warning and left:
+                    self.on_warning(f"{exited}: {left} point process(es) after it were not run (--resume runs "
+                                    "them against a fresh start of the server)")
+                break
         return runs
+
+    def record_run(self, case: Case, process: int, outcome: dict, wall: float, started: str, before) -> Run:
+        """The process's Run, judged (its placement; what an OOM or a failure stops) and recorded at once."""
+        state = machine.state(before, machine.snapshot())
+        self.judge(case, outcome)
+        run = Run(
+            case=case.as_dict(), status=outcome["status"], message=str(outcome.get("message") or ""),
+            metrics=finite(outcome.get("metrics") or {}), samples=finite(outcome.get("samples") or {}),
+            series=finite(outcome.get("series") or {}),
+            artifacts=finite(outcome.get("artifacts") or {}), placement=outcome.get("placement"),
+            fingerprint=self.fingerprint, started_at=started, duration_s=round(wall, 3),
+            process=process, processes=self.processes, machine=state,
+        )
+        self.record(run)
+        return run
 
     def due(self, case: Case, process: int) -> bool:
         """Whether this process is still to run: not in the file, its case not stopped."""
@@ -250,10 +339,10 @@ class Sweep:
             return {"status": "skipped", "message": refused or over}
         return None
 
-    def measure(self, case: Case, process: int) -> tuple[dict, float]:
+    def measure(self, case: Case, process: int, environment: dict[str, str] | None = None) -> tuple[dict, float]:
         """One worker (its address space capped on a CPU, its timeout by the budget)."""
         limit = None if is_accelerator(case.device) else self.memory_limit_bytes  # CPU cases only (worker.py)
-        return _run_within(self.budget, case, self.timeout_s, limit, process)
+        return _run_within(self.budget, case, self.timeout_s, limit, process, environment)
 
     def judge(self, case: Case, outcome: dict) -> None:
         """Never a silent fallback: work that ran on another device than asked is an error (its numbers
@@ -278,13 +367,13 @@ CUT = object()   # Sweep.verdict: a further process the budget has no time for (
 
 
 def _run_within(budget: Budget | None, case: Case, timeout_s: float, limit: int | None,
-                process: int = 0) -> tuple[dict, float]:
+                process: int = 0, environment: dict[str, str] | None = None) -> tuple[dict, float]:
     """run_one, its timeout capped by the budget's time left, told first to the run's other processes (if
     any); the budget re-plans from its wall time."""
     capped = budget.timeout(timeout_s) if budget else timeout_s
     ran = process_case(case, process)   # a case with a quality target: each process trains with a seed of its own
     active().tell({"case": ran.as_dict(), "process": process, "timeout_s": capped, "memory_limit_bytes": limit})
-    outcome, wall = run_one(ran, timeout_s=capped, memory_limit_bytes=limit, process=process)
+    outcome, wall = run_one(ran, timeout_s=capped, memory_limit_bytes=limit, process=process, environment=environment)
     if budget:
         budget.record(case, wall)
         if outcome["status"] == "timeout" and capped < timeout_s:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from xpubench.backends import supports
-from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES, Case
+from xpubench.backends import record, supports
+from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SERVE, SYNC_MODES, Case
 from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.errors import UserError
-from xpubench.plan import prices, target
+from xpubench.plan import engines, prices, serve, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
     backend_ids,
     choose_devices,
@@ -38,7 +38,8 @@ from xpubench.workloads.base import Workload
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8", "int4")
 WEIGHT_ONLY = ("int8", "int4")   # inference precisions; int4 only where the workload's generation models own
 #                                  their weight formats (llama: workloads/llama/costs.py FORMATS)
-MODES = ("train", "infer", target.TIME_TO_TARGET)   # time-to-target: training to a target
+MODES = ("train", "infer", target.TIME_TO_TARGET, SERVE)   # time-to-target: training to a target; serve: a
+#                                                          server under load (plan/serve.py)
 MATMUL_SIZES = (1024, 2048, 4096)
 MATMUL_SIZES_ACCEL = (1024, 2048, 4096, 8192)
 # the brief default run (`xpubench run` with no workload): a few measured steps each, < 3 min on 2 cores
@@ -78,9 +79,10 @@ def validate(req: PlanRequest) -> None:
     for v in req.devices or []:
         if not isinstance(v, str) or not v.strip():
             raise UserError(f"a device must be a name like cpu, gpu, gpu:1 or tpu, got {v!r}")
-    for name in ("batch_sizes", "sizes"):
+    for name in ("batch_sizes", "sizes", "users"):
         for v in getattr(req, name) or []:
             _check_positive(LIST_LABELS[name], v)
+    serve.check(req)             # --concurrency, --rate: a serve sweep's points (plan/serve.py)
     for v in req.device_counts or []:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise UserError(f"--devices must be a positive whole number or 'all', got {v!r}")
@@ -115,7 +117,8 @@ def validate(req: PlanRequest) -> None:
 
 
 LIST_LABELS = {"workloads": "workload", "backends": "backend", "devices": "device", "precisions": "precision",
-               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count"}
+               "batch_sizes": "batch size", "sizes": "matrix size", "modes": "mode", "device_counts": "device count",
+               "users": "concurrency", "rates": "rate"}
 
 
 def _check_model(req: PlanRequest) -> None:
@@ -172,7 +175,12 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     workloads = workloads_of(req, processes())
     backends = req.backends or default_backends_here(env)
     cases: list[Case] = _model_cases(req, env) if req.model else []
-    for backend, devices in choose_devices(env, backends, req.devices, implicit=not req.backends).items():
+    if SERVE in (req.modes or []):   # a server under load: its points, planned apart (plan/serve.py)
+        cases += serve.serve_cases(req, env, [get_workload(w) for w in workloads])
+        req = dataclasses.replace(req, modes=[m for m in req.modes if m != SERVE])
+        backends = backends if req.modes else []   # serve alone: no other case to plan
+    for backend, devices in (choose_devices(env, backends, req.devices, implicit=not req.backends).items()
+                             if backends else ()):
         for device in devices:
             if req.device_counts:
                 device_counts(req, env, backend, device)  # more devices than exist: refused up front
@@ -187,6 +195,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     cases = list(unique.values())
     for case in cases:
         readable(case)
+    engines.check(cases)   # a format an engine lacks, a checkpoint it can't convert (plan/engines.py)
     return brief_cases(req, env, cases) if is_brief(req) else cases
 
 
@@ -279,12 +288,14 @@ def _cases_for(req: PlanRequest, env: dict, workload: Workload, backend: str, de
 def workload_precisions(env: dict, workload: Workload, backend: str, device: str, quick: bool = False,
                         modes: list[str] = ("infer",)) -> list[str]:
     """A workload's precisions when none is asked for: for inference, its own defaults (llama's weight
-    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so), the
-    first of them only in the brief default run; else the device's model defaults (``model_precisions``)."""
+    formats) less the half dtypes this CPU computes slowly (``slow_cpu_dtypes``; plan_notes says so) and, for
+    an engine, those it has no format of, the first of them only in the brief default run; else the device's
+    model defaults (``model_precisions``)."""
     if not workload.default_precisions or "infer" not in modes:
         return model_precisions(env, backend, device)
     slow = slow_cpu_dtypes(env, backend, device)
-    precisions = [p for p in workload.default_precisions if p not in slow]
+    engine = record(backend) if record(backend).kind == "engine" else None   # only the formats it has
+    precisions = [p for p in workload.default_precisions if p not in slow and (engine is None or p in engine.formats)]
     return precisions[:1] if quick else precisions
 
 
@@ -298,6 +309,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
     variables = environ if environ is not None else env.get("variables") or {}
     notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
         variables, {kind_of(c.device).name for c in cases})   # a default backend a module is missing for
+    notes += serve.notes(req)
     if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
         from xpubench.plan.brief import budget, left_out_line
 
@@ -328,7 +340,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
             notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
                          f"{'/'.join(slow)} instructions: {backend} computes it at ~1 GFLOP/s); ask for it with "
                          f"--precision {slow[0]}")
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode != "matmul"):
+    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode not in ("matmul", SERVE)):
         half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
         if half:
             notes.append(half)

@@ -187,7 +187,7 @@ def _devices_for(env: dict, backend: str, devices: list[str] | None, implicit: b
     from xpubench.devices.detect import resolve_device
 
     if not _backend_installed(env, backend):
-        raise UserError(f"backend {backend!r} is not installed; pip install 'xpubench[{backend.partition(':')[0]}]'")
+        raise UserError(f"backend {backend!r} is not installed; {registry.get(backend).install_hint()}")
     missing = registry.get(backend).missing(env)   # a worker would stop at its import: refused here, with the fix
     if missing:
         raise UserError(missing)

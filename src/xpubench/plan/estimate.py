@@ -12,6 +12,8 @@ It is a plan, never a measurement, and says what it assumes:
   model training and inference (on the CPU VM the CNNs measured 6-9% MFU; accelerators on these small
   models are assumed no better);
 - a time budget caps what it caps (matmul windows, inference measurement, training epochs);
+- a serving point: its worker's start, and its --duration with one request's time limit where given (its
+  requests take what the server takes, unknown before it ran: the run's history learns it, plan/learnt.py);
 - a chip without a peak for the case's precision (unknown to the table, or fp32 on a TPU) gets no
   work estimate: only its bounded parts count (a matmul's budget bounds it whatever the chip) and the
   total says how many cases that is.
@@ -23,6 +25,7 @@ import math
 
 from xpubench import backends
 from xpubench.backends.peaks import device_record, peak_for
+from xpubench.case import SERVE
 from xpubench.devices.device import is_accelerator, kind_of
 from xpubench.plan.fit import refusal
 from xpubench.workloads import get_workload, matmul
@@ -52,6 +55,9 @@ def case_seconds(case, env: dict) -> tuple[float, bool]:
     if refusal(case, env):   # skipped before it starts: it can't fit its device's memory (plan/fit.py)
         return 0.0, True
     start = backends.record(case.backend).startup_seconds(case.backend)
+    if case.mode == SERVE:   # its requests take what the server takes: known only as a --duration bounds it
+        duration = case.options.get("duration_s")
+        return (start + duration + case.options["request_timeout_s"], True) if duration else (start, False)
     peak = _peak(case, env)
     if case.mode == "matmul":
         budget = case.time_budget_s or MATMUL_BUDGET_S

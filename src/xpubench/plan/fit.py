@@ -122,7 +122,13 @@ def memory_lines(cases, env: dict) -> list[str]:
 
 
 def refusal(case, env: dict) -> str | None:
-    """Why the case is skipped before it starts (it can't fit its device's memory), or None."""
+    """Why the case is skipped before it starts (its engine can't load its model in its format:
+    plan/engines.py; it can't fit its device's memory), or None."""
+    from xpubench.plan import engines
+
+    cannot = engines.refusal(case)
+    if cannot:
+        return f"{cannot}: not attempted"
     fit = fit_of(case, env)
     if fit is None or fit.fits is not False:
         return None

@@ -173,6 +173,9 @@ OPTIONS: tuple[Option, ...] = (
     _list(int, "matrix size", "size", "--size", "request.sizes", f"matmul N (default {_names(MATMUL_SIZES)}; "
           f"{_names(MATMUL_SIZES_ACCEL)} on an accelerator)"),
     _list(str, "mode", "mode", "--mode", "request.modes", _mode_help()),
+    _list(int, "concurrency", "concurrency", "-c --concurrency", "request.users", "--mode serve: closed-loop users "
+          "per point (default 1,2,4 without --rate; `xpubench serve` has the serving options)"),
+    _list(float, "rate", "rate", "--rate", "request.rates", "--mode serve: open-loop points, Poisson requests/s"),
     _o("devices", "--devices", "request.device_counts", "data-parallel device count N, or 'all'",
        type=read.device_count, toml=read.device_count),
     _o("scaling", "--scaling", "request.scaling", "sweep N = 1, 2, 4, ... devices", action="store_true"),

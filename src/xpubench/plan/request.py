@@ -60,6 +60,9 @@ class PlanRequest:
     budget_s: float | None = None             # the whole run's seconds, worker start and compile included
     target: str | None = None                 # a quality target, "accuracy=0.975" (plan/target.py)
     eval_every: int | None = None             # with a target: evaluate every N steps (default: every epoch)
+    users: list[int] | None = None            # --mode serve: the closed-loop points' users (plan/serve.py)
+    rates: list[float] | None = None          # --mode serve: the open-loop points' requests/s
+    headers: dict[str, str] = field(default_factory=dict, repr=False)   # a --url server's credentials (in no case)
     options: dict[str, Any] = field(default_factory=dict)
 
 

@@ -65,15 +65,6 @@ def rerun_command(case: Case, local_paths: bool = True) -> str:
     return shlex.join(["xpubench", *words]) + (f"   # with a --config file's [run.options]: {config}" if unsaid else "")
 
 
-def recorded_rerun(case: dict[str, Any], local_paths: bool = True) -> str:
-    """``rerun_command`` of a recorded case; a comment saying why where the record is no case this
-    xpubench plans (the oldest files' selftest cases have no batch size)."""
-    try:
-        return rerun_command(Case.from_dict(case), local_paths)
-    except (TypeError, ValueError) as exc:
-        return f"# {case.get('key')}: no command plans it again ({' '.join(str(exc).split())})"
-
-
 def _value(case: Case, option: Option) -> Any:
     where, _, name = option.goes.partition(".")
     if where == "options":

@@ -4,6 +4,7 @@ plan, or applies a default again (docs/architecture.md, "The resolved case").
 
 - ``resolve_paths(req)``: ``data_dir`` and ``[run.options] weights_dir`` (``--save-weights``) made
   absolute (and checked), so a plan resumes from any folder;
+- ``recorded_case(record, version)``: a recorded case as this version plans it (an older file's migration);
 - ``pinned(workload, options)``: a workload's pinned options (``Workload.pin_options``: llama's
   ``--weights`` folder, digest and model name, its headers read once); ``for_backend(workload, backend,
   options)``: those less the backend options this backend does not honour (``Backend.honours``:
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from xpubench import backends
-from xpubench.case import Case
+from xpubench.case import SERVE, SERVE_KEY_OPTIONS, Case
 from xpubench.errors import UserError
-from xpubench.workloads import REGISTRY, get_workload
+from xpubench.serve.keys import REMOTE
+from xpubench.workloads import REGISTRY, get_workload, with_identity
 from xpubench.workloads.base import Workload
 
 
@@ -49,23 +51,34 @@ def pinned(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
     return workload.pin_options(options) if workload.pin_options else dict(options)
 
 
-def current_key(case: dict) -> str:
-    """The key this xpubench gives a recorded case, so older files compare with newer ones: a ``--weights``
-    case pinned before ``weights_id`` existed is keyed by its model's name and digest (not the path as
-    typed), and a case carrying a backend option its backend does not honour (a jax llama case's
-    ``decode``, which JAX never read) is keyed without it. Any other record keeps its own key."""
-    key = case.get("key", "")
-    if case.get("workload") not in REGISTRY:
-        return key
-    workload = get_workload(case["workload"])
-    options = case.get("options") or {}
-    current = for_backend(workload, str(case.get("backend", "")), pinned_record(workload, options))
-    if current == options:
-        return key
+OWN_MEASUREMENT_BATCH = 1   # a workload that is its own measurement (the selftest): a batch of 1 unless asked
+
+
+def recorded_case(record: dict[str, Any], version: int) -> Case:
+    """A recorded case as this version plans it, read once when its file is loaded (results/schema.py,
+    version 3): its workload's typed options (``with_identity``). A line written before version 3 is
+    migrated: its workload's key options as they are now (a line may predate them, or name ``weights``
+    where ``weights_id`` keys it now); a ``--weights`` case pinned before ``weights_id`` existed keyed by
+    its model's name and digest (from its recorded path and digest: nothing is read); a backend option its
+    backend does not honour (a jax llama case's ``decode``, which JAX never read) left out; an
+    own-measurement case (the selftest) recorded without a batch size at the batch the planner gives it; a
+    serving point written before serving was planned as it is planned now (``serving_point``).
+    So an older file's keys are today's and it compares with a newer one; the line in the file is left as
+    written. A record no case of this version can hold: one line."""
     try:
-        return Case.from_dict({**case, "options": current, "key_options": workload.key_options}).key
-    except (TypeError, ValueError):   # a record this xpubench can't rebuild as a case: its own key
-        return key
+        if version < 3 and record.get("mode") == SERVE and "load" in (record.get("options") or {}):
+            return with_identity(Case.from_dict(serving_point(record)))
+        if version >= 3 or record.get("workload") not in REGISTRY:
+            return with_identity(Case.from_dict(record))
+        workload = get_workload(record["workload"])
+        options = for_backend(workload, str(record.get("backend", "")),
+                              pinned_record(workload, dict(record.get("options") or {})))
+        own = {"batch_size": OWN_MEASUREMENT_BATCH} if workload.run and record.get("batch_size") is None else {}
+        migrated = {**record, **own, "options": options, "key_options": workload.key_options}
+        return with_identity(Case.from_dict(migrated))
+    except (TypeError, ValueError) as exc:   # UnresolvedCase among them
+        raise UserError(f"case {record.get('key')!r}: not a case this xpubench reads ({' '.join(str(exc).split())})"
+                        ) from None
 
 
 def pinned_record(workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
@@ -82,3 +95,25 @@ def for_backend(workload: Workload, backend: str, options: dict[str, Any]) -> di
         return options
     honoured = set(backends.record(backend).honours)
     return {k: v for k, v in options.items() if k not in mine or k in honoured}
+
+
+def serving_point(record: dict[str, Any]) -> dict[str, Any]:
+    """A serving point as ``xpubench serve`` wrote it before serving was planned (results schema 2): its users
+    in ``batch_size`` (named ``users`` by results/schema.py), its load an option ("closed", "poisson 2 rps"),
+    its backend "http" and its device "cpu" (the llama-server it started: the only server it started then,
+    the engine that serves a GGUF) or "remote" (a --url). Read as written now, and keyed so: the same point
+    of an older and a newer file compare."""
+    options = dict(record.get("options") or {})
+    load = str(options.pop("load", "closed")).split()
+    started = record.get("device") != REMOTE
+    if started:
+        options.pop("url", None)    # the address the server started for the sweep had: gone with it
+    rate = float(load[1]) if load[:1] == ["poisson"] and len(load) > 1 else None
+    return {**record, "backend": _gguf_server() if started else record.get("backend"),
+            "users": record.get("users") or record.get("batch_size"), "batch_size": None, "rate": rate,
+            "options": options, "key_options": SERVE_KEY_OPTIONS}
+
+
+def _gguf_server() -> str:
+    return next(n for n in backends.names() if backends.known(n) and (s := backends.record(n).server()) is not None
+                and s.serves == "gguf")

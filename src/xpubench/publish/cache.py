@@ -44,7 +44,8 @@ _TEXT = ("source", "host", "key", "workload", "backend", "device", "device_name"
          "status", "message", "started_at", "timing", "figure", "unit", "xpubench", "options", "setting", "rerun")
 _NUMBERS = ("time_s", "time_ci95_low_s", "time_ci95_high_s", "value", "flops_per_s", "peak_share", "compile_s")
 CASE = record({**dict.fromkeys(_TEXT, TEXT), **dict.fromkeys(_NUMBERS, number()),
-               **dict.fromkeys(("batch_size", "size", "devices", "processes", "samples"), whole(0)),
+               **dict.fromkeys(("batch_size", "size", "users", "devices", "processes", "samples"), whole(0)),
+               "rate": number(),
                "noisy": _flag, "process_samples": list_of(list_of(number()))},
               required=("key", "status", "setting"), rest=SCALAR)   # a column rows.py adds later: one value
 RUN = record({**dict.fromkeys(("machine_label", "host", "date", "xpubench", "git"), TEXT), "chips": list_of(TEXT),

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xpubench.case import Case
 from xpubench.errors import UserError, ends_with_parent, stops_held
 from xpubench.publish import cache
 from xpubench.publish.folder import file_digest
@@ -67,17 +68,16 @@ def _label(fingerprint: dict, chips: list[str]) -> tuple[str, str]:
     return shown(f"{host}: {', '.join(chips) or 'unknown chip'}{family}"), shown(host)
 
 
-def setting(case: dict, row: dict) -> str:
+def setting(case: Case, row: dict) -> str:
     """What the case is measured at, every part of its key that changes the figure named: its mode's size or
     batch (report/base/frame.py ``setting``) and each key option as recorded: "b1 n_layers=4 prompt_len=64
     new_tokens=16 decode=eager", "N=2048"."""
     from xpubench.report.base.frame import setting as size
 
-    options = case.get("options") if isinstance(case.get("options"), dict) else {}
-    named = case.get("key_options") if isinstance(case.get("key_options"), list) else sorted(options)
-    parts = [size(row, short=True), f"x{row['devices']}" if (row.get("devices") or 1) != 1 else "",
+    options = case.options
+    parts = [size(row, short=True), f"x{case.devices}" if case.devices != 1 else "",
              str(row["data"]) if row.get("data") not in (None, "synthetic") else "",
-             *(f"{k}={options[k]}" for k in dict.fromkeys([*named, "model", "target"])
+             *(f"{k}={options[k]}" for k in dict.fromkeys([*case.key_options, "model", "target"])
                if options.get(k) not in (None, "", [], {}))]
     return shown(" ".join(p for p in parts if p))
 
@@ -85,10 +85,9 @@ def setting(case: dict, row: dict) -> str:
 def read_run(path: Path, name: str) -> dict:
     """One results file as the site keeps it (publish/cache.py); {"error": reason} when it is left out."""
     from xpubench import analysis
-    from xpubench.plan.rerun import recorded_rerun
+    from xpubench.plan.rerun import rerun_command
     from xpubench.publish.rows import rows
     from xpubench.report.base.frame import Entry, timing_name
-    from xpubench.results import store
 
     def said(exc: BaseException) -> str:   # with the name under the folder: a public site shows no local path
         text = str(exc)
@@ -97,7 +96,7 @@ def read_run(path: Path, name: str) -> dict:
         return shown(" ".join(text.split()))[:500]
 
     try:
-        results = analysis.analyse(store.load_file(path).results)
+        results = analysis.load([path])[0].results
         if not results:
             return {"error": "no results in it"}
         cases = []
@@ -105,9 +104,9 @@ def read_run(path: Path, name: str) -> dict:
             timing = timing_name(result)
             per_process = [[float(v) for v in run.samples.get(timing or "", []) or [] if isinstance(v, (int, float))]
                            for run in result.ok_runs]
-            row.update(options=shown(json.dumps(result.case.get("options") or {}, sort_keys=True, default=str)),
+            row.update(options=shown(json.dumps(result.case.options.as_dict(), sort_keys=True, default=str)),
                        setting=setting(result.case, row), process_samples=per_process,
-                       rerun=shown(recorded_rerun(result.case, local_paths=False)))
+                       rerun=shown(rerun_command(result.case, local_paths=False)))
             cases.append(row)
         fingerprint = results[0].fingerprint or {}
         chips = sorted({str(c["device_name"]) for c in cases if c.get("device_name")})

@@ -3,7 +3,8 @@ every table of the static site shows. A script reads numbers, not the terminal's
 
 Columns (units in the names; None where a figure is unknown or not measured):
 ``source`` (the results file's label), ``host``, ``key``, the case (``workload``, ``backend``,
-``device``, ``device_name``, ``mode``, ``precision``, ``batch_size``, ``size``, ``devices``, ``data``),
+``device``, ``device_name``, ``mode``, ``precision``, ``batch_size``, ``size``, ``users``, ``rate``,
+``devices``, ``data``),
 ``status`` and ``message``, ``started_at``, ``processes`` (ok worker processes) and ``samples`` (raw
 samples of the headline time, all processes), the headline time ``timing`` (its samples' name),
 ``time_s`` (the median of the process medians) with its two-level 95% interval ``time_ci95_low_s`` /
@@ -23,7 +24,8 @@ from xpubench.results.modes import mode_of
 from xpubench.results.plaintext import shown
 
 COLUMNS = ("source", "host", "key", "workload", "backend", "device", "device_name", "mode", "precision",
-           "batch_size", "size", "devices", "data", "status", "message", "started_at", "processes", "samples",
+           "batch_size", "size", "users", "rate", "devices", "data",
+           "status", "message", "started_at", "processes", "samples",
            "timing", "time_s", "time_ci95_low_s", "time_ci95_high_s", "figure", "value", "unit", "flops_per_s",
            "peak_share", "noisy", "compile_s", "xpubench")
 
@@ -44,16 +46,15 @@ def row(entry: Entry) -> dict[str, Any]:
     """The case of ``entry`` as one flat row of COLUMNS."""
     r, c, fp = entry.result, entry.result.case, entry.result.fingerprint or {}
     m = r.metrics
-    mode = mode_of(c.get("mode"))
+    mode = mode_of(c.mode)
     figure = mode.headline_figure(m) if mode and r.status == "ok" else None
     time_s, low, high = mode.interval(m) if mode and r.status == "ok" else (None, None, None)
     samples = sum(len(run.samples.get(timing_name(r) or "", []) or []) for run in r.ok_runs)
     out = {
         "source": entry.source, "host": fp.get("hostname") or (fp.get("host") or {}).get("hostname"),
-        "key": r.key, **{k: c.get(k) for k in ("workload", "backend", "device")},
+        "key": r.key, **{k: getattr(c, k) for k in ("workload", "backend", "device")},
         "device_name": device_name(r),
-        **{k: c.get(k) for k in ("mode", "precision", "batch_size", "size")},
-        "devices": c.get("devices") or 1, "data": c.get("data"),
+        **{k: getattr(c, k) for k in ("mode", "precision", "batch_size", "size", "users", "rate", "devices", "data")},
         "status": r.status, "message": " ".join(str(r.message or "").split()), "started_at": r.started_at,
         "processes": len(r.ok_runs), "samples": samples, "timing": timing_name(r),
         "time_s": _number(time_s), "time_ci95_low_s": _number(low), "time_ci95_high_s": _number(high),
@@ -69,5 +70,5 @@ def row(entry: Entry) -> dict[str, Any]:
 
 
 def rows(loaded) -> list[dict[str, Any]]:
-    """Every case of ``loaded`` (store.load_results / analysis.load output, or Results) as a row."""
+    """Every case of ``loaded`` (analysis.load output, or Results) as a row."""
     return [row(e) for e in entries(loaded)]

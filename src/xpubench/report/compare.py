@@ -38,7 +38,8 @@ from xpubench.results.stats import as_groups
 from xpubench.workloads import options_text
 
 CASE_FIELDS = {"workload": "workloads", "backend": "backends", "device": "devices", "precision": "precisions",
-               "batch_size": "batch sizes", "size": "matrix sizes", "devices": "device counts", "data": "data"}
+               "batch_size": "batch sizes", "size": "matrix sizes", "users": "users", "rate": "request rates",
+               "devices": "device counts", "data": "data"}
 RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "training samples",
               "eval_samples": "evaluation samples", "time_budget_s": "time budget (s)", "compile": "compile setting",
               "seed": "seed"}
@@ -106,7 +107,7 @@ def compare_row(a: Entry, b: Entry, *, min_change: float = MIN_CHANGE) -> Compar
         return float(np.median([np.median(g) for g in groups])) if groups else None
 
     label = ", ".join(filter(None, [options_text(ra.case), variant(ra)]))   # "4/30 layers, pp64, tg16, eager decode"
-    base = {"key": ra.key, "label": label, "figure": figure, "mode": ra.case.get("mode"),
+    base = {"key": ra.key, "label": label, "figure": figure, "mode": ra.case.mode,
             "n_a": sum(g.size for g in ga), "n_b": sum(g.size for g in gb),
             "processes_a": len(ga), "processes_b": len(gb), "median_a_s": fig(ga), "median_b_s": fig(gb)}
     bad = [f"{label} {r.status}" for label, r in (("A", ra), ("B", rb)) if r.status != "ok"]
@@ -150,7 +151,7 @@ def busier_machine(slow, fast) -> str:
 
 
 def _values(items: list[Entry], name: str) -> str:
-    vals = sorted({str(e.result.case.get(name)) for e in items if e.result.case.get(name) is not None})
+    vals = sorted({str(getattr(e.result.case, name)) for e in items if getattr(e.result.case, name) is not None})
     return ", ".join(vals) or "none"
 
 
@@ -162,9 +163,10 @@ def case_differences(a: list[Entry], b: list[Entry], matched: list[tuple[Entry, 
         va, vb = _values(a, name), _values(b, name)
         if va != vb:
             lines.append(f"{label}: {va} (A) vs {vb} (B)")
-    for part, fields in (("case", RUN_FIELDS), ("metrics", MEASUREMENT_FIELDS)):
+    for fields, read in ((RUN_FIELDS, lambda r, name: getattr(r.case, name)),
+                         (MEASUREMENT_FIELDS, lambda r, name: r.metrics.get(name))):
         for name, label in fields.items():
-            pairs = [(getattr(x.result, part).get(name), getattr(y.result, part).get(name)) for x, y in matched]
+            pairs = [(read(x.result, name), read(y.result, name)) for x, y in matched]
             differing = [(va, vb) for va, vb in pairs if va != vb]
             if differing:
                 va, vb = differing[0]

@@ -32,8 +32,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from xpubench.results.loaded_metrics import loaded_metrics
 from xpubench.results.modes import Mode, mode_of
-from xpubench.results.schema import Result, Run, retryable
+from xpubench.results.schema import CaseReader, Result, Run, retryable, typed_case
 from xpubench.results.stats import two_level
 from xpubench.results.target_stats import fold, status
 from xpubench.results.targets import parse
@@ -43,7 +44,7 @@ def headline_name(runs_or_result) -> str | None:
     """The headline sample name of a Run or Result: the first of its mode's ``samples`` (results/modes.py)
     it holds samples of; None when it holds none, or its mode has no record. The metrics of a headline
     ``<name>_s`` are ``<name>_s`` (median), ``<name>_ci95_low_s`` and ``<name>_ci95_high_s``."""
-    mode = mode_of(runs_or_result.case.get("mode"))
+    mode = mode_of(runs_or_result.mode)
     return mode.sample_name(runs_or_result.samples) if mode else None
 
 
@@ -52,7 +53,7 @@ def statistic_samples(run, name: str) -> list[float]:
     mode records them step by step in the result's ``rounds`` equal runs (``Mode.rounds``: generation's
     decode steps), each round's mean step; else as recorded."""
     values = [v for v in run.samples.get(name) or [] if v is not None]
-    mode, rounds = mode_of(run.case.get("mode")), run.metrics.get("rounds")
+    mode, rounds = mode_of(run.mode), run.metrics.get("rounds")
     if mode and name in mode.rounds and isinstance(rounds, int) and 0 < rounds < len(values):
         return [float(np.mean(steps)) for steps in np.array_split(values, rounds)]
     return values
@@ -134,14 +135,17 @@ def derive_rates(metrics: dict, mode: Mode | None) -> dict:
     return metrics
 
 
-def aggregate(runs: list[Run]) -> Result:
-    """One case's runs (in the order they ran) -> its Result (see the module docstring)."""
+def aggregate(runs: list[Run], read: CaseReader | None = None) -> Result:
+    """One case's runs (in the order they ran) -> its Result (see the module docstring), typed: its Case
+    read from the first line (``schema.typed_case``: ``read`` is the planner's reading, which migrates an
+    older line), its figures its mode's (results/loaded_metrics.py)."""
     if not runs:
         raise ValueError("a case needs at least one run")
     first = runs[0]
-    mode = mode_of(first.case.get("mode"))
+    case = typed_case(first, read)
+    mode = mode_of(case.mode)
     if len(runs) == 1:
-        fields = {k: getattr(first, k) for k in ("case", "status", "message", "samples", "series", "artifacts",
+        fields = {k: getattr(first, k) for k in ("status", "message", "samples", "series", "artifacts",
                                                  "placement", "fingerprint", "started_at", "duration_s")}
         metrics = dict(first.metrics)
         name = headline_name(first) if first.status == "ok" else None
@@ -149,7 +153,7 @@ def aggregate(runs: list[Run]) -> Result:
             _headline_time(metrics, [first], name)
         if first.status == "ok":
             derive_rates(metrics, mode)
-        return fold_target(Result(**fields, metrics=metrics, runs=[first]))
+        return fold_target(Result(**fields, case=case, metrics=loaded_metrics(case.mode, metrics), runs=[first]))
     ok = [r for r in runs if r.status == "ok"]
     bad = [r for r in runs if r.status != "ok"]
     base = ok[0] if ok else bad[0]
@@ -173,8 +177,8 @@ def aggregate(runs: list[Run]) -> Result:
         metrics, samples = dict(base.metrics), dict(base.samples)
         status, message = base.status, failures if len(bad) > 1 else base.message
     durations = [r.duration_s for r in runs if r.duration_s is not None]
-    return fold_target(Result(case=first.case, status=status, message=message, metrics=metrics, samples=samples,
-                              series=base.series, artifacts=base.artifacts, placement=base.placement,
+    return fold_target(Result(case=case, status=status, message=message, metrics=loaded_metrics(case.mode, metrics),
+                              samples=samples, series=base.series, artifacts=base.artifacts, placement=base.placement,
                               fingerprint=first.fingerprint, started_at=first.started_at,
                               duration_s=round(sum(durations), 3) if durations else None, runs=list(runs)))
 
@@ -215,11 +219,11 @@ def unique_runs(runs: Iterable[Run]) -> tuple[list[Run], str | None]:
     return list(kept.values()), said
 
 
-def aggregate_all(runs: Iterable[Run]) -> list[Result]:
+def aggregate_all(runs: Iterable[Run], read: CaseReader | None = None) -> list[Result]:
     """Every case of a file (or a run) in the order its first process appeared, each process once
-    (``unique_runs``). Nothing is derived here: analysis.analyse adds peak, ceiling and scaling figures."""
+    (``unique_runs``), typed (``aggregate``). Nothing is derived here: analysis.analyse adds peak, ceiling
+    and scaling figures."""
     groups: dict[str, list[Run]] = {}
     for run in unique_runs(runs)[0]:
         groups.setdefault(_case_id(run), []).append(run)
-    results = [aggregate(g) for g in groups.values()]
-    return results
+    return [aggregate(g, read) for g in groups.values()]

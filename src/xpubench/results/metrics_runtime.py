@@ -1,8 +1,10 @@
-"""A generation result's facts about the runtime that produced it, where that runtime is not the Python
-framework itself: llama.cpp's llama-bench (backends/llamacpp_/) times the case with its own clock and
-reports the model's size and parameters as it loaded them, the threads it computed with, the tests it ran
-and the build that ran them. All optional: torch and JAX cases leave them out (``params`` and
-``model_bytes`` may also come from the workload's counts: the same names, the same units)."""
+"""A generation result's facts about the engine that produced it (backends/engine.py: llama.cpp's llama-bench,
+OpenVINO GenAI, MLX-LM), which loads its own model and times the case itself: the model's size and
+parameters as it loaded them, the threads it computed with, the tests it ran and the build that ran them,
+how long loading (and converting) took, and the engine's own figures of the same calls where it reports
+them beside xpubench's clock (OpenVINO GenAI's perf metrics). All optional: torch and JAX cases leave them
+out (``params`` and ``model_bytes`` may also come from the workload's counts: the same names, the same
+units)."""
 
 from __future__ import annotations
 
@@ -23,5 +25,17 @@ class RuntimeFacts(Metrics):
                                                "depth, tg N @ depth; the KV cache's types)", optional=True)
     kv_cache_na: str | None = figure("text", "why the KV cache's size is n/a (llama-bench does not report it)",
                                      optional=True)
+    load_s: float | None = figure("s", "the engine's model made ready before any timing: converted to the format "
+                                       "(where its cache had none) and loaded", optional=True)
+    engine_ttft_s: float | None = figure("s", "the engine's own time to first token of the timed calls (OpenVINO "
+                                              "GenAI's perf_metrics TTFT, median over rounds)", optional=True)
+    engine_decode_token_s: float | None = figure("s", "the engine's own time per output token of the same calls "
+                                                      "(OpenVINO GenAI's TPOT, median over rounds)", optional=True)
+    engine_decode_tokens_per_s: float | None = figure("1/s", "1 / engine_decode_token_s: the engine's own tg",
+                                                      optional=True)
+    engine_tokens_per_s: float | None = figure("1/s", "the engine's own throughput of the same calls (OpenVINO "
+                                                      "GenAI's, median over rounds)", optional=True)
+    engine_settings: str | None = figure("text", "what the engine was asked to compute in and found (OpenVINO: the "
+                                                 "inference and KV cache precisions read back)", optional=True)
     gguf_types: str | None = figure("text", "the GGUF file's tensor types and counts (llama-quantize keeps some "
                                             "tensors in other types)", optional=True)

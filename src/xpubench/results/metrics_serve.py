@@ -83,5 +83,26 @@ class ServeMetrics(Common):
     server: str | None = figure("text", "the server that answered: its name and version as it said")
     model: str | None = figure("text", "the model the server served (its /v1/models id)")
     server_command: str | None = figure("text", "the command xpubench started the server with", optional=True)
+    # the server's own figures over the measured window (serve/telemetry.py: its Prometheus /metrics)
+    server_running_mean: float | None = figure("count", "requests the server was processing, mean of its readings "
+                                                        "(llama-server requests_processing, vLLM num_requests_running, "
+                                                        "SGLang num_running_reqs)", optional=True)
+    server_running_max: float | None = figure("count", "requests the server was processing, largest reading",
+                                              optional=True)
+    server_waiting_mean: float | None = figure("count", "requests queued for a slot, mean of its readings "
+                                                        "(requests_deferred, num_requests_waiting, num_queue_reqs)",
+                                               optional=True)
+    server_waiting_max: float | None = figure("count", "requests queued for a slot, largest reading", optional=True)
+    server_kv_cache_mean: float | None = figure("ratio", "share of the server's KV cache in use, mean of its "
+                                                         "readings (vLLM kv_cache_usage_perc, SGLang token_usage)",
+                                                optional=True)
+    server_kv_cache_max: float | None = figure("ratio", "share of the server's KV cache in use, largest reading",
+                                               optional=True)
+    server_prompt_tokens: float | None = figure("count", "prompt tokens the server counted over the window "
+                                                         "(its counter, end less start)", optional=True)
+    server_output_tokens: float | None = figure("count", "output tokens the server counted over the window "
+                                                         "(its counter, end less start)", optional=True)
+    server_metrics: str | None = figure("text", "how the server's metrics were read: readings, what it does not "
+                                                "expose, or why there are none", optional=True)
     interrupted: bool | None = figure("flag", "Ctrl-C ended the point early: its figures are of the requests "
                                               "finished by then", optional=True)

@@ -102,6 +102,8 @@ class Mode:
                                        # analysis/cost.py; the summary's cost is the first (report/tables/user_cost.py)
     bandwidth_bound: bool = False      # its headline is bound by memory bandwidth (decode): a run wants the
                                        # device's bandwidth whatever its precision (ceilings/runtime.py)
+    keeps_cut: bool = False            # a worker stopped mid-case records what it measured until then (a
+                                       # serving point's finished requests): the runner lets it (launch/runner.py)
 
     def __post_init__(self) -> None:
         own = set(self.metrics.names())
@@ -193,6 +195,7 @@ register(Mode("generate", GenerateMetrics, "generation", samples=("decode_token_
               priced=(("usd_per_1m_tokens", "decode_tokens_per_s"),
                       ("usd_per_1m_prompt_tokens", "prefill_tokens_per_s"))))
 # xpubench serve (src/xpubench/serve/, docs/serving.md)
-register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size_text=("{} users", "c{}"),
+register(Mode("serve", ServeMetrics, "serving", samples=("e2e_s",), size="users", size_text=("{} users", "c{}"),
               headline=(Figure("output_tokens_per_s", before="output", after="tok/s"),),
-              details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90"))))
+              details=(Figure("ttft_p90_s", before="TTFT p90"), Figure("tpot_p90_s", before="TPOT p90")),
+              keeps_cut=True))

@@ -39,6 +39,12 @@ def shown(value: Any) -> str:
     return _UNSAFE.sub(lambda m: ascii(m.group())[1:-1], str(value))
 
 
+def one_line(value: Any) -> str:
+    """``shown(value)`` with newlines and tabs escaped too: a name read from a file (a shard, a tensor) inside
+    a one-line message."""
+    return shown(value).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def markup(value: Any) -> str:
     """``value`` as rich markup that renders as exactly ``shown(value)``."""
     return escape(shown(value))

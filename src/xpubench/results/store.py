@@ -1,9 +1,11 @@
 """Results files: JSON Lines, one Run (one worker process of one case) per line, appended and flushed as
-soon as the process ends; loading folds each case's runs into one Result (results/fold.py)."""
+soon as the process ends; loading folds each case's runs into one typed Result (results/fold.py), read
+with the planner's reading of a recorded case where one is handed in (``analysis.load``)."""
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import tempfile
@@ -13,7 +15,7 @@ from pathlib import Path
 from xpubench import readfile
 from xpubench.errors import UserError
 from xpubench.results.fold import aggregate_all, unique_runs
-from xpubench.results.schema import Result, Run, run_from_dict
+from xpubench.results.schema import CaseReader, Result, Run, run_from_dict
 
 MAX_LINE = 32 * readfile.MiB   # one record; the largest real ones (a gallery of 32 images) are ~100 KB
 
@@ -21,12 +23,15 @@ MAX_LINE = 32 * readfile.MiB   # one record; the largest real ones (a gallery of
 @dataclass
 class LoadedFile:
     path: Path
-    runs: list[Run]                                         # the lines, in order
+    runs: list[Run]                                         # the lines, in order, as written
     warnings: list[str] = field(default_factory=list)
-    results: list[Result] = field(init=False)               # one per case, its runs folded together
+    read: CaseReader | None = field(default=None, repr=False)   # the planner's reading of a recorded case
 
-    def __post_init__(self) -> None:
-        self.results = aggregate_all(self.runs)
+    @functools.cached_property
+    def results(self) -> list[Result]:
+        """One per case, its runs folded together and typed (results/fold.py aggregate_all), made when first read:
+        a caller that only reads the lines (resume, a fleet's progress) never folds them."""
+        return aggregate_all(self.runs, self.read)
 
 
 class AppendError(UserError):
@@ -141,18 +146,19 @@ def holds_results(path: Path) -> bool:
     return first.startswith(b"{") and b'"schema_version"' in first
 
 
-def load_file(path: str | Path) -> LoadedFile:
+def load_file(path: str | Path, read: CaseReader | None = None) -> LoadedFile:
     """Read a results file. A torn last line (a run killed mid-write) is dropped with a warning;
     any other unreadable content is refused with one line: a path that is not a regular file (a FIFO,
     /dev/zero), a line over MAX_LINE bytes, text that is not JSON, a record the schema refuses
-    (results/validate.py). Records repeating a process already read are folded (``unique_runs``)."""
+    (results/validate.py). Records repeating a process already read are folded (``unique_runs``).
+    ``read``: how its results read a recorded case (``schema.typed_case``)."""
     path = Path(path)
     with readfile.open_regular(path, "results file") as fh:
         runs, warnings = _read_runs(fh, path)
     runs, repeats = unique_runs(runs)
     if repeats:
         warnings.append(f"{path}: {repeats}")
-    return LoadedFile(path=path, runs=runs, warnings=warnings)
+    return LoadedFile(path=path, runs=runs, warnings=warnings, read=read)
 
 
 def _read_runs(fh, path: Path) -> tuple[list[Run], list[str]]:
@@ -183,10 +189,10 @@ def _read_runs(fh, path: Path) -> tuple[list[Run], list[str]]:
     return runs, warnings
 
 
-def load_results(paths) -> list[LoadedFile]:
+def load_results(paths, read: CaseReader | None = None) -> list[LoadedFile]:
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return [load_file(p) for p in paths]
+    return [load_file(p, read) for p in paths]
 
 
 def drop_torn_tail(path: Path) -> str | None:

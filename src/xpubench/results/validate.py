@@ -215,9 +215,9 @@ FINGERPRINT = record({
                              "ntasks": whole(1)}, required=("name", "engine"))})
 CASE = record({
     "workload": TEXT, "backend": TEXT, "device": TEXT, "mode": TEXT, "precision": TEXT, "key": TEXT, "run_id": TEXT,
-    "batch_size": whole(1), "size": whole(1), "devices": whole(1), "epochs": whole(1), "steps": whole(1),
-    "train_samples": whole(1), "eval_samples": whole(1), "time_budget_s": number(0), "data": TEXT,
-    "data_dir": TEXT, "compile": TEXT, "seed": whole(-LARGEST_WHOLE),
+    "batch_size": whole(1), "size": whole(1), "users": whole(1), "rate": number(0), "devices": whole(1),
+    "epochs": whole(1), "steps": whole(1), "train_samples": whole(1), "eval_samples": whole(1),
+    "time_budget_s": number(0), "data": TEXT, "data_dir": TEXT, "compile": TEXT, "seed": whole(-LARGEST_WHOLE),
     "options": record({"price_per_hour": number(0), "model": TEXT, "model_file": TEXT, "model_sha256": TEXT})},
     required=("workload", "backend", "device", "mode", "precision", "key"))
 RUN = record({

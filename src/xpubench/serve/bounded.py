@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,17 +123,18 @@ class Answer:
 
 
 async def call(client: httpx.AsyncClient, method: str, url: str, payload: Any = None, *,
-               deadline_s: float) -> Answer:
-    """One set-up request within ``deadline_s`` in all and MAX_BODY; never raises (but for cancellation). An
-    answer whose body was refused keeps its status (the server is there) with the reason."""
+               deadline_s: float, cap: int = MAX_BODY, read: Callable[[bytes], Any] | None = None) -> Answer:
+    """One set-up request within ``deadline_s`` in all and ``cap`` bytes; its answer read as strict JSON
+    (``read``: another reading, which raises Refused); never raises (but for cancellation). An answer whose
+    body was refused keeps its status (the server is there) with the reason."""
     answer = Answer()
 
     async def go() -> None:
         async with client.stream(method, url, json=payload, headers=HEADERS) as r:
             answer.status, answer.headers = r.status_code, {k: v[:TEXT] for k, v in list(r.headers.items())[:ITEMS]}
-            data = await body(r)
+            data = await body(r, cap)
         if r.status_code == 200 and data.strip():
-            answer.value = json_of(data)
+            answer.value = (read or json_of)(data)
 
     try:
         await asyncio.wait_for(go(), deadline_s)

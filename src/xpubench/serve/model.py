@@ -24,14 +24,12 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from xpubench.backends.llamacpp_.gguf_file import FORMATS
 from xpubench.errors import UserError
 
 VOCAB_VERSION = 1
 AS_IN_THE_FILE = "as in the file"   # the format of a GGUF file served as it is
 WORD_START = "\u2581"    # SentencePiece's word-start mark (a space before the piece)
-# --format: llama.cpp's own names and xpubench's precision names -> the key of gguf_file.GGUF_TYPES
-FORMATS = {"f32": "fp32", "fp32": "fp32", "bf16": "bf16", "f16": "fp16", "fp16": "fp16", "q8_0": "int8",
-           "int8": "int8", "q4_0": "int4", "int4": "int4", "q4_k_m": "q4_K_M"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
     """The GGUF of ``cfg`` (a LlamaConfig) in ``fmt`` (a FORMATS key) with a vocabulary, written (and
     quantised by llama-quantize) unless cached: random weights from ``seed``, or ``weights``' tensors."""
     from xpubench.backends.llamacpp_.binaries import find
-    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES, hf_tensors, quantize, write_gguf
+    from xpubench.backends.llamacpp_.gguf_file import GGUF_TYPES, quantize, write_gguf
 
     if fmt.lower() not in FORMATS:
         raise UserError(f"--format {fmt}: choose from {', '.join(FORMATS)}")
@@ -119,10 +117,12 @@ def written(cfg, fmt: str, *, seed: int = 0, weights: str | None = None, threads
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
             if direct:                     # F32, BF16, F16: written as they are
-                from xpubench.workloads.llama.checkpoint import open_checkpoint
+                from xpubench.workloads.llama.checkpoint import open_checkpoint, random_hf_tensors
+                from xpubench.workloads.llama.config import to_hf_config
 
-                tensors = hf_tensors(cfg, seed, open_checkpoint(weights) if weights else None)
-                write_gguf(tmp, cfg, key, tensors, vocabulary=vocabulary(cfg.vocab_size))
+                tensors = (((n, t.float().numpy()) for n, t in open_checkpoint(weights).tensors("pt")) if weights
+                           else random_hf_tensors(cfg, seed).items())
+                write_gguf(tmp, to_hf_config(cfg), key, tensors, vocabulary=vocabulary(cfg.vocab_size), name=cfg.name)
             else:                          # q8_0, q4_0, q4_K_M: llama-quantize makes them from the F32 file
                 f32 = written(cfg, "f32", seed=seed, weights=weights, threads=threads, environ=environ).path
                 quantize(find().quantize, f32, tmp, gguf_type, threads)
@@ -154,7 +154,20 @@ def given_file(path: Path) -> Served:
     if model in (None, "no_vocab", "none"):
         raise UserError(f"--weights {path}: the GGUF has no vocabulary (tokenizer {model}): a server cannot "
                         "tokenise text with it")
-    return Served(path, path.stem, AS_IN_THE_FILE, f"the GGUF {path}")
+    return Served(path, path.stem, file_type(reader), f"the GGUF {path}")
+
+
+def file_type(reader) -> str:
+    """A GGUF's format as llama.cpp names it (``q8_0``, ``f32``, ``q4_k_m``: its ``general.file_type``, as
+    llama-server's /props says it), or AS_IN_THE_FILE where the header does not say."""
+    import gguf
+
+    field = reader.fields.get("general.file_type")
+    try:
+        kind = gguf.LlamaFileType(int(field.parts[-1][0])).name if field is not None else None
+    except (ValueError, IndexError, TypeError):
+        kind = None
+    return kind.removeprefix("MOSTLY_").removeprefix("ALL_").lower() if kind and kind != "GUESSED" else AS_IN_THE_FILE
 
 
 def resolve(weights: str | None, model: str | None, fmt: str, seed: int, threads: int) -> Served:

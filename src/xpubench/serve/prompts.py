@@ -69,7 +69,8 @@ def _words(rng: random.Random, n: int) -> str:
 
 @dataclass
 class Prompts:
-    """Makes prompt i of a sweep (the same seed and i give the same text)."""
+    """Makes prompt i of a point (the same seed, stream and i give the same text; ``stream``: the point's
+    own, its case's key, so no two points of a sweep send the same text)."""
 
     url: str
     input_len: int
@@ -78,6 +79,7 @@ class Prompts:
     model: str | None = None
     length_note: str = ""
     headers: dict[str, str] = field(default_factory=dict, repr=False)   # the credentials (cli/serve.py)
+    stream: str = ""
     _text: list[str] | None = None
 
     def __post_init__(self) -> None:
@@ -89,7 +91,7 @@ class Prompts:
                 raise UserError(f"--prompts {self.source}: the file holds no words")
 
     def _raw(self, i: int, words: int) -> str:
-        rng = random.Random(f"{self.seed}:{i}")
+        rng = random.Random(f"{self.seed}:{self.stream}:{i}")
         if self._text is None:
             return _words(rng, words)
         start = rng.randrange(len(self._text))

@@ -1,14 +1,15 @@
-"""The server under load: llama.cpp's ``llama-server`` started by xpubench (``--server llamacpp``), or any
-OpenAI-compatible server at a URL; either way what the server says about itself is recorded.
+"""The server under load: an engine's OpenAI-compatible server started by xpubench (``--server llamacpp``,
+``vllm``, ``sglang``: the engine record's ``ServerSpec``, backends/base.py), or any such server at a URL; either
+way what the server says about itself is recorded.
 
-``LlamaServer`` starts the cached build's ``llama-server`` (backends/llamacpp_/binaries.py finds it beside
-llama-bench) on 127.0.0.1 at a free port with ``-np`` parallel slots (one per user of the largest
-concurrency, continuous batching on, llama.cpp's default), a context of ``slots x per-slot`` tokens and
-this process's usable cores as threads; it waits for ``/health`` to say ok (the model loaded), and on
-exit -- Ctrl-C, SIGTERM and SIGHUP included (errors.stops_like_ctrl_c) -- terminates it (SIGTERM, then
-SIGKILL after 10 s); were xpubench killed outright, the kernel ends it (errors.ends_with_parent). Its log
-goes to a temporary file whose last lines are the error when it dies. ``provenance(url)`` reads
-``/v1/models``, ``/props`` (llama.cpp), ``/version`` (vLLM) and the ``Server`` header.
+``Server`` starts the spec's command on 127.0.0.1 at a free port, serving the model under the case's name,
+with the slots (requests at once) and context the plan gave (plan/serve.py), on the case's device (an
+accelerator's index in the spec's ``device_variable``); it waits for the spec's health route to answer 200
+(the model loaded); and on exit -- Ctrl-C, SIGTERM and SIGHUP included (errors.stops_like_ctrl_c) --
+terminates it (SIGTERM, then SIGKILL after 10 s); were xpubench killed outright, the kernel ends it
+(errors.ends_with_parent). Its log goes to a temporary file whose last lines are the error when it dies, at
+its start (``UserError``) or later (``gone``). ``provenance(url)`` reads ``/v1/models``, ``/props``
+(llama.cpp), ``/version`` (vLLM), ``/get_server_info`` (SGLang) and the ``Server`` header.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from xpubench.results.redact import redacted
 from xpubench.serve import bounded
 
 HEALTH_TIMEOUT_S = 300.0
-PATHS = ("v1/models", "props", "version")   # what a server says about itself
+# what a server says about itself: (route, the description's key)
+PATHS = (("v1/models", "models"), ("props", "props"), ("version", "version"), ("get_server_info", "server_info"))
 
 
 def free_port() -> int:
@@ -40,44 +42,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_program() -> tuple[Path, dict[str, Any]]:
-    """(llama-server, the build's record) of the llama.cpp build xpubench uses; one line when there is none."""
-    from xpubench.backends.llamacpp_.binaries import SERVER, find
+class Server:
+    """``with Server(spec, model, name=..., slots=4, context=...) as server:`` -> ``server.url`` serves it."""
 
-    programs = find()
-    if programs.bench is None:
-        raise UserError(f"--server llamacpp: {programs.missing}")
-    program = programs.bench.parent / SERVER
-    if not program.is_file():
-        raise UserError(f"--server llamacpp: no {SERVER} beside {programs.bench} (scripts/build_llamacpp.sh builds it)")
-    return program, programs.build
-
-
-class LlamaServer:
-    """``with LlamaServer(gguf, slots=4, context=...) as server:`` -> ``server.url`` serves it."""
-
-    def __init__(self, model: Path, *, slots: int, slot_context: int, threads: int | None = None,
-                 extra: list[str] | None = None, program: Path | None = None) -> None:
-        self.program, self.build = (program, {}) if program else server_program()
+    def __init__(self, spec, model: str, *, name: str, slots: int, context: int, fmt: str,
+                 threads: int | None = None, device_index: str | None = None,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+        self.spec, self.health_timeout_s = spec, health_timeout_s
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        threads = threads or len(os.sched_getaffinity(0))
-        self.command = [str(self.program), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-                        "-np", str(slots), "-c", str(slots * slot_context), "-t", str(threads), "--no-webui",
-                        *(extra or [])]
+        self.command = spec.argv(model=model, host="127.0.0.1", port=self.port, name=name, slots=slots,
+                                 context=context, total_context=slots * context, format=fmt, threads=threads)
+        placed = {spec.device_variable: device_index} if spec.device_variable and device_index is not None else {}
+        self.environment = {**os.environ, **placed}
         self.proc: subprocess.Popen | None = None
         self.log = None
 
     @property
     def command_line(self) -> str:
-        """The command as it is shown and recorded: a key among ``extra`` (``--api-key K``) redacted."""
+        """The command as it is shown and recorded (a key among its arguments redacted)."""
         return redacted(shlex.join(self.command))
 
     def version(self) -> str:
-        """``llama-server --version``'s version line, e.g. "0.5.0-dev (build 1, commit 0c1e570)"."""
+        """What it says its version is: its version route's ``version`` (vLLM, SGLang), or the "version:" line
+        of its program's version flag (llama-server: "0.5.0-dev (build 1, commit 0c1e570)"); else "unknown"."""
+        if self.spec.version_route:
+            said = asyncio.run(_get(f"{self.url}{self.spec.version_route}"))
+            value = said.value.get("version") if isinstance(said.value, dict) else None
+            return str(value)[:bounded.TEXT] if value else "unknown"
         try:
-            out = subprocess.run([str(self.program), "--version"], capture_output=True, text=True, timeout=30,
-                                 check=False)
+            out = subprocess.run([*self.spec.program, *self.spec.version_args], capture_output=True, text=True,
+                                 timeout=30, check=False)
         except (OSError, subprocess.SubprocessError):
             return "unknown"
         line = next((ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("version:")), "")
@@ -92,7 +87,7 @@ class LlamaServer:
         return " | ".join(keep[-lines:])
 
     def __enter__(self):
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-llama-server-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="xpubench-server-", suffix=".log", delete=False)
         try:
             # its own session: a terminal's Ctrl-C reaches xpubench alone, which records the cut point, then
             # stops the server (stop); it ends with xpubench even when xpubench is killed outright, and a
@@ -101,9 +96,13 @@ class LlamaServer:
             with stops_held(), warnings.catch_warnings():
                 # JAX, where this process imported it, warns of any fork: this child runs no JAX, only exec
                 warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
-                self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=ends_with_parent)  # noqa: PLW1509
+                try:
+                    self.proc = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL, env=self.environment,
+                                                 start_new_session=True, preexec_fn=ends_with_parent)  # noqa: PLW1509
+                except OSError as exc:
+                    raise UserError(f"{self.spec.title} did not start: {exc.strerror or exc} "
+                                    f"({self.command[0]})") from None
             self._wait_healthy()
         except BaseException:
             self.stop()
@@ -111,18 +110,25 @@ class LlamaServer:
         return self
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        deadline = time.monotonic() + self.health_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise UserError(f"llama-server exited with status {self.proc.returncode} before it was ready: "
-                                f"{self.log_tail()}")
+                raise UserError(f"{self.spec.title} exited with status {self.proc.returncode} before it was ready: "
+                                f"{self.log_tail() or 'it wrote nothing'}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                if httpx.get(f"{self.url}{self.spec.health}", timeout=2.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise UserError(f"llama-server was not ready after {HEALTH_TIMEOUT_S:g} s: {self.log_tail()}")
+        raise UserError(f"{self.spec.title} was not ready after {self.health_timeout_s:g} s: {self.log_tail()}")
+
+    def gone(self) -> str | None:
+        """Why the server is no longer there (it exited: its status and its log's last lines), or None."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return (f"{self.spec.title} exited with status {self.proc.returncode} during the sweep: "
+                f"{self.log_tail() or 'it wrote nothing'}")
 
     def stop(self) -> None:
         """SIGTERM, SIGKILL after 10 s, its log removed, whole: a stop meanwhile waits for it (errors.stops_held)."""
@@ -143,6 +149,11 @@ class LlamaServer:
         self.stop()
 
 
+async def _get(url: str, timeout_s: float = 30.0) -> bounded.Answer:
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        return await bounded.call(client, "GET", url, deadline_s=timeout_s)
+
+
 def provenance(url: str, timeout_s: float = 30.0,
                headers: dict[str, str] | None = None) -> tuple[dict[str, Any], str | None]:
     """(what the server at ``url`` says about itself, its first model's id whole, for the requests): its
@@ -154,9 +165,10 @@ def provenance(url: str, timeout_s: float = 30.0,
 
 async def _provenance(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[dict[str, Any], str | None]:
     async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as client:
-        models, props, version = await asyncio.gather(*(bounded.call(client, "GET", f"{url}/{path}",
-                                                                     deadline_s=timeout_s) for path in PATHS))
-    if models.status is None and props.status is None and version.status is None:
+        answers = await asyncio.gather(*(bounded.call(client, "GET", f"{url}/{path}", deadline_s=timeout_s)
+                                         for path, _ in PATHS))
+    models, props, version, server_info = answers
+    if all(a.status is None for a in answers):
         raise UserError(f"--url {url}: cannot reach the server ({models.error})")
     data = models.value.get("data") if isinstance(models.value, dict) else None
     entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
@@ -167,12 +179,16 @@ async def _provenance(url: str, timeout_s: float, headers: dict[str, str]) -> tu
         told["model_meta"] = meta
     if isinstance(props.value, dict):
         p, settings = props.value, props.value.get("default_generation_settings")
-        told["props"] = {k: p.get(k) for k in ("total_slots", "model_path", "build_info") if p.get(k) is not None}
+        told["props"] = {k: p.get(k) for k in ("total_slots", "model_path", "model_ftype", "build_info")
+                         if p.get(k) is not None}
         told["props"]["n_ctx"] = settings.get("n_ctx") if isinstance(settings, dict) else None
     if isinstance(version.value, dict):
         told["version"] = version.value.get("version")
+    if isinstance(server_info.value, dict):
+        told["server_info"] = {k: server_info.value.get(k) for k in ("version", "model_path", "dtype")
+                               if server_info.value.get(k) is not None}
     told["server_header"] = models.headers.get("server")
-    unread = [f"/{path}: {a.error}" for path, a in zip(PATHS, (models, props, version)) if a.error and a.status]
+    unread = [f"/{path}: {a.error}" for (path, _), a in zip(PATHS, answers) if a.error and a.status]
     if unread:
         told["unread"] = "; ".join(unread)
     cut: list[str] = []
@@ -183,10 +199,12 @@ async def _provenance(url: str, timeout_s: float, headers: dict[str, str]) -> tu
 
 
 def server_name(info: dict[str, Any]) -> str:
-    """"llama.cpp b1-0c1e570", "vLLM 0.9.1", or the Server header, or "unknown"."""
-    props = info.get("props") or {}
+    """"llama.cpp b1-0c1e570", "SGLang 0.4.6", "vLLM 0.9.1", or the Server header, or "unknown"."""
+    props, server_info = info.get("props") or {}, info.get("server_info") or {}
     if props.get("build_info"):
         return f"llama.cpp {props['build_info']}"
+    if server_info.get("version"):
+        return f"SGLang {server_info['version']}"
     if info.get("version"):
         return f"{info.get('server_header') or 'server'} {info['version']}"
     return info.get("server_header") or "unknown"

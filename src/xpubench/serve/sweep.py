@@ -105,7 +105,7 @@ async def _open(client, url: str, bodies: list[dict], load: Load, run: PointRun,
 
 
 async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run: PointRun,
-                 headers: dict[str, str]) -> None:
+                 headers: dict[str, str], watch=None) -> None:
     limits = httpx.Limits(max_connections=load.concurrency + 4, max_keepalive_connections=load.concurrency + 4)
     async with httpx.AsyncClient(timeout=httpx.Timeout(load.request_timeout_s), limits=limits,
                                  headers={**HEADERS, **headers}) as client:
@@ -114,15 +114,23 @@ async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run
             batch = warm[i:i + load.concurrency]
             run.warmup_samples += await asyncio.gather(*(send(client, url, b, load.request_timeout_s, clock0)
                                                          for b in batch))
+        if watch is not None:   # the server's metrics (serve/telemetry.py), as the window opens and within it
+            await watch.read(client)
         clock0 = time.perf_counter()
         loop = _closed if load.rate is None else _open
         task = asyncio.ensure_future(loop(client, url, bodies, load, run, clock0))
+        reading = asyncio.ensure_future(watch.during(client)) if watch is not None else None
         try:
             done, _ = await asyncio.wait({task}, timeout=load.point_timeout_s)
         finally:   # the point's time limit, or the point cancelled (a stop): its requests end here, in the loop
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+            if reading is not None:
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
+        if watch is not None:
+            await watch.read(client)
         if not done:
             _cut(run, f"cut by the point's time limit ({load.point_timeout_s:g} s)")
         else:
@@ -137,12 +145,14 @@ def _cut(run: PointRun, reason: str) -> None:
 
 
 def measure(url: str, warm: list[dict], bodies: list[dict], load: Load,
-            headers: dict[str, str] | None = None, on_request: Callable[[int], None] | None = None) -> PointRun:
-    """Run one point (``headers``: sent with each request, the credentials); a Ctrl-C, SIGTERM or SIGHUP
+            headers: dict[str, str] | None = None, on_request: Callable[[int], None] | None = None,
+            watch=None) -> PointRun:
+    """Run one point (``headers``: sent with each request, the credentials; ``watch``: a telemetry.Watch that
+    reads the server's metrics over the measured window); a Ctrl-C, SIGTERM or SIGHUP
     (errors.stops_like_ctrl_c) returns what was measured with ``interrupted`` set."""
     run = PointRun(load, on_request=on_request)
     try:
-        asyncio.run(_stoppable(_point(url, warm, bodies, load, run, headers or {})))
+        asyncio.run(_stoppable(_point(url, warm, bodies, load, run, headers or {}, watch)))
     except KeyboardInterrupt as exc:    # the requests in flight then (``in_flight``) were not measured
         run.interrupted = stop_signal(exc)
     run.close_window()

@@ -100,30 +100,27 @@ def with_identity(case):
     return dataclasses.replace(case, key_options=case.key_options or workload.key_options, options=options)
 
 
-def _recorded(case) -> tuple[Workload | None, dict, tuple[str, ...]]:
-    """(workload record or None, options as given, key option names) of a recorded case (a dict)."""
-    workload = get_workload(case["workload"]) if case.get("workload") in REGISTRY else None
-    names = tuple(case.get("key_options") or (workload.key_options if workload else ()))
-    return workload, dict(case.get("options") or {}), names
+def _own_key_options(case) -> tuple[Workload | None, tuple[str, ...]]:
+    """(workload record or None, the case's key options less its workload's backend options) of a case."""
+    workload = get_workload(case.workload) if case.workload in REGISTRY else None
+    dropped = workload.backend_options() if workload else frozenset()
+    return workload, tuple(k for k in case.key_options if k not in dropped)
 
 
 def alike(case) -> str:
-    """What two recorded cases (dicts) of one workload must share to be compared side by side (issue 52
-    item 2): their key options' values as given, less the backend options (torch's --decode: a variant of
-    one backend, which the row's label names instead: ``Backend.variant``)."""
-    workload, options, names = _recorded(case)
-    dropped = workload.backend_options() if workload else frozenset()
-    return "/".join(str(options.get(k, "")) for k in names if k not in dropped)
+    """What two cases of one workload must share to be compared side by side (issue 52 item 2): their key
+    options' values as given, less the backend options (torch's --decode: a variant of one backend, which
+    the row's label names instead: ``Backend.variant``)."""
+    return "/".join(str(case.options.get(k, "")) for k in _own_key_options(case)[1])
 
 
 def options_text(case) -> str:
-    """A recorded case's given key options in words, as a row label carries them wherever they differ
-    from the workload's defaults (its ``describe_options``; else "name value"): "4/30 layers, pp64, tg16";
-    not its backend options (torch's decode step: a variant of one backend, ``Backend.variant``); "" where
-    none was given."""
-    workload, options, names = _recorded(case)
-    dropped = workload.backend_options() if workload else frozenset()
-    given = {k: options[k] for k in names if k in options and k not in dropped}
+    """A case's given key options in words, as a row label carries them wherever they differ from the
+    workload's defaults (its ``describe_options``; else "name value"): "4/30 layers, pp64, tg16"; not its
+    backend options (torch's decode step: a variant of one backend, ``Backend.variant``); "" where none
+    was given."""
+    workload, names = _own_key_options(case)
+    given = {k: case.options[k] for k in names if k in case.options}
     if workload and workload.describe_options:
         return ", ".join(workload.describe_options(given))
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in given.items())

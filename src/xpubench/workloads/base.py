@@ -58,11 +58,26 @@ class WorkloadSpec:
     eval_samples: int
     vocab_size: int | None = None     # token inputs only
     target_shape: tuple[int, ...] = field(default=())  # one sample's target; () for a scalar label
+    depth: int = 0                    # generation: tokens in the KV cache before each timed prefill and decode
 
     @property
     def train_flops_factor(self) -> int:
         """Training FLOPs per sample = 3 x forward FLOPs (see module docstring)."""
         return 3
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A model's weights as an engine loads them: a Hugging Face checkpoint folder (config.json and
+    ``*.safetensors``), checked by the workload that hands it over (its ``checkpoint`` hook); an engine
+    (backends/engine.py) converts and loads it."""
+
+    folder: Path
+    config: Mapping[str, Any]   # config.json as the workload read it (the architecture)
+    digest: str                 # what identifies the tensors: the key of what an engine converts them to
+    name: str                   # the model's name in messages ("smollm-135m (2/30 layers)", a checkpoint's)
+    seed: int | None = None     # random weights: the seed they were drawn from (None: a checkpoint's own)
+    int4_group: int = 32        # weights per scale the case's int4 asks for (the workload's option)
 
 
 KINDS = ("model", "transformer", "matmul", "selftest", "user")
@@ -141,6 +156,8 @@ class Workload:
     quick_options: Mapping[str, Any] = field(default_factory=dict)   # options its cases get in the brief
     #   default run, unless given, or the request chose the model itself (one of its ``selects`` options)
     generates: bool = False                       # its "infer" is the generation loop (case mode "generate")
+    served: bool = False                          # an engine's server can load its model (--mode serve: a
+    #                                               named shape, a checkpoint folder or a GGUF; plan/serve.py)
     generation_lengths: Callable[[Any, Mapping[str, Any]], tuple[int, int]] | None = None  # (prompt, new)
     decode_flops_per_token: Callable[[Any, float], float] | None = None   # (spec, context) -> FLOPs
     generation_batch_sizes: tuple[int, ...] = ()  # a generation run's batch sweep (one case each)
@@ -150,6 +167,9 @@ class Workload:
     #   family's ``models`` builder, cast to the precision, with gpt's cache layout
     generation_counts: Callable[..., dict] | None = None   # (spec, batch, prompt_len, new_tokens, precision)
     #   -> analytic counts a generation result carries (prefill FLOPs, bytes read per generated token)
+    checkpoint: Callable[..., Weights] | None = None   # (spec, seed, write=True) -> the model as a Hugging Face
+    #   checkpoint folder (--weights', else random weights written once): what an engine loads; with write=False
+    #   nothing is written (the plan's checks read its config and digest)
     memory_needed: Callable[[Any, Any], Any] | None = None   # (spec, case) -> the bytes a case needs on its
     #   device (``.total``, ``.explain()``) or None: a case that can't fit is skipped at plan time (plan/fit.py)
     options: tuple[WorkloadOption, ...] = ()      # its own option rows

@@ -22,20 +22,16 @@ llama-bench reports no KV cache size (``kv_cache_na`` says so); no energy is rea
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpubench.backends.engine import usable_threads
 from xpubench.results.stats import named_warnings, summarize
 
 REPETITIONS = (2, 5)        # at least (a quick run's small budget), else llama-bench's default
 QUICK_BUDGET_S = 5.0        # a case budget below this (the brief default run's 2 s) asks for the fewest
-
-
-def usable_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def command(bench: Path, model: Path, *, prompt: int, gen: int, depth: int, threads: int, reps: int) -> list[str]:
@@ -110,8 +106,8 @@ def attention(record: dict[str, Any]) -> str:
 
 @dataclass
 class LlamaBench:
-    """The generation loop's adapter for llama.cpp (harness/generation.py calls ``measure``: llama-bench
-    times itself). ``facts`` are what the worker found out before (the GGUF, its types)."""
+    """llama-bench asked for a case's tests (the engine's ``bench`` calls ``measure``). ``facts`` are what
+    the engine found out before (the GGUF, its types)."""
 
     bench: Path
     model: Path
@@ -119,7 +115,6 @@ class LlamaBench:
     new_tokens: int
     depth: int = 0
     threads: int = field(default_factory=usable_threads)
-    batch: int = 1
     facts: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] = field(default_factory=list)
 

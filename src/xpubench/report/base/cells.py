@@ -44,7 +44,7 @@ def ratio(top, bottom) -> str:
 
 def what(row) -> str:
     """What a case is measured at, with its device count: "N=1024", "batch 32 x2"."""
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     return setting(row) + (f" x{devices}" if devices > 1 else "")
 
 
@@ -56,7 +56,7 @@ def case_text(row) -> str:
 def batch(row) -> str:
     if pd.isna(row.get("batch_size")):
         return "n/a"
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     return f"{int(row['batch_size'])}" + (f" x{devices}" if devices > 1 else "")
 
 

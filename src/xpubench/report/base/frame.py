@@ -1,4 +1,5 @@
-"""Results files -> one flat pandas DataFrame, one row per case; and the helpers that pick rows.
+"""Typed results -> one flat pandas DataFrame, one row per case (the one place results become a frame); and
+the helpers that pick rows.
 
 Columns: where the row came from (``source``: a short label of its file, ``path``, ``host``), what was
 measured (``key``, ``workload``, ``backend``, ``device``, ``device_name``, ``mode``, ``precision``,
@@ -16,10 +17,17 @@ row's position in :func:`entries` (for its raw samples, curves and gallery). Lik
 workloads.alike), ``options_text`` those options in words ("4/30 layers, pp64, tg16"), ``variant`` what
 the backend ran that is not its default ("eager decode": ``Backend.variant``), named with the backend
 wherever the row is (``backend_label``).
+
+Columns are typed as the results are (results/loaded_metrics.py): a case's whole numbers (``batch_size``,
+``size``, ``devices``) and every figure declared ``int`` are ``Int64`` (a whole number never passes
+through a float), every figure declared ``float`` is ``float64``; a figure a row lacks is NA (NaN in a
+float column), never a default: ``devices`` is the case's (1 unless it ran on several), ``batch_size``
+is there for every model case (the planner resolved it) and NA for a matmul.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -32,12 +40,14 @@ import pandas as pd
 from xpubench import backends
 from xpubench.devices.device import is_accelerator
 from xpubench.results.fold import headline_name, process_groups
-from xpubench.results.modes import Mode, mode_of
+from xpubench.results.loaded_metrics import declared, loaded_class
+from xpubench.results.modes import MODES, Mode, mode_of
 from xpubench.results.plaintext import shown
 from xpubench.results.schema import Result
 from xpubench.workloads import alike, options_text
 
-CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "devices", "data")
+CASE_COLUMNS = ("workload", "backend", "device", "mode", "precision", "batch_size", "size", "users", "rate", "devices",
+                "data")
 NOISY_CV = 0.10          # the harness's own rule (results/stats.py CV_WARN)
 
 
@@ -93,9 +103,9 @@ def timing_samples(result: Result) -> np.ndarray:
 
 def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
-    c, fp = result.case, result.fingerprint or {}
+    fp = result.fingerprint or {}
     name = device_record(result).get("name")
-    if name is None and not is_accelerator(c.get("device")):
+    if name is None and not is_accelerator(result.case.device):
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
     return name
 
@@ -107,8 +117,7 @@ def device_record(result: Result) -> dict:
 
     fp = result.fingerprint or {}
     try:
-        return record({"backends": fp.get("backends") or {}}, str(result.case.get("backend")),
-                      str(result.case.get("device")))
+        return record({"backends": fp.get("backends") or {}}, result.case.backend, result.case.device)
     except KeyError:   # backends.get: no record of that backend name here
         return {}
 
@@ -137,7 +146,7 @@ def _noisy(result: Result, samples: np.ndarray) -> bool:
 def variant(result: Result) -> str | None:
     """What the result's backend ran that is not its default ("eager decode": ``Backend.variant``): the
     decode step the result records, else (a case that did not finish) the one its case asked for."""
-    record, given = backends.record(str(result.case.get("backend"))), result.case.get("options") or {}
+    record, given = backends.record(result.case.backend), result.case.options
     asked = next((given[k] for k in record.honours if k in given), None)
     return record.variant(result.metrics.get("decode_step") or asked)
 
@@ -152,8 +161,7 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
         "key": r.key,
     }
     for name in CASE_COLUMNS:
-        row[name] = c.get(name)
-    row["devices"] = row["devices"] or 1
+        row[name] = getattr(c, name)
     row.update(alike=alike(c), options_text=options_text(c), variant=variant(r))
     row["device_name"] = device_name(r)
     row["memory_bandwidth"] = device_record(r).get("memory_bandwidth")  # bytes/s of the chip, or None
@@ -167,19 +175,34 @@ def row_of(entry: Entry, position: int) -> dict[str, Any]:
                noisy=_noisy(r, samples) if r.status == "ok" else None)
     for metric, value in r.metrics.items():
         row[f"metric.{metric}" if metric in row else metric] = _flat(value)
-    row.setdefault("eval_samples", c.get("eval_samples"))  # the case's setting where the metrics lack it
-    row.setdefault("target", (c.get("options") or {}).get("target"))   # a quality target, as asked (not run)
+    row.setdefault("eval_samples", c.eval_samples)  # the case's setting where the metrics lack it
+    row.setdefault("target", c.options.get("target"))   # a quality target, as asked (not run)
     return {k: shown(v) if isinstance(v, str) else v for k, v in row.items()}   # text from files: printable
 
 
+@functools.cache
+def column_types() -> dict[str, str]:
+    """{column: pandas dtype} of the typed columns: the case's whole numbers, and each figure every mode that
+    declares it declares ``int`` (Int64) or ``float`` (float64)."""
+    kinds: dict[str, set[type]] = {}
+    for name in (*MODES, None):
+        for figure, kind in declared(loaded_class(name)).items():
+            kinds.setdefault(figure, set()).add(kind)
+    types = {f: {int: "Int64", float: "float64"}.get(k.pop()) for f, k in kinds.items() if len(k) == 1}
+    whole = dict.fromkeys(("batch_size", "size", "users", "devices"), "Int64")
+    return {**{f: t for f, t in types.items() if t}, **whole, "rate": "float64"}
+
+
 def results_frame(loaded) -> pd.DataFrame:
-    """One row per case, flat columns (see the module docstring). Accepts what store.load_results returns."""
+    """One row per case, flat columns typed as the results are (see the module docstring). Accepts what
+    analysis.load returns."""
     rows = [row_of(e, i) for i, e in enumerate(entries(loaded))]
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    for col in ("batch_size", "size", "devices"):   # whole numbers, exact (never through a float: 2**53 + 1)
-        frame[col] = pd.array([r.get(col) for r in rows], dtype="Int64")
+    types = column_types()
+    for col in frame.columns:   # a figure renamed beside a column of the same name (metric.devices): its own type
+        if dtype := types.get(col, types.get(col.removeprefix("metric."))):
+            with contextlib.suppress(TypeError, ValueError):   # a value of another kind (an older file's): as given
+                frame[col] = pd.array([r.get(col) for r in rows], dtype=dtype)   # whole numbers exact, absent NA
     return frame
 
 
@@ -241,12 +264,19 @@ def row_mode(row) -> Mode | None:
     return mode_of(row.get("mode"))
 
 
+def measured_at(row) -> int | None:
+    """What a case is measured at: its mode's ``size`` field (matmul's N, every other mode's batch size), as the
+    planner resolved it; None for a mode no record declares that has no batch size."""
+    mode = row_mode(row)
+    return num(row, mode.size if mode else "batch_size")
+
+
 def setting(row, *, short: bool = False) -> str:
     """What a case is measured at, as its mode names it: "N=1024", "batch 32" ("b32" when ``short``);
     "" when the row has no such figure."""
     mode = row_mode(row)
-    field, text = (mode.size, mode.size_text) if mode else ("batch_size", ("batch {}", "b{}"))
-    value = num(row, field)
+    text = mode.size_text if mode else ("batch {}", "b{}")
+    value = measured_at(row)
     return "" if value is None else text[1 if short else 0].format(int(value))
 
 

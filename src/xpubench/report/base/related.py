@@ -11,7 +11,7 @@ import pandas as pd
 from xpubench.devices.device import is_accelerator
 from xpubench.report.base.frame import ok_rows
 
-SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size")
+SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size", "users", "rate")
 
 
 def _same(frame: pd.DataFrame, row, names) -> pd.Series:
@@ -62,16 +62,16 @@ def scaling_group(frame: pd.DataFrame, row) -> pd.DataFrame:
 def scaling_baseline(frame: pd.DataFrame, row) -> pd.Series | None:
     """The same case on the fewest devices below the row's count (speedup and efficiency are against it)."""
     group = scaling_group(frame, row)
-    fewer = group[group["devices"] < int(row.get("devices") or 1)] if not group.empty else group
+    fewer = group[group["devices"] < row["devices"]] if not group.empty else group
     return None if fewer.empty else fewer.iloc[0]
 
 
 def oom_group(frame: pd.DataFrame, row) -> pd.DataFrame:
-    """Every batch size of the row's case (same file, workload, backend, device, mode, precision, device
-    count), by batch size: which ran out of memory and which fitted."""
+    """Every batch size of the row's case (same file, workload and its options, backend, device, mode, precision,
+    device count), by batch size: which ran out of memory and which fitted."""
     if frame.empty:
         return frame
-    same = _same(frame, row, ("source", "workload", "backend", "device", "mode", "precision", "devices"))
+    same = _same(frame, row, ("source", "workload", "alike", "backend", "device", "mode", "precision", "devices"))
     return frame[same].sort_values("batch_size")
 
 

@@ -19,7 +19,7 @@ def _frame_dicts(frame: pd.DataFrame) -> list[dict]:
 
 
 def _order(row: dict) -> tuple:
-    return (row["workload"], row["backend"], row["device"], row["precision"], row.get("batch_size") or 0)
+    return row["workload"], row["backend"], row["device"], row["precision"], row["batch_size"]
 
 
 def throughput_latency_chart(frame: pd.DataFrame) -> Chart | None:
@@ -54,7 +54,7 @@ def throughput_latency_figure(frame: pd.DataFrame):
     fig = new_figure(figsize=(8.0, 4.8))
     ax = fig.add_subplot(1, 1, 1)
     for name, color in palette.items():
-        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r.get("batch_size") or 0)
+        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r["batch_size"])
         x = [r["decode_token_p50_s"] * 1e3 for r in points]
         y = [r["decode_tokens_per_s"] for r in points]
         p90 = [(num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]

@@ -13,21 +13,21 @@ from xpubench.report.tables.serving import groups_of, load_text
 
 def latency_chart(frame: pd.DataFrame) -> Chart | None:
     """TTFT and TPOT p50 / p90 / p99 against concurrency (closed-loop points), one colour per setup."""
-    groups = {k: g[g["_rate"] == 0].sort_values("batch_size") for k, g in groups_of(frame).items()}
+    groups = {k: g[g["_rate"] == 0].sort_values("users") for k, g in groups_of(frame).items()}
     groups = {k: g for k, g in groups.items() if len(g) >= 1}
     if not groups:
         return None
     fig = new_figure(figsize=(10.0, 4.2))
     axes = fig.subplots(1, 2)
     for (name, g), color in zip(groups.items(), colors(list(groups)).values()):
-        x = [int(v) for v in g["batch_size"]]
+        x = [int(v) for v in g["users"]]
         for ax, metric in zip(axes, ("ttft", "tpot")):
             for q, style in (("p50", "-"), ("p90", "--"), ("p99", ":")):
                 ax.plot(x, [(num(r, f"{metric}_{q}_s") or float("nan")) * 1e3 for _, r in g.iterrows()],
                         style, marker="o", color=color, label=f"{name} {q}")
     for ax, what in zip(axes, ("TTFT (ms)", "TPOT (ms per output token)")):
         ax.set_xscale("log", base=2)
-        ticks = sorted({int(v) for g in groups.values() for v in g["batch_size"]})
+        ticks = sorted({int(v) for g in groups.values() for v in g["users"]})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("concurrent users")

@@ -19,6 +19,7 @@ from xpubench.report.base.figures import line
 from xpubench.report.base.frame import ResultSet
 from xpubench.report.base.table import print_table
 from xpubench.report.sections import SECTIONS
+from xpubench.report.tables.llm import runtime_table
 from xpubench.report.tables.summary import ceiling_note, paid_tables, summary_table
 from xpubench.report.tables.target import process_headline
 from xpubench.results.modes import mode_of
@@ -96,9 +97,9 @@ def headline(result) -> str:
     seed and time to target, or why it fell short (report/tables/target.py)."""
     if result.metrics.get("target"):
         return process_headline(result)
-    if result.case.get("mode") == "generate" and result.metrics.get("prefill_tokens_per_s"):
+    if result.mode == "generate" and result.metrics.get("prefill_tokens_per_s"):
         return generation_line(result.metrics)
-    mode = mode_of(result.case.get("mode"))
+    mode = mode_of(result.mode)
     return line(mode, result.metrics) if mode else ""
 
 
@@ -110,12 +111,12 @@ def generation_line(m) -> str:
     """A generation process as llama-bench names its tests, each rate beside the time it comes from and
     that time's statistic: "pp64 3,702 tok/s (median prefill 17.29 ms), tg16 31.5 tok/s (median round's mean
     step 31.75 ms; median single step 7.27 ms)" (tg tok/s = batch / that step, as the summary derives it)."""
-    batch, tg = m.get("batch") or 1, m.get("decode_tokens_per_s")
+    batch, tg = m.get("batch"), m.get("decode_tokens_per_s")
     pp = (f"pp{m.get('prompt_len', '?')} {fmt_rate(m.get('prefill_tokens_per_s'))} tok/s "
           f"(median prefill {_ms(m.get('ttft_s'))})")
     return (f"{pp}, tg{m.get('new_tokens', '?')} {fmt_rate(tg)} tok/s (median round's mean step "
             f"{_ms(m.get('decode_token_s'))}; median single step {_ms(m.get('decode_token_p50_s'))})"
-            + (f", batch {batch}" if batch > 1 else ""))
+            + (f", batch {batch}" if batch is not None and batch > 1 else ""))
 
 
 def print_run_tables(results, console: Console, *, verbose: bool = True) -> None:
@@ -141,7 +142,9 @@ def print_summary(results, console: Console) -> None:
     ceilings the run had no measured figure for, once, with the command that measures them."""
     data = ResultSet.load(results)
     if not data.frame.empty:
-        print_table(summary_table(data.frame, data), console)
+        summary, runtimes = summary_table(data.frame, data), runtime_table(data.frame)   # a language model's: llm.py
+        for table in [summary] * (not summary.empty or runtimes.empty) + [runtimes] * (not runtimes.empty):
+            print_table(table, console)
         for table in paid_tables(data.frame):
             print_table(table, console)
         note = ceiling_note(data)

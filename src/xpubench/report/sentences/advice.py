@@ -27,6 +27,7 @@ from xpubench.report.base.frame import (
     setting,
 )
 from xpubench.report.tables.headline import better, figure_text, headline_name, headline_rate, rate_groups
+from xpubench.report.tables.user_cost import compiled_apart_s
 from xpubench.results.modes import MODES
 from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
@@ -45,8 +46,9 @@ def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
     batch), else the headline samples as they are."""
     mode = row_mode(row)
     rate = mode.rate(headline_name(row)) if mode else None
-    work = math.prod(num(row, w) or 0 for w in rate.work) if rate else 0
-    return [g / work for g in rate_groups(data, row)] if work > 0 else data.groups(row)
+    factors = [num(row, w) for w in rate.work] if rate else [None]
+    work = math.prod(factors) if None not in factors else None   # unknown where any factor is
+    return [g / work for g in rate_groups(data, row)] if work else data.groups(row)
 
 
 def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
@@ -147,7 +149,8 @@ def _startup(row) -> tuple[float, float] | None:
     the time per generated token of its decode rate."""
     if row["mode"] == "generate":
         rate = num(row, "decode_tokens_per_s")
-        return (num(row, "compile_s") or 0.0, 1 / rate) if rate else None
+        compiled = compiled_apart_s(row)
+        return (compiled, 1 / rate) if rate and compiled is not None else None
     if row["mode"] == "matmul":
         cold, warm = row.get("cold_s"), row.get("warm_s")
         return (cold - warm, warm) if pd.notna(cold) and pd.notna(warm) else None

@@ -27,7 +27,7 @@ LISTED = 4  # at most this many cases named per line; the rest counted
 def _name(row, sources: bool = False) -> str:
     """"torch cpu", "jax gpu:0 x8 bf16"; with ``sources`` (several results files: a fleet's machines)
     "gpu-node: torch gpu:0", the file's label first."""
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     parts = [backend_label(row), str(row["device"]) + (f" x{devices}" if devices > 1 else "")]
     if row.get("precision") != "fp32":
         parts.append(str(row["precision"]))
@@ -36,7 +36,7 @@ def _name(row, sources: bool = False) -> str:
 
 def _comparable(a, b) -> bool:
     return all((pd.isna(a.get(k)) and pd.isna(b.get(k))) or a.get(k) == b.get(k)
-               for k in ("batch_size", "size", "devices"))
+               for k in ("batch_size", "size", "users", "rate", "devices"))
 
 
 def workload_line(data: ResultSet, rows: pd.DataFrame, *, named: bool = False, sources: bool = False) -> str:

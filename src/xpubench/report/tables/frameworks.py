@@ -29,7 +29,7 @@ from xpubench.results.metrics import unit
 from xpubench.results.ratio import ratio_estimate
 from xpubench.units import fmt_flops
 
-MATCH = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "devices"]
+MATCH = ["source", "workload", "device", "mode", "precision", "batch_size", "size", "users", "rate", "devices"]
 
 
 def _figure(row, name: str | None):

@@ -57,7 +57,7 @@ def token_training_row(row) -> dict[str, str]:
     return {
         "workload": str(row["workload"]), "backend": backend_label(row), "device": str(row["device"]),
         "dtype": str(row["precision"]),
-        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if (num(row, "devices") or 1) > 1 else ""),
+        "batch": _int(row, "batch_size") + (f" x{int(row['devices'])}" if row["devices"] > 1 else ""),
         "step p50": fmt_seconds(num(row, "step_s")),
         "tokens/s": fmt(num(row, "tokens_per_s"), ",.0f") + (" !" if num(row, "warning") else ""),
         "TFLOP/s": fmt(num(row, "achieved_flops_per_s"), ".3f", 1e-12),

@@ -1,13 +1,21 @@
-"""Language models at real sizes (llama) in the terminal, the report and the closing answer: a pp/tg table
-per weight format that reads like llama-bench's (model, size, params, backend and its decode step,
-threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd over the rounds), with
-the shares against the chip (a tg row: the decode rate of its bandwidth bound; a pp row: pp MFU), the
-energy per token, the compile time each process paid (on the tg row), the dollars per 1M tokens (where a
-price was given), the KV cache and the answer's line
-(its tokens/s-against-batch chart: report/charts/generation.py)
- ("for smollm-135m generation, torch cpu bf16: 41 tok/s, 78% of the bandwidth bound"). A generation
-result belongs here when it carries the bytes read per generated token (workloads' ``generation_counts``;
-analysis/generation.py derives the shares)."""
+"""Language models at real sizes (llama) in the terminal, the report and the closing answer, every runtime
+(the frameworks and the engines: backends/engine.py) side by side:
+
+- the summary under the run's summary (``runtime_table``): a row per runtime x format, each model and its
+  lengths together, with pp and tg tokens/s and tg's share of its bandwidth bound for every runtime, the
+  fastest tg of each format marked;
+- the pp/tg table that reads like llama-bench's (``format_tables``: model, size, params, backend and its
+  decode step, format, threads, one row per test: ``pp512``, ``tg128``, ``tg128 @ d4096``, tokens/s ± sd
+  over the rounds; beside it an engine's own figure of the same calls where it reports one: OpenVINO GenAI's
+  perf metrics), with the shares against the chip (a tg row: the decode rate of its bandwidth bound; a
+  pp row: pp MFU), the energy per token, the compile time each process paid (on the tg row), the dollars
+  per 1M tokens (where a price was given) and the KV cache (its tokens/s-against-batch chart:
+  report/charts/generation.py);
+- the answer's lines, the fastest runtime per model and format ("for smollm-135m generation (tg128), torch
+  cpu bf16: 41 tok/s, 78% of the bandwidth bound; the fastest of 2 runtimes in bf16 here (then ...)").
+
+A generation result belongs here when it carries the bytes read per generated token (workloads'
+``generation_counts``; analysis/generation.py derives the shares)."""
 
 from __future__ import annotations
 
@@ -156,9 +164,22 @@ def joules_cell(row) -> str:
 
 
 def rate_cell(row) -> str:
-    rate = fmt_rate(num(row, row["test_rate"]))
-    sd = num(row, row["test_rate"] + "_sd")
-    return noisy(row, rate + (f" ± {fmt_rate(sd)}" if sd is not None else ""))
+    return rate_text(row, row["test_rate"])
+
+
+def rate_text(row, metric: str) -> str:
+    """A tokens/s figure ± its sd over the rounds (llama-bench's ±), marked when noisy."""
+    sd = num(row, metric + "_sd")
+    return noisy(row, fmt_rate(num(row, metric)) + (f" ± {fmt_rate(sd)}" if sd is not None else ""))
+
+
+def own_rate_cell(row) -> str:
+    """The engine's own figure of the same calls (OpenVINO GenAI's perf metrics): pp = the prompt over its TTFT,
+    tg = 1 / its TPOT; empty for a runtime that reports none (no column where no row has one)."""
+    if row["test_kind"] == "tg":
+        return fmt_rate(num(row, "engine_decode_tokens_per_s")) if num(row, "engine_decode_tokens_per_s") else ""
+    ttft, prompt = num(row, "engine_ttft_s"), num(row, "prompt_len")
+    return fmt_rate(prompt / ttft) if ttft and prompt else ""
 
 
 def test_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -176,11 +197,14 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
         Column("size", lambda r: fmt_bytes(num(r, "model_bytes") or num(r, "weight_bytes")), priority=1),
         Column("params", params_cell, priority=1),
         Column("backend", backend_label, text=True),
+        Column("format", lambda r: str(r["precision"]), text=True, priority=ALWAYS),
         Column("device", lambda r: str(r["device"]), text=True, priority=2),
         Column("threads", lambda r: fmt(num(r, "threads"), ".0f"), priority=2),
         Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
         Column("test", lambda r: test_name(r, r["test_kind"]), text=True, priority=ALWAYS),
         Column("t/s", rate_cell, priority=ALWAYS),
+        *([Column("engine's own t/s", own_rate_cell, priority=2)]
+          if "engine_decode_tokens_per_s" in rows and rows["engine_decode_tokens_per_s"].notna().any() else []),
         Column("of bw bound", lambda r: bound_cell(r) if r["test_kind"] == "tg" else "", priority=ALWAYS),
         Column("pp MFU", lambda r: _pct(r, "prefill_mfu") if r["test_kind"] == "pp" else "", priority=2),
         Column("J/token", joules_cell, priority=2),
@@ -194,30 +218,100 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
 
 
 def format_tables(frame: pd.DataFrame) -> list[Table]:
-    """One pp/tg table per weight format (fp32, bf16, fp16, int8, int4; tf32 with fp32's weights apart)."""
+    """The pp/tg table, one for every runtime and weight format (fp32, bf16, fp16, int8, int4; tf32 with
+    fp32's weights apart): a row per runtime x format x test, the formats in that order; [] without rows."""
+    rows = _ranked(frame)
+    if rows.empty:
+        return []
+    return [Table("Prompt processing (pp) and generation (tg), tokens/s, per runtime and weight format",
+                  _columns(rows), test_rows(rows), note="\n".join(load_notes(rows)))]
+
+
+def _runtime(row, devices: int, sources: bool) -> str:
+    """A runtime as the summary names it: the backend with its variant, its device where there are several,
+    its results file first where there are several (a fleet's machines)."""
+    return (f"{row['source']}: " if sources else "") + backend_label(row) + (f" {row['device']}" if devices > 1 else "")
+
+
+def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """The language-model rows ordered model by model (like with like: ``alike``), format by format
+    (``FORMATS`` first), batch by batch, the fastest tg first; ``fastest`` marks each such group's best where
+    more than one runtime ran it."""
     rows = llm_rows(frame)
-    out = []
-    for precision in [*FORMATS, *sorted(set(rows["precision"]) - set(FORMATS))] if not rows.empty else []:
-        part = rows[rows["precision"] == precision]
-        if not part.empty:
-            out.append(Table(f"{precision} weights: prompt processing (pp) and generation (tg), tokens/s",
-                             _columns(part), test_rows(part), note="\n".join(load_notes(part))))
-    return out
+    if rows.empty:
+        return rows.assign(fastest=False, _tg=None, _format=None, _batch=None)
+    order = {p: i for i, p in enumerate(FORMATS)}
+    rows = rows.assign(_tg=pd.to_numeric(rows["decode_tokens_per_s"]), _format=rows["precision"].map(
+        lambda p: (order.get(p, len(order)), p)), _batch=pd.to_numeric(rows["batch_size"]).fillna(1))
+    rows = rows.sort_values(["model", "alike", "_format", "_batch", "_tg"], ascending=[True, True, True, True, False])
+    group = rows.groupby(["model", "alike", "precision", "_batch"], sort=False)
+    first, many = group.cumcount() == 0, group["backend"].transform("size") > 1
+    return rows.assign(fastest=first & many)
+
+
+def runtime_table(frame: pd.DataFrame) -> Table:
+    """The summary of language models (printed under the run's summary): a row per runtime x format, each
+    model and its lengths together, with pp and tg tokens/s (± sd over the rounds) and tg's share of its
+    bandwidth bound for every runtime; the fastest tg of each format marked."""
+    rows = _ranked(frame)
+    devices = rows["device"].nunique() if not rows.empty else 1
+    sources = many_sources(rows) if not rows.empty else False
+    heads = ~rows.duplicated(["model", "alike"]) if not rows.empty else rows.index.to_series()
+
+    def head(r, text: str) -> str:
+        return text if heads.get(r.name, False) else ""
+
+    cols = [
+        Column("model", lambda r: head(r, model_name(r)), text=True, priority=ALWAYS),
+        Column("test", lambda r: head(r, lengths_text(r)), text=True, priority=ALWAYS),
+        Column("format", lambda r: str(r["precision"]) + (f" b{r['_batch']:.0f}" if r["_batch"] > 1 else ""),
+               text=True, priority=ALWAYS),
+        Column("runtime", lambda r: _runtime(r, devices, sources), text=True, priority=ALWAYS),
+        Column("pp t/s", lambda r: rate_text(r, "prefill_tokens_per_s"), priority=ALWAYS),
+        Column("tg t/s", lambda r: rate_text(r, "decode_tokens_per_s"), priority=ALWAYS),
+        Column("of bw bound", bound_cell, priority=ALWAYS),
+        Column("fastest", lambda r: "fastest" if r["fastest"] else "", text=True, priority=1),
+    ]
+    where = f" on {rows['device'].iloc[0]}" if devices == 1 and not rows.empty else ""
+    legend = ("pp, tg: tokens/s ± sd over the rounds (pp: the prompt over the median prefill; tg: 1 / the median "
+              "round's mean decode step); of bw bound: tg against the decode rate the memory bandwidth allows (the "
+              "weights and KV cache read once per token); fastest: the best tg of its format")
+    note = "\n".join([legend, *load_notes(rows)])   # llama.cpp's and torch's figures under load
+    return Table(f"Language models{where}: a row per runtime and format", cols, rows, note=note, compact=True)
 
 
 def answer_lines(frame: pd.DataFrame) -> list[str]:
-    """Per model and test (its key options: like with like), its fastest generation case here: "for
+    """Per model and test (its key options: like with like) and per format, its fastest runtime here: "for
     smollm-135m generation (tg128), torch cpu bf16: 41 tok/s, 78% of the bandwidth bound" (the share n/a
-    with its reason where it is unknown; the backend with the variant it ran: "torch (eager decode)")."""
-    rows = llm_rows(frame)
+    with its reason where it is unknown; the backend with the variant it ran: "torch (eager decode)"), and,
+    where other runtimes ran that format, the next ones with their tg and share."""
+    rows = _ranked(frame)
     lines = []
-    for _, part in rows.groupby(["model", "alike"], sort=True):
-        best = part.loc[pd.to_numeric(part["decode_tokens_per_s"]).idxmax()]
-        batch, test = int(num(best, "batch_size") or 1), test_name(best, "tg")
+    for _, part in rows.groupby(["model", "alike", "_format"], sort=False):
+        best = part.iloc[0] if len(part) == 1 else part.loc[part["_tg"].idxmax()]
+        batch, test = int(best["batch_size"]), test_name(best, "tg")
         who = f"{backend_label(best)} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
-        share = num(best, "pct_of_bandwidth_bound")
-        bound = (f"{share:.0%} of the bandwidth bound" if share is not None else
-                 f"share of the bandwidth bound n/a ({bound_reason(best)})")
         lines.append(f"for {model_name(best)} generation ({test}), {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} "
-                     f"tok/s, {bound}")
+                     f"tok/s, {_share(best)}" + _others(best, part))
     return lines
+
+
+def _share(row) -> str:
+    share = num(row, "pct_of_bandwidth_bound")
+    return (f"{share:.0%} of the bandwidth bound" if share is not None else
+            f"share of the bandwidth bound n/a ({bound_reason(row)})")
+
+
+def _others(best, part: pd.DataFrame) -> str:
+    """"; the fastest of 3 runtimes in bf16 here (then jax cpu 30.0 tok/s, 56%; llamacpp cpu ...)": the
+    other runtimes of the format, each at its best, or "" where it ran alone."""
+    name = f"{backend_label(best)} {best['device']}"
+    others = {}
+    for _, r in part.iterrows():   # already fastest first: each runtime's best
+        others.setdefault(f"{backend_label(r)} {r['device']}", r)
+    others.pop(name, None)
+    if not others:
+        return ""
+    said = "; ".join(f"{who} {fmt_rate(num(r, 'decode_tokens_per_s'))} tok/s, {bound_cell(r)}"
+                     for who, r in others.items())
+    return f"; the fastest of {len(others) + 1} runtimes in {best['precision']} here (then {said})"

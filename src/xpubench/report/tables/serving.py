@@ -23,7 +23,7 @@ def serving_rows(frame: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return rows
     rate = rows["request_rate"] if "request_rate" in rows else pd.Series(0.0, index=rows.index)
-    return rows.assign(_rate=rate.fillna(0.0)).sort_values(["source", "workload", "device", "_rate", "batch_size"])
+    return rows.assign(_rate=rate.fillna(0.0)).sort_values(["source", "workload", "device", "_rate", "users"])
 
 
 def _group(row, multi: bool) -> str:
@@ -47,17 +47,18 @@ def _rate(name: str):
 
 def load_text(r) -> str:
     rate = num(r, "request_rate")
-    users = int(num(r, "batch_size") or num(r, "concurrency"))
+    users = int(num(r, "users") or num(r, "concurrency"))
     return f"Poisson {rate:g} req/s" if rate else f"{users} user{'s' if users != 1 else ''}"
 
 
 def _failed(r) -> str:
     sent = num(r, "requests")
-    if sent is None:
-        return f"all ({str(num(r, 'message') or '')[:60]})"
-    failed = int(num(r, "failed") or 0)
-    timeouts = int(num(r, "timeouts") or 0)
-    return f"{failed} of {int(sent)}" + (f" ({timeouts} timed out)" if timeouts else "")
+    if sent is None:   # none sent: skipped (the budget, the plan) or failed before its requests
+        said, which = str(num(r, "message") or ""), "none, skipped" if num(r, "status") == "skipped" else "all"
+        return f"{which} ({said[:57] + '...' if len(said) > 60 else said})"
+    failed, timeouts = num(r, "failed"), num(r, "timeouts")
+    return (f"{'n/a' if failed is None else int(failed)} of {int(sent)}"
+            + (f" ({int(timeouts)} timed out)" if timeouts else ""))
 
 
 def _lengths(r) -> str:
@@ -138,7 +139,7 @@ def answer_lines(frame: pd.DataFrame) -> list[str]:
         if not slo_text:
             continue
         slo = parse_slo(str(slo_text))
-        points = [{"concurrency": int(r["batch_size"]), "request_rate": num(r, "request_rate"),
+        points = [{"concurrency": int(r["users"]), "request_rate": num(r, "request_rate"),
                    "slo_attained": num(r, "slo_attained"), "output_tokens_per_s": num(r, "output_tokens_per_s"),
                    "usd_per_1m_output_tokens": num(r, "usd_per_1m_output_tokens")} for _, r in g.iterrows()]
         server = str(num(g.iloc[0], "server") or "the server")

@@ -11,11 +11,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from xpubench.report.base.frame import ResultSet, backend_label, benchmarks, many_sources, num, row_mode
+from xpubench.report.base.frame import (
+    ResultSet,
+    backend_label,
+    benchmarks,
+    many_sources,
+    measured_at,
+    num,
+    row_mode,
+)
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
 from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell, llm_rows, load_notes, model_name, test_name
+from xpubench.report.tables.llm import bound_cell, model_name, test_name
 from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
 from xpubench.results.metrics import unit
 from xpubench.units import fmt_rate
@@ -43,10 +51,11 @@ class Line:
     higher: bool
     cells: dict[str, Cell] = field(default_factory=dict)
     tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
+    llm: bool = False              # a language model's pp or tg row: in the runtime table (llm.py), not the summary
 
 
 def _where(row) -> str:
-    devices = int(row.get("devices") or 1)
+    devices = int(row["devices"])
     return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
 
 
@@ -117,26 +126,32 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
     for index, row in frame.iterrows():
         if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
             continue
-        batch = int(num(row, "batch_size") or 1)
+        batch = int(row["batch_size"])
         for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
             test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
             model, precision = model_name(row), str(row["precision"])
             line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), num(row, "depth") or 0, kind,
-                 precision), model, test,
-                precision, "tok/s", True, tg=kind == "tg"))
+                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), _sort_value(num(row, "depth")),
+                 kind, precision), model, test,
+                precision, "tok/s", True, tg=kind == "tg", llm=True))
             line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
                                             metric if kind == "pp" else None)
             families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
         placed.add(index)
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
-        batch = int(num(row, "batch_size") or 1)
-        family = families.get((row["workload"], str(row["precision"]), batch, row["alike"]))
-        if row["mode"] == "generate" and row.get("status") != "ok" and family:
+        if row["mode"] != "generate" or row.get("status") == "ok":
+            continue
+        family = families.get((row["workload"], str(row["precision"]), int(row["batch_size"]), row["alike"]))
+        if family:
             for line in family:
                 line.cells.setdefault(_column(row, sources), Cell(row, None))
             placed.add(index)
     return placed
+
+
+def _sort_value(value) -> float:
+    """A figure as a sort key: None (not recorded) first."""
+    return -1.0 if value is None else float(value)
 
 
 def _lines(frame: pd.DataFrame) -> list[Line]:
@@ -152,7 +167,7 @@ def _lines(frame: pd.DataFrame) -> list[Line]:
         label, test = str(row["workload"]), _test(row)
         line = lines.setdefault((label, mode, test, row["precision"]), Line(
             (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
-             float(num(row, "size") or num(row, "batch_size") or 0), test, str(row["precision"])),
+             _sort_value(measured_at(row)), test, str(row["precision"])),
             label, test, str(row["precision"]), _unit(row),
             better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
         if target.is_target_row(row):
@@ -217,7 +232,8 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     """The summary (module docstring) of ``frame``; ``data`` (the ResultSet the frame is of) gives the
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
-    lines = _lines(rows) if not rows.empty else []
+    lines = [li for li in _lines(rows) if not li.llm] if not rows.empty else []   # a language model: llm.py's
+    rows = rows[rows.index.isin({cell.row.name for li in lines for cell in li.cells.values()})]
     columns, header, where = _headers(rows) if lines else ([], {}, "")
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
@@ -246,7 +262,6 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     title = (f"Summary{where}: median ± half its 95% interval, per "
              f"{'results file (machine) and ' if many_sources(rows) else ''}backend")
     note = legend(marks, unsure_any, "of bw bound" in kept)
-    note += "".join(f"\n{line}" for line in load_notes(llm_rows(rows)))   # llama.cpp's and torch's under load
     if unfinished:
         note += f"\n{unfinished} more row(s) had no case that finished: the answer says why"
     return Table(title, cols, table_rows, note=note, compact=True)

@@ -60,7 +60,7 @@ def interval_cell(row) -> str:
 
 def reached_cell(row) -> str:
     seeds, hit = num(row, "seeds"), num(row, "seeds_reached")
-    return "n/a" if seeds is None else f"{int(hit or 0)}/{int(seeds)}"
+    return "n/a" if seeds is None or hit is None else f"{int(hit)}/{int(seeds)}"
 
 
 def range_cell(row) -> str:
@@ -134,8 +134,9 @@ def ranking_lines(data: ResultSet) -> list[str]:
                                  f"{est.ratio:.2f}x: {est.note})")
             lines.append("; ".join(parts))
         for r in missed:
-            seeds, hit = int(num(r, "seeds") or 0), int(num(r, "seeds_reached") or 0)
-            lines.append(f"{head}: {_setup(r)} not reached: {seeds - hit} of {seeds} seeds fell short in "
+            seeds, hit = num(r, "seeds"), num(r, "seeds_reached")
+            short = f"{int(seeds - hit)} of {int(seeds)} seeds" if seeds is not None and hit is not None else "n/a"
+            lines.append(f"{head}: {_setup(r)} not reached: {short} fell short in "
                          f"{fmt(num(r, 'max_epochs'), 'g')} epochs (best {fmt(num(r, 'target_best'), '.4g')})")
     return lines
 

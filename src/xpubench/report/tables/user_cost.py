@@ -47,14 +47,24 @@ def compile_seconds(row) -> float | None:
     return num(row, "compile_s")
 
 
+def compiled_apart_s(row) -> float | None:
+    """Seconds compiled apart before the steady state: the figure; 0 where its mode records one and the case
+    compiled nothing apart (results/metrics.py: ``compile_s`` None is eager, llama.cpp, Keras inside its
+    first step); None where its mode records no compile (unknown)."""
+    seconds = compile_seconds(row)
+    if seconds is not None:
+        return seconds
+    mode = row_mode(row)
+    return 0.0 if mode and "compile_s" in mode.metrics.names() else None
+
+
 def compile_text(row) -> str:
     """A case's compile: its seconds; "none" where its mode records one and it compiled nothing apart (the
     loops record None: eager, llama.cpp, Keras inside its first step), else n/a."""
     seconds = compile_seconds(row)
     if seconds is not None:
         return fmt_seconds(seconds)
-    mode = row_mode(row)
-    return "none" if mode and "compile_s" in mode.metrics.names() else "n/a"
+    return "none" if compiled_apart_s(row) == 0.0 else "n/a"
 
 
 def break_even(items: list[Priced], unit: str) -> list[str]:
@@ -67,9 +77,10 @@ def break_even(items: list[Priced], unit: str) -> list[str]:
         return []
     fast, lines = ranked[0], []
     for slow in ranked[1:]:
-        extra = (compile_seconds(fast.row) or 0.0) - (compile_seconds(slow.row) or 0.0)
+        fast_s, slow_s = compiled_apart_s(fast.row), compiled_apart_s(slow.row)
+        extra = fast_s - slow_s if fast_s is not None and slow_s is not None else None
         saved = 1 / slow.value - 1 / fast.value
-        if extra > 0 and saved > 0:
+        if extra is not None and extra > 0 and saved > 0:
             lines.append(f"{fast.label} after {math.ceil(extra / saved):,} {_plural(what)} against {slow.label}")
     return lines
 

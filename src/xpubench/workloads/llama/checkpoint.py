@@ -42,6 +42,7 @@ import numpy as np
 
 from xpubench import readfile
 from xpubench.errors import UserError
+from xpubench.results.plaintext import one_line
 from xpubench.results.validate import TEXT, Invalid, map_of, record
 from xpubench.workloads.llama.config import LlamaConfig, from_hf_config, to_hf_config
 
@@ -161,8 +162,8 @@ def _weight_files(root: Path) -> tuple[list[Path], dict[str, str] | None, bytes]
         files = sorted({root / _shard_name(root, t, f) for t, f in weight_map.items()})
         missing = [f.name for f in files if not f.exists()]
         if missing:
-            raise UserError(f"--weights {root}: {INDEX} lists {', '.join(missing[:3])}, which is not in the "
-                            "directory")
+            raise UserError(f"--weights {root}: {INDEX} lists {', '.join(map(one_line, missing[:3]))}, which is not "
+                            "in the directory")
         return files, weight_map, data
     files = sorted(root.glob("*.safetensors"))
     if not files:
@@ -207,7 +208,7 @@ def _headers(root: Path, files: list[Path]) -> tuple[dict[str, tuple[Path, tuple
                 for name in f.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
                     sl = f.get_slice(name)
                     if name in found:
-                        raise UserError(f"--weights {root}: tensor {name} is in both {found[name][0].name} "
+                        raise UserError(f"--weights {root}: tensor {one_line(name)} is in both {found[name][0].name} "
                                         f"and {file.name}")
                     found[name] = (file, tuple(sl.get_shape()), sl.get_dtype())
         except (SafetensorError, OSError) as exc:
@@ -247,9 +248,11 @@ def open_checkpoint(path: str | Path, sha256: str | None = None) -> Checkpoint:
     if weight_map is not None:
         for name, file in weight_map.items():
             if name in found and found[name][0].name != file:
-                raise UserError(f"--weights {root}: {INDEX} puts {name} in {file}, but it is in {found[name][0].name}")
+                raise UserError(f"--weights {root}: {INDEX} puts {one_line(name)} in {one_line(file)}, but it is in "
+                                f"{one_line(found[name][0].name)}")
             if name not in found:
-                raise UserError(f"--weights {root}: {INDEX} lists {name} in {file}, which does not hold it")
+                raise UserError(f"--weights {root}: {INDEX} lists {one_line(name)} in {one_line(file)}, which does not "
+                                "hold it")
     expected = hf_tensor_shapes(cfg)
     ignored = {n for n in found if IGNORED.search(n) or (cfg.tie_embeddings and n == "lm_head.weight")}
     missing = [n for n in expected if n not in found]
@@ -259,7 +262,7 @@ def open_checkpoint(path: str | Path, sha256: str | None = None) -> Checkpoint:
                         f"{cfg.n_layers} layers, tie_word_embeddings {str(cfg.tie_embeddings).lower()})")
     unexpected = sorted(set(found) - set(expected) - ignored)
     if unexpected:
-        raise UserError(f"--weights {root}: {unexpected[0]} is not a weight of LlamaForCausalLM with this "
+        raise UserError(f"--weights {root}: {one_line(unexpected[0])} is not a weight of LlamaForCausalLM with this "
                         f"config.json ({len(unexpected)} such tensors)")
     for name, shape in expected.items():
         file, got, dtype = found[name]

@@ -70,7 +70,6 @@ class LlamaSpec(WorkloadSpec):
     weights: str | None = None        # a checked local checkpoint directory (resolved), or None: random
     weights_sha256: str | None = None  # its digest, pinned by the plan (pin_options)
     attention: str = "auto"           # the SDPA kernel is recorded, not chosen (training reads it)
-    depth: int = 0                    # tokens in the KV cache before the timed rounds (the largest of a sweep)
     decode: str = DEFAULTS.decode     # the decode step PyTorch runs (options.py DECODE_STEPS)
     int4_group_size: int = costs.DEFAULT_INT4_GROUP
     weight_decay: float = 0.1         # AdamW, as gpt's (gpt_models.torch_optimizer / jax_optimizer)
@@ -333,6 +332,13 @@ def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int
         return module, init_random(module, seed)
 
 
+def checkpoint(spec: LlamaSpec, seed: int, write: bool = True) -> Any:
+    """The model as a Hugging Face checkpoint folder, what an engine loads (folder.py)."""
+    from xpubench.workloads.llama.folder import weights_of
+
+    return weights_of(spec, seed, write)
+
+
 # ---- the record -----------------------------------------------------------------------------------
 
 OPTIONS = (
@@ -356,14 +362,14 @@ OPTIONS = (
 _HERE = Path(__file__).parent
 WORKLOAD = Workload(
     name="llama", title="Llama-family decoder (SmolLM, Llama 3)", kind="transformer",
-    sources=tuple(str(_HERE / f) for f in ("workload.py", "config.py", "costs.py", "checkpoint.py", "torch_model.py",
-                                           "flax_model.py")),
+    sources=tuple(str(_HERE / f) for f in ("workload.py", "config.py", "costs.py", "checkpoint.py", "folder.py",
+                                           "torch_model.py", "flax_model.py")),
     spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
     default_precisions=costs.FORMATS[:4], quick_options=QUICK,   # int4 when asked for (-p int4)
-    generates=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
+    generates=True, served=True, generation_lengths=generation_lengths, decode_flops_per_token=decode_flops_per_token,
     generation_batch_sizes=(1,), generation_models={"torch": torch_generation_model, "jax": jax_generation_model},
-    generation_counts=generation_counts, memory_needed=memory_needed,
+    generation_counts=generation_counts, checkpoint=checkpoint, memory_needed=memory_needed,
     options=OPTIONS, Options=LlamaOptions, check_options=configure, key_options=KEY_OPTIONS, case_options=case_options,
     pin_options=pin_options, describe_options=describe)
