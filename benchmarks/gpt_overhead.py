@@ -118,7 +118,8 @@ def main() -> None:
             partial(hand_rate, backend, args.preset, args.batch, args.steps))})
         ratio = rows[-1]["ratio"]
         print(f"{backend:5} gpt {args.preset} batch {args.batch}: xpubench {rows[-1]['xpubench']:9.0f} tokens/s   "
-              f"minimal loop {rows[-1]['hand']:9.0f} tokens/s   ratio {ratio:.3f}  "
+              f"minimal loop {rows[-1]['hand']:9.0f} tokens/s   ratio {ratio:.3f} "
+              f"(rounds {min(rows[-1]['round_ratios']):.3f}-{max(rows[-1]['round_ratios']):.3f})  "
               f"{'ok' if ratio >= 0.97 else 'BELOW 0.97'}", flush=True)
     print(json.dumps({"min_ratio": min(r["ratio"] for r in rows), "rows": rows}))
 

@@ -69,6 +69,15 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("ATEN_CPU_CAPABILITY", "which SIMD build of PyTorch's CPU kernels runs (default, avx2, avx512)",
            kernel=True),
     EnvVar("TF_ENABLE_ONEDNN_OPTS", "TensorFlow's oneDNN kernels on or off (Keras on TensorFlow)", kernel=True),
+    EnvVar("MALLOC_TRIM_THRESHOLD_", "when glibc's malloc gives freed memory back to the OS: a CPU training "
+           "step that frees its activations faults them in again next step (up to half of its CPU time)"),
+    EnvVar("MALLOC_MMAP_THRESHOLD_", "the size from which glibc's malloc maps each block afresh (pages faulted in "
+           "at every use; set, it also stops the threshold from adapting)"),
+    EnvVar("MALLOC_TOP_PAD_", "how much freed memory glibc's malloc keeps at the heap's top"),
+    EnvVar("MALLOC_ARENA_MAX", "how many malloc arenas glibc keeps for a process's threads"),
+    EnvVar("GLIBC_TUNABLES", "glibc's tunables, malloc's thresholds and arenas among them"),
+    EnvVar("LD_PRELOAD", "libraries loaded first: an allocator (jemalloc, tcmalloc) replacing malloc, or "
+           "another library's symbols"),
     EnvVar("OMP_PROC_BIND", "OpenMP thread pinning (PyTorch, oneDNN)", kernel=True),
     EnvVar("OMP_PLACES", "where OpenMP threads may run", kernel=True),
     EnvVar("KMP_AFFINITY", "Intel OpenMP thread pinning", kernel=True),

@@ -13,7 +13,10 @@ steady figures come from the later epochs, in one of two synchronisation modes (
 ``--sync``):
 - ``step`` (the default on CPUs): every step is synchronised and timed; the epoch is the sum of its
   synchronised steps. Gives the per-step distribution (median, p90), but the host cannot queue step
-  k+1 while the device runs step k.
+  k+1 while the device runs step k. On a CPU, a trainer that dispatches ahead (``dispatches_ahead``:
+  JAX) runs its steady epochs one step ahead instead: step k+1 is queued before the host waits for step
+  k alone, and step k's sample runs from step k-1's end (the epoch's start for its first step) to its
+  own, so the device never waits for the host's clock reads and launches between steps.
 - ``epoch`` (the default on accelerators): steady epochs run their steps back to back with one sync at
   the end, as a training loop does (the host dispatches ahead; launch overhead hides behind device
   work). A step sample is then one epoch's time / its step count.
@@ -34,6 +37,8 @@ returns True: the budget is spent), and ``timer.epoch_end()`` after the last ste
 clock and calls ``trainer.sync`` exactly where the harness's own loop (``step_epoch``) does; in a
 pipelined epoch ``step_begin`` / ``step_end`` read no synchronised times, and ``step_end`` may be called
 late (Keras: at the next step's begin, backends/keras_/train.py) since only host time is read there.
+An epoch run one step ahead waits in ``step_end(handle)`` for the step before ``handle``'s: only a trainer
+that passes every step's handle may declare ``dispatches_ahead``.
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ class Trainer(Protocol):
     # optional:
     #   run_epoch(epoch, steps, timer) -> float   an epoch Trainer's own loop, instead of step / loss_value
     #   matmul_precision: str        what the matmuls ran as ("highest", "tensorfloat32", "default"), recorded
+    #   dispatches_ahead: bool       step(i) returns once the step is queued, and sync(handle) waits for that
+    #                                step alone (not for steps queued after it): step mode on a CPU then runs
+    #                                one step ahead (module docstring)
     #   in_step_budget: bool         False where processes keep their own clocks (multi-process): the
     #                                budget is then checked at epoch ends only, where they agree
     #   agree_stop(stop) -> bool     one decision for all processes (untimed, at epoch ends)
@@ -98,39 +106,51 @@ class EpochRecord:
 
 
 class StepTimer:
-    """The harness's clock over one epoch of ``steps`` planned steps (see the module docstring)."""
+    """The harness's clock over one epoch of ``steps`` planned steps (see the module docstring). ``ahead``:
+    a synchronised epoch run one step ahead (the sync of step k waits until step k+1 is queued)."""
 
     def __init__(self, sync: Callable[[Any], None], clock: Callable[[], float], *, steps: int, epoch: int,
-                 pipelined: bool, budget: float | None, begin: float, check_in_steps: bool):
+                 pipelined: bool, budget: float | None, begin: float, check_in_steps: bool, ahead: bool = False):
         self.sync, self.clock, self.steps, self.epoch = sync, clock, steps, epoch
         self.pipelined, self.budget, self.begin, self.check_in_steps = pipelined, budget, begin, check_in_steps
+        self.ahead = ahead and not pipelined
         self.done, self.times, self.last = 0, [], None
         self.start = self.t0 = 0.0
         self.record: EpochRecord | None = None
 
     def epoch_begin(self) -> None:
-        self.start = self.clock()
+        self.start = self.t0 = self.clock()
 
     def step_begin(self) -> None:
-        if not self.pipelined:
+        if not (self.pipelined or self.ahead):
             self.t0 = self.clock()
 
     def step_end(self, handle: Any = None) -> bool:
-        """The step is launched (pipelined) or, synchronised here, finished; True: end the epoch now."""
+        """The step is launched (pipelined; the first step run ahead) or, synchronised here, finished (run
+        ahead: the step before it); True: end the epoch now."""
         self.done += 1
-        self.last = handle
-        if self.pipelined:
+        previous, self.last = self.last, handle
+        if self.pipelined or (self.ahead and self.done == 1):
             now = self.clock() if self.check_in_steps else 0.0   # host time: the device may lag behind it
         else:
-            self.sync(handle)
-            now = self.clock()
-            self.times.append(now - self.t0)
+            now = self._finished(previous if self.ahead else handle)
         return bool(self.check_in_steps and self.done < self.steps
                     and self.done - (self.epoch == 0) >= MIN_CUT_STEPS and now - self.begin > self.budget)
+
+    def _finished(self, handle: Any) -> float:
+        """Wait for the step of ``handle``; its sample runs from t0 (its call, or run ahead: the end of the
+        step before it) to now."""
+        self.sync(handle)
+        now = self.clock()
+        self.times.append(now - self.t0)
+        self.t0 = now
+        return now
 
     def epoch_end(self) -> EpochRecord:
         if self.pipelined:
             self.sync(self.last)
+        elif self.ahead and self.done:
+            self._finished(self.last)
         self.record = EpochRecord(self.done, self.clock() - self.start, self.times, complete=self.done == self.steps)
         return self.record
 
@@ -158,6 +178,7 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     if steps < 1:
         raise ValueError(f"the training set holds less than one global batch ({trainer.global_batch})")
     mode = sync_mode(case)
+    ahead = mode == "step" and getattr(trainer, "dispatches_ahead", False) and not is_accelerator(case.device)
     budget = case.time_budget_s
     check_in_steps = bool(budget) and getattr(trainer, "in_step_budget", True)
     agree = getattr(trainer, "agree_stop", None) or (lambda stop: stop)
@@ -179,7 +200,7 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
         if first == 0:
             trainer.start_epoch(epoch)
         timer = StepTimer(trainer.sync, clock, steps=count, epoch=r, pipelined=mode == "epoch" and r > 0,
-                          budget=budget, begin=begin, check_in_steps=check_in_steps)
+                          budget=budget, begin=begin, check_in_steps=check_in_steps, ahead=ahead and r > 0)
         with energy.window(keep=r > 0 or len(rounds) == 1):
             loss = run_epoch(epoch, count, timer) if first == 0 else step_epoch(trainer, epoch, count, timer, first)
         if timer.record is None or timer.record.steps_run < 1:
@@ -203,8 +224,8 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     epoch_times = [r.time_s for r in records if r.complete]
     outcome = Outcome(
         metrics=_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
-                         val_metric, flops_per_sample, budget_hit) | training_figures(energy, records,
-                                                                                      trainer.global_batch),
+                         val_metric, flops_per_sample, budget_hit, ahead=ahead and len(records) > 1)
+        | training_figures(energy, records, trainer.global_batch),
         samples={"step_s": _steady_steps(records), "epoch_s": epoch_times,
                  "first_epoch_step_s": records[0].step_times, "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},
@@ -246,7 +267,9 @@ def _steady_steps(records: list[EpochRecord]) -> list[float]:
 
 
 def _metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss, val_metric,
-             flops_per_sample, budget_hit) -> dict:
+             flops_per_sample, budget_hit, ahead: bool) -> dict:
+    """The figures of a training run; ``ahead``: its steady steps ran one ahead (a step sample is then the time
+    between two steps' ends: docs/methodology.md)."""
     steady_steps = _steady_steps(records)
     s = summarize(steady_steps)
     per_step = s.median
@@ -268,7 +291,8 @@ def _metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_l
         notes.append(s.warning)
     samples_per_s = batch / per_step
     return TrainMetrics(
-        sync=mode, matmul_precision=getattr(trainer, "matmul_precision", None), compile_s=compile_s,
+        sync=mode, step_ahead=ahead or None, matmul_precision=getattr(trainer, "matmul_precision", None),
+        compile_s=compile_s,
         first_step_s=records[0].step_times[0], first_epoch_s=records[0].time_s if records[0].complete else None,
         epoch_s=epoch_s, epochs_run=len(complete), steps_per_epoch=steps, budget_hit=budget_hit,
         budget_cut_steps=cut.steps_run if cut is not None else None, global_batch=batch, step_s=per_step,

@@ -44,7 +44,8 @@ RUN_FIELDS = {"epochs": "epochs", "steps": "steps per epoch", "train_samples": "
               "eval_samples": "evaluation samples", "time_budget_s": "time budget (s)", "compile": "compile setting",
               "seed": "seed"}
 # decided in the worker (defaults differ by device), so recorded with the measurement, not in the case
-MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "matmul_precision": "matmul precision"}
+MEASUREMENT_FIELDS = {"sync": "synchronisation (--sync)", "step_ahead": "steps run one ahead (--sync step)",
+                      "matmul_precision": "matmul precision"}
 
 
 BUSIER_LOAD = 0.5     # 1-min load average (runnable tasks) more on the slower side: other work competed

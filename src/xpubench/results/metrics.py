@@ -76,6 +76,8 @@ class TrainMetrics(Common):
 
     GROUP: ClassVar[str] = "train"
     sync: str | None = figure("text", "synchronisation: step (every step) or epoch (pipelined steady epochs)")
+    step_ahead: bool | None = figure("flag", "sync step: the steady steps ran one ahead (a step queued before the "
+                                             "host waits for the one before it: JAX on a CPU)", optional=True)
     compile_s: float | None = figure("s", "ahead-of-time compilation of the train step (None: eager)")
     first_step_s: float | None = figure("s", "the very first step")
     first_epoch_s: float | None = figure("s", "the first epoch, compile-heavy, kept apart")

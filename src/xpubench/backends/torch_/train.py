@@ -49,6 +49,12 @@ def loss_fn(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(out, y)
 
 
+def index_labels(a: np.ndarray) -> np.ndarray:
+    """Integer labels (classes, next tokens) as int64, the index type torch's losses take, made once before
+    any clock: ``loss_fn``'s ``.long()`` is then no copy inside a timed step."""
+    return a.astype(np.int64, copy=False) if np.issubdtype(a.dtype, np.integer) else a
+
+
 def metric_sum(spec, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Sum over the batch of the per-sample metric (accuracy or mean squared error)."""
     out = out.float()
@@ -132,8 +138,8 @@ class TorchTrainer(PeakMemoryFrom):
         def put(a):
             return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
-        self.x, self.y = put(setup.x_train), put(setup.y_train)
-        self.x_eval, self.y_eval = put(setup.x_eval), put(setup.y_eval)
+        self.x, self.y = put(setup.x_train), put(index_labels(setup.y_train))
+        self.x_eval, self.y_eval = put(setup.x_eval), put(index_labels(setup.y_eval))
         self.steps_per_epoch = setup.steps_per_epoch
         self.rank, self.world_size = rank, world_size
         self.order = np.arange(self.steps_per_epoch)
