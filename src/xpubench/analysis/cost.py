@@ -24,7 +24,7 @@ PER = {"FLOP/s": 1e15}   # a rate is priced per 1M of what it counts; FLOPs per 
 
 
 def result_cost(metrics: Mapping, mode: str, price_per_hour: float | None) -> dict:
-    """The Cost metrics of one result (results/metrics.py), the figures its mode's record prices
+    """The Cost metrics of one result (results/metrics_added.py), the figures its mode's record prices
     (``Mode.priced``: training -> $ per 1M samples, per steady epoch and to its target; inference -> $ per
     1M predictions; generation -> $ per 1M generated and prompt tokens; matmul -> $ per PFLOP);
     ``cost_na`` with the reason where no price was given."""

@@ -81,7 +81,7 @@ class EnergyWindows:
                              "; ".join(warnings) or None)
 
     def figures(self, *, steps: int | None = None, samples: int | None = None, epochs: float | None = None) -> dict:
-        """The Energy metrics (results/metrics.py) over the windows read; None values are left out."""
+        """The Energy metrics (results/metrics_added.py) over the windows read; None values are left out."""
         reading = self.total()
         out = energy_figures(reading, steps=steps, samples=samples, epochs=epochs)
         out["energy_seconds"] = reading.seconds if reading.joules is not None else None
