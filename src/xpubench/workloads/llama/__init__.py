@@ -7,7 +7,8 @@ a reader for local Hugging Face checkpoints.
 - ``torch_model`` / ``flax_model``: the model in each framework, each with what generation asks of it
   (``context``, ``new_cache`` / ``new_kv``, ``generation_facts``: backends/*/generate.py's OwnCache
   generators run it);
-- ``workload``: the record (``-w llama``): spec, options, presets, FLOPs, memory, models.
+- ``workload``: the record (``-w llama``): spec, options, presets, FLOPs, memory;
+- ``models``: the record's models, for training, for generation in a weight format, as a checkpoint folder.
 
 Importing this package imports no framework.
 """

@@ -54,6 +54,11 @@ INT4_GROUP_SIZES = (32, 64, 128, 256)   # the group sizes torch's int4 kernels t
 DEFAULT_INT4_GROUP = 32                 # llama.cpp's q4_0 block
 
 
+def weight_format(precision: str) -> str:
+    """The weight format of a precision: tf32 is fp32 weights (with TF32 matmuls)."""
+    return "fp32" if precision == "tf32" else precision
+
+
 def compute_dtype(fmt: str, int8_compute: str = DEFAULT_INT8_COMPUTE) -> str:
     """The dtype activations, norms, scales and the KV cache use under a weight format."""
     if fmt not in FORMATS:

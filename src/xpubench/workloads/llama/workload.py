@@ -1,4 +1,5 @@
-"""The llama workload's record (``-w llama``): its spec, options, presets, FLOPs, memory and models.
+"""The llama workload's record (``-w llama``): its spec, options, presets, FLOPs and memory; its models
+are models.py's.
 
 - **Generation** (the default mode, "infer" -> the generation loop of harness/generation.py): the
   llama-bench protocol, a prompt of ``prompt_len`` tokens (default 512, llama-bench's pp512) then
@@ -11,9 +12,9 @@
   decode step: ``compiled`` (the default: a static KV cache and ``torch.compile``, CUDA graphs on
   NVIDIA) or ``eager``; JAX's step is always compiled by XLA (its result's ``decode_step`` says so
   whatever the option; the brief default run's torch case compiles it too: docs/workloads.md, "The brief run").
-  The depth (when not 0), the decode step and the int4 group size are in the case's key. The models are
-  ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under ``--weights DIR``
-  (checkpoint.py), else random ones (the speed does not depend on the values).
+  The depth (when not 0), the decode step and the int4 group size are in the case's key. The models
+  (models.py) are ``torch_model.build`` and ``flax_model``'s, with the checkpoint's weights under
+  ``--weights DIR`` (checkpoint.py), else random ones (the speed does not depend on the values).
 - **Training** (``--mode train``): the same architecture through the training loop, next-token
   cross-entropy on sequences of ``context`` tokens (default 256), AdamW as gpt's.
 - **Memory** (``memory_needed``): a generation case's weights + KV cache + activations (costs.py), a
@@ -36,6 +37,14 @@ from xpubench.workloads import gpt_models
 from xpubench.workloads.base import Workload, WorkloadOption, WorkloadSpec
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama.config import PRESETS, LlamaConfig, from_hf_config
+from xpubench.workloads.llama.models import (
+    build_jax,
+    build_torch,
+    check_int4_group,
+    checkpoint,
+    jax_generation_model,
+    torch_generation_model,
+)
 from xpubench.workloads.llama.options import (  # noqa: F401 - re-exported
     DECODE_STEPS,
     DEFAULT_PRESET,
@@ -202,11 +211,6 @@ def generation_lengths(spec: LlamaSpec, options: LlamaOptions) -> tuple[int, int
     return prompt_len, new_tokens
 
 
-def weight_format(precision: str) -> str:
-    """The weight format of a precision: tf32 is fp32 weights (with TF32 matmuls)."""
-    return "fp32" if precision == "tf32" else precision
-
-
 # ---- FLOPs, counts, memory ------------------------------------------------------------------------
 
 def forward_flops(spec: LlamaSpec) -> float:
@@ -227,7 +231,7 @@ def generation_counts(spec: LlamaSpec, batch: int, prompt_len: int, new_tokens: 
     share of the bandwidth bound from them): FLOPs of one prefill of the batch (its tokens attend to the
     ``depth`` cached ones too), bytes read per generated token at the decode steps' mean context (depth
     included), and the model's size as llama-bench gives it (``params``, the weights' bytes)."""
-    fmt, cfg, d = weight_format(precision), spec.config, spec.depth
+    fmt, cfg, d = costs.weight_format(precision), spec.config, spec.depth
     attend_depth = costs.attention_flops(cfg, d) * prompt_len * batch   # each prompt token x the depth
     return {"architecture": cfg.name, "depth": d, "params": costs.param_count(cfg),
             "model_bytes": costs.weight_bytes(cfg, fmt, group=spec.int4_group_size),
@@ -267,76 +271,8 @@ def memory_needed(spec: LlamaSpec, case: Any) -> Any:
         return TrainingNeed(cfg.name, batch, spec.block_size, 16 * costs.param_count(cfg),
                             2 * 4 * batch * spec.block_size * cfg.vocab_size)
     prompt_len, new_tokens = generation_lengths(spec, case.options)
-    return costs.memory_needed(spec.config, weight_format(case.precision), batch, prompt_len, new_tokens,
+    return costs.memory_needed(spec.config, costs.weight_format(case.precision), batch, prompt_len, new_tokens,
                                depth=spec.depth)
-
-
-# ---- models ---------------------------------------------------------------------------------------
-
-def build_torch(spec: LlamaSpec) -> Any:
-    """The training model: fp32 parameters, random from torch's seed (the trainer seeds it)."""
-    import torch
-
-    from xpubench.workloads.llama.torch_model import LlamaTorch
-
-    return LlamaTorch(spec.config, "fp32").init_random(seed=torch.initial_seed())
-
-
-def build_jax(spec: LlamaSpec) -> Any:
-    """The training model (flax linen; the trainer's ``init`` draws its parameters)."""
-    from xpubench.workloads.llama.flax_model import LlamaFlax
-
-    return LlamaFlax(spec.config, "fp32")
-
-
-def check_int4_group(cfg: Any, group: int) -> None:
-    """UserError unless int4's groups tile every matrix row (a small checkpoint may be narrower than 32)."""
-    if cfg.hidden_size % group or cfg.intermediate_size % group or cfg.q_size % group:
-        raise UserError(f"llama: int4_group_size {group} must divide the hidden size {cfg.hidden_size}, the MLP's "
-                        f"{cfg.intermediate_size} and the heads' {cfg.q_size}")
-
-
-def checkpoint_of(spec: LlamaSpec) -> Any:
-    """The spec's checkpoint, opened once in this process for its tensors and checked against the digest the
-    plan pinned (None: random weights)."""
-    return _checkpoint(spec.weights, spec.weights_sha256) if spec.weights else None
-
-
-def torch_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> Any:
-    """A ready ``LlamaTorch`` in the precision's weight format on ``device`` (backends/torch_/generate.py)."""
-    from xpubench.workloads.llama.torch_model import build
-
-    if weight_format(precision) == "int4":
-        check_int4_group(spec.config, spec.int4_group_size)
-    return build(spec.config, weight_format(precision), device, seed, checkpoint_of(spec),
-                 group=spec.int4_group_size)
-
-
-def jax_generation_model(spec: LlamaSpec, precision: str, device: Any, seed: int) -> tuple[Any, Any]:
-    """(``LlamaFlax``, its params) in the precision's weight format, drawn on ``device`` or read from the
-    checkpoint (backends/jax_/generate.py)."""
-    import jax
-
-    from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
-
-    fmt = weight_format(precision)
-    if fmt == "int4":
-        check_int4_group(spec.config, spec.int4_group_size)
-    # XLA:CPU has no bf16 dot (flax_model's docstring): every weight not in fp32 becomes fp32 in the compiled step
-    dequant = "fp32" if fmt != "fp32" and device.platform == "cpu" else None
-    module = LlamaFlax(spec.config, fmt, dequant=dequant, group=spec.int4_group_size)
-    ckpt = checkpoint_of(spec)
-    if ckpt is not None:
-        return module, load_checkpoint(module, ckpt)
-    with jax.default_device(device):
-        return module, init_random(module, seed)
-
-
-def checkpoint(spec: LlamaSpec, seed: int, write: bool = True) -> Any:
-    """The model as a Hugging Face checkpoint folder, what an engine loads (folder.py)."""
-    from xpubench.workloads.llama.folder import weights_of
-
-    return weights_of(spec, seed, write)
 
 
 # ---- the record -----------------------------------------------------------------------------------
@@ -362,8 +298,8 @@ OPTIONS = (
 _HERE = Path(__file__).parent
 WORKLOAD = Workload(
     name="llama", title="Llama-family decoder (SmolLM, Llama 3)", kind="transformer",
-    sources=tuple(str(_HERE / f) for f in ("workload.py", "config.py", "costs.py", "checkpoint.py", "folder.py",
-                                           "torch_model.py", "flax_model.py")),
+    sources=tuple(str(_HERE / f) for f in ("workload.py", "models.py", "config.py", "costs.py", "checkpoint.py",
+                                           "folder.py", "torch_model.py", "flax_model.py")),
     spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
