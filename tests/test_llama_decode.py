@@ -28,7 +28,8 @@ from xpubench.harness.generation import generate, measure
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama import flax_model as fm
 from xpubench.workloads.llama.config import LlamaConfig
-from xpubench.workloads.llama.torch_model import LlamaTorch, Proj, quantize_groups, unpack_int4
+from xpubench.workloads.llama.torch_model import LlamaTorch
+from xpubench.workloads.llama.torch_weights import Proj, quantize_groups, unpack_int4
 from xpubench.workloads.llama.workload import WORKLOAD, case_options, configure
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,

@@ -27,7 +27,8 @@ from xpubench.harness.generation import generate, measure
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama import flax_model as fm
 from xpubench.workloads.llama.config import LlamaConfig, RopeScaling
-from xpubench.workloads.llama.torch_model import LlamaTorch, Proj, int8pack_available
+from xpubench.workloads.llama.torch_model import LlamaTorch
+from xpubench.workloads.llama.torch_weights import Proj, int8pack_available
 from xpubench.workloads.llama.workload import WORKLOAD, configure
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,

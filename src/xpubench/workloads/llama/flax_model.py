@@ -309,7 +309,7 @@ def _quantize(w, axis: int, dtype):
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def _quantize_int4(w, axis: int, dtype, group: int):
-    """Asymmetric int4 in groups of ``group`` along ``axis`` (the input axis: torch_model.quantize_groups'
+    """Asymmetric int4 in groups of ``group`` along ``axis`` (the input axis: torch_weights.quantize_groups'
     scheme, w ~= (q - 8)·scale + zero), two values per byte along it, the low nibble first."""
     w = jnp.moveaxis(w.astype(jnp.float32), axis, -1)
     g = w.reshape(*w.shape[:-1], -1, group)

@@ -10,15 +10,9 @@ Numerics as transformers': RMSNorm in float32, cast back, then times its weight;
 computed in float32 from float32 inverse frequencies and cast to the compute dtype; rotate_half layout;
 attention ``scaled_dot_product_attention`` with scale 1/sqrt(D).
 
-Weight formats (``costs.FORMATS``): fp32 / bf16 / fp16 hold every parameter in that dtype. int8 holds
-every matmul weight (projections, embedding table, head) as int8 with one scale per output row in the
-compute dtype (bf16 by default); ``Proj`` dequantises inside the forward: for a few rows (decode) with
-``torch._weight_int8pack_mm`` (int8 weights read, dequantised in the kernel) where the device has it (a
-compiled CPU step: ``torch_weights.one_row_product``, the int8 rows widened in its fused loop), else
-``F.linear(x, w.to(dtype)) * scale`` (the per-row scale commutes with the matmul). int4 holds them
-two values per byte with a scale and a zero per group (``quantize_groups``); on the CPU every matmul
-runs ``torch._weight_int4pack_mm_for_cpu`` (the weights in its layout, dequantised in the kernel; the
-embedding keeps its row-packed copy for lookups), elsewhere the weight is dequantised, then F.linear.
+Weight formats (``costs.FORMATS``): fp32 / bf16 / fp16 hold every parameter in that dtype; int8 and
+int4 hold every matmul weight (projections, embedding table, head) quantised, in a ``Proj``
+(torch_weights.py), which dequantises it inside the forward.
 
 KV cache (``new_cache``): keys and values, a (B, KV, T_max, D) tensor per layer in the compute dtype,
 written in place. One tensor per layer, not one (L, ...) tensor indexed per layer: ``torch.compile``
@@ -45,108 +39,10 @@ from torch import nn
 from xpubench.workloads.llama.checkpoint import Checkpoint, target
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
 from xpubench.workloads.llama.costs import DEFAULT_INT4_GROUP, DEFAULT_INT8_COMPUTE, compute_dtype
-from xpubench.workloads.llama.torch_weights import (
-    PACKED_MAX_ROWS,
-    int4_kernel_weights,
-    int8pack_available,
-    one_row_product,
-    quantize_groups,
-    quantize_rows,
-    unpack_int4,
-    widened,
-    widening_note,
-)
+from xpubench.workloads.llama.torch_weights import PACKED_MAX_ROWS, Proj, int8pack_available, widening_note
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02           # transformers' initializer_range for Llama
-
-
-class Proj(nn.Module):
-    """y = x W^T, W (out, in): a float parameter; or int8 values + per-row scales; or int4 values two per
-    byte + a scale and a zero per group of ``group`` (buffers; module docstring)."""
-
-    def __init__(self, out_features: int, in_features: int, dtype: torch.dtype, int8: bool = False, device=None,
-                 int4: bool = False, group: int = 32):
-        super().__init__()
-        self.int8, self.int4, self.group, self.packed = int8, int4, group, False
-        self.shape = (out_features, in_features)
-        self.kernel: tuple[torch.Tensor, torch.Tensor] | None = None   # int4: the CPU kernel's layout
-        if int8:
-            self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
-            self.register_buffer("scale", torch.ones(out_features, dtype=dtype, device=device))
-        elif int4:
-            self.register_buffer("weight", torch.zeros(out_features, in_features // 2, dtype=torch.uint8,
-                                                       device=device))
-            self.register_buffer("scale", torch.ones(out_features, in_features // group, dtype=dtype, device=device))
-            self.register_buffer("zero", torch.zeros(out_features, in_features // group, dtype=dtype, device=device))
-        else:
-            self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device))
-
-    @property
-    def quantised(self) -> bool:
-        return self.int8 or self.int4
-
-    def set_rows(self, start: int, w: torch.Tensor) -> None:
-        """Rows ``start ..`` of W from a float tensor (int8 / int4: quantised)."""
-        rows = slice(start, start + w.shape[0])
-        with torch.no_grad():
-            if self.int8:
-                q, s = quantize_rows(w.to(self.weight.device), self.scale.dtype)
-                self.weight[rows], self.scale[rows] = q, s
-            elif self.int4:
-                self.weight[rows], self.scale[rows], self.zero[rows] = quantize_groups(
-                    w.to(self.weight.device), self.group, self.scale.dtype)
-            else:
-                self.weight[rows] = w.to(self.weight.device, self.weight.dtype)
-
-    def use_int4_kernel(self, keep_rows: bool) -> None:
-        """int4: multiply through ``torch._weight_int4pack_mm_for_cpu`` where it runs (the weights in its
-        layout; the row-packed ones are kept only where rows are looked up: ``keep_rows``)."""
-        self.kernel = int4_kernel_weights(self.weight, self.scale, self.zero)
-        if self.kernel is not None and not keep_rows:
-            empty = self.weight.new_empty(0)
-            self.weight, self.scale, self.zero = empty, self.scale.new_empty(0), self.scale.new_empty(0)
-
-    def rows(self, idx: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """Rows ``idx`` of W as floats (an embedding lookup; int8 / int4 dequantised)."""
-        if self.int8:
-            return self.weight[idx].to(dtype) * self.scale[idx, None]
-        if self.int4:
-            q = unpack_int4(self.weight[idx.reshape(-1)]).to(dtype).reshape(*idx.shape, -1, self.group)
-            y = (q - 8) * self.scale[idx, :, None] + self.zero[idx, :, None]
-            return y.reshape(*idx.shape, -1)
-        return F.embedding(idx, self.weight)
-
-    def dense(self, dtype: torch.dtype) -> torch.Tensor:
-        """W as a float matrix (int8 / int4: dequantised)."""
-        if self.int4:
-            return self.rows(torch.arange(self.weight.shape[0], device=self.weight.device), dtype)
-        return self.weight.to(dtype) * self.scale[:, None] if self.int8 else self.weight
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.shape[-1]
-        if rows == 1 and not self.int4 and x.device.type == "cpu" and torch.compiler.is_compiling():
-            # decode's one row compiled for a CPU (torch_weights.py); int8: its scale applied to the sums
-            return one_row_product(self.weight, x, self.scale if self.int8 else None)
-        if not self.quantised:
-            if widened(x):   # many rows of half weights on a CPU without instructions for them (torch_weights.py)
-                return F.linear(x.float(), self.weight.float()).to(x.dtype)
-            return F.linear(x, self.weight)
-        if self.kernel is not None:
-            y = torch._weight_int4pack_mm_for_cpu(x.reshape(rows, x.shape[-1]).contiguous(), self.kernel[0],
-                                                 self.group, self.kernel[1])
-            return y.view(*x.shape[:-1], -1)
-        if self.packed and rows <= PACKED_MAX_ROWS:
-            y = torch._weight_int8pack_mm(x.reshape(rows, x.shape[-1]).contiguous(), self.weight, self.scale)
-            return y.view(*x.shape[:-1], -1)
-        if widened(x):
-            return self.dequantised_linear(x.float()).to(x.dtype)
-        return self.dequantised_linear(x)
-
-    def dequantised_linear(self, x: torch.Tensor) -> torch.Tensor:
-        if self.int4:
-            return F.linear(x, self.dense(x.dtype))
-        return F.linear(x, self.weight.to(x.dtype)) * self.scale.to(x.dtype)
 
 
 class RMSNorm(nn.Module):
