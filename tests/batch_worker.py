@@ -6,7 +6,7 @@ import, so the cases of one batch share one Keras backend (or use none).
 
     python tests/batch_worker.py CASES.json OUTCOMES.json
 
-Tests call ``run_cases(items)``: an item is a Case (its outcome as ``launch.runner.run_one`` returns it,
+Tests call ``run_cases(items)``: an item is a Case (its outcome as ``launch.supervise.run_one`` returns it,
 the dict of an ``Outcome``) or a call, ``("module:function", *arguments)``, of a function of a module in
 tests/, in the same process (what it returns, as JSON): a check that needs the framework set up as a
 worker sets it up, without a process of its own.

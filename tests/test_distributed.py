@@ -182,7 +182,7 @@ def test_killed_xpubench_run_leaves_no_rank_behind(tmp_path):
 def test_killed_worker_leaves_no_rank_behind(tmp_path):
     pytest.importorskip("torch")
     from xpubench.case import Case
-    from xpubench.launch.runner import run_one
+    from xpubench.launch.supervise import run_one
 
     case = Case(workload="mnist_cnn", backend="torch", device="cpu", mode="train", batch_size=8, devices=2,
                 steps=100000, epochs=1000, train_samples=64, eval_samples=16, compile="off")

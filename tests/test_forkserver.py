@@ -14,7 +14,7 @@ import pytest
 from worker_processes import descendants, is_worker, process_table, servers_below, workers_below
 
 from xpubench.case import Case
-from xpubench.launch import forkserver, runner
+from xpubench.launch import forkserver, supervise
 
 pytestmark = pytest.mark.skipif(forkserver.method(False, {}) != "forkserver",
                                 reason="fork servers need Linux with pidfds (5.3+)")
@@ -67,7 +67,7 @@ def _run_watched(cases_and_env: list[tuple[Case, dict, int]], monkeypatch, tmp_p
         for case, env, process in cases_and_env:
             for name, value in env.items():
                 monkeypatch.setenv(name, value)
-            outcomes.append(runner.run_one(case, timeout_s=30, workdir=tmp_path, process=process)[0])
+            outcomes.append(supervise.run_one(case, timeout_s=30, workdir=tmp_path, process=process)[0])
     finally:
         stop.set()
         watcher.join()
@@ -101,11 +101,11 @@ def test_a_timed_out_worker_is_killed_and_its_server_serves_the_next_case(monkey
     monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
     monkeypatch.setenv("XPUBENCH_TEST_MARK", "timeout")
     started = time.monotonic()
-    hung, _ = runner.run_one(selftest("hang"), timeout_s=2, workdir=tmp_path)
+    hung, _ = supervise.run_one(selftest("hang"), timeout_s=2, workdir=tmp_path)
     assert hung["status"] == "timeout" and hung["metrics"]["launch"] == "forkserver", hung
     assert time.monotonic() - started < 15
     assert workers_below(os.getpid()) == []
-    after, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
+    after, _ = supervise.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
     assert after["status"] == "ok" and after["metrics"].pop("case_s") >= 0   # the worker's time inside its case
     assert after["metrics"] == {"behaviour": "ok", "value": 1.0, "launch": "forkserver"}
 
@@ -115,7 +115,7 @@ def test_a_server_that_dies_under_a_case_is_its_error_and_its_worker_ends(monkey
     monkeypatch.delenv("XPUBENCH_LAUNCH", raising=False)
     monkeypatch.setenv("XPUBENCH_TEST_MARK", "server-dies")
     done: dict = {}
-    running = threading.Thread(target=lambda: done.update(outcome=runner.run_one(
+    running = threading.Thread(target=lambda: done.update(outcome=supervise.run_one(
         selftest("hang"), timeout_s=60, workdir=tmp_path)[0]))
     before = set(servers_below(os.getpid()))
     running.start()
@@ -141,7 +141,7 @@ def test_a_server_that_dies_under_a_case_is_its_error_and_its_worker_ends(monkey
             with contextlib.suppress(ProcessLookupError):   # an orphan is no longer below this process
                 os.kill(pid, signal.SIGKILL)
         running.join(timeout=30)
-    again, _ = runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)   # a new server
+    again, _ = supervise.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)   # a new server
     assert again["status"] == "ok", again
 
 
@@ -170,7 +170,7 @@ def test_a_server_whose_imports_outlast_the_timeout_is_the_cases_timeout(monkeyp
     monkeypatch.setattr(backends.get("numpy"), "preload", ("slow_to_import",))
     before = set(servers_below(os.getpid()))
     started = time.monotonic()
-    outcome, wall = runner.run_one(selftest("ok"), timeout_s=3, workdir=tmp_path)
+    outcome, wall = supervise.run_one(selftest("ok"), timeout_s=3, workdir=tmp_path)
     assert outcome == {"status": "timeout", "message": "no result after 3 s: killed",
                        "metrics": {"launch": "forkserver"}}
     assert 3 <= wall < 10 and time.monotonic() - started < 10
@@ -212,7 +212,7 @@ def test_a_runner_interrupted_while_its_server_imports_ends_that_server(monkeypa
     monkeypatch.setattr(forkserver.ForkServer, "_reply", interrupted)
     before = set(servers_below(os.getpid()))
     with pytest.raises(KeyboardInterrupt):
-        runner.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
+        supervise.run_one(selftest("ok"), timeout_s=30, workdir=tmp_path)
     assert not set(servers_below(os.getpid())) - before   # ended and reaped: it forks no case afterwards
     assert workers_below(os.getpid()) == []
 

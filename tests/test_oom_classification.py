@@ -19,7 +19,7 @@ from worker_processes import workers_below
 from xpubench.case import Case
 from xpubench.harness import failures
 from xpubench.harness.failures import OutOfMemory, classify_exception, oom_kind, outcome_of_exception
-from xpubench.launch import runner
+from xpubench.launch import supervise
 
 TORCH_CUDA = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity; 76.50 GiB "
               "already allocated; 1.02 GiB free; 77.00 GiB reserved in total by PyTorch)")
@@ -123,7 +123,7 @@ LIMIT = 1 << 30
      "host out of memory (--memory-limit 1024 MiB): pthread_create() failed"),
 ])
 def test_a_worker_without_result_is_classified_by_its_evidence(tmp_path, code, tail, device, limit, status, starts):
-    outcome = runner._outcome(code, tmp_path / "no-result.json", tail, limit, device)
+    outcome = supervise._outcome(code, tmp_path / "no-result.json", tail, limit, device)
     assert outcome["status"] == status, outcome
     assert outcome["message"].startswith(starts), outcome
 
@@ -136,7 +136,7 @@ def test_the_memory_line_of_stderr_is_the_one_that_counts(tmp_path):
                    '  File "train.py", line 12 in step\n')
     tail = failures.stderr_tail(err)
     assert tail == f"torch.OutOfMemoryError: {TORCH_CUDA}"
-    outcome = runner._outcome(-signal.SIGABRT, tmp_path / "no-result.json", tail, None, "gpu:0")
+    outcome = supervise._outcome(-signal.SIGABRT, tmp_path / "no-result.json", tail, None, "gpu:0")
     assert outcome == {"status": "oom", "message": f"device out of memory: {tail}"}
     err.write_text("Fatal Python error: Aborted\npthread_create() failed: Resource temporarily unavailable\n")
     assert failures.stderr_tail(err) == "pthread_create() failed: Resource temporarily unavailable"
@@ -149,7 +149,7 @@ def selftest(behaviour, **opts) -> Case:
 
 @pytest.mark.slow
 def test_worker_exiting_137_is_host_oom(tmp_path):
-    outcome, _ = runner.run_one(selftest("exit", code=137), timeout_s=30, workdir=tmp_path)
+    outcome, _ = supervise.run_one(selftest("exit", code=137), timeout_s=30, workdir=tmp_path)
     assert outcome["status"] == "oom", outcome
     assert outcome["message"].startswith(
         "host out of memory: the worker was killed by SIGKILL (the kernel's OOM killer, most likely)")
@@ -172,7 +172,7 @@ def test_worker_killed_by_sigkill_is_host_oom_with_the_memory_limit_named(tmp_pa
     killer = threading.Thread(target=kill_the_worker)
     killer.start()
     try:
-        outcome, wall = runner.run_one(selftest("hang"), timeout_s=25, memory_limit_bytes=LIMIT, workdir=tmp_path)
+        outcome, wall = supervise.run_one(selftest("hang"), timeout_s=25, memory_limit_bytes=LIMIT, workdir=tmp_path)
     finally:
         killer.join()
     assert killed, "the worker was never seen"

@@ -109,7 +109,7 @@ WORKER_ENV = {**ONE_THREAD, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {QU
 
 @pytest.fixture(scope="module")
 def outcome_of():
-    """outcome_of(case): the case's outcome as launch.runner.run_one returns it; the first case asked of a
+    """outcome_of(case): the case's outcome as launch.supervise.run_one returns it; the first case asked of a
     process runs every case of CASES (below) that runs in that process."""
     done: dict[str, dict] = {}
     failed: dict[str, BaseException] = {}   # a process that failed fails every test that asks it, once

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xpubench.case import Case
 from xpubench.launch.launchers import Launcher
-from xpubench.launch.runner import run_one
+from xpubench.launch.supervise import run_one
 
 
 def follow(launcher: Launcher) -> dict:

@@ -3,7 +3,7 @@
     python -m xpubench.launch.worker CASE.json RESULT.json
 
 An exception becomes status "error" (or "oom" when it is an out-of-memory error, host or device) with
-its message. A crash or a hang leaves no RESULT file: the parent (runner.py) then records the signal or
+its message. A crash or a hang leaves no RESULT file: the parent (supervise.py) then records the signal or
 the timeout. The worker never touches the results file: only the parent appends to it.
 """
 

@@ -103,7 +103,7 @@ class Mode:
     bandwidth_bound: bool = False      # its headline is bound by memory bandwidth (decode): a run wants the
                                        # device's bandwidth whatever its precision (ceilings/runtime.py)
     keeps_cut: bool = False            # a worker stopped mid-case records what it measured until then (a
-                                       # serving point's finished requests): the runner lets it (launch/runner.py)
+                                       # serving point's finished requests): the runner lets it (launch/supervise.py)
 
     def __post_init__(self) -> None:
         own = set(self.metrics.names())

@@ -7,7 +7,7 @@ harness/target.py ``process_case``); then the warm-up and the measured requests 
 server's metrics read over the measured window (serve/telemetry.py); then the point's outcome
 (serve/record.py), the credentials replaced wherever the server echoed them, checked readable.
 
-A Ctrl-C, SIGTERM or SIGHUP that reaches the worker (the runner passes its own stop on: launch/runner.py)
+A Ctrl-C, SIGTERM or SIGHUP that reaches the worker (the runner passes its own stop on: launch/supervise.py)
 ends the point with the requests finished by then: the outcome says it was interrupted.
 """
 
