@@ -18,7 +18,8 @@ from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
 from xpubench.envnames import REFRESH
 from xpubench.errors import UserError, stop_signal, stopped_by, stops_like_ctrl_c
-from xpubench.plan.options import REFRESH_HELP, add_run_arguments, device_help, doctor_backend_help
+from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options_help import REFRESH_HELP, device_help, doctor_backend_help
 from xpubench.plan.options_text import csv
 from xpubench.version import __version__
 

@@ -1,5 +1,6 @@
-"""Every option of `xpubench run`, declared once, in OPTIONS: its flags and help, how its text is read,
-its TOML key (``--config`` and the notebook API's keywords) and where its value goes. From the table:
+"""Every option of `xpubench run`, declared once, in OPTIONS: its flags and help (made by options_help.py),
+how its text is read, its TOML key (``--config`` and the notebook API's keywords) and where its value
+goes. From the table:
 the `run` parser (``add_run_arguments``), the keys a config file may hold (``read_config``), the flags
 refused with ``--resume`` (``refused_with_resume``) and the mapping to a PlanRequest and the run
 settings (``split``; cli.run.request_from and api._request both use it).
@@ -12,17 +13,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SYNC_MODES
 from xpubench.errors import UserError
-from xpubench.plan import MATMUL_SIZES, MATMUL_SIZES_ACCEL, MODES, PlanRequest
+from xpubench.plan import MATMUL_SIZES, MATMUL_SIZES_ACCEL, PlanRequest
 from xpubench.plan import options_text as read
-from xpubench.plan.request import BRIEF_BUDGET_S, DEFAULT_PROCESSES
-from xpubench.workloads import get_workload, offered, option_rows
+from xpubench.plan.options_help import (
+    REFRESH_HELP,
+    comma_list,
+    device_help,
+    mode_help,
+    precision_help,
+    run_backend_help,
+    shared_help,
+    workload_help,
+)
+from xpubench.plan.request import DEFAULT_PROCESSES
+from xpubench.workloads import option_rows
 from xpubench.workloads.base import WorkloadOption
 
 
@@ -62,7 +72,7 @@ def _workload_options() -> tuple[Option, ...]:
     """The rows of the workloads' own options that have a flag (workloads/base.py WorkloadOption: gpt's
     --preset, the selftest's --selftest); the others are keys of [run.options] only. Workloads that share
     a flag (gpt's and llama's --preset, --prompt-len) share one option: its choices are all of theirs, its
-    help each text once (``_shared_help``)."""
+    help each text once (``shared_help``)."""
     by_flag: dict[str, list[tuple[str, WorkloadOption]]] = {}
     for workload, row in option_rows():
         if row.flag:
@@ -71,7 +81,7 @@ def _workload_options() -> tuple[Option, ...]:
     for flag_, rows in by_flag.items():
         workload, row = rows[0]
         choices = tuple(dict.fromkeys(c for _, r in rows for c in r.choices))
-        said = _shared_help([r.help for _, r in rows])
+        said = shared_help([r.help for _, r in rows])
         if all(r.hidden for _, r in rows):   # the selftest's --selftest, an isolation check: not offered in --help
             said = argparse.SUPPRESS
         out.append(Option(row.option_name, (flag_,), f"options.{row.key}", said, choices=choices or None,
@@ -81,98 +91,16 @@ def _workload_options() -> tuple[Option, ...]:
     return tuple(out)
 
 
-_DEFAULT = re.compile(r"\s*\((default [^)]*)\)$")
-
-
-def _shared_help(texts: list[str]) -> str:
-    """One help text of a flag several workloads share, each of their texts said once: "gpt generation:
-    prompt tokens per sequence" and "llama generation: prompt tokens per sequence (default 512)" read
-    "gpt, llama generation: prompt tokens per sequence (llama: default 512)". A text is "who: what
-    (default ...)"; texts with the same "what" (and the same kind of who: "generation") are one."""
-    said: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for text in texts:
-        who, _, what = text.partition(": ")
-        found = _DEFAULT.search(what)
-        name, _, kind = who.partition(" ")
-        said.setdefault((kind, _DEFAULT.sub("", what)), []).append((name, found.group(1) if found else ""))
-    parts = []
-    for (kind, what), whose in said.items():
-        defaults = [(name, d) for name, d in whose if d]
-        tail = ("" if not defaults else f" ({defaults[0][1]})" if len(whose) == 1 else
-                " (" + "; ".join(f"{name}: {d}" for name, d in defaults) + ")")
-        parts.append(f"{', '.join(name for name, _ in whose)}{' ' + kind if kind else ''}: {what}{tail}")
-    return "; ".join(parts)
-
-
-REFRESH_HELP = ("measure the reference figures again instead of reading them from the cache: the CPU clock behind "
-                "the peak estimate, a run's brief bandwidth behind %% of the bandwidth bound (docs/ceilings.md)")
-
-
-def _names(items) -> str:
-    return ", ".join(map(str, items))
-
-
-def _workload_help() -> str:
-    """-w's help, from the workload registry and the brief run's choice (plan/brief.py)."""
-    from xpubench.plan.brief import PRIORITY
-
-    return (f"comma list of {_names(offered())} (default: the brief run, {_names(PRIORITY)} as far as its "
-            f"{BRIEF_BUDGET_S:g} s budget goes; --all: every default workload briefly)")
-
-
-def _backend_help(ids: list[str], default: list[str]) -> str:
-    """-b's help (run's and doctor's), from the backend registry (backends/__init__.py)."""
-    return f"comma list of {_names(ids)} (default: {_names(default)}, those installed here)"
-
-
-def run_backend_help() -> str:
-    from xpubench.plan.defaults import backend_ids, default_backends
-
-    return _backend_help(backend_ids(), default_backends())
-
-
-def doctor_backend_help() -> str:
-    """The backends with doctor adapters (``Backend.doctor_ops``); its default, as run's, those installed."""
-    from xpubench import backends
-    from xpubench.backends.base import Backend
-    from xpubench.plan.defaults import default_backends
-
-    checked = [n for n in backends.names() if type(backends.get(n)).doctor_ops is not Backend.doctor_ops]
-    return _backend_help(checked, default_backends())
-
-
-def device_help(more: str = "") -> str:
-    """-d's help (run's and doctor's): the spellings devices/device.py reads."""
-    from xpubench.devices.device import SPELLINGS
-
-    return f"{SPELLINGS} (default: the first device of each kind a backend sees{more})"
-
-
-def _precision_help() -> str:
-    from xpubench import backends
-
-    every = dict.fromkeys(p for n in backends.names() for p in backends.get(n).precisions)
-    return f"comma list of {_names(every)} (default: each workload's and device's, `--dry-run` shows them)"
-
-
-def _mode_help() -> str:
-    """--mode's help: the modes (plan.MODES) and the workloads whose default is not training."""
-    others = [f"{name}: {', '.join(get_workload(name).default_modes)}" for name in offered()
-              if get_workload(name).default_modes != ("train",)]
-    return (f"comma list of {_names(MODES)} (time-to-target: train to the workload's default target; default "
-            f"train{''.join('; ' + o for o in others)})")
-
-
 OPTIONS: tuple[Option, ...] = (
-    _list(str, "workload", "workload", "-w --workload", "request.workloads", _workload_help()),
+    _list(str, "workload", "workload", "-w --workload", "request.workloads", workload_help()),
     _list(str, "backend", "backend", "-b --backend", "request.backends", run_backend_help()),
     _list(str, "device", "device", "-d --device", "request.devices",
           device_help("; --devices N: data parallel over N")),
-    _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions", _precision_help()),
+    _list(str, "precision", "precision", "-p --precision --dtype", "request.precisions", precision_help()),
     _list(int, "batch size", "batch_size", "--batch-size", "request.batch_sizes", "per-device batch sizes"),
-    _list(int, "matrix size", "size", "--size", "request.sizes", f"matmul N (default {_names(MATMUL_SIZES)}; "
-          f"{_names(MATMUL_SIZES_ACCEL)} on an accelerator)"),
-    _list(str, "mode", "mode", "--mode", "request.modes", _mode_help()),
+    _list(int, "matrix size", "size", "--size", "request.sizes",
+          f"matmul N (default {comma_list(MATMUL_SIZES)}; {comma_list(MATMUL_SIZES_ACCEL)} on an accelerator)"),
+    _list(str, "mode", "mode", "--mode", "request.modes", mode_help()),
     _list(int, "concurrency", "concurrency", "-c --concurrency", "request.users", "--mode serve: closed-loop users "
           "per point (default 1,2,4 without --rate; `xpubench serve` has the serving options)"),
     _list(float, "rate", "rate", "--rate", "request.rates", "--mode serve: open-loop points, Poisson requests/s"),
