@@ -12,7 +12,8 @@ from machine_facts import MACHINES
 
 from xpubench.cli import main
 from xpubench.errors import UserError
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
+from xpubench.plan.notes import plan_notes
 
 
 def machine(name: str) -> dict:

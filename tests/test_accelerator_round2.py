@@ -17,7 +17,8 @@ from machine_facts import MACHINES
 
 from xpubench import backends, envnames
 from xpubench.case import Case
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
+from xpubench.plan.notes import plan_notes
 
 MULTI = {envnames.NUM_PROCESSES: "2", envnames.COORDINATOR: "10.0.0.1:1234", envnames.PROCESS_ID: "0"}
 

@@ -28,7 +28,8 @@ import xpubench
 from xpubench import backends, doctor
 from xpubench.devices.render import render_environment
 from xpubench.errors import UserError
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
+from xpubench.plan.notes import plan_notes
 from xpubench.plan.options_text import read_toml
 from xpubench.report.sentences.answer import skipped_line
 from xpubench.workloads import REGISTRY, get_workload

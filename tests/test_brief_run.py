@@ -14,9 +14,10 @@ from xpubench import api
 from xpubench.backends.envfile import load_environment
 from xpubench.devices.device import is_accelerator
 from xpubench.launch.budget import RESERVE_S, Budget, preview
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
 from xpubench.plan.brief import MIN_PROCESSES, OVERHEAD_S
 from xpubench.plan.estimate import case_seconds
+from xpubench.plan.notes import plan_notes
 from xpubench.plan.request import BRIEF_BUDGET_S
 
 DATA = Path(__file__).parent / "data"

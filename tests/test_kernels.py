@@ -148,7 +148,8 @@ def test_env_json_records_the_variable_and_openblas_kernel_it_picked_here():
 
 def test_a_run_on_the_cpu_says_before_it_starts_that_a_kernel_is_below_the_cpu():
     from xpubench.case import Case
-    from xpubench.plan import PlanRequest, plan_notes
+    from xpubench.plan import PlanRequest
+    from xpubench.plan.notes import plan_notes
 
     numpy_case = Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", size=1024)
     torch_case = Case(workload="matmul", backend="torch", device="cpu", mode="matmul", size=1024)

@@ -14,9 +14,10 @@ from xpubench import cli
 from xpubench.case import Case
 from xpubench.errors import UserError
 from xpubench.launch.runner import run_cases
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
 from xpubench.plan.estimate import case_seconds
 from xpubench.plan.fit import HEADROOM, fit_of, refusal
+from xpubench.plan.notes import plan_notes
 from xpubench.plan.request import workloads_of
 from xpubench.workloads import default_run, get_workload
 from xpubench.workloads.llama import costs

@@ -24,8 +24,9 @@ from xpubench.errors import UserError
 from xpubench.launch.hooks import RunHooks
 from xpubench.launch.orchestration import MIN_MEMORY_LIMIT, Launch, Settings, check_run_settings  # noqa: F401 - api's
 from xpubench.launch.runfile import default_output, held, plan_path  # noqa: F401 - plan_path: the sidecar's name, for callers
-from xpubench.plan import PlanRequest, build_cases, plan_notes
+from xpubench.plan import PlanRequest, build_cases
 from xpubench.plan.fit import refusal
+from xpubench.plan.notes import plan_notes
 from xpubench.plan.request import budget_s, worker_processes
 from xpubench.plan.resolve import recorded_case
 from xpubench.results import store

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from xpubench.backends import record, supports
 from xpubench.case import COMPILE_SETTINGS, DATA_SOURCES, SERVE, SYNC_MODES, Case
-from xpubench.devices.device import is_accelerator, kind_of
+from xpubench.devices.device import is_accelerator
 from xpubench.errors import UserError
 from xpubench.plan import engines, prices, serve, target
 from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's names in one place
@@ -20,9 +20,7 @@ from xpubench.plan.defaults import (  # noqa: F401 - re-exported: the plan's nam
     default_backends_here,
     default_batch_sizes,
     expand_backends,
-    half_precision_note,
     has_tf32,
-    left_out_backends,
     matmul_dtypes,
     model_precisions,
     quick_steps,
@@ -297,51 +295,3 @@ def workload_precisions(env: dict, workload: Workload, backend: str, device: str
     engine = record(backend) if record(backend).kind == "engine" else None   # only the formats it has
     precisions = [p for p in workload.default_precisions if p not in slow and (engine is None or p in engine.formats)]
     return precisions[:1] if quick else precisions
-
-
-def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | None = None) -> list[str]:
-    """Said once before the run: environment variables that silently change what the planned devices
-    measure (``environ``: this process's; by default the ones the environment record carries), a CPU
-    library running kernels below the CPU (devices/kernels.py), and what the default sweep left out on
-    purpose."""
-    from xpubench.devices import envvars, kernels
-
-    variables = environ if environ is not None else env.get("variables") or {}
-    notes = ([] if req.backends else left_out_backends(env)) + envvars.plan_warnings(
-        variables, {kind_of(c.device).name for c in cases})   # a default backend a module is missing for
-    notes += serve.notes(req)
-    if is_brief(req):   # what the brief run left out, and the flag that plans it (plan/brief.py)
-        from xpubench.plan.brief import budget, left_out_line
-
-        full = build_cases(dataclasses.replace(req, all_cases=True), env)
-        notes += [line for line in [left_out_line(full, cases, *budget(req, env))] if line]
-    on_cpu = {c.backend for c in cases if not is_accelerator(c.device)}
-    notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
-              kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
-              if f.backend in on_cpu]
-    if not req.devices:   # the CPU cases of a big model on an accelerator node: hours nobody asked for
-        from xpubench.plan.estimate import cpu_share_hint
-
-        notes += [hint for hint in [cpu_share_hint(cases, env)] if hint]
-    if req.precisions:
-        return notes
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode == "matmul"
-                                         and not is_brief(req)):   # the brief run's line says what it left out
-        slow = slow_cpu_dtypes(env, backend, device)
-        if slow:
-            notes.append(f"{backend} {device}: {', '.join(slow)} matmul left out (this CPU has no native "
-                         f"{'/'.join(slow)} instructions: ~1 GFLOP/s, minutes per product); "
-                         f"ask for it with --precision {slow[0]}")
-    for name, backend, device in dict.fromkeys((c.workload, c.backend, c.device) for c in cases
-                                               if c.mode in ("infer", "generate") and c.workload in REGISTRY
-                                               and not is_quick(req)):
-        slow = [p for p in get_workload(name).default_precisions if p in slow_cpu_dtypes(env, backend, device)]
-        if slow:   # llama's weight formats (workload_precisions)
-            notes.append(f"{name} {backend} {device}: {', '.join(slow)} left out (this CPU has no native "
-                         f"{'/'.join(slow)} instructions: {backend} computes it at ~1 GFLOP/s); ask for it with "
-                         f"--precision {slow[0]}")
-    for backend, device in dict.fromkeys((c.backend, c.device) for c in cases if c.mode not in ("matmul", SERVE)):
-        half = half_precision_note(env, backend, device)   # Apple M1/M2: bf16 emulated (devices/precisions.py)
-        if half:
-            notes.append(half)
-    return notes
