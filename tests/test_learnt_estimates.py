@@ -131,6 +131,28 @@ def test_a_resumed_run_learns_from_its_own_file():
     assert (estimate.basis, estimate.seconds, estimate.processes, estimate.compile_s) == ("measured", 8.0, 2, 1.0)
 
 
+def test_processes_of_a_run_on_a_busy_machine_teach_only_where_no_quiet_one_did(tmp_path):
+    """Seen here: a llama sweep run while other work kept the CPU busy took 15 min; the quiet one after it was
+    estimated 43 min from it and took 4. The history keeps each run's busy share; the estimate learns from the
+    quiet processes where there are any, else says it learnt from a busy machine."""
+    path = tmp_path / "history.jsonl"
+    case, other = matmul_case(256), matmul_case(512)
+    recorder = history.Recorder(ENV, {case.run_id: 4.0, other.run_id: 4.0}, path=path)
+    for c, seconds, busy in ((case, 40.0, 1.0), (case, 10.0, 0.05), (case, 12.0, None), (case, 50.0, 0.9),
+                             (other, 30.0, 0.8)):
+        recorder.add(Run(case=c.as_dict(), status="ok", duration_s=seconds, fingerprint={"cpu_busy_at_start": busy}))
+    entries = history.read(ENV, path)
+    assert [e.busy for e in entries] == [1.0, 0.05, None, 0.9, 0.8]
+    estimate = Estimator(ENV, entries=entries)
+    quiet, busy = estimate(case), estimate(other)
+    assert (quiet.seconds, quiet.processes, quiet.busy) == (11.0, 2, False)   # the two quiet ones, not 40 and 50
+    assert quiet.source() == "2 earlier process(es) here"
+    assert (busy.seconds, busy.busy) == (30.0, True)
+    assert busy.source() == "1 earlier process(es) here while the machine was busy"
+    unseen = matmul_case(2048)                                      # scaled by the quiet processes' ratios only
+    assert estimate(unseen).basis == "scaled" and estimate.ratios[("matmul", "numpy", "cpu", "matmul")] == [2.5, 3.0]
+
+
 def test_the_end_of_a_run_names_only_the_cases_more_than_2x_off():
     llamacpp, torch, skipped = matmul_case(256), matmul_case(512), matmul_case(1024)
     guess = Estimator(ENV, entries=[])

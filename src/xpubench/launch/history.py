@@ -16,7 +16,8 @@ One JSON line per worker process that ended ok, appended when it ends (``Recorde
   case: set-up, compilation, measurement; the rest is the worker's start and exit), ``compile_s``;
 * ``estimate_s``: what the model (plan/estimate.py) said for it, so a case never measured learns by how
   much the model is off for its workload and backend here;
-* ``at``: when the process started.
+* ``at``: when the process started; ``busy``: the share of the CPU other processes kept busy when its run
+  started (the fingerprint's ``cpu_busy_at_start``): plan/learnt.py learns from the quiet ones first.
 
 A results file read back (``--resume``) adds its own processes' lines for that run (``entries_of``).
 Nothing here is ever an error for the run: an unreadable or foreign line is skipped, a history that cannot
@@ -88,6 +89,7 @@ class Entry:
     compile_s: float | None = None
     estimate_s: float | None = None
     at: str = ""
+    busy: float | None = None       # the share of the CPU other processes kept busy when its run started
 
 
 def _number(value) -> float | None:
@@ -102,7 +104,7 @@ def entry_of(line: Mapping) -> Entry | None:
         return None
     return Entry(**text, duration_s=duration, case_s=_number(line.get("case_s")),
                  compile_s=_number(line.get("compile_s")), estimate_s=_number(line.get("estimate_s")),
-                 at=str(line.get("at") or ""))
+                 at=str(line.get("at") or ""), busy=_number(line.get("busy")))
 
 
 def entries_of(runs: Iterable) -> list[Entry]:
@@ -113,6 +115,7 @@ def entries_of(runs: Iterable) -> list[Entry]:
         if run.status == "ok":
             found = entry_of({**{k: case.get(k) for k in ("key", "workload", "backend", "device", "mode")},
                               "id": timing_id(case), "duration_s": run.duration_s, "at": run.started_at,
+                              "busy": (run.fingerprint or {}).get("cpu_busy_at_start"),
                               **{k: run.metrics.get(k) for k in ("case_s", "compile_s")}})
             out += [found] if found else []
     return out
@@ -162,7 +165,7 @@ class Recorder:
                                                                             "mode")},
                 "duration_s": run.duration_s, "case_s": run.metrics.get("case_s"),
                 "compile_s": run.metrics.get("compile_s"), "estimate_s": self.modelled.get(run.case.get("run_id")),
-                "at": run.started_at}
+                "at": run.started_at, "busy": (run.fingerprint or {}).get("cpu_busy_at_start")}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:

@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from xpubench.backends.fingerprint import busy_note
 from xpubench.launch.history import Entry, read, timing_id
 from xpubench.plan.estimate import case_seconds, describe
 from xpubench.plan.fit import refusal
@@ -34,15 +35,30 @@ class Estimate:
     processes: int = 0              # the earlier processes here it was learnt from
     compile_s: float | None = None  # what the case's compile took in them (median), where it compiled apart
     modelled: float | None = None   # the model's figure (what the history keeps beside what it took)
+    busy: bool = False              # learnt only from processes of runs that started on a busy machine
 
     def source(self) -> str:
         """Where the figure comes from, as the dry run's table says it."""
         if self.basis == "measured":
             compiled = f", compile {self.compile_s:.3g} s" if self.compile_s else ""
-            return f"{self.processes} earlier process(es) here{compiled}"
+            busy = " while the machine was busy" if self.busy else ""
+            return f"{self.processes} earlier process(es) here{busy}{compiled}"
         if self.basis == "scaled":
             return f"modelled, scaled by {self.processes} like it here"
         return "modelled"
+
+
+def _busy(entry: Entry) -> bool:
+    """Its run started while other processes kept the CPU busy (as the run warned: backends/fingerprint.py)."""
+    return entry.busy is not None and busy_note(entry.busy) is not None
+
+
+def quiet_first(entries: list[Entry]) -> list[Entry]:
+    """The processes recorded on a quiet machine where there are any, else all (in their order): a run made
+    while other work shared the CPU took longer than this machine does (3-10x on the 2-core VM), and an
+    estimate learnt from it would say so of every quiet run after it."""
+    quiet = [e for e in entries if not _busy(e)]
+    return quiet or entries
 
 
 class Estimator:
@@ -56,6 +72,7 @@ class Estimator:
         self.ratios: dict[tuple, list[float]] = defaultdict(list)
         for e in [*(read(env) if entries is None else entries), *extra]:
             self.by_id[e.id].append(e)
+        for e in quiet_first([e for group in self.by_id.values() for e in group]):
             if e.estimate_s:
                 self.ratios[(e.workload, e.backend, e.device, e.mode)].append(e.duration_s / e.estimate_s)
 
@@ -68,11 +85,12 @@ class Estimator:
         modelled, known = case_seconds(case, self.env)
         if refusal(case, self.env):
             return Estimate(modelled, known, "modelled", modelled=modelled)
-        seen = self.by_id.get(timing_id(case.as_dict()), [])[-NEWEST:]
+        seen = quiet_first(self.by_id.get(timing_id(case.as_dict()), []))[-NEWEST:]
         if seen:
             compiles = [e.compile_s for e in seen if e.compile_s is not None]
             return Estimate(statistics.median(e.duration_s for e in seen), True, "measured", len(seen),
-                            statistics.median(compiles) if compiles else None, modelled)
+                            statistics.median(compiles) if compiles else None, modelled,
+                            busy=any(_busy(e) for e in seen))
         ratios = self.ratios.get((case.workload, case.backend, case.device, case.mode))
         if ratios:
             return Estimate(modelled * statistics.median(ratios), known, "scaled", len(ratios), modelled=modelled)
