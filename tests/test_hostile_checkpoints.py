@@ -327,7 +327,7 @@ def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, mon
 def test_a_checkpoint_changed_since_the_plan_is_refused_by_resume_and_by_the_worker(tmp_path, monkeypatch):
     from xpubench.launch import runfile
     from xpubench.workloads import get_workload
-    from xpubench.workloads.llama import workload
+    from xpubench.workloads.llama import models, workload
 
     root = good(tmp_path / "ckpt")
     cases = planned(tmp_path, monkeypatch)
@@ -340,7 +340,7 @@ def test_a_checkpoint_changed_since_the_plan_is_refused_by_resume_and_by_the_wor
     workload._checkpoint.cache_clear()   # as in a worker process, which reads the checkpoint afresh
     spec = get_workload("llama").spec_for(cases[0].options)   # the worker's spec: the planned architecture
     with pytest.raises(UserError, match="changed since the run was planned"):
-        workload.checkpoint_of(spec)   # its model builder: never measures another checkpoint
+        models.checkpoint_of(spec)   # its model builder: never measures another checkpoint
     (root / "config.json").write_bytes(planned_config)   # the planned version back
     assert runfile.check_models(tmp_path / "r.jsonl", cases) == []
 

@@ -232,7 +232,7 @@ def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
     its model builder opens it once, refusing a changed one (the pinned digest)."""
     from xpubench.errors import UserError
     from xpubench.workloads import get_workload
-    from xpubench.workloads.llama import workload
+    from xpubench.workloads.llama import models, workload
 
     root = _checkpoint(tmp_path / "tiny")
     reads = []
@@ -248,11 +248,11 @@ def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
     assert spec.config == opened(root).config                              # the architecture the plan pinned
     reads.clear()
     assert llama.spec_for(cases[0].options) == spec and reads == []        # the spec: from the case alone
-    assert workload.checkpoint_of(spec).sha256 == cases[0].options["weights_sha256"] and len(reads) == 1
+    assert models.checkpoint_of(spec).sha256 == cases[0].options["weights_sha256"] and len(reads) == 1
     config = root / "config.json"
     config.write_text(config.read_text().replace("1e-05", "1e-06"))
     with pytest.raises(UserError, match="changed since the run was planned"):
-        workload.checkpoint_of(spec)
+        models.checkpoint_of(spec)
     assert len(reads) == 2
 
 
