@@ -130,10 +130,7 @@ def _said(capsys) -> str:
     return got.out + got.err
 
 
-# --point-timeout: a point is cut after 60 s, not the default 600 (a serve worker was twice seen idle in its loop
-# with no connection open to this server, under the whole suite; the cause is open: the closing note of 2026-12-07)
-SWEEP = ["-c", "1", "--requests", "2", "--warmup", "0", "--input-len", "4", "--output-len", "3", "--label", "m",
-         "--point-timeout", "60"]
+SWEEP = ["-c", "1", "--requests", "2", "--warmup", "0", "--input-len", "4", "--output-len", "3", "--label", "m"]
 
 
 def _outputs(files: list[str], folder: Path, capsys, pages: bool = True) -> list[str]:

@@ -15,6 +15,8 @@ import pytest
 from xpubench.cli import main
 from xpubench.results import store
 from xpubench.serve.client import COMPLETIONS, payload
+from xpubench.serve.host import Host
+from xpubench.serve.record import outcome_of
 from xpubench.serve.server import free_port
 from xpubench.serve.sweep import Load, measure
 
@@ -148,6 +150,13 @@ def test_the_point_time_limit_cuts_what_is_in_flight(fake_url):
                  point_timeout_s=0.6)
     assert len(run.samples) == 2     # the two users' first requests were in flight; nothing else was sent
     assert all(s.timed_out and "point's time limit (0.6 s)" in s.error for s in run.samples)
+    # what was still waiting then, named in one line (the point's warning): both users, mid-stream
+    assert run.cut.startswith("cut by the point's time limit (0.6 s) with 2 requests in flight; waiting then: "
+                              "2 x _closed.user at serve/client.py:") and "_stream (awaits " in run.cut
+    assert "\n" not in run.cut and "Traceback" not in run.cut
+    outcome = outcome_of(Host(url=fake_url, server="fake", model="fake-model", provenance={}), run, input_len=1,
+                         output_len=1000, endpoint=COMPLETIONS, slo=None, usd_per_hour=None)
+    assert run.cut in outcome.metrics["warning"]
 
 
 def test_an_unreachable_server_is_a_failure_not_an_exception():

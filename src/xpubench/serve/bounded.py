@@ -2,8 +2,7 @@
 (docs/serving.md, "Faults").
 
 - **Time**: every request, the set-up calls included, runs under one deadline on the whole of it
-  (``asyncio.wait_for``): a server that trickles a byte a second resets httpx's per-read timeout, never
-  the deadline.
+  (``within``): a server that trickles a byte a second resets httpx's per-read timeout, never the deadline.
 - **Size**: a body is read raw and inflated here as its ``Content-Encoding`` says (identity, gzip or
   deflate; xpubench asks for identity), never past a cap on what it inflates to: a server-sent event's
   line at most ``MAX_LINE``, a whole stream ``MAX_STREAM``, a set-up answer ``MAX_BODY``; an error body
@@ -18,6 +17,8 @@ A breach is :class:`Refused`; its text is the failure's reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,26 @@ HEADERS = {"Accept-Encoding": "identity"}
 
 class Refused(Exception):
     """An answer outside the bounds; the text says which."""
+
+
+def within(seconds: float):
+    """``async with within(s):`` a time limit on the awaits inside, TimeoutError past it, kept in the task that
+    awaits. Not ``asyncio.wait_for``: up to Python 3.11 it awaits the work as a task of its own and drops a
+    cancellation that lands as that work ends (python/cpython#86296), so the end of a point's telemetry, its
+    time limit or a stop could be lost (a serve worker read /metrics every 0.5 s for ever, its point never
+    ending)."""
+    if sys.version_info >= (3, 11):
+        return asyncio.timeout(seconds)
+    return _cancel_scope(seconds)
+
+
+@contextlib.asynccontextmanager
+async def _cancel_scope(seconds: float):
+    """Python 3.10's ``within``: anyio's cancel scope (httpx runs on anyio), in the same task too."""
+    import anyio
+
+    with anyio.fail_after(seconds):
+        yield
 
 
 def _size(n: int) -> str:
@@ -137,8 +158,9 @@ async def call(client: httpx.AsyncClient, method: str, url: str, payload: Any = 
             answer.value = (read or json_of)(data)
 
     try:
-        await asyncio.wait_for(go(), deadline_s)
-    except asyncio.TimeoutError:
+        async with within(deadline_s):
+            await go()
+    except TimeoutError:
         answer.error = f"no answer within {deadline_s:g} s"
     except Refused as exc:
         answer.error = str(exc)

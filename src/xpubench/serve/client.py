@@ -11,13 +11,12 @@ Every failure ends the request with a reason, never an exception: the server unr
 status (its body's first line), a stream that closes before ``[DONE]``, a ``data:`` line that is not JSON
 (or JSON nested too deeply), an error event in the stream, no text at all, more chunks of text than
 ``max_tokens`` allows, an answer over its bounds (serve/bounded.py: a line, the stream, what a compressed
-answer inflates to), or the request's time limit on the whole of it (``asyncio.wait_for``). A usage count
+answer inflates to), or the request's time limit on the whole of it (``bounded.within``). A usage count
 that is not a count of at most MAX_TOKENS is refused (the chunks are counted instead, and ``note`` says so).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -132,8 +131,9 @@ async def send(client: httpx.AsyncClient, url: str, body: dict, timeout_s: float
     cancellation)."""
     sample = Sample(start=time.perf_counter())
     try:
-        await asyncio.wait_for(_stream(client, url, body, sample), timeout_s)
-    except asyncio.TimeoutError:
+        async with bounded.within(timeout_s):
+            await _stream(client, url, body, sample)
+    except TimeoutError:
         sample.error, sample.timed_out = f"timed out after {timeout_s:g} s ({len(sample.stamps)} chunks seen)", True
     except httpx.ConnectError as exc:
         sample.error = f"cannot connect: {bounded.reason(exc)}"

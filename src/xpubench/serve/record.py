@@ -45,7 +45,7 @@ def outcome_of(host, point: PointRun, *, input_len: int, output_len: int, endpoi
                 "model": shaped(host.model, cut, "the model id"), "server_command": host.command,
                 "interrupted": True if point.interrupted else None, **telemetry[0]}
     described, unread = host.provenance.get("cut"), host.provenance.get("unread")
-    notes = [n for n in (length_note, metrics.get("warning"), _warmup_note(point), _usage_note(point),
+    notes = [n for n in (length_note, metrics.get("warning"), point.cut, _warmup_note(point), _usage_note(point),
                          unread and f"the server's description was refused in part ({unread})",
                          described and f"the server's description is recorded cut ({described})",
                          cut and f"recorded cut: {'; '.join(cut)}",

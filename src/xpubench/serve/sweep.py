@@ -4,7 +4,8 @@ whose samples are discarded.
 
 A point sends ``requests`` measured requests, or fewer where ``duration_s`` runs out first (no new
 request starts after it; those in flight finish). Its time limit ``point_timeout_s`` cancels whatever is
-still in flight then: those requests count as timeouts with that reason. ``samples`` is filled as each
+still in flight then: those requests count as timeouts with that reason, and ``cut`` says what each task
+of the point was still waiting for (serve/pending.py; the point's warning). ``samples`` is filled as each
 request ends, so a Ctrl-C, SIGTERM or SIGHUP keeps every request finished by then.
 """
 
@@ -21,6 +22,7 @@ import httpx
 from xpubench.errors import stop_signal, stops_cancel
 from xpubench.serve.bounded import HEADERS
 from xpubench.serve.client import send
+from xpubench.serve.pending import described
 from xpubench.serve.sample import Sample
 
 
@@ -52,6 +54,7 @@ class PointRun:
     window_s: float | None = None
     interrupted: int | None = None   # the signal that cut it: Ctrl-C's SIGINT, SIGTERM or SIGHUP
     in_flight: int = 0
+    cut: str | None = None           # the point's time limit cut it: what its tasks were waiting for then
     on_request: Callable[[int], None] | None = None    # told the measured requests ended so far
 
     async def send(self, client, url: str, body: dict, clock0: float) -> None:
@@ -119,9 +122,13 @@ async def _point(url: str, warm: list[dict], bodies: list[dict], load: Load, run
         clock0 = time.perf_counter()
         loop = _closed if load.rate is None else _open
         task = asyncio.ensure_future(loop(client, url, bodies, load, run, clock0))
-        reading = asyncio.ensure_future(watch.during(client)) if watch is not None else None
+        reading = asyncio.ensure_future(watch.during(client, task)) if watch is not None else None
         try:
             done, _ = await asyncio.wait({task}, timeout=load.point_timeout_s)
+            if not done:   # named before they are cancelled
+                run.cut = (f"cut by the point's time limit ({load.point_timeout_s:g} s) with "
+                           f"{run.in_flight} requests in flight; waiting then: "
+                           f"{described(asyncio.all_tasks() - {asyncio.current_task()})}")
         finally:   # the point's time limit, or the point cancelled (a stop): its requests end here, in the loop
             if not task.done():
                 task.cancel()

@@ -71,7 +71,8 @@ def parse(data: bytes, names: Mapping[str, tuple[str, ...]]) -> dict[str, float]
 @dataclass
 class Watch:
     """A point's readings of the server's metrics: ``await watch.read(client)`` as the window opens, then
-    ``watch.during(client)`` as a task until it closes (a reading at once, then every INTERVAL_S), then
+    ``watch.during(client, window)`` as a task while ``window`` (the measured requests' task) runs (a
+    reading at once, then every INTERVAL_S; cancelled as the window closes), then
     ``read`` once more. The gauges are of the readings within the window; the counters, of its two ends."""
 
     url: str                                      # the metrics route's full address
@@ -94,9 +95,9 @@ class Watch:
             self.readings.append((time.perf_counter(), said.value or {}))
         return True
 
-    async def during(self, client) -> None:
+    async def during(self, client, window: asyncio.Future) -> None:
         await asyncio.sleep(0)            # the window's first requests sent
-        while await self.read(client):
+        while not window.done() and await self.read(client):
             self.within += 1
             await asyncio.sleep(INTERVAL_S)
 
