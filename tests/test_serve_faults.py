@@ -247,3 +247,32 @@ def test_a_stream_past_max_tokens_is_cut_not_held_until_the_time_limit(fake_url)
     run = _point(f"{fake_url}/forever", requests=2, max_tokens=4, request_timeout_s=30)
     assert {s.error for s in run.samples} == {"more than 24 chunks of text for max_tokens 4"}
     assert all(len(s.stamps) == 25 for s in run.samples)
+
+
+def test_what_a_cut_point_waited_for_names_a_future_nobody_resolves():
+    import asyncio
+
+    from xpubench.serve.pending import described
+
+    async def stuck(never: asyncio.Future) -> None:
+        await never
+
+    async def both(task: asyncio.Task) -> None:
+        await asyncio.gather(task)
+
+    async def go() -> str:
+        never = asyncio.get_running_loop().create_future()
+        waiting = asyncio.ensure_future(stuck(never))
+        gathering = asyncio.ensure_future(both(waiting))   # waits for a task named on its own: left out
+        sleeping = asyncio.ensure_future(asyncio.sleep(30))
+        await asyncio.sleep(0)
+        said = described({waiting, gathering, sleeping})
+        for task in (waiting, gathering, sleeping):
+            task.cancel()
+        await asyncio.gather(waiting, gathering, sleeping, return_exceptions=True)
+        return said
+
+    said = asyncio.run(go())
+    assert "1 x test_what_a_cut_point_waited_for_names_a_future_nobody_resolves.stuck at tests/test_serve_faults.py:" \
+        in said and " stuck (awaits Future)" in said
+    assert "1 x sleep at asyncio/tasks.py:" in said and said.count(" x ") == 2
