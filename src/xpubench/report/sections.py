@@ -58,8 +58,8 @@ def _made(*makers: Callable[[pd.DataFrame], object]) -> Callable[[ResultSet], li
 
 
 def _sentences(lines: list[str]) -> list[str]:
-    """The terminal answer's lines (report/tables/llm.py: "for smollm-135m generation, ...") as the report's
-    bullets write them: a capital first, a full stop last."""
+    """The terminal answer's lines (report/tables/serving.py: "for llama-server ...") as the report's bullets
+    write them: a capital first, a full stop last."""
     return [line[:1].upper() + line[1:] + ("" if line.endswith(".") else ".") for line in lines]
 
 

@@ -11,8 +11,8 @@
   pp row: pp MFU), the energy per token, the compile time each process paid (on the tg row), the dollars
   per 1M tokens (where a price was given) and the KV cache (its tokens/s-against-batch chart:
   report/charts/generation.py);
-- the answer's lines, the fastest runtime per model and format ("for smollm-135m generation (tg128), torch
-  cpu bf16: 41 tok/s, 78% of the bandwidth bound; the fastest of 2 runtimes in bf16 here (then ...)").
+- the cells the answer's line per model and test reads (report/sentences/language_models.py: the verdict and
+  every runtime's share of the bandwidth bound in one sentence).
 
 A generation result belongs here when it carries the bytes read per generated token (workloads'
 ``generation_counts``; analysis/generation.py derives the shares)."""
