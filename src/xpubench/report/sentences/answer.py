@@ -4,6 +4,8 @@
   and their ratio, from one statistic (work / the median of the process medians), with the 95% interval
   of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the samples inside
   them), or "not significant";
+- per language model and test, one line instead (language_models.py: the verdict and every runtime's share
+  of the bandwidth bound; the report's advice prints the same line);
 - which figures were noisy (processes that disagreed, or a flagged spread);
 - which cases did not finish and why;
 - where the results file is and the command that makes the report.
