@@ -20,6 +20,7 @@ from xpubench.report.base.frame import (
     measured_at,
     num,
     row_mode,
+    setting,
 )
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
@@ -93,13 +94,12 @@ def _unit(row) -> str:
 
 
 def _test(row) -> str:
-    mode = str(row["mode"])
+    mode, at = str(row["mode"]), setting(row, short=True)   # "N=1024", "b32": what its mode is measured at
     if mode == "matmul":
-        return f"N={int(row['size'])}" if pd.notna(row.get("size")) else "matmul"
-    batch = f"b{int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
+        return at or mode
     if target.is_target_row(row):
-        return f"to {row.get('target')} {batch}"
-    return (TEST_WORDS.get(mode, f"{mode} ") + batch).strip() or mode
+        return f"to {row.get('target')} {at}"
+    return (TEST_WORDS.get(mode, f"{mode} ") + at).strip() or mode
 
 
 def _spread(row) -> str:
@@ -126,7 +126,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
     for index, row in frame.iterrows():
         if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
             continue
-        batch = int(row["batch_size"])
+        batch = measured_at(row)
         for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
             test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
             model, precision = model_name(row), str(row["precision"])
@@ -141,7 +141,7 @@ def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sourc
     for index, row in frame.iterrows():   # the cases of the same model that did not finish
         if row["mode"] != "generate" or row.get("status") == "ok":
             continue
-        family = families.get((row["workload"], str(row["precision"]), int(row["batch_size"]), row["alike"]))
+        family = families.get((row["workload"], str(row["precision"]), measured_at(row), row["alike"]))
         if family:
             for line in family:
                 line.cells.setdefault(_column(row, sources), Cell(row, None))
