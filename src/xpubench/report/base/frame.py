@@ -203,7 +203,7 @@ def results_frame(loaded) -> pd.DataFrame:
         if dtype := types.get(col, types.get(col.removeprefix("metric."))):
             with contextlib.suppress(TypeError, ValueError):   # a value of another kind (an older file's): as given
                 frame[col] = pd.array([r.get(col) for r in rows], dtype=dtype)   # whole numbers exact, absent NA
-    return frame
+    return frame.copy()   # one block per type again: a column set one by one leaves pandas' warning to the tables
 
 
 @dataclass

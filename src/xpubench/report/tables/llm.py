@@ -242,7 +242,7 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(fastest=False, _tg=None, _format=None, _batch=None)
     order = {p: i for i, p in enumerate(FORMATS)}
     rows = rows.assign(_tg=pd.to_numeric(rows["decode_tokens_per_s"]), _format=rows["precision"].map(
-        lambda p: (order.get(p, len(order)), p)), _batch=pd.to_numeric(rows["batch_size"]).fillna(1))
+        lambda p: (order.get(p, len(order)), p)), _batch=pd.to_numeric(rows["batch_size"]))
     rows = rows.sort_values(["model", "alike", "_format", "_batch", "_tg"], ascending=[True, True, True, True, False])
     group = rows.groupby(["model", "alike", "precision", "_batch"], sort=False)
     first, many = group.cumcount() == 0, group["backend"].transform("size") > 1
