@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_cpu
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.frame import (
     ResultSet,
@@ -287,6 +287,6 @@ def advice(data: ResultSet) -> list[str]:
     if ok_rows(data.frame).empty:
         return []
     lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
-    if not any(map(is_accelerator, ok_rows(data.frame)["device"])):
+    if all(map(is_cpu, ok_rows(data.frame)["device"])):
         lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
     return lines + noise_note(data)
