@@ -168,9 +168,7 @@ OPTIONS = (
 _HERE = Path(__file__).parent
 WORKLOAD = Workload(
     name="llama", title="Llama-family decoder (SmolLM, Llama 3)", kind="transformer",
-    sources=tuple(str(_HERE / f) for f in ("workload.py", "spec.py", "models.py", "config.py", "costs.py",
-                                           "checkpoint.py", "hf_tensors.py", "folder.py", "torch_model.py",
-                                           "torch_weights.py", "flax_model.py", "flax_params.py")),
+    sources=tuple(str(p) for p in sorted(_HERE.glob("*.py"))),   # every module of the package: a new one too
     spec=configure({}), configure=configure, models={"torch": build_torch, "jax": build_jax},
     optimizers={"torch": gpt_models.torch_optimizer, "jax": gpt_models.jax_optimizer}, forward_flops=forward_flops,
     tokens_per_sample=tokens_per_sample, modes=("infer", "train"), default_modes=("infer",),
