@@ -55,7 +55,7 @@ from xpubench.case import SYNC_MODES
 from xpubench.devices.device import is_accelerator
 from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
 from xpubench.harness.target import TargetRun, wants_target
-from xpubench.results.metrics import TrainMetrics
+from xpubench.results.metrics_train import TrainMetrics
 from xpubench.results.outcome import Outcome
 from xpubench.results.stats import summarize
 
