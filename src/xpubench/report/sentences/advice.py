@@ -61,8 +61,8 @@ def fastest(data: ResultSet) -> list[str]:
     spoken = model_rows(frame).index
     for mode in batched:
         rows = _ranked(ok_rows(frame, mode.name))
+        multi = many_sources(rows)   # over the mode's rows: a language model's, said apart, count too
         rows = rows[~rows.index.isin(spoken)]
-        multi = many_sources(rows)
         for (workload, _), sub in rows.groupby(["workload", "alike"], sort=True):
             best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
             top = best.iloc[0]
