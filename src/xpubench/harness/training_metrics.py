@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from xpubench.results.metrics import TrainMetrics
+from xpubench.results.metrics_train import TrainMetrics
 from xpubench.results.stats import summarize
 
 

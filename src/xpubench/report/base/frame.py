@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from xpubench import backends
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_cpu
 from xpubench.legible.plaintext import shown
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.loaded_metrics import declared, loaded_class
@@ -105,7 +105,7 @@ def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     fp = result.fingerprint or {}
     name = device_record(result).get("name")
-    if name is None and not is_accelerator(result.case.device):
+    if name is None and is_cpu(result.case.device):   # this host's CPU (a remote server's machine: unknown)
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
     return name
 
