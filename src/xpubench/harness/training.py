@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 from xpubench.case import SYNC_MODES
 from xpubench.devices.device import is_accelerator
-from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
+from xpubench.energy.windows import EnergyWindows, meter_for_case
 from xpubench.harness.target import TargetRun, wants_target
 from xpubench.harness.training_metrics import EpochRecord, gallery, steady_step_samples, training_metrics
 from xpubench.results.outcome import Outcome
@@ -166,8 +166,8 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     (the harness runs its steps) and an epoch Trainer (``run_epoch``: the framework runs them) alike."""
     epochs = case.epochs or 1
     steps = min(case.steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
-    if steps < 1:
-        raise ValueError(f"the training set holds less than one global batch ({trainer.global_batch})")
+    if steps < 1:   # training_setup says why, with the batch (a trainer of its own may not)
+        raise ValueError("the training set holds less than one global batch: no step to time")
     mode = sync_mode(case)
     ahead = mode == "step" and getattr(trainer, "dispatches_ahead", False) and not is_accelerator(case.device)
     budget = case.time_budget_s
@@ -214,9 +214,9 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
             break
     epoch_times = [r.time_s for r in records if r.complete]
     outcome = Outcome(
-        metrics=training_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss,
-                                 val_loss, val_metric, flops_per_sample, budget_hit, ahead=ahead and len(records) > 1)
-        | training_figures(energy, records, trainer.global_batch),
+        metrics=training_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
+                                 val_metric, flops_per_sample, budget_hit, ahead=ahead and len(records) > 1,
+                                 energy=energy),
         samples={"step_s": steady_step_samples(records), "epoch_s": epoch_times,
                  "first_epoch_step_s": records[0].step_times, "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},

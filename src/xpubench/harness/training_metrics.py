@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from xpubench.energy.windows import EnergyWindows, training_figures
 from xpubench.results.metrics_train import TrainMetrics
 from xpubench.results.stats import summarize
 
@@ -53,9 +54,9 @@ def steady_step_samples(records: list[EpochRecord]) -> list[float]:
 
 
 def training_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss, val_metric,
-             flops_per_sample, budget_hit, ahead: bool) -> dict:
-    """The figures of a training run; ``ahead``: its steady steps ran one ahead (a step sample is then the time
-    between two steps' ends: docs/methodology.md)."""
+                     flops_per_sample, budget_hit, ahead: bool, energy: EnergyWindows) -> dict:
+    """The figures of a training run, its energy's over the steady epochs' windows among them; ``ahead``: its
+    steady steps ran one ahead (a step sample is then the time between two steps' ends: docs/methodology.md)."""
     steady_steps = steady_step_samples(records)
     s = summarize(steady_steps)
     per_step = s.median
@@ -88,4 +89,4 @@ def training_metrics(case, trainer, mode, steps, compile_s, records, eval_times,
         flops_per_sample=flops_per_sample, achieved_flops_per_s=flops_per_sample * samples_per_s,
         peak_memory_bytes=trainer.peak_memory(), final_loss=train_loss[-1], final_val_loss=val_loss[-1],
         final_metric=val_metric[-1], warning="; ".join(notes) or None,
-    ).as_dict()
+    ).as_dict() | training_figures(energy, records, batch)

@@ -271,6 +271,11 @@ def measured_at(row) -> int | None:
     return num(row, mode.size if mode else "batch_size")
 
 
+def measured_at_column(rows: pd.DataFrame) -> pd.Series:
+    """``measured_at`` of every row, as a column to sort and group by (whole numbers, NA where unknown)."""
+    return pd.Series(pd.array([measured_at(r) for _, r in rows.iterrows()], dtype="Int64"), index=rows.index)
+
+
 def setting(row, *, short: bool = False) -> str:
     """What a case is measured at, as its mode names it: "N=1024", "batch 32" ("b32" when ``short``);
     "" when the row has no such figure."""

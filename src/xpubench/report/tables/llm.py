@@ -27,7 +27,7 @@ from xpubench import backends
 from xpubench.backends.fingerprint import busy_note
 from xpubench.legible.units import fmt_bytes, fmt_rate
 from xpubench.report.base.cells import fmt, fmt_seconds, noisy
-from xpubench.report.base.frame import backend_label, many_sources, num, ok_rows
+from xpubench.report.base.frame import backend_label, many_sources, measured_at, measured_at_column, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables.costs import usd
 from xpubench.report.tables.user_cost import compile_text
@@ -47,7 +47,8 @@ def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(model=named.fillna(rows["workload"]))
     if "depth" not in rows:
         rows = rows.assign(depth=None)
-    return rows.sort_values(["workload", "model", "backend", "device", "precision", "batch_size", "depth"],
+    rows = rows.assign(at=measured_at_column(rows))   # the batch a generation is measured at (results/modes.py)
+    return rows.sort_values(["workload", "model", "backend", "device", "precision", "at", "depth"],
                             na_position="first")
 
 
@@ -200,7 +201,7 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
         Column("format", lambda r: str(r["precision"]), text=True, priority=ALWAYS),
         Column("device", lambda r: str(r["device"]), text=True, priority=2),
         Column("threads", lambda r: fmt(num(r, "threads"), ".0f"), priority=2),
-        Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
+        Column("batch", lambda r: fmt(measured_at(r), ".0f"), priority=2),
         Column("test", lambda r: test_name(r, r["test_kind"]), text=True, priority=ALWAYS),
         Column("t/s", rate_cell, priority=ALWAYS),
         *([Column("engine's own t/s", own_rate_cell, priority=2)]
@@ -242,7 +243,7 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(fastest=False, _tg=None, _format=None, _batch=None)
     order = {p: i for i, p in enumerate(FORMATS)}
     rows = rows.assign(_tg=pd.to_numeric(rows["decode_tokens_per_s"]), _format=rows["precision"].map(
-        lambda p: (order.get(p, len(order)), p)), _batch=pd.to_numeric(rows["batch_size"]))
+        lambda p: (order.get(p, len(order)), p)), _batch=rows["at"])
     rows = rows.sort_values(["model", "alike", "_format", "_batch", "_tg"], ascending=[True, True, True, True, False])
     group = rows.groupby(["model", "alike", "precision", "_batch"], sort=False)
     first, many = group.cumcount() == 0, group["backend"].transform("size") > 1
