@@ -46,13 +46,14 @@ def jax_variants(cfg, fmt: str, prompt, args) -> dict:
 
     from xpubench.backends.jax_.generate import OwnCacheJaxGenerator
     from xpubench.workloads.llama import flax_model as fm
+    from xpubench.workloads.llama import flax_params as fp
 
     device = jax.devices("cpu")[0]
     dequants = {"": None} if fmt == "fp32" else {"bf16 operands": None, "fp32 operands": "fp32"}
     out = {}
     for label, dequant in dequants.items():
         module = fm.LlamaFlax(cfg, fmt, dequant=dequant)
-        params = fm.init_random(module, 0)
+        params = fp.init_random(module, 0)
         out[f"jax {fmt} {label}".strip()] = OwnCacheJaxGenerator(module, params, prompt, args.new, device,
                                                                   module.compute_precision, args.depth)
     return out

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from xpubench.devices import cpu, records
+from xpubench.devices import cpu, cpu_peak, records
 from xpubench.devices.detect import cpu_device as _cpu_device
 
 MACHINES = Path(__file__).parent / "data" / "machines"
@@ -32,7 +32,7 @@ def _host(hostname, os_name, model, vendor, family, logical, physical, flags, me
             "logical_cores": logical, "physical_cores": physical, "mhz_current": mhz, "usable_cores": logical,
             "usable_physical_cores": physical, "mhz_max": mhz, "arch": arch,
             "flags": [f for f in cpu.SIMD_FLAGS if f in flags], "memory_bytes": memory}
-    info["peak_estimate"] = cpu.cpu_peak_estimates(info)
+    info["peak_estimate"] = cpu_peak.cpu_peak_estimates(info)
     return {"hostname": hostname, "os": os_name, "kernel": None, "python": "3.11.9", "cpu": info,
             "memory_bytes": memory}
 

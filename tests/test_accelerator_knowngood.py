@@ -10,14 +10,14 @@ import pytest
 from machine_facts import MACHINES
 
 from xpubench.cli import main
-from xpubench.devices import knowngood, specs
+from xpubench.devices import chips, knowngood
 from xpubench.doctor import checks
 
 H100 = MACHINES / "h100-sxm.json"
 
 
 def test_every_figure_names_a_known_chip_its_source_its_software_and_conditions():
-    keys = {c.key for c in specs.CHIPS}
+    keys = {c.key for c in chips.CHIPS}
     for k in knowngood.TABLE:
         assert k.chips and set(k.chips) <= keys, k.name
         assert k.source and k.software and k.conditions and k.tool and k.value > 0

@@ -409,7 +409,7 @@ def test_jax_tf32_is_tensorfloat32_in_matmul_as_in_training():
     import jax
 
     from xpubench.backends.jax_.matmul import product_fn
-    from xpubench.backends.jax_.train import matmul_precision
+    from xpubench.backends.jax_.model import matmul_precision
 
     x = np.ones((4, 4), np.float32)
     text = jax.jit(product_fn("tf32")).lower(x, x).as_text()

@@ -219,7 +219,7 @@ def test_windows_sum_only_the_kept_epochs():
     for epoch in range(3):
         with windows.window(keep=epoch > 0):      # the first epoch is not read
             pass
-    got = training_figures(windows, [Record(10), Record(10), Record(10)], global_batch=32)
+    got = training_figures(windows, [Record(10), Record(10), Record(10)], samples_per_step=32)
     assert got["energy_joules"] == pytest.approx(5.0) and got["energy_source"] == "fake: package"
     assert got["joules_per_step"] == pytest.approx(5.0 / 20) and got["joules_per_epoch"] == pytest.approx(2.5)
     assert got["samples_per_joule"] == pytest.approx(20 * 32 / 5.0)

@@ -95,7 +95,7 @@ def test_every_spelling_reads_to_its_kind(text, kind, index):
     assert kind_of(text) is kind and is_accelerator(text) == kind.accelerator
 
 
-@pytest.mark.parametrize("text", ["xpu", "gpu:x", "mps:1", "", "cpu:"])
+@pytest.mark.parametrize("text", ["xpu", "gpu:x", "mps:1", "", "cpu:", "remote"])
 def test_a_spelling_that_is_no_device_is_refused(text):
     with pytest.raises(ValueError, match="unknown device"):
         spelled(text)
@@ -107,6 +107,17 @@ def test_what_each_kind_says():
     assert not MPS.indexed and str(Device(MPS)) == "mps" and str(Device(CPU)) == "cpu"
     assert device_id(GPU, 1) == "gpu:1" and device_id("METAL", 0) == "mps" and device_id(CPU, 2) == "cpu:2"
     assert kind_of("npu:0").accelerator and kind_of("npu:0").name == "npu"   # a newer record's kind
+
+
+def test_a_remote_servers_machine_is_neither_this_cpu_nor_an_accelerator():
+    """`serve --url` without -d records the device "remote": a machine xpubench never saw. It is no
+    accelerator to recommend or to rank against the CPU (it was one, as an unknown kind), and not this host's
+    CPU (whose name, speed-up baseline and plan notes are the client's); -d does not take it."""
+    from xpubench.devices.device import REMOTE, is_cpu
+    from xpubench.serve.keys import REMOTE as SERVED_REMOTE
+
+    assert kind_of(SERVED_REMOTE) is REMOTE and not is_accelerator(SERVED_REMOTE) and not is_cpu(SERVED_REMOTE)
+    assert is_cpu("cpu") and is_cpu("cpu:1") and not is_cpu("gpu:0") and not is_cpu("mps")
 
 
 def test_metal_and_hip_resolve_to_a_device_like_every_other_spelling():

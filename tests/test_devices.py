@@ -10,7 +10,7 @@ from conftest import this_machine
 
 from xpubench import cli
 from xpubench.backends.detect import environment
-from xpubench.devices import cpu, specs
+from xpubench.devices import chips, cpu, cpu_peak, specs
 from xpubench.devices.detect import available_devices, resolve_device
 from xpubench.errors import UserError
 
@@ -45,7 +45,7 @@ def test_per_device_peak_divides_multi_device_packages():
 
 def test_every_chip_names_its_source_and_docs_list_it():
     table = (Path(__file__).resolve().parents[1] / "docs" / "devices.md").read_text()
-    for chip in specs.CHIPS:
+    for chip in chips.CHIPS:
         assert chip.source.strip(), chip.key
         assert f"`{chip.key}`" in table, f"docs/devices.md lacks {chip.key}"
 
@@ -54,12 +54,12 @@ def test_cpu_peak_is_cores_x_clock_x_widest_fma_and_says_it_is_an_estimate():
     info = cpu.parse_cpuinfo(ZEN4_CPUINFO)
     present = set(info.pop("all_flags"))
     info.update(flags=[f for f in cpu.SIMD_FLAGS if f in present], usable_physical_cores=2)
-    est = cpu.cpu_peak_estimate(info, "fp32")
+    est = cpu_peak.cpu_peak_estimate(info, "fp32")
     assert est["value"] == pytest.approx(2 * 2.6e9 * 32)          # Zen 4: 2 x 256-bit FMA pipes
     assert est["basis"].startswith("estimate:") and "Zen 4" in est["basis"]
-    assert cpu.cpu_peak_estimate(info, "bf16")["value"] == pytest.approx(2 * est["value"])  # avx512_bf16
+    assert cpu_peak.cpu_peak_estimate(info, "bf16")["value"] == pytest.approx(2 * est["value"])  # avx512_bf16
     info["flags"] = ["sse4_2", "avx", "avx2", "fma"]
-    assert cpu.cpu_peak_estimate(info, "int8")["value"] is None   # no VNNI: no int8 figure at all
+    assert cpu_peak.cpu_peak_estimate(info, "int8")["value"] is None   # no VNNI: no int8 figure at all
 
 
 def test_the_estimate_uses_the_clock_measured_under_load_and_says_when_it_is_no_upper_bound():
@@ -68,13 +68,13 @@ def test_the_estimate_uses_the_clock_measured_under_load_and_says_when_it_is_no_
     info = cpu.parse_cpuinfo(ZEN4_CPUINFO)
     present = set(info.pop("all_flags"))
     info.update(flags=[f for f in cpu.SIMD_FLAGS if f in present], usable_physical_cores=2)
-    reported = cpu.cpu_peak_estimate(info, "fp32")
+    reported = cpu_peak.cpu_peak_estimate(info, "fp32")
     assert reported["upper_bound"] is False and "not an upper bound" in reported["basis"]
-    measured = cpu.cpu_peak_estimate({**info, "mhz_measured": 3680.0}, "fp32")
+    measured = cpu_peak.cpu_peak_estimate({**info, "mhz_measured": 3680.0}, "fp32")
     assert measured["value"] == pytest.approx(2 * 3.68e9 * 32) and measured["upper_bound"] is True
     assert "3.68 GHz" in measured["basis"] and "measured on one busy core" in measured["basis"]
     assert "reports 2.60 GHz" in measured["basis"]
-    higher_max = cpu.cpu_peak_estimate({**info, "mhz_measured": 3680.0, "mhz_max": 4000.0}, "fp32")
+    higher_max = cpu_peak.cpu_peak_estimate({**info, "mhz_measured": 3680.0, "mhz_max": 4000.0}, "fp32")
     assert higher_max["value"] == pytest.approx(2 * 4.0e9 * 32) and "cpuinfo_max_freq" in higher_max["basis"]
 
 

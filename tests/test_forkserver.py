@@ -185,7 +185,7 @@ def test_an_idle_server_exits_on_its_own_and_at_once_when_the_runner_is_gone():
     import subprocess
     import sys
 
-    code = ("import sys, xpubench.launch.forkserver as f; f.IDLE_EXIT_S = float(sys.argv[3]); "
+    code = ("import sys, xpubench.launch.forkserver_process as f; f.IDLE_EXIT_S = float(sys.argv[3]); "
             "f.serve(int(sys.argv[1]), int(sys.argv[2]), [])")
     for idle_s, close_requests in ((0.3, False), (60.0, True)):
         requests_r, requests_w = os.pipe()

@@ -10,9 +10,9 @@ import pytest
 
 from xpubench import backends
 from xpubench.cli import build_parser
-from xpubench.plan import MODES
 from xpubench.plan.brief import PRIORITY
 from xpubench.plan.defaults import default_backends
+from xpubench.plan.validation import MODES
 from xpubench.workloads import REGISTRY, get_workload
 
 

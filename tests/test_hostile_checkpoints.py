@@ -311,7 +311,7 @@ def test_the_digest_follows_config_and_headers(tmp_path):
 
 def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, monkeypatch):
     from xpubench.workloads import get_workload
-    from xpubench.workloads.llama import workload
+    from xpubench.workloads.llama import options
 
     good(tmp_path / "a" / "ckpt")
     cases = planned(tmp_path / "a", monkeypatch)
@@ -319,7 +319,7 @@ def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, mon
                         intermediate_size=32, vocab_size=64, max_positions=128)
     ck.write_checkpoint(tmp_path / "b" / "ckpt", other, ck.random_hf_tensors(other))
     monkeypatch.chdir(tmp_path / "b")   # the same "ckpt", typed the same, is another model here
-    workload._checkpoint.cache_clear()   # as in a worker process of the resumed run
+    options._checkpoint.cache_clear()   # as in a worker process of the resumed run
     spec = get_workload("llama").spec_for(cases[0].options)
     assert spec.config.n_layers == 1 and spec.weights == str((tmp_path / "a" / "ckpt").resolve())
 
@@ -327,7 +327,7 @@ def test_a_resume_from_another_folder_reads_the_planned_checkpoint(tmp_path, mon
 def test_a_checkpoint_changed_since_the_plan_is_refused_by_resume_and_by_the_worker(tmp_path, monkeypatch):
     from xpubench.launch import runfile
     from xpubench.workloads import get_workload
-    from xpubench.workloads.llama import models, workload
+    from xpubench.workloads.llama import models, options
 
     root = good(tmp_path / "ckpt")
     cases = planned(tmp_path, monkeypatch)
@@ -337,7 +337,7 @@ def test_a_checkpoint_changed_since_the_plan_is_refused_by_resume_and_by_the_wor
         runfile.check_models(tmp_path / "r.jsonl", cases)
     assert "changed since the run was planned" in str(err.value) and "\n" not in str(err.value)
     assert str(err.value).startswith(f"cannot resume {tmp_path / 'r.jsonl'}: --weights {root.resolve()}")
-    workload._checkpoint.cache_clear()   # as in a worker process, which reads the checkpoint afresh
+    options._checkpoint.cache_clear()   # as in a worker process, which reads the checkpoint afresh
     spec = get_workload("llama").spec_for(cases[0].options)   # the worker's spec: the planned architecture
     with pytest.raises(UserError, match="changed since the run was planned"):
         models.checkpoint_of(spec)   # its model builder: never measures another checkpoint

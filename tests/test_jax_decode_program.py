@@ -18,7 +18,8 @@ pytest.importorskip("flax")
 from xpubench.backends.jax_.generate import OwnCacheJaxGenerator
 from xpubench.harness.generation import cache_positions
 from xpubench.workloads.llama.config import LlamaConfig
-from xpubench.workloads.llama.workload import WORKLOAD, configure
+from xpubench.workloads.llama.spec import configure
+from xpubench.workloads.llama.workload import WORKLOAD
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
                   vocab_size=128, rope_theta=10_000.0, tie_embeddings=True, max_positions=64)

@@ -21,7 +21,7 @@ def test_a_jax_models_init_and_optimizer_state_compile_a_few_programs_not_one_pe
         import jax
         from jax import monitoring
         from xpubench import backends
-        from xpubench.backends.jax_ import train
+        from xpubench.backends.jax_ import model as jax_model, train
         from xpubench.case import Case
         from xpubench.harness.setup import training_setup
         from xpubench.workloads import get_workload
@@ -35,7 +35,7 @@ def test_a_jax_models_init_and_optimizer_state_compile_a_few_programs_not_one_pe
         compiled = []
         monitoring.register_event_duration_secs_listener(
             lambda event, seconds, **kw: compiled.append(event) if event.endswith("backend_compile_duration") else None)
-        params, extra = train.init_variables(model, setup.spec, setup.x_train[:1], 0)
+        params, extra = jax_model.init_variables(model, setup.spec, setup.x_train[:1], 0)
         state = train.init_opt_state(tx, params, "fp32")
         jax.block_until_ready((params, state))
         print(len(compiled), len(jax.tree_util.tree_leaves(params)))

@@ -29,7 +29,7 @@ def parity_counts(keras_backend: str) -> dict:
     import jax
     import torch  # noqa: F401  (the torch models)
 
-    from xpubench.backends.jax_.train import init_variables
+    from xpubench.backends.jax_.model import init_variables
     from xpubench.backends.keras_.device import import_keras
     from xpubench.workloads import get_workload
 

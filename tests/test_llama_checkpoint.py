@@ -15,13 +15,14 @@ from quick_compile import quick_xla_in_process  # noqa: F401  (the fixture, used
 from xpubench.errors import UserError
 from xpubench.workloads.llama import checkpoint as ck
 from xpubench.workloads.llama.config import LlamaConfig, RopeScaling
+from xpubench.workloads.llama.hf_tensors import hf_tensor_shapes
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("safetensors")
 pytestmark = pytest.mark.usefixtures("quick_xla_in_process")   # what is computed, not how fast
 
-from xpubench.workloads.llama import flax_model
+from xpubench.workloads.llama import flax_model, flax_params
 from xpubench.workloads.llama.torch_model import build
 
 # original_max_position_embeddings 32 puts the llama3 scaling's three bands inside a head of 16
@@ -50,7 +51,7 @@ def torch_logits(ckpt, idx) -> np.ndarray:
 def jax_logits(ckpt, idx) -> np.ndarray:
     """One jitted forward (as the workload runs it), not op by op (every primitive compiled on its own)."""
     model = flax_model.LlamaFlax(ckpt.config, "fp32")
-    params = flax_model.load_checkpoint(model, ckpt)
+    params = flax_params.load_checkpoint(model, ckpt)
     with jax.default_matmul_precision("highest"):
         return np.asarray(jax.jit(model.apply)({"params": params}, idx.astype(np.int32)))
 
@@ -106,9 +107,9 @@ def test_bf16_checkpoint_is_read_by_both(tmp_path):
 @pytest.mark.slow
 def test_parameter_counts_are_equal_across_frameworks():
     for cfg in CONFIGS.values():   # the params' shapes and dtypes, traced (n_params reads only those), not drawn
-        params = jax.eval_shape(lambda cfg=cfg: flax_model.init_random(flax_model.LlamaFlax(cfg, "fp32")))
-        assert flax_model.n_params(params) == build(cfg, "fp32").n_params() == \
-            sum(int(np.prod(s)) for s in ck.hf_tensor_shapes(cfg).values())
+        params = jax.eval_shape(lambda cfg=cfg: flax_params.init_random(flax_model.LlamaFlax(cfg, "fp32")))
+        assert flax_params.n_params(params) == build(cfg, "fp32").n_params() == \
+            sum(int(np.prod(s)) for s in hf_tensor_shapes(cfg).values())
 
 
 # ---- bad directories ------------------------------------------------------------------------------

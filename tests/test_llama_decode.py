@@ -27,10 +27,12 @@ from xpubench.energy.meter import EnergyMeter, Unavailable
 from xpubench.harness.generation import generate, measure
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama import flax_model as fm
+from xpubench.workloads.llama import flax_params as fp
 from xpubench.workloads.llama.config import LlamaConfig
+from xpubench.workloads.llama.spec import case_options, configure
 from xpubench.workloads.llama.torch_model import LlamaTorch
 from xpubench.workloads.llama.torch_weights import Proj, quantize_groups, unpack_int4
-from xpubench.workloads.llama.workload import WORKLOAD, case_options, configure
+from xpubench.workloads.llama.workload import WORKLOAD
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
                   vocab_size=128, rope_theta=10_000.0, tie_embeddings=True, max_positions=64)
@@ -67,11 +69,11 @@ def test_torch_depth_gives_the_tokens_of_the_longer_prompt(fmt):
 
 def jax_model(fmt: str):
     model = fm.LlamaFlax(CFG, fmt, dequant="fp32" if fmt in costs.QUANTISED else None)
-    params = jax.tree.map(lambda a: a * (STD / fm.INIT_STD) if a.ndim == 2 else a, fm.init_random(fm.LlamaFlax(CFG)))
+    params = jax.tree.map(lambda a: a * (STD / fm.INIT_STD) if a.ndim == 2 else a, fp.init_random(fm.LlamaFlax(CFG)))
     if fmt == "bf16":
         params = jax.tree.map(lambda a: a.astype(jnp.bfloat16), params)
     elif fmt in costs.QUANTISED:
-        params = fm.quantize_params(params, jnp.bfloat16, fmt)
+        params = fp.quantize_params(params, jnp.bfloat16, fmt)
     return model, params
 
 
@@ -93,7 +95,7 @@ def test_int4_packs_two_per_byte_and_rounds_within_half_a_step():
     back = ((q - 8) * scale[..., None] + zero[..., None]).reshape(32, 64)
     assert ((back - w).abs() <= scale.repeat_interleave(32, 1) / 2 + 1e-6).all()
     # JAX's packing (along a row, the input axis, of a kernel stored (out, in) as torch's) holds the same bytes
-    jax_parts = fm._quantize_int4(jnp.asarray(w.numpy()), 1, jnp.float32, 32)
+    jax_parts = fp._quantize_int4(jnp.asarray(w.numpy()), 1, jnp.float32, 32)
     assert np.array_equal(np.asarray(jax_parts[""]), packed.numpy())
     np.testing.assert_allclose(np.asarray(jax_parts["scale"]), scale.numpy(), rtol=1e-6)
 
@@ -149,7 +151,7 @@ def test_params_and_size_are_the_shapes_and_int4_allocates_what_costs_computes()
     assert costs.weight_bytes(cfg, "int4") < costs.weight_bytes(cfg, "int8") / 1.5
     _module, params = WORKLOAD.generation_models["jax"](spec, "int4", jax.devices("cpu")[0], 0)
     assert tree_bytes(params) == costs.weight_bytes(cfg, "int4")
-    assert fm.n_params(params) == costs.param_count(cfg)
+    assert fp.n_params(params) == costs.param_count(cfg)
 
 
 def test_the_bound_counts_the_cache_at_depth():

@@ -26,10 +26,12 @@ from xpubench.backends.torch_.generate import generate_uncached as torch_uncache
 from xpubench.harness.generation import generate, measure
 from xpubench.workloads.llama import costs
 from xpubench.workloads.llama import flax_model as fm
+from xpubench.workloads.llama import flax_params as fp
 from xpubench.workloads.llama.config import LlamaConfig, RopeScaling
+from xpubench.workloads.llama.spec import configure
 from xpubench.workloads.llama.torch_model import LlamaTorch
 from xpubench.workloads.llama.torch_weights import Proj, int8pack_available
-from xpubench.workloads.llama.workload import WORKLOAD, configure
+from xpubench.workloads.llama.workload import WORKLOAD
 
 CFG = LlamaConfig("tiny", n_layers=2, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=96,
                   vocab_size=128, rope_theta=10_000.0, rope_scaling=RopeScaling(8.0, 1.0, 4.0, 32),
@@ -65,7 +67,7 @@ def jax_params():
     """An fp32 model and its params, the matrices scaled from the init's std 0.02 to STD: drawn once for the
     module's tests (immutable arrays; each test builds its own generator, whose programs it compiles)."""
     model = fm.LlamaFlax(CFG, "fp32")
-    return model, jax.tree.map(lambda p: p * (STD / fm.INIT_STD) if p.ndim == 2 else p, fm.init_random(model))
+    return model, jax.tree.map(lambda p: p * (STD / fm.INIT_STD) if p.ndim == 2 else p, fp.init_random(model))
 
 
 def context_matters(tokens: np.ndarray) -> bool:
@@ -167,9 +169,9 @@ def test_int8_packed_kernel_equals_dequantised_matmul():
 @pytest.mark.slow
 def test_jax_int8_weight_only_is_close_to_fp32():
     model = fm.LlamaFlax(CFG, "fp32")
-    params = fm.init_random(model)
+    params = fp.init_random(model)
     q_model = fm.LlamaFlax(CFG, "int8", int8_compute="fp32")
-    q_params = fm.quantize_params(params, np.float32)
+    q_params = fp.quantize_params(params, np.float32)
     idx = prompt(2, 20)
     with jax.default_matmul_precision("highest"):   # one jitted forward each (as the workload runs it), not op by op
         want = np.asarray(jax.jit(model.apply)({"params": params}, idx))

@@ -21,7 +21,7 @@ from xpubench.plan.notes import plan_notes
 from xpubench.plan.request import workloads_of
 from xpubench.workloads import default_run, get_workload
 from xpubench.workloads.llama import costs
-from xpubench.workloads.llama.workload import configure, generation_lengths
+from xpubench.workloads.llama.spec import configure, generation_lengths
 
 MACHINES = Path(__file__).parent / "data" / "machines"
 GIB = 1 << 30

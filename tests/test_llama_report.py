@@ -17,6 +17,7 @@ from xpubench.report.base.frame import ResultSet
 from xpubench.report.charts.generation import tokens_batch_chart
 from xpubench.report.sections import section
 from xpubench.report.sentences.answer import answer_lines
+from xpubench.report.sentences.language_models import model_lines
 from xpubench.report.tables import llm
 from xpubench.results.schema import Result
 
@@ -73,10 +74,9 @@ def test_a_share_above_100_percent_is_an_unreliable_bound_never_stored():
     assert m["bandwidth_bound_note"].startswith("unreliable bound, not printed: decode ran at 200.0 tokens/s")
     assert "it moved at least 54.0 GB/s" in m["bandwidth_bound_note"]
     assert llm.bound_cell(m) == "n/a (>100%: bound unreliable)"
-    lines = llm.answer_lines(loaded(result(tg=200.0)).frame)
-    assert lines == [("for smollm-135m generation (tg128), torch cpu bf16: 200 tok/s, share of the bandwidth bound n/a "
-                      "(above 100%: the bandwidth read low (a busy machine?) or the bytes per token are "
-                      "undercounted)")]
+    assert model_lines(loaded(result(tg=200.0))) == [(
+        "smollm-135m, pp512/tg128: torch cpu bf16 decode 200 tok/s, n/a (>100%: bound unreliable) of the bandwidth "
+        "bound (the only runtime measured)")]
 
 
 def result(precision: str = "bf16", batch: int = 1, tg: float = 40.0, backend: str = "torch",
@@ -94,9 +94,10 @@ def loaded(*results: Result) -> ResultSet:
     return ResultSet.load([dataclasses.replace(r) for r in analyse(list(results))])
 
 
-def test_one_table_of_every_runtime_and_format_and_an_answer_line_per_format():
+def test_one_table_of_every_runtime_and_format_and_one_answer_line_for_them_all():
     """Issue 50 item 7: one llama-bench table, a row per runtime x format x test (the formats in order, the
-    fastest tg first), and the answer names the fastest runtime of each format with the others after it."""
+    fastest tg first); the answer says one line for the model and test: the fastest runtime and format, the
+    verdict against the next, then the others, each with its share of the bandwidth bound."""
     data = loaded(result("fp32", tg=20.0), result("bf16", tg=30.0, backend="jax"), result("bf16", tg=40.0))
     [table] = section("llm").shown_tables(data, report=True)
     cells = table.frame()
@@ -105,11 +106,11 @@ def test_one_table_of_every_runtime_and_format_and_an_answer_line_per_format():
         ("bf16", "jax", "pp512"), ("bf16", "jax", "tg128")]                  # llama-bench's rows
     assert list(cells["t/s"])[1::2] == ["20.0", "40.0", "30.0"]
     assert list(cells["of bw bound"])[1::2] == [f"{tg / (18e9 / BYTES):.0%}" for tg in (20.0, 40.0, 30.0)]
-    lines = answer_lines(data)
-    share = f"{40 / (18e9 / BYTES):.0%}"
-    assert (f"- for smollm-135m generation (tg128), torch cpu bf16: 40.0 tok/s, {share} of the bandwidth bound; the "
-            f"fastest of 2 runtimes in bf16 here (then jax cpu 30.0 tok/s, {30 / (18e9 / BYTES):.0%})") in lines
-    assert [line for line in lines if line.startswith("- for smollm-135m generation (tg128), torch cpu fp32: 20.0")]
+    share = [f"{tg / (18e9 / BYTES):.0%}" for tg in (40.0, 30.0, 20.0)]
+    assert [line for line in answer_lines(data) if "smollm" in line] == [(
+        f"- smollm-135m, pp512/tg128: fastest torch cpu bf16, 1.33x as fast as jax cpu bf16 (decode 40.0 tok/s against "
+        f"30.0 tok/s, {share[0]} against {share[1]} of the bandwidth bound; 95% interval 1.33-1.33) (provisional: one "
+        f"process a side); then torch cpu 20.0 tok/s ({share[2]})")]
 
 
 def test_the_table_reads_like_llama_bench():
@@ -132,7 +133,7 @@ def test_files_without_a_language_model_have_no_such_line_nor_table():
     gpt = result()
     gpt.metrics.pop("decode_bytes_per_token")
     for data in (loaded(gpt), loaded(dataclasses.replace(gpt, status="skipped"))):
-        assert llm.answer_lines(data.frame) == [] and llm.format_tables(data.frame) == []
+        assert model_lines(data) == [] and llm.format_tables(data.frame) == []
         assert tokens_batch_chart(data.frame) is None
 
 

@@ -75,7 +75,7 @@ def test_generation_on_a_written_checkpoint_in_both_frameworks(checkpoint, tmp_p
     assert cli.main(["run", "--weights", str(checkpoint), "-b", "torch,jax", "-p", "int8", "--processes", "1",
                      "--time-budget", "0.3", "-o", str(out)]) == 0        # --weights alone asks for llama
     said = capsys.readouterr().out
-    assert "for tiny-llama generation (tg32), " in " ".join(said.split())
+    assert "- tiny-llama, pp64/tg32: fastest " in " ".join(said.split())
     prompt_len, new_tokens = 64, 32                                     # a 128-position model: half, a quarter
     for backend in ("torch", "jax"):
         r = results(out)[(backend, "generate")]

@@ -11,6 +11,7 @@ import io
 import re
 from pathlib import Path
 
+from rendered_ratios import unescape_md
 from report_runs import quick_charts
 from rich.console import Console
 
@@ -56,19 +57,18 @@ def section_lines(md: str, title: str) -> list[str]:
 def test_torch_eager_decode_is_labelled_in_the_row_the_ratio_and_the_answer(tmp_path, monkeypatch):
     """The default run before issue 52 compared torch's eager decode with JAX's jitted one and said
     "jax 1.66x torch": every place that shows or compares that row now names the variant."""
-    text = terminal(QUIET)
+    text = terminal(QUIET, width=2000)   # the answer's lines unfolded
     runtimes = text.split("Language models on cpu")[1].split("pp, tg: tokens/s")[0]
     assert re.search(r"fp32\s+torch \(eager decode\)\s", runtimes), runtimes
-    assert re.search(r"- llama \(4/30 layers, pp64, tg16\): fastest here jax cpu at batch 1\b.*"
-                     r"as fast as torch \(eager decode\) cpu", text), text
-    assert "for smollm-135m 4/30 layers generation (tg16), jax cpu fp32" in text
+    [answer] = [line for line in text.splitlines() if line.startswith("- smollm-135m 4/30 layers, pp64/tg16: ")]
+    assert re.match(r"- smollm-135m 4/30 layers, pp64/tg16: fastest jax cpu, [\d.]+x as fast as torch \(eager decode\) "
+                    r"cpu \(decode [\d.]+ tok/s against [\d.]+ tok/s, \d+% against \d+% of the bandwidth bound", answer)
     md = report(QUIET, tmp_path, monkeypatch)
     pairs = [line for line in section_lines(md, "Backend against backend") if "4/30 layers" in line]
     assert len(pairs) == 1 and "| torch (eager decode) |" in pairs[0] and "| jax |" in pairs[0], pairs
     assert re.search(r"jax is [\d.]+x faster than torch \(eager decode\)", pairs[0])
-    advice = section_lines(md, "Which device for what")
-    assert [line for line in advice if re.match(r"- llama generation \(4/30 layers, pp64, tg16\): fastest is jax "
-                                                r"cpu at batch 1, .*torch \(eager decode\) cpu", line)], advice
+    advice = [unescape_md(line) for line in section_lines(md, "Which device for what")]
+    assert answer + "." in advice and not [line for line in advice if line.startswith("- llama generation")], advice
     llm = section_lines(md, "Language models: prompt processing and generation")
     assert [line for line in llm if line.startswith("| torch (eager decode) | tg16 |")], llm
 
@@ -76,29 +76,24 @@ def test_torch_eager_decode_is_labelled_in_the_row_the_ratio_and_the_answer(tmp_
 def test_a_brief_row_a_deeper_one_and_a_full_one_are_never_compared_nor_one_row(tmp_path, monkeypatch):
     """The brief case (4 of 30 layers, pp64/tg16), the same at depth 32 and the full model (pp512/tg128) in
     one file: each has rows of its own, labelled, and every comparison stays inside one of them."""
-    text = terminal(LLAMA)
+    text = terminal(LLAMA, width=2000)   # the answer's lines unfolded
     summary = text.split("Answer:")[0]
     for model, test in (("smollm-135m", "pp512/tg128"), ("smollm-135m 4/30 layers", "pp64/tg16"),
                         ("smollm-135m 4/30 layers", "pp64/tg16 @ d32")):
         assert re.search(rf"^{re.escape(model)}\s+{re.escape(test)}\s+fp32\s", summary, re.MULTILINE), (test, summary)
-    answer = [line for line in text.split("Answer:")[1].splitlines() if line.startswith("- llama")]
-    assert [line.split(":")[0] for line in answer] == ["- llama", "- llama (4/30 layers, pp64, tg16)",
-                                                      "- llama (4/30 layers, pp64, tg16, d32)"], answer
+    answer = [line for line in text.split("Answer:")[1].splitlines() if line.startswith(("- llama", "- smollm"))]
+    brief = "- smollm-135m 4/30 layers, pp64/tg16"
+    assert [line.split(": ")[0] for line in answer] == ["- smollm-135m, pp512/tg128", brief, f"{brief} @ d32"], answer
     assert not [line for line in answer if "different settings" in line]
-    told = [line for line in text.splitlines() if line.startswith("- for smollm-135m")]
-    assert [line.split(",")[0] for line in told] == ["- for smollm-135m generation (tg128)",
-                                                     "- for smollm-135m 4/30 layers generation (tg16)",
-                                                     "- for smollm-135m 4/30 layers generation (tg16 @ d32)"], told
     md = report(LLAMA, tmp_path, monkeypatch)
     pairs = section_lines(md, "Backend against backend")[1:]   # under the header
     cases = [line.split(" | ")[0].removeprefix("| ") for line in pairs]
     assert cases == ["generate fp32 batch 1"] * 3 + ["generate fp32 batch 1 (4/30 layers, pp64, tg16)"] * 3 + \
         ["generate fp32 batch 1 (4/30 layers, pp64, tg16, d32)"], pairs
     assert sum("| torch |" in line for line in pairs) == 4        # torch against jax and llamacpp, brief and full
-    advice = [line for line in section_lines(md, "Which device for what") if line.startswith("- llama generation")]
-    assert [line.split(":")[0] for line in advice] == [
-        "- llama generation", "- llama generation (4/30 layers, pp64, tg16)",
-        "- llama generation (4/30 layers, pp64, tg16, d32)"], advice
+    advice = [unescape_md(line) for line in section_lines(md, "Which device for what")
+              if line.startswith(("- llama generation", "- smollm"))]
+    assert advice == [line + "." for line in answer], advice   # the same lines on both screens
 
 
 def test_the_llama_cpp_cells_that_are_na_say_why():
@@ -152,8 +147,8 @@ def test_the_default_runs_llm_row_is_torch_compiled_against_jax_and_its_note_nam
     header = next(line for line in text.splitlines() if "fastest" in line and "ratio" in line)
     assert header.split()[3:6] == ["numpy", "torch", "jax"], header
     # one torch process with two decode rounds: the ratio is not significant, and the answer says so
-    assert re.search(r"- llama \(4/30 layers, pp64, tg16\): fastest here jax cpu at batch 1\b.*"
-                     r"(as fast as|not significant against) torch cpu \(decode", text), text
+    assert re.search(r"- smollm-135m 4/30 layers, pp64/tg16: fastest jax cpu, ([\d.]+x as fast as|but) torch cpu "
+                     r"(\(|is within noise)", text), text
     notes = [line for line in text.split("Answer:")[0].splitlines() if BARRIERS in line]
     assert [line.split(":")[0] for line in notes] == ["torch (smollm-135m 4/30 layers fp32)"], notes
 

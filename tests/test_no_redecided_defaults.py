@@ -19,8 +19,10 @@ FIELDS = frozenset(f.name for f in dataclasses.fields(Case))
 
 def _field_read(node: ast.AST) -> str | None:
     """The case field ``node`` reads, if it reads one: ``x.get("f")``, ``x["f"]``, ``num(x, "f")``,
-    ``getattr(x, "f")``, ``x.f`` (``int(...)`` and ``float(...)`` around it too)."""
+    ``getattr(x, "f")``, ``x.f`` (``int(...)``, ``float(...)`` and ``pd.to_numeric(...)`` around it too)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "float", "str"):
+        return _field_read(node.args[0]) if node.args else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to_numeric":
         return _field_read(node.args[0]) if node.args else None
     name = None
     if isinstance(node, ast.Call) and node.args:
@@ -48,8 +50,8 @@ def _a_default(node: ast.AST) -> bool:
 
 
 def redecided(path: Path, root: Path = SRC) -> list[str]:
-    """``file:line: text`` of every ``<a case field> or <a default>`` (or ``.get(field, <a default>)``) in
-    ``path``, in line order."""
+    """``file:line: text`` of every ``<a case field> or <a default>`` (or ``.get(field, <a default>)``, or a
+    column's ``frame["field"].fillna(<a default>)``) in ``path``, in line order."""
     tree = ast.parse(path.read_text(), str(path))
     lines = path.read_text().splitlines()
     found = set()
@@ -60,6 +62,9 @@ def redecided(path: Path, root: Path = SRC) -> list[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
                 and len(node.args) == 2:                                      # case.get("precision", "fp32")
             pairs = [(ast.Call(node.func, node.args[:1], []), node.args[1])]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "fillna" \
+                and len(node.args) == 1:                                      # rows["batch_size"].fillna(1)
+            pairs = [(node.func.value, node.args[0])]
         if any(_field_read(value) and _a_default(fallback) for value, fallback in pairs):
             found.add((node.lineno, f"{path.relative_to(root)}:{node.lineno}: {lines[node.lineno - 1].strip()}"))
     return [text for _, text in sorted(found)]
@@ -86,5 +91,10 @@ def test_the_scan_sees_each_spelling(tmp_path):
                       "g = num(row, 'depth') or 0\n"                               # a figure, not a case field
                       "h = row.get('device') or 'n/a'\n"                          # how the unknown is shown
                       "i = info.get('devices') or []\n"                           # nothing
-                      "j = c.get('precision', 'fp32')\n")
-    assert [line.split(": ", 1)[1][0] for line in redecided(source, tmp_path)] == ["a", "b", "c", "d", "e", "j"]
+                      "j = c.get('precision', 'fp32')\n"
+                      "k = pd.to_numeric(rows['batch_size']).fillna(1)\n"
+                      "l = rows['data'].fillna('synthetic')\n"
+                      "m = rows['model'].fillna(rows['workload'])\n"             # a column, not a default
+                      "n = column(rows, 'final_metric').fillna(0)\n")           # a figure
+    assert [line.split(": ", 1)[1][0] for line in redecided(source, tmp_path)] == ["a", "b", "c", "d", "e", "j",
+                                                                                  "k", "l"]

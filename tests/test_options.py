@@ -1,4 +1,4 @@
-"""options.OPTIONS declares every `xpubench run` option once: each row must reach the place it names
+"""plan.options.OPTIONS declares every `xpubench run` option once: each row must reach the place it names
 (a PlanRequest field, a key of PlanRequest.options, a run setting) from the command line, from a
 --config TOML file and from the notebook API's keywords; --resume refuses exactly the rows that say so."""
 
@@ -11,7 +11,7 @@ from xpubench import api
 from xpubench.cli import build_parser
 from xpubench.cli.run import request_from
 from xpubench.errors import UserError
-from xpubench.plan import options
+from xpubench.plan import options, options_given
 from xpubench.plan.request import is_brief, is_quick, workloads_of
 from xpubench.workloads.llama.checkpoint import random_hf_tensors, write_checkpoint
 from xpubench.workloads.llama.config import LlamaConfig
@@ -190,7 +190,7 @@ def flag_argv(o: options.Option, tmp: Path) -> list[str]:
 @pytest.mark.parametrize("o", [o for o in options.OPTIONS if o.flags and o.name != "resume"], ids=lambda o: o.name)
 def test_resume_refuses_exactly_the_rows_that_say_so(o, tmp):
     args = build_parser().parse_args(["run", "--resume", "r.jsonl", *flag_argv(o, tmp)])
-    refused = options.refused_with_resume(args)
+    refused = options_given.refused_with_resume(args)
     assert (options.flag(o) in refused) == (not o.with_resume)
 
 

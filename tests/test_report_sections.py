@@ -24,7 +24,8 @@ from xpubench.report.render.build import build_report
 from xpubench.report.render.terminal import headline, print_run_output, print_run_tables
 from xpubench.report.sections import SECTIONS, ReportSection, register
 from xpubench.results import metrics, modes
-from xpubench.results.metrics import Common, figure
+from xpubench.results.metric_base import figure
+from xpubench.results.metrics_common import Common
 from xpubench.results.modes import MODES, Figure, Mode
 from xpubench.results.schema import Result
 

@@ -232,17 +232,17 @@ def test_a_checkpoints_headers_are_read_once_per_process(tmp_path, monkeypatch):
     its model builder opens it once, refusing a changed one (the pinned digest)."""
     from xpubench.errors import UserError
     from xpubench.workloads import get_workload
-    from xpubench.workloads.llama import models, workload
+    from xpubench.workloads.llama import models, options
 
     root = _checkpoint(tmp_path / "tiny")
     reads = []
     opened = ck.open_checkpoint
     monkeypatch.setattr(ck, "open_checkpoint", lambda *a, **k: reads.append(a) or opened(*a, **k))
-    workload._checkpoint.cache_clear()
+    options._checkpoint.cache_clear()
     cases = build_cases(PlanRequest(workloads=["llama"], backends=["torch", "jax"], precisions=["fp32", "bf16"],
                                     options={"weights": str(root)}), cpu_env())
     assert len(cases) == 4 and len(reads) == 1
-    workload._checkpoint.cache_clear()   # a worker process
+    options._checkpoint.cache_clear()   # a worker process
     llama = get_workload("llama")
     spec = llama.spec_for(cases[0].options)
     assert spec.config == opened(root).config                              # the architecture the plan pinned

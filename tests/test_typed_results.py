@@ -85,7 +85,8 @@ def test_a_count_or_a_compile_not_recorded_is_n_a_never_0():
     assert _failed(pd.Series({"requests": 10, "failed": 2, "timeouts": 1})) == "2 of 10 (1 timed out)"
     assert reached_cell(pd.Series({"seeds": 3, "seeds_reached": None})) == "n/a"
     assert reached_cell(pd.Series({"seeds": 3, "seeds_reached": 2})) == "2/3"
-    # compile_s None is eager (results/metrics.py): nothing compiled apart; a matmul records no compile: unknown
+    # compile_s None is eager (results/metrics_train.py, metrics_generate.py): nothing compiled apart;
+    # a matmul records no compile: unknown
     assert compiled_apart_s(pd.Series({"mode": "generate", "compile_s": None})) == 0.0
     assert compiled_apart_s(pd.Series({"mode": "matmul"})) is None
     assert compiled_apart_s(pd.Series({"mode": "train", "compile_s": 1.5})) == 1.5

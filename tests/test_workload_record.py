@@ -71,6 +71,9 @@ def test_every_registered_module_exports_its_record():
         record = importlib.import_module(module).WORKLOAD
         assert isinstance(record, Workload) and record.name == name and workloads.get_workload(name) is record
         assert record.sources and all(Path(f).is_file() for f in record.sources), name
+        package = Path(importlib.import_module(module).__file__).parent
+        if package.name == name:   # a workload of its own package: its code digest covers every module of it
+            assert {str(p) for p in package.glob("*.py")} <= set(record.sources), name
         assert set(record.models) <= {"torch", "jax", "keras"}, name
         assert (record.spec is None) == (not record.models), name   # a model has a spec, and the reverse
         if record.spec is not None:

@@ -1,7 +1,7 @@
 """How close a result gets to what the chip can do: % of the spec peak, % of the measured ceiling, and
 the arithmetic intensity that places it on a roofline; and the labels that keep a CPU estimate honest.
 
-The honesty rule. A CPU's "peak" is an estimate (devices/cpu.py: cores x clock x FLOP/cycle). Its clock
+The honesty rule. A CPU's "peak" is an estimate (devices/cpu_peak.py: cores x clock x FLOP/cycle). Its clock
 is measured on a busy core or cpufreq's maximum, an upper bound; only without either is it the clock
 the OS reports, which under a hypervisor is often the base clock, below the boost clock the cores run
 at. When a result is faster than the estimate, its % of peak would read above 100%, which says the tool

@@ -37,14 +37,12 @@ def _baseline(case: Case, earlier: Iterable) -> tuple[int, float] | None:
 
 
 def annotate(metrics: MutableMapping, case: Case, earlier: Iterable) -> None:
-    """Adds devices / per_device_batch / global_batch to a model case's metrics, and the scaling
-    figures when a matching result on fewer devices is in ``earlier`` (results before this one)."""
+    """Adds the scaling figures to a model case's metrics when a matching result on fewer devices is in
+    ``earlier`` (results before this one). The case's own fields (devices, batch) are the case's: a reader
+    reads them there (``Result.case``), not copied into the metrics."""
     if case.mode not in ("train", "infer"):
         return
     n = case.devices
-    metrics.setdefault("devices", n)
-    metrics.setdefault("per_device_batch", case.batch_size)
-    metrics.setdefault("global_batch", case.global_batch)
     thr = metrics.get("samples_per_s")
     base = _baseline(case, earlier) if n > 1 and thr else None
     if base is None:

@@ -200,9 +200,9 @@ def _detect(backends: list[str] | None = None) -> dict:
 
 
 def _request(request: PlanRequest | None, fields: dict) -> PlanRequest:
-    """A PlanRequest and keywords (a field's name, or an option's TOML key: options.request_fields)."""
-    from xpubench.plan import validate
-    from xpubench.plan.options import request_fields
+    """A PlanRequest and keywords (a field's name, or an option's TOML key: options_given.request_fields)."""
+    from xpubench.plan.options_given import request_fields
+    from xpubench.plan.validation import validate
 
     request = request or PlanRequest()
     if fields:

@@ -23,7 +23,7 @@ def device_record(fp: dict, backend: str, device: str) -> dict:
 
 def peak_for(fp: dict, backend: str, device: str, precision: str) -> tuple[float | None, bool]:
     """(peak FLOP/s of one device at this precision or None, whether it is an estimate)."""
-    if kind_of(device) is CPU:   # the host's estimate (devices/cpu.py)
+    if kind_of(device) is CPU:   # the host's estimate (devices/cpu_peak.py)
         est = fp.get("host", {}).get("cpu", {}).get("peak_estimate", {}).get(precision) or {}
         value = est.get("value") if isinstance(est, dict) else None
         return (float(value), True) if value else (None, True)

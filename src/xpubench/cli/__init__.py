@@ -18,7 +18,7 @@ from xpubench.cli import serve as serve_cli
 from xpubench.cli import site as site_cli
 from xpubench.envnames import REFRESH
 from xpubench.errors import UserError, stop_signal, stopped_by, stops_like_ctrl_c
-from xpubench.plan.options import add_run_arguments
+from xpubench.plan.options_given import add_run_arguments
 from xpubench.plan.options_help import REFRESH_HELP, device_help, doctor_backend_help
 from xpubench.plan.options_text import csv
 from xpubench.version import __version__
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="workloads, backends and devices")
 
     run = sub.add_parser("run", help="run benchmarks (default: a brief run of everything)")
-    add_run_arguments(run)   # every option of `run` is one row of options.OPTIONS
+    add_run_arguments(run)   # every option of `run` is one row of plan.options.OPTIONS
     run.add_argument("--format", choices=["md", "csv", "json", "jsonl"], help="with -o -: the cases on stdout "
                      "in this format, nothing else there (progress on stderr; results to the default file)")
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from xpubench.errors import UserError
 from xpubench.legible.plaintext import markup, shown
-from xpubench.plan import PlanRequest, options
+from xpubench.plan import PlanRequest, options_given
 
 
 def request_from(args) -> tuple[PlanRequest, dict]:
     """(the PlanRequest, the run settings: output, timeout, memory_limit, processes) from the TOML file
-    (if any) under the command-line flags; options.OPTIONS says where each value goes."""
-    values = options.read_config(args.config) if args.config else {}
-    values.update(options.from_flags(args))
-    fields, run_opts = options.split(values)
+    (if any) under the command-line flags; plan.options.OPTIONS says where each value goes."""
+    values = options_given.read_config(args.config) if args.config else {}
+    values.update(options_given.from_flags(args))
+    fields, run_opts = options_given.split(values)
     opts = fields.get("options", {})
     if opts.get("download") and fields.get("data") != "real":
         raise UserError("--download fetches real datasets: use it with --data real")
@@ -29,7 +29,7 @@ def request_from(args) -> tuple[PlanRequest, dict]:
 def _make_data_dir(path) -> None:
     """--download fills the data folder: create it (the default cache folder or --data-dir) if need be."""
     if not isinstance(path, str):
-        return  # plan.validate says what is wrong with it
+        return  # plan.validation.validate says what is wrong with it
     try:
         Path(path).expanduser().mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -46,10 +46,10 @@ def _default_data_dir() -> str:
 
 
 def _check_resume_flags(args) -> None:
-    given = options.refused_with_resume(args)
+    given = options_given.refused_with_resume(args)
     if given:
         raise UserError(f"--resume takes the plan from the results file: drop {', '.join(given)} "
-                        f"(only {' and '.join(options.with_resume_flags())} go with --resume)")
+                        f"(only {' and '.join(options_given.with_resume_flags())} go with --resume)")
 
 
 def execute_run(args, console) -> int:
@@ -70,9 +70,10 @@ def execute_run(args, console) -> int:
 
 
 def _check_flags(args) -> None:
-    """What can be checked of the flags without this machine's devices (plan.validate and the run settings)."""
+    """What can be checked of the flags without this machine's devices (plan.validation.validate and the run
+    settings)."""
     from xpubench import api
-    from xpubench.plan import validate
+    from xpubench.plan.validation import validate
 
     if args.resume:
         _check_resume_flags(args)

@@ -11,8 +11,8 @@ from typing import Any
 
 _EXPORTS = {
     "available_devices": "detect", "resolve_device": "detect",
-    "lookup": "specs", "peak_flops": "specs", "memory_bandwidth": "specs", "ChipSpec": "specs",
-    "cpu_info": "cpu", "cpu_peak_estimate": "cpu", "render_environment": "render",
+    "lookup": "specs", "peak_flops": "specs", "memory_bandwidth": "specs", "ChipSpec": "chips",
+    "cpu_info": "cpu", "cpu_peak_estimate": "cpu_peak", "render_environment": "render",
 }
 __all__ = ["ChipSpec", "available_devices", "cpu_info", "cpu_peak_estimate", "lookup",
            "memory_bandwidth", "peak_flops", "render_environment", "resolve_device"]

@@ -1,4 +1,4 @@
-"""The clock a CPU core really runs at under load, measured, for the CPU peak estimate (devices/cpu.py).
+"""The clock a CPU core really runs at under load, measured, for the CPU peak estimate (devices/cpu_peak.py).
 
 Why: under a hypervisor /proc/cpuinfo's "cpu MHz" is often the base clock (2.60 GHz on the project's
 AMD EPYC VMs) while the cores boost far above it (3.66 GHz measured on Zen 4, >= 4.0 GHz on Zen 5), so a

@@ -17,7 +17,8 @@ import subprocess
 from typing import Any
 
 from xpubench.devices.clock import cpu_clock
-from xpubench.devices.cpu import cpu_info, cpu_peak_estimates
+from xpubench.devices.cpu import cpu_info
+from xpubench.devices.cpu_peak import cpu_peak_estimates
 from xpubench.devices.device import Device, kind_named
 from xpubench.envnames import refresh_asked
 from xpubench.errors import UserError

@@ -39,6 +39,9 @@ CPU = Kind("cpu", accelerator=False, shared=True)
 GPU = Kind("gpu", accelerator=True, shared=False)
 TPU = Kind("tpu", accelerator=True, shared=False)
 MPS = Kind("mps", accelerator=True, shared=True, indexed=False)
+# the machine of a server xpubench only reached by its URL (serve --url): never seen, so neither this host's
+# CPU nor an accelerator to recommend; not a spelling a user types (-d names what xpubench runs on)
+REMOTE = Kind("remote", accelerator=False, shared=False, indexed=False)
 KINDS = {k.name: k for k in (CPU, GPU, TPU, MPS)}
 ALIASES = {"cuda": GPU, "rocm": GPU, "hip": GPU, "metal": MPS}
 _SPELLING = re.compile(r"([a-z]+)(?::(\d+))?")
@@ -88,13 +91,18 @@ class Device:
 def kind_of(device: str) -> Kind:
     """The kind of a device id or spelling ('gpu:1', 'cuda:1' -> GPU; '' -> CPU). A kind this version does
     not know (a record of a newer one) is an accelerator of that name."""
-    word = str(device or "cpu").split(":")[0]
-    return kind_named(word) or Kind(word.strip().lower(), accelerator=True, shared=False)
+    word = str(device or "cpu").split(":")[0].strip().lower()
+    return kind_named(word) or (REMOTE if word == REMOTE.name else Kind(word, accelerator=True, shared=False))
 
 
 def is_accelerator(device: str) -> bool:
     """Whether a device spelling ('cpu', 'gpu:0', 'cuda:0', 'tpu', 'mps') names an accelerator."""
     return kind_of(device).accelerator
+
+
+def is_cpu(device: str) -> bool:
+    """Whether a device id names this host's CPU (not an accelerator, not a remote server's machine)."""
+    return kind_of(device) is CPU
 
 
 def device_id(kind: Kind | str, index: int = 0) -> str:

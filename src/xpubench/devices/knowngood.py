@@ -1,7 +1,7 @@
 """Healthy or not: published *achievable* figures of known chips, each with its source, conditions and
 software versions, and the one comparison xpubench makes with them.
 
-A spec-sheet peak (devices/specs.py) is what a chip could do; a known-good figure is what someone
+A spec-sheet peak (devices/chips.py) is what a chip could do; a known-good figure is what someone
 measured a healthy one doing, with named software. A measurement well below it points at the machine
 (clocks, power cap, cooling, a noisy neighbour, older software), not at the chip. Rules:
 
@@ -40,7 +40,7 @@ CHECKS = {"nvidia": "check clocks, power cap and thermal throttling (nvidia-smi 
 @dataclass(frozen=True)
 class KnownGood:
     """One published achievable figure: ``value`` of ``what`` at ``precision`` on the chips ``chips``
-    (devices/specs.py keys), measured with ``framework`` (``software``) under ``conditions``."""
+    (devices/chips.py keys), measured with ``framework`` (``software``) under ``conditions``."""
 
     chips: tuple[str, ...]
     name: str            # the chip as the source names it
@@ -89,7 +89,7 @@ TABLE: tuple[KnownGood, ...] = (
 
 
 def figures_for(chip: str | None) -> list[KnownGood]:
-    """Every published figure of a chip (a devices/specs.py key); [] for an unknown chip or a CPU."""
+    """Every published figure of a chip (a devices/chips.py key); [] for an unknown chip or a CPU."""
     return [k for k in TABLE if chip and chip in k.chips]
 
 

@@ -10,7 +10,7 @@ from rich.segment import Segment
 from rich.table import Table
 
 from xpubench.devices import kernels
-from xpubench.devices.cpu import clock_said
+from xpubench.devices.cpu_peak import clock_said
 from xpubench.legible.plaintext import markup
 from xpubench.legible.units import fmt_bytes, fmt_flops
 
@@ -146,7 +146,7 @@ def _memory(views: list[tuple[str, dict]]) -> str:
 
 
 def _tpu_cores(dev: dict[str, Any]) -> str:
-    """'2 cores/chip, 2 devices/chip' for a TPU (figures from devices/specs.py and the chip's coords)."""
+    """'2 cores/chip, 2 devices/chip' for a TPU (figures from devices/chips.py and the chip's coords)."""
     if dev.get("kind") != "tpu":
         return ""
     parts = [f"{dev[k]} {label}/chip" for k, label in (("cores_per_chip", "cores"), ("devices_per_chip", "devices"))

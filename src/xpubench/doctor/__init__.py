@@ -135,8 +135,9 @@ def diagnose(env: dict, backends: list[str] | None = None, devices: list[str] | 
     device; ``kernel_rate`` one matmul with and without a kernel-choosing variable (kernels.py); ``busy``
     reads how busy other processes keep the CPU (0-1, None: unknown), before the checks and again before
     each CPU probe: a CPU speed row measured on a loaded machine is a WARN that says so (checks.under_load)."""
-    from xpubench.plan import PlanRequest, validate
+    from xpubench.plan import PlanRequest
     from xpubench.plan.defaults import choose_devices, incomplete_backends
+    from xpubench.plan.validation import validate
 
     validate(PlanRequest(backends=backends, devices=devices))
     probed = choose_devices(env, backends, devices)   # a bad name, or a named backend missing a module: one line

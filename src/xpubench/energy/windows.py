@@ -88,10 +88,11 @@ class EnergyWindows:
         return {k: v for k, v in out.items() if v is not None}
 
 
-def training_figures(energy: EnergyWindows, records: list, global_batch: int) -> dict:
+def training_figures(energy: EnergyWindows, records: list, samples_per_step: int) -> dict:
     """The training loop's energy figures: the windows are the steady epochs (records[1:]), or the only
-    epoch; per step, per steady epoch (complete ones) and per sample over those windows."""
+    epoch; per step, per steady epoch (complete ones) and per sample (``samples_per_step``: every device's
+    together) over those windows."""
     kept = records[1:] or records[:1]
     steps = sum(r.steps_run for r in kept)
     complete = sum(1 for r in kept if r.complete)
-    return energy.figures(steps=steps, samples=steps * global_batch, epochs=complete or None)
+    return energy.figures(steps=steps, samples=steps * samples_per_step, epochs=complete or None)

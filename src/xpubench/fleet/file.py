@@ -155,9 +155,10 @@ def parse(data: dict, text: str, path: Path) -> FleetFile:
 def _check_run(run: dict, where: str) -> None:
     """[run] as `xpubench run --config` reads it, checked as the run would check it before anything runs."""
     from xpubench.launch.orchestration import check_run_settings
-    from xpubench.plan import PlanRequest, options, validate
+    from xpubench.plan import PlanRequest, options_given
+    from xpubench.plan.validation import validate
 
-    fields, settings = options.split(options.from_config(run, f"{where}[run] "))
+    fields, settings = options_given.split(options_given.from_config(run, f"{where}[run] "))
     validate(PlanRequest(**fields))
     check_run_settings(settings.get("timeout"), settings.get("memory_limit"), settings.get("processes"))
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from xpubench.energy.meter import Unavailable
 from xpubench.energy.windows import EnergyWindows, meter_for_case
-from xpubench.results.metrics import InferMetrics
+from xpubench.results.metrics_infer import InferMetrics
 from xpubench.results.stats import summarize
 
 DEFAULT_BUDGET_S = 10.0     # measurement time after the first call, when the case gives no budget

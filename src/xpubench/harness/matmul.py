@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from xpubench.harness.timing import time_windows, timed
-from xpubench.results.metrics import MatmulMetrics
+from xpubench.results.metrics_matmul import MatmulMetrics
 from xpubench.results.outcome import Outcome
 from xpubench.results.stats import summarize
 from xpubench.workloads.matmul import flops

@@ -37,6 +37,9 @@ def training_setup(case) -> TrainingSetup:
     # resolved by the planner: a case without a batch size is refused when made; the global batch is its rule
     batch, world, global_batch = case.batch_size, case.devices, case.global_batch
     steps = len(ds.x_train) // global_batch
+    if steps < 1:
+        raise ValueError(f"the training set holds less than one global batch ({len(ds.x_train)} samples, "
+                         f"batch {batch} x {world} device(s) = {global_batch})")
     n = steps * global_batch
     forward = workload.forward_flops(spec)
     return TrainingSetup(spec=spec, forward_flops=forward, flops_per_sample=forward * spec.train_flops_factor,

@@ -39,25 +39,24 @@ pipelined epoch ``step_begin`` / ``step_end`` read no synchronised times, and ``
 late (Keras: at the next step's begin, backends/keras_/train.py) since only host time is read there.
 An epoch run one step ahead waits in ``step_end(handle)`` for the step before ``handle``'s: only a trainer
 that passes every step's handle may declare ``dispatches_ahead``.
+
+The epochs' records (``EpochRecord``) and the figures made of them after the loop (the metrics, the steady
+step samples, the gallery) are harness/training_metrics.py's.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-import numpy as np
-
 from xpubench.case import SYNC_MODES
 from xpubench.devices.device import is_accelerator
-from xpubench.energy.windows import EnergyWindows, meter_for_case, training_figures
+from xpubench.energy.windows import EnergyWindows, meter_for_case
 from xpubench.harness.target import TargetRun, wants_target
-from xpubench.results.metrics import TrainMetrics
+from xpubench.harness.training_metrics import EpochRecord, gallery, steady_step_samples, training_metrics
 from xpubench.results.outcome import Outcome
-from xpubench.results.stats import summarize
 
 MIN_CUT_STEPS = 3   # steps measured (besides the very first) before the budget may cut an epoch
 
@@ -95,14 +94,6 @@ def sync_mode(case) -> str:
     if mode not in SYNC_MODES:
         raise ValueError(f"sync mode must be one of {', '.join(SYNC_MODES)}, got {mode!r}")
     return mode
-
-
-@dataclass
-class EpochRecord:
-    steps_run: int
-    time_s: float                                          # the epoch region, ended by a sync
-    step_times: list[float] = field(default_factory=list)  # synchronised steps; empty when pipelined
-    complete: bool = True
 
 
 class StepTimer:
@@ -175,8 +166,8 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     (the harness runs its steps) and an epoch Trainer (``run_epoch``: the framework runs them) alike."""
     epochs = case.epochs or 1
     steps = min(case.steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
-    if steps < 1:
-        raise ValueError(f"the training set holds less than one global batch ({trainer.global_batch})")
+    if steps < 1:   # training_setup says why, with the batch (a trainer of its own may not)
+        raise ValueError("the training set holds less than one global batch: no step to time")
     mode = sync_mode(case)
     ahead = mode == "step" and getattr(trainer, "dispatches_ahead", False) and not is_accelerator(case.device)
     budget = case.time_budget_s
@@ -223,83 +214,15 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
             break
     epoch_times = [r.time_s for r in records if r.complete]
     outcome = Outcome(
-        metrics=_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
-                         val_metric, flops_per_sample, budget_hit, ahead=ahead and len(records) > 1)
-        | training_figures(energy, records, trainer.global_batch),
-        samples={"step_s": _steady_steps(records), "epoch_s": epoch_times,
+        metrics=training_metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss,
+                                 val_metric, flops_per_sample, budget_hit, ahead=ahead and len(records) > 1,
+                                 energy=energy),
+        samples={"step_s": steady_step_samples(records), "epoch_s": epoch_times,
                  "first_epoch_step_s": records[0].step_times, "eval_s": eval_times},
         series={"train_loss": train_loss, "val_loss": val_loss, "val_metric": val_metric},
         placement=trainer.placement(),
-        artifacts=_gallery(trainer, case),
+        artifacts=gallery(trainer, case),
     )
     if target:
         target.finish(outcome)   # time to target, the curve, "not reached" (harness/target.py)
     return outcome
-
-
-def _gallery(trainer: Trainer, case, wrong: int = 24, right: int = 8) -> dict:
-    """For image classifiers on real data: the misclassified test images (most confident mistakes
-    first), then a few correct ones, as uint8 pixels, for the report's gallery. Not timed."""
-    spec = getattr(trainer, "spec", None)
-    if case.data != "real" or spec is None or spec.input_kind != "image" or spec.target_kind != "class":
-        return {}
-    x, y, probs = trainer.predict_eval()
-    pred, conf = probs.argmax(-1), probs.max(-1)
-    idx = np.arange(len(y))
-    bad = idx[pred != y][np.argsort(-conf[pred != y], kind="stable")][:wrong]
-    good = idx[pred == y][:right]
-    pixels = np.clip(np.asarray(x) * 255 + 0.5, 0, 255).astype(np.uint8)
-    return {"gallery": [
-        {"index": int(i), "label": int(y[i]), "pred": int(pred[i]), "confidence": round(float(conf[i]), 4),
-         "correct": bool(pred[i] == y[i]), "image": pixels[i].squeeze(-1).tolist() if pixels.shape[-1] == 1
-         else pixels[i].tolist()}
-        for i in [*bad, *good]]}
-
-
-def _steady_steps(records: list[EpochRecord]) -> list[float]:
-    """Step samples of the epochs after the first (a cut epoch included): synchronised step times, or,
-    for a pipelined epoch, its time / its steps. With a single epoch, its steps after the first one."""
-    later = records[1:]
-    if later:
-        return [t for r in later for t in (r.step_times or [r.time_s / r.steps_run])]
-    first = records[0].step_times
-    return first[1:] if len(first) > 1 else first
-
-
-def _metrics(case, trainer, mode, steps, compile_s, records, eval_times, train_loss, val_loss, val_metric,
-             flops_per_sample, budget_hit, ahead: bool) -> dict:
-    """The figures of a training run; ``ahead``: its steady steps ran one ahead (a step sample is then the time
-    between two steps' ends: docs/methodology.md)."""
-    steady_steps = _steady_steps(records)
-    s = summarize(steady_steps)
-    per_step = s.median
-    batch = trainer.global_batch
-    complete = [r for r in records if r.complete]
-    steady_epochs = [r.time_s for r in complete[1:]] if records[0].complete else []
-    cut = next((r for r in records if not r.complete), None)
-    epoch_s = summarize(steady_epochs).median if steady_epochs else None
-    notes = []
-    if budget_hit and cut is not None:
-        notes.append(f"time budget reached in epoch {len(records)} after {cut.steps_run} steps "
-                     "(not counted as an epoch)")
-    elif budget_hit:
-        notes.append(f"time budget reached after {len(records)} epochs")
-    if not steady_epochs:
-        notes.append("one epoch only: no steady epoch time" if len(records) == 1 and not budget_hit
-                     else "no complete steady epoch: no steady epoch time")
-    if s.warning:
-        notes.append(s.warning)
-    samples_per_s = batch / per_step
-    return TrainMetrics(
-        sync=mode, step_ahead=ahead or None, matmul_precision=getattr(trainer, "matmul_precision", None),
-        compile_s=compile_s,
-        first_step_s=records[0].step_times[0], first_epoch_s=records[0].time_s if records[0].complete else None,
-        epoch_s=epoch_s, epochs_run=len(complete), steps_per_epoch=steps, budget_hit=budget_hit,
-        budget_cut_steps=cut.steps_run if cut is not None else None, global_batch=batch, step_s=per_step,
-        step_p90_s=s.p90, step_iqr_s=s.iqr, step_cv=s.cv, step_ci95_low_s=s.ci95_low, step_ci95_high_s=s.ci95_high,
-        us_per_sample=per_step / batch * 1e6, samples_per_s=samples_per_s,
-        epoch_samples_per_s=batch * steps / epoch_s if epoch_s else None, eval_s=summarize(eval_times).median,
-        flops_per_sample=flops_per_sample, achieved_flops_per_s=flops_per_sample * samples_per_s,
-        peak_memory_bytes=trainer.peak_memory(), final_loss=train_loss[-1], final_val_loss=val_loss[-1],
-        final_metric=val_metric[-1], warning="; ".join(notes) or None,
-    ).as_dict()

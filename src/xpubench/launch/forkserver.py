@@ -1,4 +1,6 @@
-"""Worker processes forked from a server that has already imported the framework (asv's "forkserver").
+"""Worker processes forked from a server that has already imported the framework (asv's "forkserver"):
+the runner's side, which starts the servers, asks them for workers and waits on those (the server process
+itself: launch/forkserver_process.py).
 
 A fresh ``python -m xpubench.launch.worker`` pays the interpreter's start and the framework's import in
 every process (measured on the project's 2-core VM: torch + its compiler ~5 CPU s, jax + flax + optax
@@ -28,18 +30,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib
 import json
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
-from pathlib import Path
 
 from xpubench import envnames
 from xpubench.errors import UserError
@@ -47,7 +45,6 @@ from xpubench.errors import UserError
 PER_WORKER = (envnames.MEMORY_LIMIT, envnames.SCRATCH, envnames.SERVER, envnames.SERVER_HEADERS,   # not the
               "PYTEST_CURRENT_TEST")                                                                   # server's
 MAX_SERVERS = 6   # idle servers kept (a torch one holds ~0.3 GB); the least recently used is closed beyond
-IDLE_EXIT_S = 600.0   # a server with no worker for this long exits (a notebook's kernel does not hold it)
 
 
 def method(device_is_accelerator: bool, environ=os.environ) -> str:
@@ -73,8 +70,6 @@ def _can_fork_serve() -> bool:
         return False
     return True
 
-
-# ---- the runner's side ----------------------------------------------------------------------------
 
 class ServerGone(RuntimeError):
     """The fork server ended while it held a worker (the worker ends itself: worker.watch_parent)."""
@@ -102,8 +97,8 @@ class ForkServer:
         log_fd, self.log = tempfile.mkstemp(prefix="xpubench-forkserver-", suffix=".txt")   # its own output
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xpubench.launch.forkserver", str(self.requests_r), str(self.replies_w),
-                 *preload], env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                [sys.executable, "-m", "xpubench.launch.forkserver_process", str(self.requests_r),
+                 str(self.replies_w), *preload], env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                 pass_fds=(self.requests_r, self.replies_w), start_new_session=True)   # Ctrl-C is the runner's
         except OSError as exc:
             for fd in (self.requests_w, self.replies_r):
@@ -208,7 +203,7 @@ def start_worker(argv: list[str], env: dict[str, str], server_env: dict[str, str
     own = {k: v for k, v in server_env.items() if k not in PER_WORKER}   # the server's environment
     key = (tuple(sorted(own.items())), preload, process)
     with _lock:
-        for other in _servers.values():   # ended (idle for IDLE_EXIT_S, killed) or broken: reaped, dropped
+        for other in _servers.values():   # ended (idle: forkserver_process.py; killed) or broken: reaped, dropped
             for dead in [s for s in other if s.broken or s.proc.poll() is not None]:
                 other.remove(dead)
                 dead.close()
@@ -258,96 +253,3 @@ def close_all() -> None:
         server.hang_up()
     for server in servers:
         server.close()
-
-
-# ---- the server's side ----------------------------------------------------------------------------
-
-def serve(requests_fd: int, replies_fd: int, preload: list[str]) -> None:
-    """Import ``preload`` (one that fails is left for the worker to meet, where a spawned worker would),
-    then fork a worker per request until the requests pipe closes or it has been idle IDLE_EXIT_S (the
-    runner then starts another: start_worker drops a server that has ended)."""
-    _name_process("xpubench-forks")
-    for name in ["xpubench.launch.worker", "xpubench.launch.dispatch", *preload]:
-        with contextlib.suppress(Exception):   # the child meets the same error at the same import
-            importlib.import_module(name)
-    watching = selectors.DefaultSelector()
-    watching.register(requests_fd, selectors.EVENT_READ, None)
-    buffer = b""
-    while True:
-        ready = watching.select(timeout=IDLE_EXIT_S)
-        if not ready and len(watching.get_map()) == 1:
-            return   # idle: only the requests pipe is watched, no worker
-        for key, _ in ready:
-            if key.data is None:
-                chunk = os.read(requests_fd, 65536)
-                if not chunk:
-                    return   # the runner is gone
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    request, server = json.loads(line), os.getpid()
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(request, server, (requests_fd, replies_fd))
-                    with contextlib.suppress(OSError):   # its own group before its pid is told (the child too)
-                        os.setpgid(pid, pid)
-                    watching.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
-                    _answer(replies_fd, {"pid": pid})
-            else:
-                watching.unregister(key.fd)
-                os.close(key.fd)
-                _, status = os.waitpid(key.data, 0)
-                _answer(replies_fd, {"exited": key.data, "code": os.waitstatus_to_exitcode(status)})
-
-
-def _answer(fd: int, reply: dict) -> None:
-    os.write(fd, json.dumps(reply).encode() + b"\n")
-
-
-def _child(request: dict, server: int, server_fds: tuple[int, ...]) -> None:
-    """The worker: its own process group, its output in its log, the runner's environment and folder,
-    then worker.main; never returns into the server's loop."""
-    code = 1
-    try:
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)   # a timeout kills the worker and its children (the server's session has no terminal)
-        for fd in server_fds:
-            os.close(fd)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        for fd, target in ((null, 0), (log, 1), (log, 2)):
-            os.dup2(fd, target)
-        os.close(null)
-        os.close(log)
-        os.environ.clear()
-        os.environ.update(request["env"], **{envnames.PARENT_PID: str(server)})   # the server is its parent
-        if request.get("cwd"):
-            with contextlib.suppress(OSError):
-                os.chdir(request["cwd"])
-                sys.path[0] = request["cwd"]   # as ``python -m`` started there would have it
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        _name_process("xpubench-worker")
-        from xpubench.launch import worker
-
-        sys.argv = [worker.__file__, *request["argv"]]
-        code = worker.main(request["argv"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    except BaseException:   # noqa: BLE001 - printed to the worker's log, which the runner reads
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            atexit._run_exitfuncs()   # what its imports registered, as at a spawned worker's exit
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _name_process(name: str) -> None:
-    """What ps and top show as the process's name (its command line stays the server's)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/comm").write_text(name)
-
-
-if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

@@ -26,7 +26,7 @@ import math
 from xpubench import backends
 from xpubench.backends.peaks import device_record, peak_for
 from xpubench.case import SERVE
-from xpubench.devices.device import is_accelerator, kind_of
+from xpubench.devices.device import is_accelerator, is_cpu, kind_of
 from xpubench.plan.fit import refusal
 from xpubench.workloads import get_workload, matmul
 
@@ -158,7 +158,7 @@ def cpu_share_hint(cases, env: dict) -> str | None:
     generating on a GPU node's CPU: hours) says so and names the ``-d`` that plans the accelerator alone;
     None otherwise. Said only where the user named no device (plan_notes)."""
     accelerators = sorted({kind_of(c.device).name for c in cases if is_accelerator(c.device)})
-    on_cpu = [c for c in cases if not is_accelerator(c.device)]
+    on_cpu = [c for c in cases if is_cpu(c.device)]
     if not on_cpu or not accelerators:
         return None
     cpu_s = sum(case_seconds(c, env)[0] for c in on_cpu)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from xpubench.case import SERVE, Case
-from xpubench.devices.device import is_accelerator, kind_of
+from xpubench.devices.device import is_cpu, kind_of
 from xpubench.plan import build_cases, serve
 from xpubench.plan.defaults import half_precision_note, left_out_backends, slow_cpu_dtypes
 from xpubench.plan.request import PlanRequest, is_brief, is_quick
@@ -33,7 +33,7 @@ def plan_notes(req: PlanRequest, env: dict, cases: list[Case], environ: dict | N
 
         full = build_cases(dataclasses.replace(req, all_cases=True), env)
         notes += [line for line in [left_out_line(full, cases, *budget(req, env))] if line]
-    on_cpu = {c.backend for c in cases if not is_accelerator(c.device)}
+    on_cpu = {c.backend for c in cases if is_cpu(c.device)}
     notes += [f"{f.sentence()} (recorded in every result; `xpubench doctor` measures what it costs)" for f in
               kernels.findings(env.get("kernels"), ((env.get("host") or {}).get("cpu") or {}).get("flags"), variables)
               if f.backend in on_cpu]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from xpubench.plan import MODES
 from xpubench.plan.request import BRIEF_BUDGET_S
+from xpubench.plan.validation import MODES
 from xpubench.workloads import get_workload, offered
 
 _DEFAULT = re.compile(r"\s*\((default [^)]*)\)$")
@@ -86,7 +86,7 @@ def precision_help() -> str:
 
 
 def mode_help() -> str:
-    """--mode's help: the modes (plan.MODES) and the workloads whose default is not training."""
+    """--mode's help: the modes (plan.validation.MODES) and the workloads whose default is not training."""
     others = [f"{name}: {', '.join(get_workload(name).default_modes)}" for name in offered()
               if get_workload(name).default_modes != ("train",)]
     return (f"comma list of {comma_list(MODES)} (time-to-target: train to the workload's default target; default "

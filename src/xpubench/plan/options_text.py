@@ -1,7 +1,7 @@
 """Text -> value for the options of `xpubench run` (options.py): numbers, comma lists, sizes, device
 counts, prices. Each parser only turns text into a value, with a one-line error when the text is not
 one (argparse.ArgumentTypeError: argparse words it as "argument --flag: ..."). Whether a value is
-acceptable (above 0, a known name, ...) is decided once, by plan.validate or api.check_run_settings.
+acceptable (above 0, a known name, ...) is decided once, by plan.validation.validate or api.check_run_settings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The prices a run was given, checked once (``checked``: plan.validate) and carried by each planned case
+"""The prices a run was given, checked once (``checked``: plan.validation.validate) and carried by each planned case
 (``priced``); the dollars per result they give are analysis/cost.py's. The flags' and files' text is
 read by plan/options_text.py (``--price-per-hour DEVICE=USD``, ``--prices FILE``).
 

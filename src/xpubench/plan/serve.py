@@ -50,7 +50,7 @@ def points(users: list[int] | None, rates: list[float] | None) -> list[tuple[int
 
 
 def check(req) -> None:
-    """The serve points asked, checked without the machine (plan.validate): one line each."""
+    """The serve points asked, checked without the machine (plan.validation.validate): one line each."""
     for v in req.rates or []:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
             raise UserError(f"a rate must be a number of requests per second above 0, got {v!r}")

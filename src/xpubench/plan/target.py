@@ -1,5 +1,5 @@
 """The plan's side of quality targets: ``--target METRIC=VALUE`` and ``--mode time-to-target`` checked
-(plan.validate), the training cases they make (plan._cases_for) and the seeds a run gives them.
+(plan.validation.validate), the training cases they make (plan._cases_for) and the seeds a run gives them.
 
 ``--target`` makes every training case of the plan train to that target; ``--mode time-to-target``
 asks for training cases to the workload's default target (its record's ``target``), beside any other

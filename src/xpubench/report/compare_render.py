@@ -14,6 +14,7 @@ from xpubench.report.base.outputs import GENERATOR, html_comment
 from xpubench.report.compare_gate import gate_lines, geometric_mean_line, group_of, grouped
 from xpubench.report.render import html as html_out
 from xpubench.report.render.markdown import md_bullets, md_escape, md_table
+from xpubench.report.tables.environment import differences_title
 from xpubench.results.modes import MODES
 
 
@@ -85,7 +86,7 @@ def print_tables(comparisons, console, *, to_file: bool = False, gate: dict | No
         console.print(f"xpubench compare ({GENERATOR})", markup=False, highlight=False)
     for c in comparisons:
         if c.environment:
-            console.print("[yellow]warning: the environments differ:[/]", highlight=False)
+            console.print(f"[yellow]warning: {differences_title(c.environment)}:[/]", highlight=False)
             for line in c.environment:
                 console.print(f"  - {line}", markup=False, highlight=False)
         if c.cases:
@@ -117,7 +118,7 @@ def markdown(comparisons, gate: dict | None = None) -> str:
     for c in comparisons:
         parts += [f"## {md_escape(_title(c))}", ""]
         if c.environment:
-            parts += ["**Warning: the environments differ:**", "", md_bullets(c.environment), ""]
+            parts += [f"**Warning: {differences_title(c.environment)}:**", "", md_bullets(c.environment), ""]
         if c.cases:
             parts += ["**Warning: the cases differ:**", "", md_bullets(c.cases), ""]
         for name, rows in grouped(c.rows):
@@ -135,7 +136,7 @@ def html_page(comparisons, gate: dict | None = None) -> str:
     body = []
     for c in comparisons:
         body.append(f"<h2>{html_out.esc(_title(c))}</h2>")
-        body.append(html_out.warnings_html(c.environment, "Warning: the environments differ"))
+        body.append(html_out.warnings_html(c.environment, f"Warning: {differences_title(c.environment)}"))
         body.append(html_out.warnings_html(c.cases, "Warning: the cases differ"))
         for name, rows in grouped(c.rows):
             body.append(f"<h3>{html_out.esc(_group_title(name, rows))}</h3>")

@@ -58,8 +58,8 @@ def _made(*makers: Callable[[pd.DataFrame], object]) -> Callable[[ResultSet], li
 
 
 def _sentences(lines: list[str]) -> list[str]:
-    """The terminal answer's lines (report/tables/llm.py: "for smollm-135m generation, ...") as the report's
-    bullets write them: a capital first, a full stop last."""
+    """The terminal answer's lines (report/tables/serving.py: "for llama-server ...") as the report's bullets
+    write them: a capital first, a full stop last."""
     return [line[:1].upper() + line[1:] + ("" if line.endswith(".") else ".") for line in lines]
 
 
@@ -104,8 +104,7 @@ def tables_of(loaded) -> dict[str, pd.DataFrame]:
 
 register(ReportSection(
     "Which device for what", "advice", terminal=False,
-    bullets=lambda data: advice.advice(data) + _sentences(llm.answer_lines(data.frame) + serving.answer_lines(
-        data.frame)), intro=(
+    bullets=lambda data: advice.advice(data) + _sentences(serving.answer_lines(data.frame)), intro=(
         "Written from the measurements below. A difference is called only when the 95% interval of the "
         "ratio (a bootstrap over the worker processes, then the samples within them) excludes 1, the change "
         "is at least 5%, and every process of the slower case was slower than every process of the faster "

@@ -18,7 +18,8 @@ import functools
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, ClassVar
 
-from xpubench.results.metrics import SHARED, Common, Metrics
+from xpubench.results.metrics import SHARED, Metrics
+from xpubench.results.metrics_common import Common
 from xpubench.results.modes import mode_of
 
 

@@ -1,7 +1,7 @@
 """The figures added around a measurement, a group each: against the chip (efficiency), data-parallel
 scaling, the case's worker processes folded together, energy, cost, and a user's own model's provenance.
-The per-mode figures (what a case measures) are results/metrics.py's, which lists these groups in
-``SHARED`` and declares them in ``REGISTRY``."""
+The per-mode figures (what a case measures) are each mode's module's (results/metrics_train.py...);
+results/metrics.py lists these groups in ``SHARED`` and declares them in ``REGISTRY``."""
 
 from __future__ import annotations
 

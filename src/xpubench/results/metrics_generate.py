@@ -1,14 +1,19 @@
-"""A language model's generation figures beyond the loop's timings (results/metrics.py GenerateMetrics
-extends this group): what the worker records of the model (its weights' and KV cache's bytes as
-allocated, its weight format, the analytic counts of a prefill and a decode step) and what
-analysis/generation.py derives from them on load (pp MFU, the decode rate as a share of its bandwidth
-bound). All optional: a workload without the counts (gpt) leaves them out."""
+"""The generate mode's figures (results/metrics.py; harness/generation.py fills them): ``GenerateMetrics``,
+the generation loop's timings (prefill, time to first token, the decode step, their spread, throughput). It
+extends ``LanguageModelGeneration``, a language model's figures beyond the loop's timings: what the worker
+records of the model (its weights' and KV cache's bytes as allocated, its weight format, the analytic counts
+of a prefill and a decode step) and what analysis/generation.py derives from them on load (pp MFU, the
+decode rate as a share of its bandwidth bound), all optional (a workload without the counts, gpt, leaves
+them out); and ``RuntimeFacts`` (results/metrics_runtime.py), an engine's own facts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xpubench.results.metric_base import Metrics, figure
+from xpubench.results.metrics_common import Common
+from xpubench.results.metrics_runtime import RuntimeFacts
 
 
 @dataclass
@@ -70,3 +75,36 @@ class LanguageModelGeneration(Metrics):
     bandwidth_bound_note: str | None = figure("text", "why the share of the bandwidth bound is n/a (no bandwidth "
                                                       "known; above 100%: the bytes or the bandwidth are wrong)",
                                               optional=True)
+
+
+@dataclass
+class GenerateMetrics(Common, LanguageModelGeneration, RuntimeFacts):
+    """Generation with a KV cache (harness/generation.py); a language model's weights, cache and bounds
+    (results/metrics_generate.py)."""
+
+    GROUP: ClassVar[str] = "generate"
+    compile_s: float | None = figure("s", "ahead-of-time compilation of prefill and decode")
+    first_round_s: float | None = figure("s", "the first generation, untimed set-up included")
+    batch: int | None = figure("count", "sequences generated together")
+    prompt_len: int | None = figure("count", "prompt tokens per sequence")
+    new_tokens: int | None = figure("count", "tokens generated per sequence")
+    rounds: int | None = figure("count", "generations measured")
+    prefill_s: float | None = figure("s", "median prefill of the prompt batch")
+    prefill_tokens_per_s: float | None = figure("1/s", "batch x prompt_len / prefill_s")
+    ttft_s: float | None = figure("s", "time to first token: median prefill until the first token is ready")
+    ttft_p90_s: float | None = figure("s", "90th percentile of ttft")
+    decode_token_s: float | None = figure("s", "the decode step (one token per sequence): the median over rounds of "
+                                               "a round's mean step")
+    decode_token_p50_s: float | None = figure("s", "per-token latency, 50th percentile")
+    decode_token_p90_s: float | None = figure("s", "per-token latency, 90th percentile")
+    decode_token_cv: float | None = figure("ratio", "coefficient of variation of decode steps")
+    decode_token_ci95_low_s: float | None = figure("s", "95% interval of decode_token_s, low end")
+    decode_token_ci95_high_s: float | None = figure("s", "95% interval of decode_token_s, high end")
+    decode_tokens_per_s: float | None = figure("1/s", "batch / decode_token_s")
+    tokens_per_s: float | None = figure("1/s", "generated tokens per second over a whole generation")
+    attention_kernel_prefill: str | None = figure("text", "the attention implementation of prefill")
+    attention_kernel_decode: str | None = figure("text", "the attention implementation of decode")
+    flops_per_sample: float | None = figure("FLOP", "forward FLOPs of one decoded token at the decode steps' "
+                                                    "mean context", optional=True)
+    achieved_flops_per_s: float | None = figure("FLOP/s", "decode FLOP rate: flops_per_sample x decode_tokens_per_s",
+                                                optional=True)

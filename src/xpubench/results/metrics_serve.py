@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xpubench.results.metric_base import figure
-from xpubench.results.metrics import Common
+from xpubench.results.metrics_common import Common
 
 
 @dataclass

@@ -4,9 +4,9 @@ its figures every reader ranks, folds and prints. Folding (results/fold.py), the
 names a mode's metrics on its own. The measuring loop of each mode is launch/dispatch.py's LOOPS, keyed by
 the same name.
 
-A new mode: its metrics dataclass in results/metrics.py, one ``register(Mode(...))`` line (below, or in
-the module that adds the mode), its loop in launch/dispatch.py. A name a Mode gives that its dataclass
-(or a shared group) does not declare fails at import.
+A new mode: its metrics dataclass (as results/metrics_train.py holds TrainMetrics), one
+``register(Mode(...))`` line (below, or in the module that adds the mode), its loop in launch/dispatch.py.
+A name a Mode gives that its dataclass (or a shared group) does not declare fails at import.
 """
 
 from __future__ import annotations
@@ -16,16 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from xpubench.results.metrics import (
-    REGISTRY,
-    GenerateMetrics,
-    InferMetrics,
-    MatmulMetrics,
-    Metrics,
-    TrainMetrics,
-    declare,
-)
+from xpubench.results.metrics import REGISTRY, Metrics, declare
+from xpubench.results.metrics_generate import GenerateMetrics
+from xpubench.results.metrics_infer import InferMetrics
+from xpubench.results.metrics_matmul import MatmulMetrics
 from xpubench.results.metrics_serve import ServeMetrics
+from xpubench.results.metrics_train import TrainMetrics
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,7 @@ class Mode:
         bad += [n for n in (self.peak_share, self.cost.metric if self.cost else None) if n and n not in REGISTRY]
         if bad or not self.samples or not self.headline:
             raise TypeError(f"mode {self.name}: {', '.join(bad) or 'no samples or headline'} not declared by "
-                            f"{self.metrics.__name__} (results/metrics.py)")
+                            f"{self.metrics.__name__} ({self.metrics.__module__})")
 
     # ---- reading a result's figures (a metrics dict, a frame row, or a Result's samples) ----
 

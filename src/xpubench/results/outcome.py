@@ -1,6 +1,6 @@
 """What a measuring loop hands back to the worker for one case, and what the parent rebuilds from the
 worker's JSON (``Outcome.from_dict``: the status must be known and every metric declared in
-results/metrics.py, so a misspelt figure fails its case instead of vanishing from the reports)."""
+results/metrics.py's registry, so a misspelt figure fails its case instead of vanishing from the reports)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ for a float, or free-form JSON nested deeper than any record xpubench writes.
 
 The schema is declarative: small checks (``number``, ``whole``, ``TEXT``, ``optional``, ``list_of``,
 ``map_of``, ``record``) composed into ``RUN``, one line per field. A metric's check comes from its unit in
-results/metrics.py (the one place a figure is declared): ``text`` a string, ``flag`` true/false, every
+results/metrics.py's registry (the one place a figure is declared): ``text`` a string, ``flag`` true/false, every
 other unit a finite number (times, rates, bytes, FLOPs, energy and money never below 0); a metric name
 this version does not declare may hold any single value (a string, a number, true/false). Every value
 may be null (n/a) unless the schema says otherwise. Fields the reports never read (most of the

@@ -103,7 +103,7 @@ class DefaultTarget:
 class WorkloadOption:
     """One option of a workload's own: a key of a case's options that the workload reads
     (``PlanRequest.options[key]``). plan/options.py turns every registered workload's rows into
-    ``xpubench run`` options (flag, TOML key, notebook keyword) and plan.validate checks their values."""
+    ``xpubench run`` options (flag, TOML key, notebook keyword) and plan.validation.validate checks their values."""
 
     key: str                          # the key in a case's options
     help: str

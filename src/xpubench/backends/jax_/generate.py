@@ -27,7 +27,7 @@ import numpy as np
 from xpubench import backends
 from xpubench.backends.jax_.attention import attention_kernel
 from xpubench.backends.jax_.device import DTYPES
-from xpubench.backends.jax_.train import cast_floats, matmul_precision
+from xpubench.backends.jax_.model import cast_floats, matmul_precision
 from xpubench.harness.generation import cache_positions
 
 

@@ -15,7 +15,7 @@ from flax import traverse_util
 from xpubench import backends
 from xpubench.backends.jax_ import quant
 from xpubench.backends.jax_.device import DTYPES, PeakMemory, kind_of, placement
-from xpubench.backends.jax_.train import cast_floats, make_apply
+from xpubench.backends.jax_.model import cast_floats, make_apply
 from xpubench.harness.inference import NotApplicable, batch_count, check_int8_share, pad_rows, train_untimed
 from xpubench.harness.memory import PeakMemoryFrom
 from xpubench.harness.session import TrainedSession
@@ -85,9 +85,9 @@ class JaxSession(TrainedSession):
         return np.asarray(self.trainer.xs), np.asarray(self.trainer.ys)
 
     def code_modules(self) -> tuple:
-        from xpubench.backends.jax_ import train
+        from xpubench.backends.jax_ import model, train
 
-        return (train,)
+        return (train, model)
 
     def precheck(self, precision: str) -> None:
         if precision == "int8":

@@ -29,13 +29,12 @@ from xpubench import backends
 from xpubench.backends.jax_ import distributed
 from xpubench.backends.jax_.device import PeakMemory
 from xpubench.backends.jax_.infer import JaxPredictor, JaxSession
+from xpubench.backends.jax_.model import init_variables, make_apply
 from xpubench.backends.jax_.train import (
     JaxTrainer,
     in_batches,
     init_opt_state,
-    init_variables,
     keyed,
-    make_apply,
     make_eval_step,
     make_optimizer,
     make_train_step,

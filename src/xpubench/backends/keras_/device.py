@@ -167,7 +167,7 @@ def set_precision(keras: Any, backend: str, precision: str) -> str | None:
     if backend == "jax":
         import jax
 
-        from xpubench.backends.jax_.train import matmul_precision
+        from xpubench.backends.jax_.model import matmul_precision
 
         mode = matmul_precision(precision)
         jax.config.update("jax_default_matmul_precision", None if mode == "default" else mode)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from xpubench.backends.base import ServerSpec
 from xpubench.backends.engine import Engine, Weights
+from xpubench.backends.serverspec import ServerSpec
 from xpubench.devices.device import CPU, kind_of
 
 # llama-server's /props names of formats (llama_model_ftype_name) that are not the format's own name

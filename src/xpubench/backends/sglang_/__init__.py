@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from xpubench.backends.base import ServerSpec
 from xpubench.backends.served import DTYPES, ServedBackend
+from xpubench.backends.serverspec import ServerSpec
 
 
 class SglangBackend(ServedBackend):

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from xpubench import backends
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_cpu
 from xpubench.legible.plaintext import shown
 from xpubench.results.fold import headline_name, process_groups
 from xpubench.results.loaded_metrics import declared, loaded_class
@@ -105,7 +105,7 @@ def device_name(result: Result) -> str | None:
     """The chip's name as the fingerprint recorded it ("NVIDIA H100 80GB HBM3", "AMD EPYC"), or None."""
     fp = result.fingerprint or {}
     name = device_record(result).get("name")
-    if name is None and not is_accelerator(result.case.device):
+    if name is None and is_cpu(result.case.device):   # this host's CPU (a remote server's machine: unknown)
         return ((fp.get("host") or {}).get("cpu") or {}).get("model")
     return name
 
@@ -203,7 +203,7 @@ def results_frame(loaded) -> pd.DataFrame:
         if dtype := types.get(col, types.get(col.removeprefix("metric."))):
             with contextlib.suppress(TypeError, ValueError):   # a value of another kind (an older file's): as given
                 frame[col] = pd.array([r.get(col) for r in rows], dtype=dtype)   # whole numbers exact, absent NA
-    return frame
+    return frame.copy()   # one block per type again: a column set one by one leaves pandas' warning to the tables
 
 
 @dataclass
@@ -269,6 +269,11 @@ def measured_at(row) -> int | None:
     planner resolved it; None for a mode no record declares that has no batch size."""
     mode = row_mode(row)
     return num(row, mode.size if mode else "batch_size")
+
+
+def measured_at_column(rows: pd.DataFrame) -> pd.Series:
+    """``measured_at`` of every row, as a column to sort and group by (whole numbers, NA where unknown)."""
+    return pd.Series(pd.array([measured_at(r) for _, r in rows.iterrows()], dtype="Int64"), index=rows.index)
 
 
 def setting(row, *, short: bool = False) -> str:

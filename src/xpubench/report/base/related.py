@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_cpu
 from xpubench.report.base.frame import ok_rows
 
 SAME_CASE = ("workload", "backend", "mode", "precision", "batch_size", "size", "users", "rate")
@@ -37,7 +37,7 @@ def cpu_baseline(frame: pd.DataFrame, row) -> pd.Series | None:
     cands = ok_rows(frame)
     if cands.empty:
         return None
-    cands = cands[_same(cands, row, SAME_CASE) & ~cands["device"].map(is_accelerator) & (cands["devices"] == 1)]
+    cands = cands[_same(cands, row, SAME_CASE) & cands["device"].map(is_cpu) & (cands["devices"] == 1)]
     return _prefer_own_file(cands, row)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from xpubench.report.base.content import Chart
-from xpubench.report.base.frame import many_sources, num, ok_rows, series_label
+from xpubench.report.base.frame import many_sources, measured_at, num, ok_rows, series_label, setting
 from xpubench.report.charts.performance import colors, log_if_wide, new_figure, plain_log, png
 from xpubench.report.tables import llm
 from xpubench.report.tables.generation import GENERATE, generation_rows
@@ -54,7 +54,7 @@ def throughput_latency_figure(frame: pd.DataFrame):
     fig = new_figure(figsize=(8.0, 4.8))
     ax = fig.add_subplot(1, 1, 1)
     for name, color in palette.items():
-        points = sorted((r for r in rows if r["series"] == name), key=lambda r: r["batch_size"])
+        points = sorted((r for r in rows if r["series"] == name), key=measured_at)
         x = [r["decode_token_p50_s"] * 1e3 for r in points]
         y = [r["decode_tokens_per_s"] for r in points]
         p90 = [(num(r, "decode_token_p90_s") or r["decode_token_p50_s"]) * 1e3 for r in points]
@@ -62,7 +62,7 @@ def throughput_latency_figure(frame: pd.DataFrame):
         ax.errorbar(x, y, xerr=[[0] * len(x), [max(0.0, b - a) for a, b in zip(x, p90)]], fmt="none",
                     ecolor=color, alpha=0.5, capsize=3)
         for r, xi, yi in zip(points, x, y):
-            ax.annotate(f"b{int(r['batch_size'])}", (xi, yi), textcoords="offset points", xytext=(4, 4),
+            ax.annotate(setting(r, short=True), (xi, yi), textcoords="offset points", xytext=(4, 4),
                         fontsize=8)
     # a log axis only where the values span a wide range: a narrow one on a log scale has no decade in
     # view, so no tick label at all
@@ -93,7 +93,7 @@ def tokens_batch_chart(frame: pd.DataFrame) -> Chart | None:
     fig = new_figure(figsize=(10.0, 4.4))
     axes = fig.subplots(1, 2)
     for name, color in colors(list(series)).items():
-        points = sorted(series[name], key=lambda r: r["batch_size"])
+        points = sorted(series[name], key=measured_at)
         batches = [int(r["batch_size"]) for r in points]
         for ax, metric in zip(axes, ("decode_tokens_per_s", "prefill_tokens_per_s")):
             ax.plot(batches, [num(r, metric) for r in points], marker="o", color=color, label=name)

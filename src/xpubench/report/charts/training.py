@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from xpubench.case import DATA_SOURCES
 from xpubench.report.base.content import Chart
 from xpubench.report.base.frame import column, many_sources, ok_rows, series_label
 from xpubench.report.charts.performance import colors, new_figure, png
@@ -40,7 +41,7 @@ def curves_chart(frame: pd.DataFrame, items, *, synthetic: bool = False) -> Char
     nothing, the chart says so and comes folded)."""
     rows = ok_rows(frame, "train")
     if not rows.empty:
-        on_synthetic = rows["data"].fillna("synthetic") == "synthetic"
+        on_synthetic = rows["data"] == DATA_SOURCES[0]
         rows = rows[on_synthetic if synthetic else ~on_synthetic]
     rows = rows[[bool(items[i].result.series.get("train_loss")) for i in rows["entry"]]] if not rows.empty else rows
     if rows.empty:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from xpubench.devices.device import is_accelerator
+from xpubench.devices.device import is_cpu
 from xpubench.report.base.cells import fmt_seconds
 from xpubench.report.base.frame import (
     ResultSet,
@@ -22,38 +21,13 @@ from xpubench.report.base.frame import (
     many_sources,
     num,
     ok_rows,
-    row_mode,
-    series_label,
     setting,
 )
-from xpubench.report.tables.headline import better, figure_text, headline_name, headline_rate, rate_groups
+from xpubench.report.sentences.language_models import model_lines, model_rows
+from xpubench.report.tables.headline import SETUP, better, figure_text, headline_rate, setup_name, speedup
 from xpubench.report.tables.user_cost import compiled_apart_s
 from xpubench.results.modes import MODES
-from xpubench.results.ratio import RatioEstimate, ratio_estimate
-
-SETUP = ["source", "backend", "variant", "device", "precision", "devices"]
-
-
-def _name(row, multi: bool) -> str:
-    chip = f" ({row['device_name']})" if row.get("device_name") and is_accelerator(row["device"]) else ""
-    return series_label(row, with_source=multi) + chip
-
-
-def _per_sample(data: ResultSet, row) -> list[np.ndarray]:
-    """Raw times per unit of work, one array per worker process, so cases at different batch sizes compare
-    fairly: the samples the headline figure is derived from over its work (results/modes.py ``Rate``:
-    training steps over the global batch, inference passes over the evaluation set, decode steps over the
-    batch), else the headline samples as they are."""
-    mode = row_mode(row)
-    rate = mode.rate(headline_name(row)) if mode else None
-    factors = [num(row, w) for w in rate.work] if rate else [None]
-    work = math.prod(factors) if None not in factors else None   # unknown where any factor is
-    return [g / work for g in rate_groups(data, row)] if work else data.groups(row)
-
-
-def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
-    """How many times faster ``fast`` is than ``slow`` (time of slow / time of fast), with its interval."""
-    return ratio_estimate(_per_sample(data, fast), _per_sample(data, slow))
+from xpubench.results.ratio import RatioEstimate
 
 
 def _within(est: RatioEstimate | None) -> str:
@@ -79,39 +53,43 @@ def _rate_of(row) -> str:
 def fastest(data: ResultSet) -> list[str]:
     """The fastest setup per workload of every mode measured at a batch size (training, inference,
     generation), and per precision of a mode measured at a size (matmul): the modes whose headline is
-    derived from a time (results/modes.py ``rates``), so that the samples' interval tests it."""
+    derived from a time (results/modes.py ``rates``), so that the samples' interval tests it; a language
+    model's generation: its own line (language_models.py), with its share of the bandwidth bound."""
     frame, lines = data.frame, []
     tested = [m for m in MODES.values() if any(m.rate(f.metric) for f in m.headline)]
     batched = [m for m in tested if m.size == "batch_size"]
+    spoken = model_rows(frame).index
     for mode in batched:
         rows = _ranked(ok_rows(frame, mode.name))
-        multi = many_sources(rows)
+        multi = many_sources(rows)   # over the mode's rows: a language model's, said apart, count too
+        rows = rows[~rows.index.isin(spoken)]
         for (workload, _), sub in rows.groupby(["workload", "alike"], sort=True):
             best = sub.drop_duplicates(SETUP)   # each setup at its best batch size, best setup first
             top = best.iloc[0]
             said = f" ({top['options_text']})" if top.get("options_text") else ""   # "(4/30 layers, pp64, tg16)"
-            text = (f"{workload} {mode.label}{said}: fastest is {_name(top, multi)} at batch {int(top['batch_size'])}, "
-                    f"{_rate(top)}")
+            text = (f"{workload} {mode.label}{said}: fastest is {setup_name(top, multi)} at batch "
+                    f"{int(top['batch_size'])}, {_rate(top)}")
             if len(best) == 1:
                 lines.append(text + " (the only setup measured).")
                 continue
             second = best.iloc[1]
             est = speedup(data, top, second)
             ratio = top["rate"] / second["rate"] if better(top) else second["rate"] / top["rate"]
-            verdict = (f"{ratio:.2f}x the next, {_name(second, multi)} ({_rate(second)} at batch "
+            verdict = (f"{ratio:.2f}x the next, {setup_name(second, multi)} ({_rate(second)} at batch "
                        f"{int(second['batch_size'])}; {_within(est)})")
             if est is not None and not est.significant:
-                verdict = (f"but {_name(second, multi)} ({_rate(second)}) is within noise of it "
+                verdict = (f"but {setup_name(second, multi)} ({_rate(second)}) is within noise of it "
                            f"({est.note}): no clear winner")
             lines.append(f"{text}; {verdict}.")
+    lines += [line + "." for line in model_lines(data)]
     for mode in (m for m in tested if m not in batched):
         rows = _ranked(ok_rows(frame, mode.name))   # a figure n/a: not ranked
         multi = many_sources(rows)
         for precision, sub in rows.groupby("precision", sort=True):
             top, figure = sub.iloc[0], mode.headline_figure(sub.iloc[0])
-            lines.append(f"{mode.label} {precision}: highest {figure.before} rate {_rate(top)} on {_name(top, multi)} "
-                         f"at {setting(top)}" + (f" ({sub['device'].nunique()} devices compared)."
-                                                 if sub["device"].nunique() > 1 else "."))
+            lines.append(f"{mode.label} {precision}: highest {figure.before} rate {_rate(top)} on "
+                         f"{setup_name(top, multi)} at {setting(top)}"
+                         + (f" ({sub['device'].nunique()} devices compared)." if sub["device"].nunique() > 1 else "."))
     return lines
 
 
@@ -135,8 +113,8 @@ def crossovers(data: ResultSet) -> list[str]:
                     winner, loser = (a, b) if faster[k] else (b, a)
                     w_row, l_row = winner.loc[common[k]], loser.loc[common[k]]
                     est = speedup(data, w_row, l_row)
-                    lines.append(f"{workload}: {_name(w_row, multi)} overtakes {_name(l_row, multi)} between batch "
-                                 f"{common[k - 1]} and {common[k]} ({w_row['samples_per_s']:,.0f} vs "
+                    lines.append(f"{workload}: {setup_name(w_row, multi)} overtakes {setup_name(l_row, multi)} "
+                                 f"between batch {common[k - 1]} and {common[k]} ({w_row['samples_per_s']:,.0f} vs "
                                  f"{l_row['samples_per_s']:,.0f} samples/s at {common[k]}; {_within(est)}).")
     if pairs and not lines:
         lines.append("No setup overtakes another within the batch sizes measured: the order is the same at every "
@@ -197,8 +175,8 @@ def break_even(data: ResultSet) -> list[str]:
             if fast["mode"] == "train" and pd.notna(fast.get("global_batch")):
                 extra = f" (~{n * int(fast['global_batch']):,} samples)"
             start = "compile" if fast["mode"] == "generate" else f"compile and first {unit}"
-            lines.append(f"{fast['workload']} {fast['precision']} {what}: {_name(fast, multi)} runs "
-                         f"{est.ratio:.2f}x faster per {unit} than {_name(slow, multi)} ({fmt_seconds(t_f)} "
+            lines.append(f"{fast['workload']} {fast['precision']} {what}: {setup_name(fast, multi)} runs "
+                         f"{est.ratio:.2f}x faster per {unit} than {setup_name(slow, multi)} ({fmt_seconds(t_f)} "
                          f"against {fmt_seconds(t_s)}) but needs {fmt_seconds(ov_f - ov_s)} more to start ({start}); "
                          f"it wins only after {n:,} {unit}s{extra}.")
     return lines
@@ -232,7 +210,8 @@ def precision_tradeoffs(data: ResultSet) -> list[str]:
             est = speedup(data, other, ref)
             figures = f"{_rate_of(other)} against {_rate_of(ref)}"
             speed = "n/a" if est is None else f"{est.ratio:.2f}x the fp32 speed ({figures}; {_within(est)})"
-            who = f"{other['workload']} {other['mode']} on {_name(other, multi)}: {other['precision']} ran at {speed}"
+            who = (f"{other['workload']} {other['mode']} on {setup_name(other, multi)}: {other['precision']} ran at "
+                   f"{speed}")
             if pd.isna(q_new) or pd.isna(q_ref):
                 lines.append(who + f"; {name} not recorded for both.")
                 continue
@@ -286,7 +265,7 @@ def time_and_cost(data: ResultSet) -> list[str]:
             if sub.empty:
                 continue
             best = sub.loc[sub.groupby(SETUP, dropna=False)["sps"].idxmax()]
-            options = {_name(r, multi): (1e6 / r["sps"], None if pd.isna(r.get(name)) else float(r[name]))
+            options = {setup_name(r, multi): (1e6 / r["sps"], None if pd.isna(r.get(name)) else float(r[name]))
                        for _, r in best.iterrows()}
             ranking = rank_time_and_cost(options)
             what = f"{workload} {mode.label}"
@@ -308,6 +287,6 @@ def advice(data: ResultSet) -> list[str]:
     if ok_rows(data.frame).empty:
         return []
     lines = fastest(data) + time_and_cost(data) + crossovers(data) + break_even(data) + precision_tradeoffs(data)
-    if not any(map(is_accelerator, ok_rows(data.frame)["device"])):
+    if all(map(is_cpu, ok_rows(data.frame)["device"])):
         lines.append("Only CPUs are in these files: there is no accelerator to recommend against the CPU.")
     return lines + noise_note(data)

@@ -4,6 +4,8 @@
   and their ratio, from one statistic (work / the median of the process medians), with the 95% interval
   of the two-level bootstrap (results/ratio.py ratio_estimate: worker processes, then the samples inside
   them), or "not significant";
+- per language model and test, one line instead (language_models.py: the verdict and every runtime's share
+  of the bandwidth bound; the report's advice prints the same line);
 - which figures were noisy (processes that disagreed, or a flagged spread);
 - which cases did not finish and why;
 - where the results file is and the command that makes the report.
@@ -16,7 +18,7 @@ import shlex
 import pandas as pd
 
 from xpubench.report.base.frame import ResultSet, backend_label, many_sources, ok_rows, setting
-from xpubench.report.tables import llm
+from xpubench.report.sentences.language_models import model_lines, model_rows
 from xpubench.report.tables.headline import better, figure_text, headline_rate, rate_groups
 from xpubench.report.tables.target import ranking_lines, sweep_lines, target_rows
 from xpubench.results.ratio import ratio_estimate
@@ -112,6 +114,7 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
         rows = ok_rows(frame)
         if not rows.empty:
             rows = rows[~rows.index.isin(target_rows(frame).index)]   # cases with a target: ranked below
+            rows = rows[~rows.index.isin(model_rows(frame).index)]    # language models: their own line below
             sources = many_sources(frame)   # a fleet's machines: ranked against each other
             keys = ["workload"] if sources else ["source", "workload"]
             modes = rows.groupby(keys)["mode"].nunique()
@@ -122,9 +125,9 @@ def answer_lines(data: ResultSet, output=None) -> list[str]:
                                      sources=sources)
                 if line:
                     lines.append("- " + line)
+            lines += ["- " + line for line in model_lines(data)]   # with their share of the bandwidth bound
             # time to target: setups ranked with the interval, then what precision / batch size change
             lines += ["- " + line for line in ranking_lines(data) + sweep_lines(data)]
-            lines += ["- " + line for line in llm.answer_lines(frame)]   # language models against their bound
         for line in (noisy_line(frame), skipped_line(frame)):
             if line:
                 lines.append("- " + line)

@@ -1,5 +1,12 @@
 """A results file's fingerprint as readable label -> value pairs, what differs between two of them, and the
-report's environments table (one column per file) with the warnings it leads to."""
+report's environments table (one column per file) with the warnings it leads to.
+
+A result measured against a server xpubench did not start (`xpubench serve --url`) carries the fingerprint of
+the client that sent the requests; the machine that served them was never seen. Its facts about a machine
+(host, CPU, devices, kernels, versions, variables, how busy it was) read ``REMOTE`` in every table and
+comparison, never "not detected" nor the client's own, and are never compared: its summary is the host
+(``REMOTE``) and what xpubench saw of the run, the xpubench that timed the requests and when it ran
+(``SEEN_OF_REMOTE``); beside other files every other fact of its column reads ``REMOTE``."""
 
 from __future__ import annotations
 
@@ -13,6 +20,15 @@ NOT_COMPARED = ("recorded at", "CPU busy at start")   # differs between any two 
 BELOW = "kernels below the CPU"
 LIKELY_CAUSE = "the CPU kernels differ: a likely cause of a speed difference"
 NOT_RECORDED = "not recorded"
+DIFFER = "the environments differ"
+REMOTE = "remote server: not seen by xpubench"
+SEEN_OF_REMOTE = ("xpubench", "recorded at")   # what a remote server's file says of its run: the client's
+UNSEEN = "unseen_server"   # the key ``file_fingerprints`` marks a remote server's fingerprint with
+
+
+def served_unseen(result) -> bool:
+    """Whether ``result`` was measured against a server xpubench did not start (`serve --url`)."""
+    return bool(result.case.options.get("url"))
 
 
 def is_kernel(label: str) -> bool:
@@ -68,6 +84,8 @@ def summarize_fingerprint(fp: dict | None) -> dict[str, str]:
     busy = fp.get("cpu_busy_at_start")
     out["CPU busy at start"] = "n/a" if busy is None else f"{busy:.0%} (other processes, before any case ran)"
     out["recorded at"] = str(fp.get("time") or "n/a")
+    if fp.get(UNSEEN):   # the client's machine, not the server's: see the module docstring
+        return {"host": REMOTE, **{label: out[label] for label in SEEN_OF_REMOTE}}
     return out
 
 
@@ -82,11 +100,13 @@ def missing(label: str) -> str:
 
 
 def file_fingerprints(entries) -> dict[str, list[dict]]:
-    """source label -> the distinct fingerprints its results carry (usually one per file)."""
+    """source label -> the distinct fingerprints its results carry (usually one per file); a remote server's
+    marked ``UNSEEN`` (``served_unseen``)."""
     seen: dict[str, list[dict]] = {}
     for e in entries:
         fps = seen.setdefault(e.source, [])
         fp = e.result.fingerprint or {}
+        fp = {**fp, UNSEEN: True} if fp and served_unseen(e.result) else fp
         if fp and not any(_same(fp, other) for other in fps):
             fps.append(fp)
     return seen
@@ -109,11 +129,15 @@ def _fact(summary: dict[str, str], fp: dict | None, label: str) -> str:
 def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "B")) -> list[str]:
     """One line per fact that differs between two fingerprints: "torch: 2.13.0+cpu (A) vs 2.4.0 (B)"; those
     about the CPU kernels first, flagged as a likely cause (LIKELY_CAUSE) where both sides recorded them
-    (a side that never loaded the library, a numpy-only run's torch kernels, says "not recorded": no claim)."""
+    (a side that never loaded the library, a numpy-only run's torch kernels, says "not recorded": no claim).
+    A remote server's side (``UNSEEN``) is said once, "B: remote server: not seen by xpubench", and only what
+    xpubench saw of it is compared."""
     sa, sb = summarize_fingerprint(a), summarize_fingerprint(b)
-    first, rest = [], []
+    unseen = [f"{name}: {REMOTE} (its machine, devices and software are unknown)"
+              for name, fp in zip(names, (a, b)) if (fp or {}).get(UNSEEN)]
+    first, rest = [], list(unseen)
     for label in dict.fromkeys([*sa, *sb]):
-        if label in NOT_COMPARED:
+        if label in NOT_COMPARED or (unseen and label not in SEEN_OF_REMOTE):
             continue
         va, vb = _fact(sa, a, label), _fact(sb, b, label)
         if va != vb:
@@ -125,14 +149,23 @@ def differences(a: dict | None, b: dict | None, names: tuple[str, str] = ("A", "
     return first + rest
 
 
+def differences_title(lines: list[str]) -> str:
+    """The heading of ``differences``' lines: "the environments differ", or where a side is a remote server's
+    (nothing of its machine seen, so nothing to say they differ) "the environments cannot all be compared"."""
+    return "the environments cannot all be compared" if any(REMOTE in line for line in lines) else DIFFER
+
+
 def environment_table(items) -> pd.DataFrame:
     """Rows = facts (host, CPU, framework versions, devices, drivers...), one column per file of the
     entries ``items`` (report/base/frame.py)."""
-    columns = {}
+    columns, unseen = {}, []
     for source, fps in file_fingerprints(items).items():
         for i, fp in enumerate(fps or [{}]):
-            columns[source if i == 0 else f"{source} #{i + 1}"] = summarize_fingerprint(fp)
+            name = source if i == 0 else f"{source} #{i + 1}"
+            columns[name] = summarize_fingerprint(fp)
+            unseen += [name] if fp.get(UNSEEN) else []
     table = pd.DataFrame(columns)
+    table[unseen] = table[unseen].fillna(REMOTE)   # a fact only the other files have: not seen there either
     table = table.apply(lambda row: row.fillna(missing(str(row.name))), axis=1)
     return table.reset_index(names="")
 
@@ -165,6 +198,8 @@ def environment_warnings(items) -> list[str]:
     lines = []
     for other in names[1:]:
         diff = differences((fps[names[0]] or [{}])[0], (fps[other] or [{}])[0], (names[0], other))
+        title = differences_title(diff)
         if diff:
-            lines.append(f"{other} ran in another environment than {names[0]}: " + "; ".join(diff))
+            lines.append((f"{other} ran in another environment than {names[0]}" if title == DIFFER else
+                          f"{other} against {names[0]}: {title}") + ": " + "; ".join(diff))
     return lines

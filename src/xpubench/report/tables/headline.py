@@ -1,16 +1,21 @@
 """A case's headline figure as the summary and the answer read it (its mode's ``headline``,
-results/modes.py), its spread and its cost; the summary table itself is report/tables/summary.py."""
+results/modes.py), its spread and its cost, and how many times faster one setup is than another by it
+(``speedup``: the answer's and the advice's verdicts); the summary table itself is report/tables/summary.py."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from xpubench.devices.device import is_accelerator
 from xpubench.legible.units import fmt_rate
 from xpubench.report.base.cells import noisy
 from xpubench.report.base.figures import shown
-from xpubench.report.base.frame import ResultSet, num, row_mode
+from xpubench.report.base.frame import ResultSet, num, row_mode, series_label
 from xpubench.report.tables import target
 from xpubench.results.fold import process_groups
+from xpubench.results.ratio import RatioEstimate, ratio_estimate
 
 
 def headline_name(row) -> str | None:
@@ -73,3 +78,30 @@ def rate_groups(data: ResultSet, row, metric: str | None = None) -> list:
     if rate and result.samples.get(rate.time):
         return [np.asarray(g, dtype=np.float64) for g in process_groups(result, rate.time)]
     return data.groups(row)
+
+
+def per_work_groups(data: ResultSet, row) -> list[np.ndarray]:
+    """Raw times per unit of work, one array per worker process, so cases at different batch sizes compare
+    fairly: the samples the headline figure is derived from over its work (results/modes.py ``Rate``:
+    training steps over the global batch, inference passes over the evaluation set, decode steps over the
+    batch), else the headline samples as they are."""
+    mode = row_mode(row)
+    rate = mode.rate(headline_name(row)) if mode else None
+    factors = [num(row, w) for w in rate.work] if rate else [None]
+    work = math.prod(factors) if None not in factors else None   # unknown where any factor is
+    return [g / work for g in rate_groups(data, row)] if work else data.groups(row)
+
+
+def speedup(data: ResultSet, fast, slow) -> RatioEstimate | None:
+    """How many times faster ``fast`` is than ``slow`` (time of slow / time of fast), with its interval."""
+    return ratio_estimate(per_work_groups(data, fast), per_work_groups(data, slow))
+
+
+SETUP = ["source", "backend", "variant", "device", "precision", "devices"]   # what the answer calls a setup
+
+
+def setup_name(row, multi: bool) -> str:
+    """A setup as the advice names it: "jax cpu", "torch gpu:0 bf16 (NVIDIA H100 80GB HBM3)", with its
+    results file where there are several (``multi``)."""
+    chip = f" ({row['device_name']})" if row.get("device_name") and is_accelerator(row["device"]) else ""
+    return series_label(row, with_source=multi) + chip

@@ -11,8 +11,8 @@
   pp row: pp MFU), the energy per token, the compile time each process paid (on the tg row), the dollars
   per 1M tokens (where a price was given) and the KV cache (its tokens/s-against-batch chart:
   report/charts/generation.py);
-- the answer's lines, the fastest runtime per model and format ("for smollm-135m generation (tg128), torch
-  cpu bf16: 41 tok/s, 78% of the bandwidth bound; the fastest of 2 runtimes in bf16 here (then ...)").
+- the cells the answer's line per model and test reads (report/sentences/language_models.py: the verdict and
+  every runtime's share of the bandwidth bound in one sentence).
 
 A generation result belongs here when it carries the bytes read per generated token (workloads'
 ``generation_counts``; analysis/generation.py derives the shares)."""
@@ -27,7 +27,7 @@ from xpubench import backends
 from xpubench.backends.fingerprint import busy_note
 from xpubench.legible.units import fmt_bytes, fmt_rate
 from xpubench.report.base.cells import fmt, fmt_seconds, noisy
-from xpubench.report.base.frame import backend_label, many_sources, num, ok_rows
+from xpubench.report.base.frame import backend_label, many_sources, measured_at, measured_at_column, num, ok_rows
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.report.tables.costs import usd
 from xpubench.report.tables.user_cost import compile_text
@@ -47,7 +47,8 @@ def llm_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(model=named.fillna(rows["workload"]))
     if "depth" not in rows:
         rows = rows.assign(depth=None)
-    return rows.sort_values(["workload", "model", "backend", "device", "precision", "batch_size", "depth"],
+    rows = rows.assign(at=measured_at_column(rows))   # the batch a generation is measured at (results/modes.py)
+    return rows.sort_values(["workload", "model", "backend", "device", "precision", "at", "depth"],
                             na_position="first")
 
 
@@ -200,7 +201,7 @@ def _columns(rows: pd.DataFrame) -> list[Column]:
         Column("format", lambda r: str(r["precision"]), text=True, priority=ALWAYS),
         Column("device", lambda r: str(r["device"]), text=True, priority=2),
         Column("threads", lambda r: fmt(num(r, "threads"), ".0f"), priority=2),
-        Column("batch", lambda r: fmt(num(r, "batch_size"), ".0f"), priority=2),
+        Column("batch", lambda r: fmt(measured_at(r), ".0f"), priority=2),
         Column("test", lambda r: test_name(r, r["test_kind"]), text=True, priority=ALWAYS),
         Column("t/s", rate_cell, priority=ALWAYS),
         *([Column("engine's own t/s", own_rate_cell, priority=2)]
@@ -242,7 +243,7 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(fastest=False, _tg=None, _format=None, _batch=None)
     order = {p: i for i, p in enumerate(FORMATS)}
     rows = rows.assign(_tg=pd.to_numeric(rows["decode_tokens_per_s"]), _format=rows["precision"].map(
-        lambda p: (order.get(p, len(order)), p)), _batch=pd.to_numeric(rows["batch_size"]).fillna(1))
+        lambda p: (order.get(p, len(order)), p)), _batch=rows["at"])
     rows = rows.sort_values(["model", "alike", "_format", "_batch", "_tg"], ascending=[True, True, True, True, False])
     group = rows.groupby(["model", "alike", "precision", "_batch"], sort=False)
     first, many = group.cumcount() == 0, group["backend"].transform("size") > 1
@@ -278,40 +279,3 @@ def runtime_table(frame: pd.DataFrame) -> Table:
               "weights and KV cache read once per token); fastest: the best tg of its format")
     note = "\n".join([legend, *load_notes(rows)])   # llama.cpp's and torch's figures under load
     return Table(f"Language models{where}: a row per runtime and format", cols, rows, note=note, compact=True)
-
-
-def answer_lines(frame: pd.DataFrame) -> list[str]:
-    """Per model and test (its key options: like with like) and per format, its fastest runtime here: "for
-    smollm-135m generation (tg128), torch cpu bf16: 41 tok/s, 78% of the bandwidth bound" (the share n/a
-    with its reason where it is unknown; the backend with the variant it ran: "torch (eager decode)"), and,
-    where other runtimes ran that format, the next ones with their tg and share."""
-    rows = _ranked(frame)
-    lines = []
-    for _, part in rows.groupby(["model", "alike", "_format"], sort=False):
-        best = part.iloc[0] if len(part) == 1 else part.loc[part["_tg"].idxmax()]
-        batch, test = int(best["batch_size"]), test_name(best, "tg")
-        who = f"{backend_label(best)} {best['device']} {best['precision']}" + (f" batch {batch}" if batch > 1 else "")
-        lines.append(f"for {model_name(best)} generation ({test}), {who}: {fmt_rate(num(best, 'decode_tokens_per_s'))} "
-                     f"tok/s, {_share(best)}" + _others(best, part))
-    return lines
-
-
-def _share(row) -> str:
-    share = num(row, "pct_of_bandwidth_bound")
-    return (f"{share:.0%} of the bandwidth bound" if share is not None else
-            f"share of the bandwidth bound n/a ({bound_reason(row)})")
-
-
-def _others(best, part: pd.DataFrame) -> str:
-    """"; the fastest of 3 runtimes in bf16 here (then jax cpu 30.0 tok/s, 56%; llamacpp cpu ...)": the
-    other runtimes of the format, each at its best, or "" where it ran alone."""
-    name = f"{backend_label(best)} {best['device']}"
-    others = {}
-    for _, r in part.iterrows():   # already fastest first: each runtime's best
-        others.setdefault(f"{backend_label(r)} {r['device']}", r)
-    others.pop(name, None)
-    if not others:
-        return ""
-    said = "; ".join(f"{who} {fmt_rate(num(r, 'decode_tokens_per_s'))} tok/s, {bound_cell(r)}"
-                     for who, r in others.items())
-    return f"; the fastest of {len(others) + 1} runtimes in {best['precision']} here (then {said})"

@@ -6,177 +6,19 @@ mark a cell carries is defined under the table (``legend``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
 from xpubench.legible.units import fmt_rate
-from xpubench.report.base.frame import (
-    ResultSet,
-    backend_label,
-    benchmarks,
-    many_sources,
-    measured_at,
-    num,
-    row_mode,
-)
+from xpubench.report.base.frame import ResultSet, benchmarks, many_sources
 from xpubench.report.base.table import ALWAYS, Column, Table
 from xpubench.report.tables import target
-from xpubench.report.tables.headline import better, headline_rate, rate_groups, spread
-from xpubench.report.tables.llm import bound_cell, model_name, test_name
+from xpubench.report.tables.headline import rate_groups
+from xpubench.report.tables.llm import bound_cell
+from xpubench.report.tables.summary_lines import Cell, Line, column_headers, summary_lines
 from xpubench.report.tables.user_cost import Priced, compile_table, cost_table
-from xpubench.results.metrics import unit
 
-MODE_ORDER = {"matmul": 0, "train": 1, "infer": 2, "generate": 3}
-TEST_WORDS = {"train": "", "infer": "infer ", "generate": "gen "}   # training: the batch alone
 NOISY, UNSURE, NOT_RUN = "!", "~", "-"
-
-
-@dataclass
-class Cell:
-    row: pd.Series
-    value: float | None            # the headline figure (None: did not finish ok)
-    spread: str = ""               # "±4%", or "" where unknown
-    metric: str | None = None      # the figure's metric when it is not the headline (a language model's pp)
-
-
-@dataclass
-class Line:
-    order: tuple
-    workload: str
-    test: str
-    dtype: str
-    unit: str
-    higher: bool
-    cells: dict[str, Cell] = field(default_factory=dict)
-    tg: bool = False               # a language model's generation row (it gets the share of its bandwidth bound)
-    llm: bool = False              # a language model's pp or tg row: in the runtime table (llm.py), not the summary
-
-
-def _where(row) -> str:
-    devices = int(row["devices"])
-    return str(row["device"]) + (f" x{devices}" if devices > 1 else "")
-
-
-def _column(row, sources: bool = False) -> str:
-    """A backend (with the variant it ran: "torch (eager decode)") on a device: one column of the summary;
-    with several results files (a fleet's machines), each file's own."""
-    column = f"{backend_label(row)} {_where(row)}"
-    return f"{row['source']}: {column}" if sources else column
-
-
-def _headers(rows: pd.DataFrame) -> tuple[list[str], dict[str, str], str]:
-    """The columns, the header of each (the device left out where every column has the same one, which the
-    title then names: its third value)."""
-    sources = many_sources(rows)
-    devices = {_where(r) for _, r in rows.iterrows()}
-    one = len(devices) == 1
-    header: dict[str, str] = {}
-    for _, r in rows.iterrows():
-        header.setdefault(_column(r, sources), (f"{r['source']}: " if sources else "")
-                          + (backend_label(r) if one else f"{backend_label(r)} {_where(r)}"))
-    return list(header), header, f" on {next(iter(devices))}" if one and header else ""
-
-
-def _unit(row) -> str:
-    """The unit of the row's headline figure as its mode declares it ("samples/s", "tok/s", "FLOP/s")."""
-    if target.is_target_row(row):
-        return "s to target"
-    if row["mode"] == "generate":
-        return "tok/s"
-    mode = row_mode(row)
-    figure = mode.headline_figure(row) if mode else None
-    if figure is None:
-        return ""
-    return figure.after or ("FLOP/s" if unit(figure.metric) == "FLOP/s" else "")
-
-
-def _test(row) -> str:
-    mode = str(row["mode"])
-    if mode == "matmul":
-        return f"N={int(row['size'])}" if pd.notna(row.get("size")) else "matmul"
-    batch = f"b{int(row['batch_size'])}" if pd.notna(row.get("batch_size")) else ""
-    if target.is_target_row(row):
-        return f"to {row.get('target')} {batch}"
-    return (TEST_WORDS.get(mode, f"{mode} ") + batch).strip() or mode
-
-
-def _spread(row) -> str:
-    text = spread(row).replace(" IQR", "")
-    return "" if text == "-" else text
-
-
-def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
-    """± half the 95% interval of the median of the samples ``cell.metric`` comes from (two-level bootstrap),
-    "" unknown."""
-    from xpubench.results.stats import two_level
-
-    groups = [g for g in _groups(data, cell) if g.size]
-    if not groups or sum(g.size for g in groups) < 3:
-        return ""
-    stats = two_level(groups)
-    return f"±{(stats.ci95_high - stats.ci95_low) / 2 / stats.median:.0%}" if stats.median > 0 else ""
-
-
-def _llm_lines(frame: pd.DataFrame, order: dict, lines: dict[tuple, Line], sources: bool) -> set:
-    """A language model's pp and tg rows, labelled like llama-bench (the model and its layers, pp64, tg16),
-    into ``lines``; a case of it that did not finish shows its status in both. Returns the rows placed."""
-    placed, families = set(), {}
-    for index, row in frame.iterrows():
-        if row["mode"] != "generate" or row.get("status") != "ok" or num(row, "decode_bytes_per_token") is None:
-            continue
-        batch = int(row["batch_size"])
-        for kind, metric in {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s"}.items():
-            test = test_name(row, kind) + (f" b{batch}" if batch > 1 else "")   # its lengths and depth
-            model, precision = model_name(row), str(row["precision"])
-            line = lines.setdefault(("llm", model, kind, test, precision, row["alike"]), Line(
-                (MODE_ORDER["generate"], order[row["workload"]], model, float(batch), _sort_value(num(row, "depth")),
-                 kind, precision), model, test,
-                precision, "tok/s", True, tg=kind == "tg", llm=True))
-            line.cells[_column(row, sources)] = Cell(row, num(row, metric), _spread(row) if kind == "tg" else "",
-                                            metric if kind == "pp" else None)
-            families.setdefault((row["workload"], precision, batch, row["alike"]), []).append(line)
-        placed.add(index)
-    for index, row in frame.iterrows():   # the cases of the same model that did not finish
-        if row["mode"] != "generate" or row.get("status") == "ok":
-            continue
-        family = families.get((row["workload"], str(row["precision"]), int(row["batch_size"]), row["alike"]))
-        if family:
-            for line in family:
-                line.cells.setdefault(_column(row, sources), Cell(row, None))
-            placed.add(index)
-    return placed
-
-
-def _sort_value(value) -> float:
-    """A figure as a sort key: None (not recorded) first."""
-    return -1.0 if value is None else float(value)
-
-
-def _lines(frame: pd.DataFrame) -> list[Line]:
-    lines: dict[tuple, Line] = {}
-    order = {name: i for i, name in enumerate(dict.fromkeys(frame["workload"]))}
-    sources = many_sources(frame)
-    placed = _llm_lines(frame, order, lines, sources)
-    for index, row in frame.iterrows():
-        if index in placed:
-            continue
-        ok = row.get("status") == "ok"
-        column, mode = _column(row, sources), str(row["mode"])
-        label, test = str(row["workload"]), _test(row)
-        line = lines.setdefault((label, mode, test, row["precision"]), Line(
-            (MODE_ORDER.get(mode, 9), order[row["workload"]], label,
-             _sort_value(measured_at(row)), test, str(row["precision"])),
-            label, test, str(row["precision"]), _unit(row),
-            better(row) and not target.is_target_row(row)))   # a time to target: the shorter the better
-        if target.is_target_row(row):
-            value = num(row, "time_to_target_s") if ok and row.get("target_reached") else None
-        else:
-            value = headline_rate(row) if ok else None
-        line.cells[column] = Cell(row, value, _spread(row) if ok and value is not None else "")
-    return sorted(lines.values(), key=lambda li: li.order)
-
 
 def _scaled(line: Line) -> tuple[str, float]:
     """The unit a line prints its figures in and the divisor: FLOP/s with the prefix of its largest figure."""
@@ -206,6 +48,18 @@ def _cell_text(cell: Cell | None, scale: float, target_row: bool) -> str:
     return text + (NOISY if cell.row.get("noisy") else "")
 
 
+def _sample_spread(data: ResultSet | None, cell: Cell) -> str:
+    """± half the 95% interval of the median of the samples ``cell.metric`` comes from (two-level bootstrap),
+    "" unknown."""
+    from xpubench.results.stats import two_level
+
+    groups = [g for g in _groups(data, cell) if g.size]
+    if not groups or sum(g.size for g in groups) < 3:
+        return ""
+    stats = two_level(groups)
+    return f"±{(stats.ci95_high - stats.ci95_low) / 2 / stats.median:.0%}" if stats.median > 0 else ""
+
+
 def _groups(data: ResultSet | None, cell: Cell) -> list[np.ndarray]:
     return rate_groups(data, cell.row, cell.metric) if data is not None else []
 
@@ -232,9 +86,9 @@ def summary_table(frame: pd.DataFrame, data: ResultSet | None = None) -> Table:
     """The summary (module docstring) of ``frame``; ``data`` (the ResultSet the frame is of) gives the
     ratios their intervals."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
-    lines = [li for li in _lines(rows) if not li.llm] if not rows.empty else []   # a language model: llm.py's
+    lines = [li for li in summary_lines(rows) if not li.llm] if not rows.empty else []   # a language model: llm.py's
     rows = rows[rows.index.isin({cell.row.name for li in lines for cell in li.cells.values()})]
-    columns, header, where = _headers(rows) if lines else ([], {}, "")
+    columns, header, where = column_headers(rows) if lines else ([], {}, "")
     records, unsure_any, marks = [], False, set()
     finished = [li for li in lines if any(c.value is not None for c in li.cells.values())]
     unfinished, lines = len(lines) - len(finished), finished
@@ -272,9 +126,9 @@ def paid_tables(frame: pd.DataFrame) -> list[Table]:
     compile each worker process paid, with its break-even, where any case compiled apart; the dollars per
     the row's unit where a price was given. Each left out (empty) where it has nothing to show."""
     rows = frame[benchmarks(frame)] if not frame.empty else frame
-    lines = [li for li in (_lines(rows) if not rows.empty else [])
+    lines = [li for li in (summary_lines(rows) if not rows.empty else [])
              if any(c.value is not None for c in li.cells.values())]
-    header = _headers(rows)[1] if lines else {}
+    header = column_headers(rows)[1] if lines else {}
     shown = [(line.workload, line.test, line.dtype, line.unit if line.higher else "",
               [Priced(header[c], cell.row, cell.value, cell.metric == "prefill_tokens_per_s")
                for c, cell in line.cells.items() if cell.value is not None]) for line in lines]

@@ -14,7 +14,16 @@ import pandas as pd
 
 from xpubench.legible.units import fmt_rate
 from xpubench.report.base.cells import batch, fmt, fmt_seconds, identity
-from xpubench.report.base.frame import ResultSet, many_sources, num, ok_rows, series_label
+from xpubench.report.base.frame import (
+    ResultSet,
+    many_sources,
+    measured_at,
+    measured_at_column,
+    num,
+    ok_rows,
+    series_label,
+    setting,
+)
 from xpubench.report.base.table import ALWAYS, LOW, Column, Table
 from xpubench.results import target_stats
 from xpubench.results.targets import parse
@@ -153,11 +162,12 @@ def sweep_lines(data: ResultSet) -> list[str]:
     lines = []
     same = [*GROUP, "backend", "device", "devices"]
     for _, group in rows.groupby(same, sort=False, dropna=False):
-        for vary, fixed in (("precision", "batch_size"), ("batch_size", "precision")):
+        group = group.assign(at=measured_at_column(group))   # the batch size a training case is measured at
+        for vary, fixed in (("precision", "at"), ("at", "precision")):
             for _, sub in group.groupby(fixed, sort=False, dropna=False):
                 if sub[vary].nunique() < 2:
                     continue
-                base = sub[sub["precision"] == "fp32"] if vary == "precision" else sub.sort_values("batch_size")
+                base = sub[sub["precision"] == "fp32"] if vary == "precision" else sub.sort_values("at")
                 if base.empty:
                     continue
                 base = base.iloc[0]
@@ -169,7 +179,7 @@ def sweep_lines(data: ResultSet) -> list[str]:
 
 def _sweep_line(data: ResultSet, row, base, vary: str) -> str:
     what = (f"{row['precision']} against fp32" if vary == "precision"
-            else f"batch {int(row['batch_size'])} against {int(base['batch_size'])}")
+            else f"{setting(row)} against {measured_at(base)}")
     speed = _ratio(num(row, "samples_per_s"), num(base, "samples_per_s"))
     epochs = _ratio(num(row, "epochs_to_target"), num(base, "epochs_to_target"))
     parts = [f"{row['workload']} {row['backend']} {row['device']}, {what}: "
@@ -184,7 +194,7 @@ def _sweep_line(data: ResultSet, row, base, vary: str) -> str:
         rate = est.ratio if est.ratio >= 1 else 1 / est.ratio
         parts.append(f"reaches it {rate:.2f}x {sooner} ({_ratio_text(est)}" + ("" if est.significant else
                                                                                ": not significant") + ")")
-    if vary == "batch_size":
+    if vary == "at":
         parts.append(f"learning rate {fmt(num(row, 'learning_rate'), 'g')} at both ({row.get('lr_scaling') or 'n/a'})")
     return ", ".join(parts)
 

@@ -49,8 +49,8 @@ def compile_seconds(row) -> float | None:
 
 def compiled_apart_s(row) -> float | None:
     """Seconds compiled apart before the steady state: the figure; 0 where its mode records one and the case
-    compiled nothing apart (results/metrics.py: ``compile_s`` None is eager, llama.cpp, Keras inside its
-    first step); None where its mode records no compile (unknown)."""
+    compiled nothing apart (results/metrics_train.py and its neighbours: ``compile_s`` None is eager,
+    llama.cpp, Keras inside its first step); None where its mode records no compile (unknown)."""
     seconds = compile_seconds(row)
     if seconds is not None:
         return seconds

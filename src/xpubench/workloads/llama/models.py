@@ -2,7 +2,7 @@
 the training model in each framework, fp32 from a random draw; the generation model in a precision's
 weight format on its device, with the ``--weights`` checkpoint's tensors (checked against the digest the
 plan pinned) or random ones; and the model as a Hugging Face checkpoint folder for an engine (folder.py).
-Each takes the record's ``LlamaSpec`` (workload.py); frameworks are imported when a model is built."""
+Each takes the record's ``LlamaSpec`` (spec.py); frameworks are imported when a model is built."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def jax_generation_model(spec: Any, precision: str, device: Any, seed: int) -> t
     checkpoint (backends/jax_/generate.py)."""
     import jax
 
-    from xpubench.workloads.llama.flax_model import LlamaFlax, init_random, load_checkpoint
+    from xpubench.workloads.llama.flax_model import LlamaFlax
+    from xpubench.workloads.llama.flax_params import init_random, load_checkpoint
 
     fmt = costs.weight_format(precision)
     if fmt == "int4":

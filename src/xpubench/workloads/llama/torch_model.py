@@ -4,7 +4,7 @@
 Layout: ``embed`` (V, C); per block ``attn_norm``, ``qkv`` (q | k | v rows, (H + 2·KV)·D x C), ``o``,
 ``mlp_norm``, ``gate_up`` (gate | up rows, 2I x C), ``down``; ``norm``; ``head`` (V, C) when untied,
 else the head is ``embed``. Fusing q/k/v and gate/up changes no value: each output row is the same dot
-product as in transformers' separate projections (``checkpoint.target`` says which rows are which).
+product as in transformers' separate projections (``hf_tensors.target`` says which rows are which).
 
 Numerics as transformers': RMSNorm in float32, cast back, then times its weight; RoPE's cos and sin
 computed in float32 from float32 inverse frequencies and cast to the compute dtype; rotate_half layout;
@@ -36,9 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xpubench.workloads.llama.checkpoint import Checkpoint, target
+from xpubench.workloads.llama.checkpoint import Checkpoint
 from xpubench.workloads.llama.config import LlamaConfig, rope_inv_freq
 from xpubench.workloads.llama.costs import DEFAULT_INT4_GROUP, DEFAULT_INT8_COMPUTE, compute_dtype
+from xpubench.workloads.llama.hf_tensors import target
 from xpubench.workloads.llama.torch_weights import PACKED_MAX_ROWS, Proj, int8pack_available, widening_note
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -175,7 +176,7 @@ class LlamaTorch(nn.Module):
 
     @torch.no_grad()
     def load_checkpoint(self, ckpt: Checkpoint) -> LlamaTorch:
-        """Every tensor of a checked checkpoint into its place (``checkpoint.target``)."""
+        """Every tensor of a checked checkpoint into its place (``hf_tensors.target``)."""
         if dataclasses.replace(ckpt.config, name=self.cfg.name) != self.cfg:
             raise ValueError("the model was built for another config than the checkpoint's")
         for name, tensor in ckpt.tensors("pt"):
