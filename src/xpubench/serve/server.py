@@ -1,5 +1,5 @@
 """The server under load: an engine's OpenAI-compatible server started by xpubench (``--server llamacpp``,
-``vllm``, ``sglang``: the engine record's ``ServerSpec``, backends/base.py), or any such server at a URL; either
+``vllm``, ``sglang``: the engine record's ``ServerSpec``, backends/serverspec.py), or any such server at a URL; either
 way what the server says about itself is recorded.
 
 ``Server`` starts the spec's command on 127.0.0.1 at a free port, serving the model under the case's name,
