@@ -70,6 +70,9 @@ CASES = [
     ("matrix size 0", "run -w matmul --size 0", "matrix size must be a positive whole number"),
     ("empty list", "run -w matmul -d ,", "empty device list"),
     ("epochs 0", "run -w mnist_cnn --epochs 0", "epochs must be a positive whole number, got 0"),
+    ("training samples below one batch", "run -w mnist_cnn -b torch --batch-size 64,256 --train-samples 100 --dry-run",
+     ("--train-samples 100 is less than one global batch (batch x devices) of mnist_cnn/torch/cpu/train/fp32/b256: "
+      "no step to time; give --train-samples 256 or more, or a smaller --batch-size")),
     ("target on synthetic data", "run -w mnist_cnn -b torch --target accuracy=0.975 --data synthetic",
      "a quality target needs real data"),
     ("target not METRIC=VALUE", "run -w mnist_cnn --target fast --data real --data-dir {tmp}",

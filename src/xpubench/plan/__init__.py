@@ -30,7 +30,7 @@ from xpubench.plan.devices import available_count, device_counts, processes  # n
 from xpubench.plan.readable import readable
 from xpubench.plan.request import PlanRequest, is_brief, is_quick, workloads_of
 from xpubench.plan.resolve import for_backend, pinned, resolve_paths
-from xpubench.plan.validation import validate
+from xpubench.plan.validation import check_one_step, validate
 from xpubench.workloads import get_workload, option_rows
 from xpubench.workloads.base import Workload
 
@@ -83,6 +83,7 @@ def build_cases(req: PlanRequest, env: dict) -> list[Case]:
     cases = list(unique.values())
     for case in cases:
         readable(case)
+    check_one_step(cases)   # --train-samples below one global batch (plan/validation.py)
     engines.check(cases)   # a format an engine lacks, a checkpoint it can't convert (plan/engines.py)
     return brief_cases(req, env, cases) if is_brief(req) else cases
 

@@ -130,3 +130,16 @@ def _check_run_extras(req: PlanRequest) -> None:
     b = req.budget_s
     if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= LARGEST):
         raise UserError(f"--budget must be a number of seconds above 0 (at most {LARGEST:g}), got {b!r}")
+
+
+def check_one_step(cases) -> None:
+    """A training case whose --train-samples hold less than one global batch has no step to time: refused
+    before anything runs, naming the cases and the sizes that would (the worker would fail each alone)."""
+    short = [c for c in cases if c.mode == "train" and c.train_samples and c.global_batch
+             and c.train_samples < c.global_batch]
+    if short:
+        largest = max(c.global_batch for c in short)
+        named = ", ".join(c.key for c in short[:3]) + (f" and {len(short) - 3} more" if len(short) > 3 else "")
+        raise UserError(f"--train-samples {short[0].train_samples} is less than one global batch (batch x devices) "
+                        f"of {named}: no step to time; give --train-samples {largest} or more, or a smaller "
+                        "--batch-size")
