@@ -214,7 +214,7 @@ def test_a_pickle_that_would_run_code_through_the_cli_is_exit_2(tmp_path: Path, 
     evil_npz(tmp_path / "imdb", marker)
     code = main(["run", "--processes", "1", "-w", "imdb_lstm", "-b", "torch", "--data", "real",
                  "--data-dir", str(tmp_path), "--epochs", "1", "--steps", "1", "--batch-size", "2",
-                 "--train-samples", "1", "--eval-samples", "1", "--no-progress", "-o", str(tmp_path / "r.jsonl")])
+                 "--train-samples", "2", "--eval-samples", "1", "--no-progress", "-o", str(tmp_path / "r.jsonl")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "refers to" in err and "Traceback" not in err, err
     assert not marker.exists()
