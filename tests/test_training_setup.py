@@ -1,5 +1,5 @@
-"""The training set-up (harness/setup.py): what a case trains on, and a set too small for one step said with
-its sizes (the step loop cannot: a framework's own trainer may not know the batch)."""
+"""The training set-up (harness/setup.py): what a case trains on; a set too small for one step is refused here,
+with its sizes (every trainer's steps per epoch come from the set-up)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from xpubench.backends.base import Backend
-from xpubench.devices.device import CPU, kind_of
+from xpubench.devices.device import is_cpu
 from xpubench.harness import matmul
 
 
@@ -73,7 +73,7 @@ def doctor_ops(device: str):
     from xpubench.case import Case
     from xpubench.devices import memory
 
-    if kind_of(device) is not CPU:
+    if not is_cpu(device):
         raise ValueError(f"numpy runs on the cpu only, not on {device}")
     return DoctorOps(
         matmul=lambda p: ops_for(Case(workload="matmul", backend="numpy", device="cpu", mode="matmul", precision=p)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xpubench.devices.device import CPU, kind_of
+from xpubench.devices.device import is_cpu
 from xpubench.errors import UserError
 from xpubench.harness import bandwidth
 from xpubench.harness.ceiling import GemmOps, shaped_inputs_numpy
@@ -20,7 +20,7 @@ SCALAR = np.float32(3.0)
 
 
 def gemm_ops(device: str, precision: str, seed: int = 0) -> GemmOps:
-    if kind_of(device) is not CPU or precision != "fp32":
+    if not is_cpu(device) or precision != "fp32":
         raise UserError(f"numpy runs fp32 on the cpu only (asked: {precision} on {device})")
     ops = MatmulOps(
         make_inputs=lambda n: shaped_inputs_numpy(n, n, n, seed), product=np.matmul, sync=lambda out: None,
@@ -30,7 +30,7 @@ def gemm_ops(device: str, precision: str, seed: int = 0) -> GemmOps:
 
 
 def stream_ops(device: str, array_bytes: int | None = None) -> bandwidth.StreamOps:
-    if kind_of(device) is not CPU:
+    if not is_cpu(device):
         raise UserError(f"numpy runs on the cpu only (asked: {device})")
     size = array_bytes or bandwidth.array_bytes_for(bandwidth.llc_bytes(), bandwidth.available_memory_bytes())
     n = size // 4

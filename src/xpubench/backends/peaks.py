@@ -6,7 +6,7 @@ the labelled estimate for CPUs. An unknown chip has no peak: None ("n/a"), never
 
 from __future__ import annotations
 
-from xpubench.devices.device import CPU, kind_of
+from xpubench.devices.device import is_cpu
 
 
 def device_record(fp: dict, backend: str, device: str) -> dict:
@@ -23,7 +23,7 @@ def device_record(fp: dict, backend: str, device: str) -> dict:
 
 def peak_for(fp: dict, backend: str, device: str, precision: str) -> tuple[float | None, bool]:
     """(peak FLOP/s of one device at this precision or None, whether it is an estimate)."""
-    if kind_of(device) is CPU:   # the host's estimate (devices/cpu_peak.py)
+    if is_cpu(device):   # the host's estimate (devices/cpu_peak.py)
         est = fp.get("host", {}).get("cpu", {}).get("peak_estimate", {}).get(precision) or {}
         value = est.get("value") if isinstance(est, dict) else None
         return (float(value), True) if value else (None, True)

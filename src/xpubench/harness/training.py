@@ -166,8 +166,6 @@ def run_training(trainer: Trainer, case, flops_per_sample: float, clock=time.per
     (the harness runs its steps) and an epoch Trainer (``run_epoch``: the framework runs them) alike."""
     epochs = case.epochs or 1
     steps = min(case.steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
-    if steps < 1:   # training_setup says why, with the batch (a trainer of its own may not)
-        raise ValueError("the training set holds less than one global batch: no step to time")
     mode = sync_mode(case)
     ahead = mode == "step" and getattr(trainer, "dispatches_ahead", False) and not is_accelerator(case.device)
     budget = case.time_budget_s

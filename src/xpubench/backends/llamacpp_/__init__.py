@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from xpubench.backends.engine import Engine, Weights
 from xpubench.backends.serverspec import ServerSpec
-from xpubench.devices.device import CPU, kind_of
+from xpubench.devices.device import is_cpu
 
 # llama-server's /props names of formats (llama_model_ftype_name) that are not the format's own name
 REPORTED = {"all f32": "f32", "q4_k - medium": "q4_k_m"}
@@ -56,7 +56,7 @@ class LlamaCppBackend(Engine):
     def unavailable(self, case) -> str | None:
         from xpubench.backends.llamacpp_.binaries import find
 
-        if kind_of(case.device) is not CPU:
+        if not is_cpu(case.device):
             return f"xpubench runs llama.cpp's CPU build only; {case.device} is not a CPU"
         if case.batch_size > 1:
             return "llama-bench generates one sequence at a time (batch 1)"

@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from xpubench.backends.base import Unsupported
 from xpubench.backends.engine import Engine, Weights
-from xpubench.devices.device import CPU, kind_of
+from xpubench.devices.device import is_cpu
 
 
 class OpenVinoBackend(Engine):
@@ -44,7 +44,7 @@ class OpenVinoBackend(Engine):
         return 'pip install "xpubench[openvino]"'
 
     def unavailable(self, case) -> str | None:
-        if kind_of(case.device) is not CPU:
+        if not is_cpu(case.device):
             return f"xpubench runs OpenVINO GenAI on the CPU only; {case.device} is not a CPU"
         if case.batch_size > 1:
             return "xpubench times OpenVINO GenAI's tokens through its streamer, one sequence at a time (batch 1)"

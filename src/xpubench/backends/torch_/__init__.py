@@ -5,7 +5,7 @@ the methods, so listing backends imports no framework."""
 from __future__ import annotations
 
 from xpubench.backends.base import Backend, Unsupported
-from xpubench.devices.device import CPU, GPU, MPS, kind_of
+from xpubench.devices.device import GPU, MPS, is_cpu, kind_of
 from xpubench.workloads.llama.options import DECODE_STEPS
 
 # CPU instructions that make a half-precision matmul native (slow_cpu_dtypes)
@@ -59,7 +59,7 @@ class TorchBackend(Backend):
         """bf16/fp16 on a CPU without native instructions for them: torch's kernels then run at ~1 GFLOP/s
         (measured: torch 2.13 bf16 0.3-0.7, fp16 1.4 GFLOP/s on a Zen 2 with AVX2), so one 4096 product
         takes minutes. (XLA converts to fp32 internally and stays fast.)"""
-        if kind_of(device) is not CPU:
+        if not is_cpu(device):
             return []
         flags = set(env.get("host", {}).get("cpu", {}).get("flags") or [])
         return [d for d, native in NATIVE_HALF_FLAGS.items() if not flags.intersection(native)]
@@ -74,7 +74,7 @@ class TorchBackend(Backend):
 
     def data_parallel_devices(self, env: dict, device: str) -> int | None:
         """On a CPU, DistributedDataParallel runs one process per usable core (ddp.py)."""
-        if kind_of(device) is not CPU:
+        if not is_cpu(device):
             return None
         import os
 
